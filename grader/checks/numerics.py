@@ -1,0 +1,48 @@
+"""Numerical comparison with a report of how far off, and where."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _as_numpy(value, name: str) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except Exception as exc:   # a student may return something that is not an array at all
+        raise AssertionError(f"{name} is not an array: got {type(value).__name__} ({exc})") from None
+
+
+def compare(actual, expected, *, rtol: float, atol: float, name: str = "result") -> str | None:
+    """None when `actual` matches `expected` within atol + rtol * |expected|, otherwise a report."""
+    got, want = _as_numpy(actual, name), _as_numpy(expected, "expected")
+    if got.shape != want.shape:
+        return f"{name} has shape {got.shape}, expected {want.shape}"
+    if got.size == 0:
+        return None
+    if not np.issubdtype(got.dtype, np.number) and got.dtype != np.bool_:
+        return f"{name} has dtype {got.dtype}, expected numbers like {want.dtype}"
+    got64, want64 = got.astype(np.float64), want.astype(np.float64)
+    nan_mismatch = np.isnan(got64) != np.isnan(want64)
+    abs_err = np.abs(got64 - want64)
+    abs_err = np.where(np.isnan(want64) & np.isnan(got64), 0.0, abs_err)
+    bad = nan_mismatch | ~(abs_err <= atol + rtol * np.abs(want64))
+    if not bad.any():
+        return None
+    rel_err = abs_err / np.maximum(np.abs(want64), np.finfo(np.float64).tiny)
+    worst_abs = np.unravel_index(np.nanargmax(np.where(bad, abs_err, -np.inf)), got.shape)
+    worst_rel = np.unravel_index(np.nanargmax(np.where(bad, rel_err, -np.inf)), got.shape)
+    at = lambda idx: tuple(int(i) for i in idx)   # noqa: E731
+    return (
+        f"{name} differs from the reference in {int(bad.sum())} of {got.size} elements "
+        f"(tolerance: atol={atol:g}, rtol={rtol:g})\n"
+        f"  max abs error {abs_err[worst_abs]:.3g} at index {at(worst_abs)}: "
+        f"got {got64[worst_abs]:.6g}, expected {want64[worst_abs]:.6g}\n"
+        f"  max rel error {rel_err[worst_rel]:.3g} at index {at(worst_rel)}: "
+        f"got {got64[worst_rel]:.6g}, expected {want64[worst_rel]:.6g}"
+    )
+
+
+def assert_close(actual, expected, *, rtol: float = 1e-5, atol: float = 1e-6, name: str = "result") -> None:
+    problem = compare(actual, expected, rtol=rtol, atol=atol, name=name)
+    if problem:
+        raise AssertionError(problem)

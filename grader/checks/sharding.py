@@ -1,0 +1,105 @@
+"""Sharding assertions, three ways (the sharding object, each shard's shape, each shard's values),
+with the expected and actual layouts drawn side by side when they differ."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from grader.checks.numerics import compare
+
+
+def _spans(indices: list[slice], size: int) -> list[tuple[int, int]]:
+    return sorted({(s.start or 0, size if s.stop is None else s.stop) for s in indices})
+
+
+def layout_text(shape: tuple[int, ...], sharding: jax.sharding.Sharding) -> list[str]:
+    """A grid of which devices hold which block of the first two dimensions (like
+    jax.debug.visualize_array_sharding, as plain text lines so it fits in a failure message)."""
+    index_map = sharding.devices_indices_map(tuple(shape))
+    if len(shape) == 0:
+        devices = sorted(d.id for d in index_map)
+        return [f"scalar on devices {','.join(map(str, devices))}"]
+    rows = _spans([idx[0] for idx in index_map.values()], shape[0])
+    cols = _spans([idx[1] for idx in index_map.values()], shape[1]) if len(shape) > 1 else [(0, 1)]
+    cells: dict[tuple[int, int], list[int]] = {}
+    for device, idx in index_map.items():
+        r = rows.index((idx[0].start or 0, shape[0] if idx[0].stop is None else idx[0].stop))
+        c = 0 if len(shape) == 1 else cols.index(
+            (idx[1].start or 0, shape[1] if idx[1].stop is None else idx[1].stop))
+        cells.setdefault((r, c), []).append(device.id)
+    labels = {k: ",".join(map(str, sorted(v))) for k, v in cells.items()}
+    width = max(len(v) for v in labels.values()) + 2
+    sep = "+" + "+".join("-" * width for _ in cols) + "+"
+    lines = [sep]
+    for r in range(len(rows)):
+        lines.append("|" + "|".join(labels.get((r, c), "?").center(width) for c in range(len(cols))) + "|")
+        lines.append(sep)
+    return lines
+
+
+def side_by_side(left: list[str], right: list[str], titles=("expected", "actual"), gap: int = 4) -> str:
+    width = max(len(titles[0]), *(len(line) for line in left))
+    out = [titles[0].ljust(width) + " " * gap + titles[1]]
+    for i in range(max(len(left), len(right))):
+        a = left[i] if i < len(left) else ""
+        b = right[i] if i < len(right) else ""
+        out.append(a.ljust(width) + " " * gap + b)
+    return "\n".join(out)
+
+
+def describe_sharding(sharding: jax.sharding.Sharding) -> str:
+    if isinstance(sharding, NamedSharding):
+        axes = ", ".join(f"{name}={size}" for name, size in sharding.mesh.shape.items())
+        return f"{sharding.spec} on mesh ({axes})"
+    return type(sharding).__name__ + f" on devices {sorted(d.id for d in sharding.device_set)}"
+
+
+def _layout_message(name, arr, expected_sharding, headline) -> str:
+    return (
+        f"{name}: {headline}\n"
+        f"  expected {describe_sharding(expected_sharding)}\n"
+        f"  actual   {describe_sharding(arr.sharding)}\n"
+        "Which devices hold each block (rows x columns of the first two dimensions):\n"
+        + side_by_side(layout_text(arr.shape, expected_sharding), layout_text(arr.shape, arr.sharding))
+    )
+
+
+def assert_sharding(arr, mesh, spec: PartitionSpec, *, name: str = "output") -> None:
+    """The array's sharding is equivalent to NamedSharding(mesh, spec), and each shard has its shape."""
+    if not isinstance(arr, jax.Array):
+        raise AssertionError(f"{name} should be a jax.Array placed on the mesh, got {type(arr).__name__}")
+    expected = NamedSharding(mesh, spec)
+    try:
+        expected.shard_shape(arr.shape)
+    except ValueError as exc:
+        raise AssertionError(f"{name} has shape {arr.shape}, which {spec} cannot split: {exc}") from None
+    if not arr.sharding.is_equivalent_to(expected, arr.ndim):
+        raise AssertionError(_layout_message(name, arr, expected, "wrong sharding"))
+    want = expected.shard_shape(arr.shape)
+    for shard in arr.addressable_shards:
+        if shard.data.shape != want:
+            raise AssertionError(_layout_message(
+                name, arr, expected, f"the shard on device {shard.device.id} has shape "
+                f"{shard.data.shape}, expected {want}"))
+
+
+def assert_shard_values(arr, expected_global, *, rtol: float = 1e-5, atol: float = 1e-6,
+                        name: str = "output") -> None:
+    """Each addressable shard holds exactly its slice of the expected global array."""
+    want = np.asarray(expected_global)
+    if tuple(arr.shape) != want.shape:
+        raise AssertionError(f"{name} has shape {tuple(arr.shape)}, expected {want.shape}")
+    for shard in sorted(arr.addressable_shards, key=lambda s: s.device.id):
+        problem = compare(shard.data, want[shard.index], rtol=rtol, atol=atol,
+                          name=f"{name}'s shard on device {shard.device.id} (global index {shard.index})")
+        if problem:
+            raise AssertionError(problem)
+
+
+def assert_sharded_like(arr, mesh, spec: PartitionSpec, expected_global, *, rtol: float = 1e-5,
+                        atol: float = 1e-6, name: str = "output") -> None:
+    """All three checks: sharding object, shard shapes, shard values."""
+    assert_sharding(arr, mesh, spec, name=name)
+    assert_shard_values(arr, expected_global, rtol=rtol, atol=atol, name=name)

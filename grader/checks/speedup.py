@@ -1,0 +1,148 @@
+"""Speedup measured so that it means something on shared host devices (DESIGN.md, "Speedup thresholds").
+
+Compilation and warm-up are excluded, every call is waited for with block_until_ready, baseline and
+candidate alternate (ABBA) so that drift in the machine hits both, the statistic is the ratio of
+medians with the interquartile range of the pairwise ratios as its spread, and a result near the
+threshold is re-measured with more repeats before the verdict. Thresholds against one device are
+scaled by what a calibration kernel achieves on the same machine in the same run.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+
+class TimingPolicy(StrEnum):
+    ENFORCE = "enforce"   # below the threshold fails the test
+    REPORT = "report"     # measure and show the figures, never fail
+    SKIP = "skip"         # do not measure
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class SpeedupResult:
+    label: str
+    speedup: float        # median(baseline) / median(candidate)
+    spread: tuple[float, float]   # interquartile range of the pairwise ratios
+    baseline_s: float
+    candidate_s: float
+    repeats: int
+    threshold: float
+    devices: int
+    cores: int
+    platform: str
+    near_threshold: bool  # the spread still straddled the threshold after the extra repeats
+    calibration: float | None = None   # what the calibration kernel achieved, when the threshold is scaled
+
+    @property
+    def met(self) -> bool:
+        return self.speedup >= self.threshold
+
+    def summary(self) -> str:
+        calibrated = (f", calibrated: the machine gives {self.calibration:.2f}x on a kernel that scales"
+                      if self.calibration is not None else "")
+        near = " (near the threshold: decided on the median after extra repeats)" if self.near_threshold else ""
+        return (
+            f"{self.label}: speedup {self.speedup:.2f}x (IQR {self.spread[0]:.2f}-{self.spread[1]:.2f}), "
+            f"{self.baseline_s * 1e3:.2f} ms -> {self.candidate_s * 1e3:.2f} ms over {self.repeats} "
+            f"interleaved repeats; threshold {self.threshold:.2f}x{calibrated}; {self.devices} devices on "
+            f"{self.cores} cores ({self.platform}){near}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"met": self.met}
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    return time.perf_counter() - start
+
+
+def time_interleaved(baseline: Callable[[], Any], candidate: Callable[[], Any], repeats: int):
+    """Pairs of timings, alternating which runs first (ABBA) so that a drifting machine hits both."""
+    base, cand = [], []
+    for i in range(repeats):
+        if i % 2 == 0:
+            base.append(_timed(baseline))
+            cand.append(_timed(candidate))
+        else:
+            cand.append(_timed(candidate))
+            base.append(_timed(baseline))
+    return base, cand
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    q = np.percentile(values, [25, 75])
+    return float(q[0]), float(q[1])
+
+
+def measure_speedup(baseline: Callable[[], Any], candidate: Callable[[], Any], *, threshold: float,
+                    label: str, devices: int, warmup: int = 2, repeats: int = 9, max_repeats: int = 45,
+                    margin: float = 0.15, calibration: float | None = None) -> SpeedupResult:
+    """How many times faster `candidate()` runs than `baseline()` (both take no arguments).
+
+    More repeats are taken, in batches of `repeats` up to `max_repeats`, while the interquartile range
+    of the pairwise ratios straddles the threshold or the median lies within `margin` of it."""
+    for _ in range(warmup):   # compile, and let caches and thread pools settle
+        jax.block_until_ready(baseline())
+        jax.block_until_ready(candidate())
+    base, cand = time_interleaved(baseline, candidate, repeats)
+    while True:
+        speedup = statistics.median(base) / statistics.median(cand)
+        low, high = _quartiles([b / c for b, c in zip(base, cand)])
+        near = low <= threshold <= high or abs(speedup / threshold - 1) < margin
+        if not near or len(base) >= max_repeats:
+            break
+        more_base, more_cand = time_interleaved(baseline, candidate, repeats)
+        base += more_base
+        cand += more_cand
+    return SpeedupResult(
+        label=label, speedup=speedup, spread=(low, high), baseline_s=statistics.median(base),
+        candidate_s=statistics.median(cand), repeats=len(base), threshold=threshold, devices=devices,
+        cores=cores(), platform=jax.default_backend(), near_threshold=near, calibration=calibration,
+    )
+
+
+_CALIBRATIONS: dict[int, float] = {}
+
+
+def _calibration_kernel(block):
+    def body(_, v):
+        return jnp.sin(v) * 0.9 + 0.1
+    return jax.lax.fori_loop(0, 300, body, block)
+
+
+def calibration_speedup(n_devices: int, *, rows_per_device: int = 32, cols: int = 256) -> float:
+    """What n devices give over one on this machine for work XLA does not multithread inside a device
+    (an elementwise loop on a small block each): the ceiling a sharded computation can reach here.
+    Measured once per device count and process."""
+    if n_devices in _CALIBRATIONS:
+        return _CALIBRATIONS[n_devices]
+    devices = jax.devices()[:n_devices]
+    many = jax.make_mesh((n_devices,), ("c",), axis_types=(jax.sharding.AxisType.Explicit,), devices=devices)
+    one = jax.make_mesh((1,), ("c",), axis_types=(jax.sharding.AxisType.Explicit,), devices=devices[:1])
+    data = np.linspace(0, 1, n_devices * rows_per_device * cols, dtype=np.float32).reshape(-1, cols)
+
+    def runner(mesh):
+        x = jax.device_put(data, NamedSharding(mesh, P("c")))
+        f = jax.jit(jax.shard_map(_calibration_kernel, mesh=mesh, in_specs=P("c"), out_specs=P("c")))
+        return lambda: f(x)
+
+    result = measure_speedup(runner(one), runner(many), threshold=1.0, label="calibration",
+                             devices=n_devices, repeats=7, max_repeats=7)
+    _CALIBRATIONS[n_devices] = result.speedup
+    return result.speedup

@@ -1,0 +1,208 @@
+"""shardlab's pytest plugin: the catalog's markers and device counts, the implementation under test,
+the timing policy, and a grading category for every test (written as JSON for the runner).
+
+Loaded by the root conftest.py, after the host devices are forced and before any test imports jax.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from grader import catalog
+from grader.devices import DeviceCountError, verify_host_devices
+from grader.implementations import load_module, resolve_source
+from grader.outcomes import Category, categorize, student_message
+
+IMPL = pytest.StashKey[Path]()
+RECORDER = pytest.StashKey["Recorder"]()
+MODULES = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("shardlab")
+    group.addoption("--impl", default="reference",
+                    help="implementation under test: 'reference' (solutions/, the default), 'exercises' "
+                         "(the student stubs) or the path of a submission folder")
+    group.addoption("--timing", default=os.environ.get("SHARDLAB_TIMING", "enforce"),
+                    choices=["enforce", "report", "skip"],
+                    help="speedup tests: enforce thresholds, report figures only, or skip (default: "
+                         "$SHARDLAB_TIMING or enforce)")
+    group.addoption("--slow", action="store_true", help="also run the tests marked slow")
+    group.addoption("--visible-only", action="store_true", help="leave out the hidden tests")
+    group.addoption("--shardlab-results", metavar="PATH", help="write every test's category as JSON")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "hidden: a hidden test, never shown to students before grading")
+    config.addinivalue_line("markers", "slow: a slow test, run with --slow")
+    config.addinivalue_line("markers", "points(weight): this test's share of its exercise's points (default 1)")
+    for exercise in catalog.EXERCISES:
+        config.addinivalue_line("markers", f"{exercise.id}: tests of {exercise.title}")
+    try:
+        verify_host_devices()
+    except DeviceCountError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    try:
+        config.stash[IMPL] = resolve_source(config.getoption("--impl"))
+    except FileNotFoundError as exc:
+        raise pytest.UsageError(f"--impl: {exc}") from None
+    config.stash[RECORDER] = Recorder()
+    config.pluginmanager.register(config.stash[RECORDER], "shardlab-recorder")
+    config.stash[MODULES] = {}
+
+
+def exercise_of(path: Path) -> catalog.Exercise | None:
+    """Exercise tests live in a folder named by the exercise's id."""
+    try:
+        return catalog.get(path.parent.name)
+    except KeyError:
+        return None
+
+
+def pytest_collection_modifyitems(config, items):
+    run_slow = config.getoption("--slow")
+    visible_only = config.getoption("--visible-only")
+    kept, dropped = [], []
+    for item in items:
+        exercise = exercise_of(item.path)
+        if exercise is not None:
+            item.add_marker(exercise.id)
+        if item.get_closest_marker("slow") and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="slow test: run with --slow"))
+        (dropped if visible_only and item.get_closest_marker("hidden") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_generate_tests(metafunc):
+    """`n_devices` takes every mesh size the catalog grades the exercise at."""
+    if "n_devices" in metafunc.fixturenames:
+        exercise = exercise_of(Path(metafunc.definition.path))
+        counts = exercise.devices if exercise else (2, 4, 8)
+        metafunc.parametrize("n_devices", counts, ids=[f"{n}dev" for n in counts])
+
+
+@pytest.fixture
+def exercise(request) -> catalog.Exercise:
+    found = exercise_of(request.node.path)
+    if found is None:
+        raise LookupError(f"{request.node.path} is not in a folder named by a catalog exercise id")
+    return found
+
+
+@pytest.fixture
+def impl(request, exercise):
+    """The module under test for this test's exercise, loaded once per session (or its import error)."""
+    modules = request.config.stash[MODULES]
+    if exercise.id not in modules:
+        try:
+            modules[exercise.id] = load_module(exercise, request.config.stash[IMPL])
+        except Exception as exc:   # NotAttempted, ImplementationImportError: every test reports it
+            modules[exercise.id] = exc
+    found = modules[exercise.id]
+    if isinstance(found, Exception):
+        raise found
+    return found
+
+
+@pytest.fixture
+def speedup(request):
+    """check(baseline, candidate, threshold=..., label=..., devices=...) under the session's policy;
+    the figures go into the test's output and its recorded properties whatever the outcome."""
+    from grader.checks.speedup import TimingPolicy, measure_speedup
+
+    policy = TimingPolicy(request.config.getoption("--timing"))
+
+    def check(baseline, candidate, **kwargs):
+        if policy is TimingPolicy.SKIP:
+            pytest.skip("timing checks are off (--timing=skip)")
+        result = measure_speedup(baseline, candidate, **kwargs)
+        request.node.user_properties.append(("speedup", result.as_dict() | {"policy": policy.value}))
+        print(result.summary())
+        if policy is TimingPolicy.ENFORCE and not result.met:
+            raise AssertionError(
+                f"not fast enough: {result.summary()}.\nThe measured speedup is below the threshold: "
+                "is every device doing only its own share of the work?")
+        return result
+
+    return check
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    exc = call.excinfo.value if call.excinfo else None
+    if report.skipped:
+        category, message = Category.SKIPPED, str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else ""
+    elif exc is not None and report.failed:
+        category = categorize(exc)
+        message = student_message(exc, item.config.stash[IMPL])
+        if category is Category.NOT_ATTEMPTED or call.when == "setup":
+            report.longrepr = message   # the stub's traceback teaches nothing
+    else:
+        category, message = Category.PASSED, ""
+    report.shardlab = {"category": category.value, "message": message}
+    return report
+
+
+_RANK = [Category.PASSED, Category.SKIPPED, Category.FAILED, Category.NOT_ATTEMPTED, Category.ERROR]
+
+
+class Recorder:
+    """One entry per test, merged over its setup, call and teardown phases (the worst phase wins)."""
+
+    def __init__(self):
+        self.entries: dict[str, dict] = {}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        points = item.get_closest_marker("points")
+        exercise = exercise_of(item.path)
+        self.entries[item.nodeid] = {
+            "nodeid": item.nodeid, "exercise": exercise.id if exercise else None,
+            "hidden": item.get_closest_marker("hidden") is not None,
+            "slow": item.get_closest_marker("slow") is not None,
+            "weight": float(points.args[0]) if points else 1.0,
+            "category": Category.PASSED.value, "message": "", "duration": 0.0, "speedup": None,
+        }
+
+    def pytest_runtest_logreport(self, report):
+        entry = self.entries.get(report.nodeid)
+        outcome = getattr(report, "shardlab", None)
+        if entry is None or outcome is None:
+            return
+        entry["duration"] += report.duration
+        for name, value in report.user_properties:
+            if name == "speedup":
+                entry["speedup"] = value
+        if _RANK.index(Category(outcome["category"])) > _RANK.index(Category(entry["category"])):
+            entry.update(outcome)
+
+
+def pytest_sessionfinish(session):
+    target = session.config.getoption("--shardlab-results")
+    if not target:
+        return
+    payload = {
+        "implementation": str(session.config.stash[IMPL]),
+        "timing": session.config.getoption("--timing"),
+        "tests": list(session.config.stash[RECORDER].entries.values()),
+    }
+    Path(target).write_text(json.dumps(payload, indent=1))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    entries = config.stash[RECORDER].entries.values() if RECORDER in config.stash else []
+    figures = [e["speedup"] for e in entries if e.get("speedup")]
+    if figures:
+        terminalreporter.section("shardlab speedup figures")
+        for fig in figures:
+            terminalreporter.write_line(
+                f"{fig['label']}: {fig['speedup']:.2f}x (IQR {fig['spread'][0]:.2f}-{fig['spread'][1]:.2f}) "
+                f"threshold {fig['threshold']:.2f}x, {fig['repeats']} repeats, {fig['devices']} devices / "
+                f"{fig['cores']} cores [{fig['policy']}: {'met' if fig['met'] else 'NOT met'}]")
