@@ -30,14 +30,14 @@ class Exercise:
     def module_file(self) -> str:
         return f"{self.id}.py"
 
-    def solution_path(self, root: Path = paths.SOLUTIONS_DIR) -> Path:
-        return root / self.module_file
+    def solution_path(self, root: Path | None = None) -> Path:
+        return (root or paths.SOLUTIONS_DIR) / self.module_file
 
-    def stub_path(self, root: Path = paths.EXERCISES_DIR) -> Path:
-        return root / self.module_file
+    def stub_path(self, root: Path | None = None) -> Path:
+        return (root or paths.EXERCISES_DIR) / self.module_file
 
-    def tests_dir(self, root: Path = paths.EXERCISE_TESTS_DIR) -> Path:
-        return root / self.id
+    def tests_dir(self, root: Path | None = None) -> Path:
+        return (root or paths.EXERCISE_TESTS_DIR) / self.id
 
 
 EXERCISES: tuple[Exercise, ...] = (

@@ -1,21 +1,36 @@
 """The checks the exercise tests are written with. Each failure message is meant for a student."""
 
 from grader.checks.hlo import (
-    COLLECTIVES, NotReported, assert_collectives, collective_ops, collectives_in, compiled,
-    flops_per_device, hlo_text, memory_per_device,
+    COLLECTIVES,
+    NotReported,
+    assert_collectives,
+    collective_ops,
+    collectives_in,
+    compiled,
+    flops_per_device,
+    hlo_text,
+    memory_per_device,
 )
 from grader.checks.meshes import test_mesh
 from grader.checks.numerics import assert_close, compare
 from grader.checks.sharding import (
-    assert_shard_values, assert_sharded_like, assert_sharding, layout_text, side_by_side,
+    assert_shard_values,
+    assert_sharded_like,
+    assert_sharding,
+    layout_text,
+    side_by_side,
 )
 from grader.checks.speedup import (
-    SpeedupResult, TimingPolicy, calibration_speedup, measure_speedup,
+    SpeedupResult,
+    TimingPolicy,
+    calibration_speedup,
+    judge,
+    measure_speedup,
 )
 
 __all__ = [
     "COLLECTIVES", "NotReported", "SpeedupResult", "TimingPolicy", "assert_close", "assert_collectives",
     "assert_shard_values", "assert_sharded_like", "assert_sharding", "calibration_speedup",
-    "collective_ops", "collectives_in", "compare", "compiled", "flops_per_device", "hlo_text",
+    "collective_ops", "collectives_in", "compare", "compiled", "flops_per_device", "hlo_text", "judge",
     "layout_text", "measure_speedup", "memory_per_device", "side_by_side", "test_mesh",
 ]

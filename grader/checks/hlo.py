@@ -91,7 +91,7 @@ def assert_collectives(fn_or_text, *args, exactly: dict[str, int] | None = None,
         want = Counter({k: v for k, v in exactly.items() if v})
         if +counts != want:
             problems.append(f"expected exactly {_fmt(want)}")
-    problems += [f"expected a {k}" for k in present if not counts[k]]
+    problems += [f"expected at least one {k}" for k in present if not counts[k]]
     problems += [f"expected no {k}" for k in absent if counts[k]]
     if only is not None:
         extra = sorted(k for k in counts if k not in only)

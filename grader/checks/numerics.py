@@ -22,10 +22,9 @@ def compare(actual, expected, *, rtol: float, atol: float, name: str = "result")
     if not np.issubdtype(got.dtype, np.number) and got.dtype != np.bool_:
         return f"{name} has dtype {got.dtype}, expected numbers like {want.dtype}"
     got64, want64 = got.astype(np.float64), want.astype(np.float64)
-    nan_mismatch = np.isnan(got64) != np.isnan(want64)
-    abs_err = np.abs(got64 - want64)
-    abs_err = np.where(np.isnan(want64) & np.isnan(got64), 0.0, abs_err)
-    bad = nan_mismatch | ~(abs_err <= atol + rtol * np.abs(want64))
+    both_nan = np.isnan(got64) & np.isnan(want64)
+    abs_err = np.where(both_nan, 0.0, np.abs(got64 - want64))
+    bad = ~both_nan & ~(abs_err <= atol + rtol * np.abs(want64))   # NaN against a number is bad
     if not bad.any():
         return None
     rel_err = abs_err / np.maximum(np.abs(want64), np.finfo(np.float64).tiny)

@@ -10,8 +10,10 @@ from jax.sharding import NamedSharding, PartitionSpec
 from grader.checks.numerics import compare
 
 
-def _spans(indices: list[slice], size: int) -> list[tuple[int, int]]:
-    return sorted({(s.start or 0, size if s.stop is None else s.stop) for s in indices})
+def format_index(index: tuple[slice, ...]) -> str:
+    """(slice(4, 8), slice(None)) -> "[4:8, :]", the way a student would write it."""
+    parts = [f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}" for s in index]
+    return "[" + ", ".join(parts) + "]"
 
 
 def layout_text(shape: tuple[int, ...], sharding: jax.sharding.Sharding) -> list[str]:
@@ -21,14 +23,15 @@ def layout_text(shape: tuple[int, ...], sharding: jax.sharding.Sharding) -> list
     if len(shape) == 0:
         devices = sorted(d.id for d in index_map)
         return [f"scalar on devices {','.join(map(str, devices))}"]
-    rows = _spans([idx[0] for idx in index_map.values()], shape[0])
-    cols = _spans([idx[1] for idx in index_map.values()], shape[1]) if len(shape) > 1 else [(0, 1)]
+    if len(shape) == 1:   # a vector is drawn as one row of blocks
+        shape, index_map = (1, shape[0]), {d: (slice(None), idx[0]) for d, idx in index_map.items()}
+    span = lambda s, size: (s.start or 0, size if s.stop is None else s.stop)   # noqa: E731
+    rows = sorted({span(idx[0], shape[0]) for idx in index_map.values()})
+    cols = sorted({span(idx[1], shape[1]) for idx in index_map.values()})
     cells: dict[tuple[int, int], list[int]] = {}
     for device, idx in index_map.items():
-        r = rows.index((idx[0].start or 0, shape[0] if idx[0].stop is None else idx[0].stop))
-        c = 0 if len(shape) == 1 else cols.index(
-            (idx[1].start or 0, shape[1] if idx[1].stop is None else idx[1].stop))
-        cells.setdefault((r, c), []).append(device.id)
+        key = (rows.index(span(idx[0], shape[0])), cols.index(span(idx[1], shape[1])))
+        cells.setdefault(key, []).append(device.id)
     labels = {k: ",".join(map(str, sorted(v))) for k, v in cells.items()}
     width = max(len(v) for v in labels.values()) + 2
     sep = "+" + "+".join("-" * width for _ in cols) + "+"
@@ -93,7 +96,7 @@ def assert_shard_values(arr, expected_global, *, rtol: float = 1e-5, atol: float
         raise AssertionError(f"{name} has shape {tuple(arr.shape)}, expected {want.shape}")
     for shard in sorted(arr.addressable_shards, key=lambda s: s.device.id):
         problem = compare(shard.data, want[shard.index], rtol=rtol, atol=atol,
-                          name=f"{name}'s shard on device {shard.device.id} (global index {shard.index})")
+                          name=f"{name}'s shard on device {shard.device.id} (global {format_index(shard.index)})")
         if problem:
             raise AssertionError(problem)
 

@@ -146,3 +146,11 @@ def calibration_speedup(n_devices: int, *, rows_per_device: int = 32, cols: int 
                              devices=n_devices, repeats=7, max_repeats=7)
     _CALIBRATIONS[n_devices] = result.speedup
     return result.speedup
+
+
+def judge(result: SpeedupResult, policy: TimingPolicy) -> None:
+    """Under ENFORCE a result below its threshold fails, with the figures; otherwise nothing happens."""
+    if policy is TimingPolicy.ENFORCE and not result.met:
+        raise AssertionError(
+            f"not fast enough: {result.summary()}.\nThe measured speedup is below the threshold: is "
+            "every device doing only its own share of the work?")
