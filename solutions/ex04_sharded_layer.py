@@ -19,7 +19,6 @@ whole batch: a data-parallel layer must be several times faster than that.
 """
 
 import jax
-import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 

@@ -1,0 +1,172 @@
+"""ex01_meshes, hidden tests: every mesh size, both axis types, device order and every shard's row."""
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+
+from grader.checks import assert_sharded_like, test_mesh
+
+pytestmark = pytest.mark.hidden
+
+
+
+def device_ids(mesh):
+    return [d.id for d in mesh.devices.flat]
+
+
+def check_mesh(mesh, shape: dict, axis_type, what: str):
+    assert isinstance(mesh, jax.sharding.Mesh), (
+        f"{what}: expected a jax.sharding.Mesh, got {type(mesh).__name__}")
+    assert tuple(mesh.axis_names) == tuple(shape), (
+        f"{what}: expected the axis names {tuple(shape)}, got {mesh.axis_names}")
+    assert dict(mesh.shape) == shape, f"{what}: expected the axis sizes {shape}, got {dict(mesh.shape)}"
+    assert tuple(mesh.axis_types) == (axis_type,) * len(shape), (
+        f"{what}: every axis must be {axis_type.name}, got axis_types={mesh.axis_types}")
+    first = jax.devices()[:mesh.devices.size]
+    # Row-major order of the first devices, or the order jax.make_mesh picks for them (the same on CPU;
+    # it may follow the physical topology on accelerators).
+    chosen = jax.make_mesh(tuple(shape.values()), tuple(shape), axis_types=(axis_type,) * len(shape),
+                           devices=first)
+    accepted = ([d.id for d in first], device_ids(chosen))
+    assert device_ids(mesh) in accepted, (
+        f"{what}: expected the first {len(first)} devices in order {accepted[0]}, got {device_ids(mesh)}")
+
+
+@pytest.mark.points(0.5)
+def test_mesh_2x4_devices_in_order(impl):
+    mesh = impl.make_mesh_2x4()
+    check_mesh(mesh, {"x": 2, "y": 4}, AxisType.Explicit, "make_mesh_2x4()")
+    assert mesh.devices.shape == (2, 4), f"the device grid should be 2x4, got {mesh.devices.shape}"
+
+
+@pytest.mark.points(0.5)
+def test_mesh_2x4_sharding_is_in_the_type(impl):
+    mesh = impl.make_mesh_2x4()
+    arr = jax.device_put(np.zeros((4, 8), np.float32), NamedSharding(mesh, P("x", "y")))
+    assert str(jax.typeof(arr)) == "float32[4@x,8@y]", (
+        f"on an Explicit mesh the sharding is part of the type: expected float32[4@x,8@y], "
+        f"got {jax.typeof(arr)} (are both axes Explicit?)")
+
+
+@pytest.mark.points(0.5)
+def test_data_mesh_sizes(impl, n_devices):
+    check_mesh(impl.make_data_mesh(n_devices), {"data": n_devices}, AxisType.Auto,
+               f"make_data_mesh({n_devices})")
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_data_mesh_odd_sizes(impl, n):
+    check_mesh(impl.make_data_mesh(n), {"data": n}, AxisType.Auto, f"make_data_mesh({n})")
+
+
+@pytest.mark.points(0.5)
+def test_data_mesh_named_axis(impl, n_devices):
+    check_mesh(impl.make_data_mesh(n_devices, name="batch"), {"batch": n_devices}, AxisType.Auto,
+               f"make_data_mesh({n_devices}, name='batch')")
+    check_mesh(impl.make_data_mesh(n_devices, "rows"), {"rows": n_devices}, AxisType.Auto,
+               f"make_data_mesh({n_devices}, 'rows')")
+
+
+# (mesh shape as a function of n, axis names, spec, array shape): every spec splits something.
+PLACEMENTS = {
+    "1d-rows": (lambda n: (n,), ("data",), P("data"), (16, 3)),
+    "1d-columns": (lambda n: (n,), ("data",), P(None, "data"), (3, 16)),
+    "2d-both": (lambda n: (2, n // 2), ("x", "y"), P("x", "y"), (8, 8)),
+    "2d-transposed": (lambda n: (2, n // 2), ("x", "y"), P("y", "x"), (8, 8)),
+    "2d-tuple": (lambda n: (2, n // 2), ("x", "y"), P(("x", "y"), None), (16, 2)),
+    "3d-middle": (lambda n: (n // 2, 2), ("x", "y"), P(None, "y", "x"), (2, 4, 8)),
+}
+
+
+@pytest.mark.points(1.5)
+@pytest.mark.parametrize("axis_type", ["explicit", "auto"])
+@pytest.mark.parametrize("case", list(PLACEMENTS))
+def test_place_layouts(impl, n_devices, case, axis_type):
+    shape_of, names, spec, array_shape = PLACEMENTS[case]
+    mesh = test_mesh(shape_of(n_devices), names, axis_type)
+    x = np.random.default_rng(1).standard_normal(array_shape).astype(np.float32)
+    out = impl.place(x, mesh, spec)
+    assert_sharded_like(out, mesh, spec, x, rtol=0, atol=0, name=f"place(x, mesh, {spec})")
+
+
+@pytest.mark.points(0.5)
+def test_place_moves_a_placed_array(impl):
+    mesh = test_mesh((2, 4), ("x", "y"), "explicit")
+    x = np.arange(64, dtype=np.int32).reshape(8, 8)
+    placed = jax.device_put(x, NamedSharding(mesh, P("x", "y")))
+    out = impl.place(placed, mesh, P("y", None))
+    assert_sharded_like(out, mesh, P("y", None), x, rtol=0, atol=0, name="place(arr, mesh, P('y', None))")
+    assert out.dtype == np.int32, f"place must keep the dtype: int32 in, {out.dtype} out"
+
+
+def expected_rows(arr):
+    rows = [(d.id, idx, tuple(arr.sharding.shard_shape(arr.shape)))
+            for d, idx in arr.sharding.devices_indices_map(arr.shape).items()]
+    return sorted(rows, key=lambda row: row[0])
+
+
+def normalize(index, shape, what):
+    is_slices = isinstance(index, tuple) and all(isinstance(s, slice) for s in index)
+    assert is_slices and len(index) == len(shape), (
+        f"{what}: the index should be a tuple of {len(shape)} slice(s), got {index!r}")
+    return tuple(s.indices(n) for s, n in zip(index, shape))
+
+
+def check_table(table, arr):
+    want = expected_rows(arr)
+    table = list(table)
+    got_ids = [row[0] for row in table]
+    assert sorted(got_ids) == [row[0] for row in want], (
+        f"expected one row per device holding a shard, devices {[row[0] for row in want]}, got {got_ids}")
+    assert got_ids == sorted(got_ids), f"the rows must be sorted by device id, got the order {got_ids}"
+    for (device, index, shape), (_, want_index, want_shape) in zip(table, want):
+        what = f"the row of device {device}"
+        assert normalize(index, arr.shape, what) == normalize(want_index, arr.shape, "reference"), (
+            f"{what}: it holds arr[{want_index}], your row says {index}")
+        assert tuple(shape) == want_shape, f"{what}: the shard shape is {want_shape}, your row says {shape}"
+
+
+TABLES = {
+    "rows": ((2, 4), P("x", None), (8, 6)),
+    "both": ((2, 4), P("x", "y"), (4, 8)),
+    "tuple": ((2, 4), P(None, ("y", "x")), (3, 16)),
+    "replicated": ((2, 4), P(), (5, 3)),
+    "3d": ((2, 4), P("y", None, "x"), (4, 3, 2)),
+    "1d-columns": ((8,), P(None, "d"), (2, 16)),
+}
+
+
+@pytest.mark.points(0.75)
+@pytest.mark.parametrize("case", list(TABLES))
+def test_shard_table_layouts(impl, case):
+    mesh_shape, spec, shape = TABLES[case]
+    mesh = test_mesh(mesh_shape, ("x", "y") if len(mesh_shape) == 2 else ("d",), "explicit")
+    arr = jax.device_put(np.zeros(shape, np.float32), NamedSharding(mesh, spec))
+    check_table(impl.shard_table(arr), arr)
+
+
+@pytest.mark.points(0.5)
+def test_shard_table_sizes(impl, n_devices):
+    mesh = test_mesh((n_devices,), ("data",), "auto")
+    arr = jax.device_put(np.zeros((2 * n_devices, 3), np.float32), NamedSharding(mesh, P("data")))
+    check_table(impl.shard_table(arr), arr)
+
+
+@pytest.mark.points(0.5)
+def test_shard_table_sorted_on_a_reversed_mesh(impl):
+    # The devices sit in the mesh in reverse order, so the shards come in the order 7, 6, ..., 0.
+    devices = np.array(jax.devices()[:8][::-1]).reshape(2, 4)
+    mesh = Mesh(devices, ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    arr = jax.device_put(np.zeros((4, 8), np.float32), NamedSharding(mesh, P("x", "y")))
+    check_table(impl.shard_table(arr), arr)
+
+
+@pytest.mark.points(0.25)
+def test_shard_table_single_device_and_scalar(impl):
+    vector = jax.device_put(np.arange(5, dtype=np.float32), jax.devices()[0])
+    check_table(impl.shard_table(vector), vector)
+    mesh = test_mesh((4,), ("d",), "explicit")
+    scalar = jax.device_put(np.float32(2.5), NamedSharding(mesh, P()))
+    check_table(impl.shard_table(scalar), scalar)

@@ -1,0 +1,260 @@
+"""ex02_sharding_properties, hidden tests: every mesh size, and shard_shape cross-checked against
+NamedSharding on random meshes and specs (hypothesis, derandomized so that grading is deterministic)."""
+
+import math
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from grader.checks import assert_sharded_like, test_mesh
+from grader.checks.properties import GRADING
+
+pytestmark = pytest.mark.hidden
+
+
+
+KEYS = ("shard_shape", "num_devices", "is_fully_replicated", "is_fully_addressable", "replication_factor")
+
+
+# ---- describe ------------------------------------------------------------------------------------
+
+def expected_description(arr):
+    index_map = arr.sharding.devices_indices_map(arr.shape)
+    blocks = {tuple(s.indices(n) for s, n in zip(idx, arr.shape)) for idx in index_map.values()}
+    return {"shard_shape": tuple(arr.sharding.shard_shape(arr.shape)), "num_devices": len(index_map),
+            "is_fully_replicated": len(blocks) == 1, "is_fully_addressable": True,
+            "replication_factor": len(index_map) // len(blocks)}
+
+
+def check_description(info, arr, what):
+    assert isinstance(info, dict) and set(KEYS) <= set(info), (
+        f"describe must return a dict with the keys {list(KEYS)}, got {info!r}")
+    want = expected_description(arr)
+    got = {**{k: info[k] for k in KEYS}, "shard_shape": tuple(info["shard_shape"])}
+    wrong = {k: f"expected {want[k]!r}, got {got[k]!r}" for k in KEYS if got[k] != want[k]}
+    assert not wrong, f"describe of {what}: " + "; ".join(f"{k}: {v}" for k, v in wrong.items())
+
+
+DESCRIBED = {   # (mesh shape as a function of n, axis names, spec, array shape)
+    "1d-split": (lambda n: (n,), ("d",), P("d"), (16, 3)),
+    "1d-replicated": (lambda n: (n,), ("d",), P(), (5, 3)),
+    "2d-rows": (lambda n: (2, n // 2), ("x", "y"), P("x", None), (4, 6)),
+    "2d-columns": (lambda n: (2, n // 2), ("x", "y"), P(None, "y"), (4, 8)),
+    "2d-both": (lambda n: (2, n // 2), ("x", "y"), P("y", "x"), (8, 8)),
+    "2d-tuple": (lambda n: (2, n // 2), ("x", "y"), P(None, None, ("x", "y")), (2, 3, 16)),
+}
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("axis_type", ["explicit", "auto"])
+@pytest.mark.parametrize("case", list(DESCRIBED))
+def test_describe_layouts(impl, n_devices, case, axis_type):
+    shape_of, names, spec, shape = DESCRIBED[case]
+    mesh = test_mesh(shape_of(n_devices), names, axis_type)
+    arr = jax.device_put(np.zeros(shape, np.float32), NamedSharding(mesh, spec))
+    check_description(impl.describe(arr), arr, f"a {shape} array with {spec} on mesh {dict(mesh.shape)}")
+
+
+@pytest.mark.points(0.25)
+def test_describe_single_device_and_scalar(impl):
+    vector = jnp.arange(6.0)
+    check_description(impl.describe(vector), vector, "an array on one device")
+    mesh = test_mesh((4,), ("d",), "explicit")
+    scalar = jax.device_put(np.float32(1.0), NamedSharding(mesh, P()))
+    check_description(impl.describe(scalar), scalar, "a scalar replicated on 4 devices")
+
+
+@pytest.mark.points(0.25)
+def test_describe_on_part_of_the_devices(impl):
+    mesh = test_mesh((2, 2), ("x", "y"), "auto")
+    arr = jax.device_put(np.zeros((4, 4), np.float32), NamedSharding(mesh, P("y")))
+    check_description(impl.describe(arr), arr, "a (4, 4) array with P('y') on a 2x2 mesh of 4 devices")
+
+
+# ---- shard_shape: random meshes and specs --------------------------------------------------------
+
+NAMES = ("x", "y", "z", "data", "model")
+
+
+def split(draw, n):
+    """n as an ordered product of 1 to 3 factors (factors of 1 allowed, rarer)."""
+    ndims = draw(st.sampled_from([2, 3, 1]))
+    sizes = []
+    for _ in range(ndims - 1):
+        factor = draw(st.sampled_from([d for d in (2, 4, 1, 8) if n % d == 0]))
+        sizes.append(factor)
+        n //= factor
+    return tuple(sizes + [n])
+
+
+@st.composite
+def layouts(draw):
+    """A mesh over the first 8, 4, 2 or 1 devices, a spec using each mesh axis at most once (names,
+    tuples of names, None; possibly shorter than the array) and an array shape it divides.
+    Hypothesis draws the first option of each choice most often: the interesting ones come first."""
+    mesh_shape = split(draw, draw(st.sampled_from([8, 4, 2, 1])))
+    names = draw(st.permutations(NAMES))[:len(mesh_shape)]
+    sizes = dict(zip(names, mesh_shape))
+    rank = draw(st.integers(1, 4))
+    free = list(draw(st.permutations(names)))
+    entries = []
+    for _ in range(rank):
+        kind = draw(st.sampled_from(["tuple", "name", "none"]))
+        if kind == "name" and free:
+            entries.append(free.pop())
+        elif kind == "tuple" and free:
+            count = draw(st.integers(1, len(free)))
+            entries.append(tuple(free.pop() for _ in range(count)))
+        else:
+            entries.append(None)
+    blocks = [math.prod(sizes[a] for a in ((e,) if isinstance(e, str) else e or ())) for e in entries]
+    shape = tuple(b * draw(st.integers(1, 3)) for b in blocks)
+    # Trailing None entries may be left out of the spec.
+    needed = max((i + 1 for i, e in enumerate(entries) if e is not None), default=0)
+    spec_len = rank - draw(st.integers(0, rank - needed))
+    return sizes, P(*entries[:spec_len]), shape
+
+
+@pytest.mark.points(1.5)
+@settings(GRADING, max_examples=80)
+@given(layout=layouts())
+def test_shard_shape_matches_named_sharding(impl, layout):
+    sizes, spec, shape = layout
+    mesh = test_mesh(tuple(sizes.values()), tuple(sizes), "explicit")
+    want = NamedSharding(mesh, spec).shard_shape(shape)
+    got = impl.shard_shape(shape, dict(sizes), spec)
+    assert tuple(got) == tuple(want), (
+        f"shard_shape({shape}, {sizes}, {spec}): expected {tuple(want)}, got {got}")
+
+
+def names_dimension(message: str, dims) -> bool:
+    """The message mentions one of these dimension indices as a number of its own."""
+    return any(re.search(rf"(?<![\w.]){d}(?![\w.])", message) for d in dims)
+
+
+def value_error_from(call, what: str) -> ValueError:
+    try:
+        returned = call()
+    except ValueError as exc:
+        return exc
+    raise AssertionError(f"{what} should raise ValueError, but it returned {returned!r}")
+
+
+@pytest.mark.points(0.5)
+@settings(GRADING, max_examples=60)
+@given(layout=layouts(), data=st.data())
+def test_shard_shape_indivisible_names_the_dimension(impl, layout, data):
+    sizes, spec, shape = layout
+    split_dims = [i for i, e in enumerate(spec) if e is not None and
+                  math.prod(sizes[a] for a in ((e,) if isinstance(e, str) else e)) > 1]
+    if not split_dims:
+        return
+    dim = data.draw(st.sampled_from(split_dims))
+    # One element more than a multiple of the block count: that dimension alone is not divisible.
+    bad = tuple(n + 1 if i == dim else n for i, n in enumerate(shape))
+    mesh = test_mesh(tuple(sizes.values()), tuple(sizes), "explicit")
+    with pytest.raises(ValueError):
+        NamedSharding(mesh, spec).shard_shape(bad)   # the reference agrees that it cannot split
+    what = f"shard_shape({bad}, {sizes}, {spec})"
+    error = value_error_from(lambda: impl.shard_shape(bad, dict(sizes), spec), what)
+    assert names_dimension(str(error), [dim]), (
+        f"{what} raised ValueError, but its message must name dimension {dim} (the one that is not "
+        f"divisible) by its index; got: {error}")
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("global_shape, mesh_shape, spec, dims", [
+    ((4, 4), {"x": 2, "y": 2}, P("x", "x"), (0, 1)),
+    ((4, 8, 2), {"x": 2, "y": 2}, P(None, ("x", "y"), "y"), (1, 2)),
+    ((8, 8, 8), {"data": 2, "model": 4}, P("model", None, ("data", "model")), (0, 2)),
+    ((8, 8), {"x": 2, "y": 4}, P(None, ("y", "y")), (1,)),
+])
+def test_shard_shape_axis_used_twice(impl, global_shape, mesh_shape, spec, dims):
+    what = f"shard_shape({global_shape}, {mesh_shape}, {spec})"
+    error = value_error_from(lambda: impl.shard_shape(global_shape, mesh_shape, spec), what)
+    assert names_dimension(str(error), dims), (
+        f"{what} raised ValueError, but its message must name the dimension where the axis is used "
+        f"again (dimension {dims[-1]}) by its index; got: {error}")
+
+
+@pytest.mark.points(0.5)
+def test_shard_shape_needs_no_devices(impl):
+    # A mesh of 2048 devices: only pure Python arithmetic can answer on this machine.
+    mesh_shape = {"pod": 16, "chip": 128}
+    assert tuple(impl.shard_shape((4096, 512), mesh_shape, P("chip", "pod"))) == (32, 32)
+    assert tuple(impl.shard_shape((4096, 3), mesh_shape, P(("pod", "chip")))) == (2, 3)
+
+
+# ---- bytes_per_device ----------------------------------------------------------------------------
+
+@pytest.mark.points(0.25)
+@pytest.mark.parametrize("dtype, itemsize", [
+    (jnp.float32, 4), (jnp.bfloat16, 2), (np.int8, 1), (np.dtype("float16"), 2), (jnp.int32, 4),
+    (np.float64, 8),
+])
+def test_bytes_per_device_dtypes(impl, dtype, itemsize):
+    got = impl.bytes_per_device((64, 48), dtype, {"x": 2, "y": 4}, P(None, ("x", "y")))
+    assert got == 64 * 6 * itemsize, (
+        f"bytes_per_device((64, 48), {np.dtype(dtype).name}, x=2 y=4, P(None, ('x', 'y'))): "
+        f"a device holds 64 x 6 elements of {itemsize} bytes = {64 * 6 * itemsize}, got {got}")
+
+
+@pytest.mark.points(0.5)
+@settings(GRADING, max_examples=30)
+@given(layout=layouts(), dtype=st.sampled_from([jnp.float32, jnp.bfloat16, np.int8]))
+def test_bytes_per_device_matches_named_sharding(impl, layout, dtype):
+    sizes, spec, shape = layout
+    mesh = test_mesh(tuple(sizes.values()), tuple(sizes), "explicit")
+    want = math.prod(NamedSharding(mesh, spec).shard_shape(shape)) * np.dtype(dtype).itemsize
+    got = impl.bytes_per_device(shape, dtype, dict(sizes), spec)
+    assert got == want, (
+        f"bytes_per_device({shape}, {np.dtype(dtype).name}, {sizes}, {spec}): expected {want}, got {got}")
+
+
+# ---- replicate_along -----------------------------------------------------------------------------
+
+def check_replicated_along(impl, mesh, spec, axis, want_spec, shape):
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    arr = jax.device_put(x, NamedSharding(mesh, spec))
+    out = impl.replicate_along(arr, mesh, axis)
+    assert_sharded_like(out, mesh, want_spec, x, rtol=0, atol=0,
+                        name=f"replicate_along(an array with {spec}, mesh, {axis!r})")
+
+
+# On a (n // 2, 2) mesh ("x", "y"): every result stays split along "y" (size 2 at every n).
+ALONG_X = {
+    "one-of-two": (P("x", "y"), P(None, "y"), (4, 4)),
+    "out-of-a-tuple": (P(("x", "y"), None), P("y", None), (8, 3)),
+    "not-split-along-it": (P(None, "y"), P(None, "y"), (3, 4)),
+}
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("axis_type", ["explicit", "auto"])
+@pytest.mark.parametrize("case", list(ALONG_X))
+def test_replicate_along_sizes(impl, n_devices, case, axis_type):
+    spec, want, shape = ALONG_X[case]
+    mesh = test_mesh((n_devices // 2, 2), ("x", "y"), axis_type)
+    check_replicated_along(impl, mesh, spec, "x", want, shape)
+
+
+ON_2X4 = {   # (spec, axis, expected spec, array shape)
+    "columns-kept": (P("y", "x"), "y", P(None, "x"), (8, 8)),
+    "tuple-reversed": (P(("y", "x")), "y", P("x"), (16,)),
+    "tuple-in-3d": (P(None, ("x", "y"), None), "x", P(None, "y", None), (2, 8, 3)),
+    "3d": (P("y", None, "x"), "y", P(None, None, "x"), (4, 3, 2)),
+}
+
+
+@pytest.mark.points(1)
+@pytest.mark.parametrize("axis_type", ["explicit", "auto"])
+@pytest.mark.parametrize("case", list(ON_2X4))
+def test_replicate_along_on_2x4(impl, case, axis_type):
+    spec, axis, want, shape = ON_2X4[case]
+    mesh = test_mesh((2, 4), ("x", "y"), axis_type)
+    check_replicated_along(impl, mesh, spec, axis, want, shape)

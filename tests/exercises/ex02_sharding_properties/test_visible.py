@@ -1,0 +1,70 @@
+"""ex02_sharding_properties, visible tests: run them with `shardlab check ex02` (or pytest on this file)."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from grader.checks import assert_sharded_like, test_mesh
+
+# Points (ex02_sharding_properties.py's docstring): describe 2, shard_shape 4, bytes_per_device 1,
+# replicate_along 3, of which these visible tests carry 0.5, 1, 0.25 and 1; the hidden tests the rest.
+
+KEYS = {"shard_shape", "num_devices", "is_fully_replicated", "is_fully_addressable", "replication_factor"}
+
+
+@pytest.mark.points(0.5)
+def test_describe_rows_on_2x4(impl):
+    mesh = test_mesh((2, 4), ("x", "y"), "explicit")
+    arr = jax.device_put(np.zeros((8, 8), np.float32), NamedSharding(mesh, P("x", None)))
+    info = impl.describe(arr)
+    assert isinstance(info, dict) and KEYS <= set(info), (
+        f"describe must return a dict with the keys {sorted(KEYS)}, got {info!r}")
+    want = {"shard_shape": (4, 8), "num_devices": 8, "is_fully_replicated": False,
+            "is_fully_addressable": True, "replication_factor": 4}
+    got = {**{k: info[k] for k in KEYS}, "shard_shape": tuple(info["shard_shape"])}
+    assert got == want, (
+        f"describe of an (8, 8) array with P('x', None) on a 2x4 mesh: expected {want}, got {got}")
+
+
+@pytest.mark.points(0.5)
+@pytest.mark.parametrize("global_shape, mesh_shape, spec, want", [
+    ((8, 6), {"x": 2, "y": 3}, P("x", "y"), (4, 2)),
+    ((12, 6), {"x": 2, "y": 3}, P(("x", "y"), None), (2, 6)),
+    ((8, 6, 5), {"x": 2, "y": 3}, P(None, "y"), (8, 2, 5)),
+    ((12,), {"x": 2, "y": 3}, P(), (12,)),
+])
+def test_shard_shape_examples(impl, global_shape, mesh_shape, spec, want):
+    got = impl.shard_shape(global_shape, mesh_shape, spec)
+    assert tuple(got) == want, (
+        f"shard_shape({global_shape}, {mesh_shape}, {spec}): expected {want}, got {got}")
+
+
+@pytest.mark.points(0.5)
+def test_shard_shape_rejects_indivisible(impl):
+    # Dimension 1 (size 6) cannot be split in 4 blocks.
+    try:
+        returned = impl.shard_shape((8, 6), {"x": 2, "y": 4}, P("x", "y"))
+    except ValueError as exc:
+        assert re.search(r"(?<![\w.])1(?![\w.])", str(exc)), (
+            f"the message must name the dimension that is not divisible by its index (1), got: {exc}")
+    else:
+        raise AssertionError(f"shard_shape((8, 6), x=2 y=4, P('x', 'y')) should raise ValueError, "
+                             f"but it returned {returned!r}")
+
+
+@pytest.mark.points(0.25)
+def test_bytes_per_device_example(impl):
+    got = impl.bytes_per_device((1024, 1024), jnp.float32, {"x": 8}, P("x", None))
+    assert got == 1024 * 1024 * 4 // 8, f"expected {1024 * 1024 * 4 // 8} bytes per device, got {got}"
+
+
+def test_replicate_along_2x4(impl):
+    mesh = test_mesh((2, 4), ("x", "y"), "explicit")
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    arr = jax.device_put(x, NamedSharding(mesh, P("x", "y")))
+    out = impl.replicate_along(arr, mesh, "x")
+    assert_sharded_like(out, mesh, P(None, "y"), x, rtol=0, atol=0, name="replicate_along(arr, mesh, 'x')")

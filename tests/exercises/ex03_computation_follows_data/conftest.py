@@ -1,0 +1,59 @@
+"""What ex03's visible and hidden tests share: asking JAX which sharding an operation gives, and
+comparing a student's predictions with it. No answer is written here: JAX is asked every time."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from grader.checks import test_mesh
+
+
+def normalized(spec):
+    """How predictions are compared: ("x",) written "x", trailing Nones dropped."""
+    entries = [e[0] if isinstance(e, tuple) and len(e) == 1 else e for e in spec]
+    entries = [None if e == () else e for e in entries]
+    while entries and entries[-1] is None:
+        entries.pop()
+    return P(*entries)
+
+
+def what_jax_gives(op, *specs_and_shapes):
+    """(normalized result spec, None) when JAX accepts `op` on a 2x4 Explicit mesh, (None, reason) when it refuses."""
+    mesh = test_mesh((2, 4), ("x", "y"), "explicit")
+    args = [jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))
+            for spec, shape in specs_and_shapes]
+    with jax.set_mesh(mesh):
+        try:
+            out = jax.eval_shape(op, *args)
+        except Exception as exc:
+            if type(exc).__name__ != "ShardingTypeError":   # anything else is a bug in this test
+                raise
+            reason = str(exc).splitlines()[0]
+            return None, reason if len(reason) <= 120 else reason[:117] + "..."
+    return normalized(out.sharding.spec), None
+
+
+def check_predictions(name, predict, op, cases, max_shown=12):
+    """cases: ((spec, shape), (spec, shape)) pairs; every prediction must match what JAX gives."""
+    wrong = []
+    for (spec1, shape1), (spec2, shape2) in cases:
+        predicted = predict(spec1, spec2)
+        if predicted is not None and not isinstance(predicted, P):
+            raise AssertionError(f"{name}({spec1}, {spec2}) returned {predicted!r}: expected a "
+                                 "PartitionSpec (jax.P(...)) or None")
+        truth, refusal = what_jax_gives(op, (spec1, shape1), (spec2, shape2))
+        got = None if predicted is None else normalized(predicted)
+        if got != truth:
+            says = f"JAX gives {truth}" if refusal is None else f"JAX refuses ({refusal})"
+            wrong.append(f"  {name}({spec1}, {spec2}): you predicted {got}, {says}")
+    if wrong:
+        more = f"\n  ... and {len(wrong) - max_shown} more" if len(wrong) > max_shown else ""
+        raise AssertionError(f"{name} is wrong on {len(wrong)} of {len(cases)} cases:\n"
+                             + "\n".join(wrong[:max_shown]) + more)
+
+
+@pytest.fixture(name="check_predictions")
+def check_predictions_fixture():
+    """check_predictions(name, predict, op, cases): every prediction must match what JAX gives."""
+    return check_predictions

@@ -1,0 +1,51 @@
+"""ex03_computation_follows_data, visible tests: run them with `shardlab check ex03` (or pytest on this file).
+
+The prediction tests do not contain answers: they ask JAX itself (jax.eval_shape on sharded
+jax.ShapeDtypeStruct values, on an Explicit 2x4 mesh) and compare your prediction with what it says.
+"""
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from grader.checks import assert_sharded_like, test_mesh
+
+
+def test_sin_layer_example(impl):
+    mesh = test_mesh((2, 4), ("x", "y"), "explicit")
+    data = np.random.default_rng(0).uniform(-10, 10, (16, 32)).astype(np.float32)
+    x = jax.device_put(data, NamedSharding(mesh, P("x", "y")))
+    out = impl.sin_layer(x)
+    expected = 2 * np.sin(data.astype(np.float64)) ** 2 + 1
+    assert_sharded_like(out, mesh, P("x", "y"), expected, rtol=1e-5, atol=1e-6, name="sin_layer(x)")
+
+
+def test_column_sum_example(impl):
+    mesh = test_mesh((2, 4), ("x", "y"), "auto")
+    data = np.random.default_rng(1).standard_normal((16, 32), dtype=np.float32)
+    x = jax.device_put(data, NamedSharding(mesh, P("x", "y")))
+    out = impl.column_sum(x)
+    expected = data.astype(np.float64).sum(axis=0)
+    assert_sharded_like(out, mesh, P("y"), expected, rtol=1e-5, atol=1e-4, name="column_sum(x)")
+
+
+def test_predict_add_examples(impl, check_predictions):
+    shape = (16, 16)
+    pairs = [(P("x", None), P("x", None)), (P("x", None), P(None, "y")), (P("x", "y"), P()),
+             (P("x", None), P("y", None))]
+    check_predictions("predict_add", impl.predict_add, lambda b, c: b + c,
+                      [((b, shape), (c, shape)) for b, c in pairs])
+
+
+def test_predict_matmul_examples(impl, check_predictions):
+    pairs = [(P("x", None), P(None, "y")), (P(None, None), P(None, "x")), (P("x", "y"), P("y", None))]
+    check_predictions("predict_matmul", impl.predict_matmul, lambda a, b: a @ b,
+                      [((a, (16, 8)), (b, (8, 24))) for a, b in pairs])
+
+
+def test_transpose_layout_example(impl):
+    mesh = test_mesh((2, 4), ("x", "y"), "explicit")
+    data = np.arange(8 * 12, dtype=np.float32).reshape(8, 12)
+    x = jax.device_put(data, NamedSharding(mesh, P("x", "y")))
+    out = impl.transpose_layout(x, mesh)
+    assert_sharded_like(out, mesh, P("y", "x"), data, rtol=0, atol=0, name="transpose_layout(x, mesh)")

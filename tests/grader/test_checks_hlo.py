@@ -1,0 +1,118 @@
+"""Collectives are counted from the compiled HLO; memory and flops come from XLA's own analyses."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from grader.checks import (
+    NotReported,
+    assert_collectives,
+    collective_ops,
+    collectives_in,
+    compiled,
+    flops_per_device,
+    memory_per_device,
+    test_mesh,
+)
+
+
+@pytest.fixture
+def mesh():
+    return test_mesh((8,), ("i",))
+
+
+@pytest.fixture
+def x(mesh):
+    return jax.device_put(jnp.arange(64.0).reshape(64, 1), NamedSharding(mesh, P("i")))
+
+
+def per_device(mesh, body, out_specs=None, check_vma=True):
+    out_specs = P("i") if out_specs is None else out_specs
+    return jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=out_specs, check_vma=check_vma)
+
+
+@pytest.mark.parametrize("kind, body, out_specs, check_vma", [
+    ("all-reduce", lambda v: jax.lax.psum(v, "i"), P(), True),
+    ("all-gather", lambda v: jax.lax.all_gather(v, "i", tiled=True), P(), False),
+    ("reduce-scatter", lambda v: jax.lax.psum_scatter(v, "i", tiled=True), P("i"), True),
+    ("collective-permute", lambda v: jax.lax.ppermute(v, "i", [(k, (k + 1) % 8) for k in range(8)]), P("i"), True),
+    ("all-to-all", lambda v: jax.lax.all_to_all(v, "i", 0, 0, tiled=True), P("i"), True),
+])
+def test_each_shard_map_collective_is_counted_once(mesh, x, kind, body, out_specs, check_vma):
+    assert collectives_in(per_device(mesh, body, out_specs, check_vma), x) == {kind: 1}
+
+
+def test_no_collectives_in_local_work(mesh, x):
+    assert collectives_in(per_device(mesh, lambda v: jnp.sin(v) * 2), x) == {}
+
+
+def test_replica_groups_are_read(x):
+    mesh = test_mesh((4, 2), ("a", "b"))
+    y = jax.device_put(jnp.ones((8, 8)), NamedSharding(mesh, P("a", "b")))
+    f = jax.shard_map(lambda v: jax.lax.psum(v, "a"), mesh=mesh, in_specs=P("a", "b"), out_specs=P(None, "b"))
+    (op,) = collective_ops(f, y)
+    assert op.kind == "all-reduce" and op.group_size == 4
+    assert sorted(op.groups) == [(0, 2, 4, 6), (1, 3, 5, 7)]
+
+
+def test_async_and_iota_forms_are_understood():
+    text = "\n".join([
+        "  %ars = (f32[8]{0}, f32[8]{0}) all-reduce-start(f32[8]{0} %p), replica_groups=[2,4]<=[8], to_apply=%add",
+        "  %ard = f32[8]{0} all-reduce-done((f32[8]{0}, f32[8]{0}) %ars)",
+        "  %ag = f32[16]{0} all-gather(f32[2]{0} %q), replica_groups=[4,2]<=[2,4]T(1,0), dimensions={0}",
+        '  %x = f32[2]{0} add(%a, %b), metadata={op_name="jit(f)/all-reduce"}',
+    ])
+    ops = collective_ops(text)
+    assert [op.kind for op in ops] == ["all-reduce", "all-gather"]
+    assert ops[0].groups == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert ops[1].groups == ((0, 4), (1, 5), (2, 6), (3, 7))
+
+
+def test_assert_collectives_rejects_an_unexpected_collective(mesh, x):
+    gathered = per_device(mesh, lambda v: jax.lax.all_gather(v, "i", tiled=True), P(), check_vma=False)
+    with pytest.raises(AssertionError) as failure:
+        assert_collectives(gathered, x, exactly={"all-reduce": 1}, what="all_reduce")
+    assert "the compiled program of all_reduce uses all-gather x1; expected exactly all-reduce x1" in str(failure.value)
+    with pytest.raises(AssertionError, match="expected no all-gather"):
+        assert_collectives(gathered, x, absent=("all-gather",))
+    with pytest.raises(AssertionError, match="expected at least one reduce-scatter"):
+        assert_collectives(gathered, x, present=("reduce-scatter",))
+    with pytest.raises(AssertionError, match="expected only collective-permute"):
+        assert_collectives(gathered, x, only=("collective-permute",))
+    assert assert_collectives(gathered, x, exactly={"all-gather": 1}, present=("all-gather",)) == {"all-gather": 1}
+
+
+def test_flops_per_device_drop_with_the_batch_split(mesh):
+    a = np.ones((256, 64), np.float32)
+    w = np.ones((64, 32), np.float32)
+    whole = flops_per_device(compiled(lambda a, w: a @ w, a, w))
+    assert whole == pytest.approx(2 * 256 * 64 * 32, rel=0.01)
+    split = per_device(mesh, lambda a: a @ jnp.ones((64, 32)))
+    each = flops_per_device(compiled(split, jax.device_put(a, NamedSharding(mesh, P("i")))))
+    assert each == pytest.approx(whole / 8, rel=0.01)
+
+
+def test_memory_per_device_counts_the_local_shard(mesh):
+    a = jax.device_put(np.ones((64, 16), np.float32), NamedSharding(mesh, P("i")))
+    memory = memory_per_device(compiled(per_device(mesh, lambda v: v * 2), a))
+    assert memory.argument_bytes == 64 * 16 * 4 // 8
+    assert memory.output_bytes == 64 * 16 * 4 // 8
+
+
+class _SilentCompiled:
+    """What a platform that reports nothing answers (some plugins return None or {})."""
+
+    def memory_analysis(self):
+        return None
+
+    def cost_analysis(self):
+        return {}
+
+
+def test_unreported_figures_raise_a_clear_error():
+    with pytest.raises(NotReported, match="does not report memory_analysis"):
+        memory_per_device(_SilentCompiled())
+    with pytest.raises(NotReported, match="does not report flops"):
+        flops_per_device(_SilentCompiled())

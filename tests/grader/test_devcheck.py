@@ -1,0 +1,35 @@
+"""`shardlab dev-check` on this repository, and what it finds in a broken one."""
+
+import pytest
+
+from grader import devcheck, paths
+from grader.cli import main
+
+
+def test_layout_and_stubs_are_consistent():
+    findings = devcheck.Findings()
+    devcheck.check_layout(findings)
+    devcheck.check_stubs_current(findings)
+    assert findings.ok, findings.problems
+
+
+def test_a_stale_stub_and_a_stray_module_are_reported(monkeypatch, tmp_path):
+    for tree in ("solutions", "exercises"):
+        (tmp_path / tree).mkdir()
+        for path in getattr(paths, f"{tree.upper()}_DIR").glob("ex*.py"):
+            (tmp_path / tree / path.name).write_text(path.read_text())
+    (tmp_path / "exercises" / "ex04_sharded_layer.py").write_text("# edited by hand\n")
+    (tmp_path / "solutions" / "ex99_extra.py").write_text("\n")
+    monkeypatch.setattr(paths, "SOLUTIONS_DIR", tmp_path / "solutions")
+    monkeypatch.setattr(paths, "EXERCISES_DIR", tmp_path / "exercises")
+    findings = devcheck.dev_check(run_tests_too=False)
+    text = "\n".join(findings.problems)
+    assert "ex99_extra.py is not in the catalog" in text
+    assert "ex04_sharded_layer.py differs from what solutions/ generates" in text
+
+
+@pytest.mark.slow
+def test_dev_check_passes(capsys):
+    assert main(["dev-check"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "dev-check: OK" in out and "tests not attempted" in out

@@ -1,0 +1,66 @@
+"""Every failure gets a grading category and a message meant for the student."""
+
+from pathlib import Path
+
+import pytest
+
+from grader.implementations import ImplementationImportError, NotAttempted
+from grader.outcomes import Category, categorize, student_message
+
+
+def raised(fn):
+    try:
+        fn()
+    except BaseException as exc:   # noqa: BLE001 - the point is to catch anything
+        return exc
+    raise AssertionError("did not raise")
+
+
+def test_stub_is_not_attempted_even_when_wrapped():
+    def stub():
+        raise NotImplementedError("ex04: layer_auto")
+
+    def via_group():
+        raise ExceptionGroup("hypothesis found 1 failure", [raised(stub)])
+
+    def via_cause():
+        try:
+            stub()
+        except NotImplementedError as exc:
+            raise RuntimeError("jax re-raised it") from exc
+
+    for exc in (raised(stub), raised(via_group), raised(via_cause), NotAttempted("ex04: missing")):
+        assert categorize(exc) is Category.NOT_ATTEMPTED
+    assert student_message(raised(stub)) == "not attempted: ex04: layer_auto"
+
+
+def test_assertion_is_a_failure_with_its_message():
+    exc = AssertionError("output: wrong sharding")
+    assert categorize(exc) is Category.FAILED
+    assert student_message(exc) == "output: wrong sharding"
+
+
+def test_pytest_fail_is_a_failure():
+    assert categorize(raised(lambda: pytest.fail("nope"))) is Category.FAILED
+
+
+def test_student_exception_is_an_error_pointing_at_their_line(tmp_path: Path):
+    module = tmp_path / "ex09_demo.py"
+    module.write_text("def f():\n    return 1 / 0\n")
+    namespace = {}
+    exec(compile(module.read_text(), str(module), "exec"), namespace)
+    exc = raised(namespace["f"])
+    assert categorize(exc) is Category.ERROR
+    message = student_message(exc, tmp_path)
+    assert message.startswith("ZeroDivisionError: division by zero")
+    assert "raised at ex09_demo.py:2 in f: return 1 / 0" in message
+
+
+def test_import_failure_is_an_error_with_its_description():
+    exc = ImplementationImportError("ex04_sharded_layer.py has a syntax error at line 3: invalid syntax")
+    assert categorize(exc) is Category.ERROR
+    assert student_message(exc) == str(exc)
+
+
+def test_long_messages_are_truncated():
+    assert len(student_message(AssertionError("x" * 10_000))) < 4100
