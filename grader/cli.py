@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from grader import catalog, paths
 
 
+def _cmd_check(args) -> int:
+    from grader import student
+
+    return student.check_command(args.exercise, impl=args.impl, all_exercises=args.all)
+
+
 def _cmd_list(args) -> int:
-    width = max(len(e.id) for e in catalog.EXERCISES)
-    for exercise in catalog.EXERCISES:
-        print(f"{exercise.id:<{width}}  {exercise.points:>3} pts  {exercise.title}")
-    print(f"{'total':<{width}}  {catalog.total_points():>3} pts")
-    return 0
+    from grader import student
+
+    return student.list_command(impl=args.impl)
 
 
 def _cmd_stubs(args) -> int:
@@ -43,15 +48,108 @@ def _cmd_dev_check(args) -> int:
     return 0 if findings.ok else 1
 
 
+def _limits(args):
+    from grader.sandbox import Limits
+
+    return Limits(test_timeout=args.test_timeout,
+                  memory_bytes=int(args.memory_limit * (1 << 30)) if args.memory_limit else None)
+
+
+def _cmd_grade(args) -> int:
+    from grader.grading import GradingError, grade_submission
+    from grader.reports import print_summary, write_all
+    from grader.submission import SubmissionError
+
+    try:
+        results = grade_submission(args.submission, visible_only=args.visible_only, timing=args.timing,
+                                   limits=_limits(args), time_limit=args.time_limit, exercises=args.exercise)
+    except (SubmissionError, GradingError, catalog.UnknownExercise) as exc:
+        print(f"shardlab grade: {exc}", file=sys.stderr)
+        return 2
+    written = write_all(results, args.out)
+    if not args.quiet:
+        print_summary(results)
+        print("wrote " + ", ".join(str(path) for path in written.values()))
+    if args.fail_under is not None and results.score < args.fail_under:
+        print(f"score {results.score:.2f} is below --fail-under {args.fail_under:g}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_grade_batch(args) -> int:
+    from rich.progress import Progress
+
+    from grader.batch import find_submissions, grade_batch
+
+    grade_args = [f"--timing={args.timing}", f"--test-timeout={args.test_timeout}",
+                  f"--time-limit={args.time_limit}", f"--memory-limit={args.memory_limit}"]
+    grade_args += ["--visible-only"] if args.visible_only else []
+    total = len(find_submissions(Path(args.submissions)))
+    with Progress(transient=False) as bar:
+        task = bar.add_task("grading", total=total)
+
+        def advance(student, outcome):
+            bar.console.print(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip())
+            bar.advance(task)
+
+        summary = grade_batch(args.submissions, args.out, jobs=args.jobs, force=args.force, grade_args=grade_args,
+                              timeout=args.time_limit + 300, progress=advance)
+    print(f"{summary.count('graded')} graded, {summary.count('skipped')} already graded, "
+          f"{summary.count('failed')} failed in {summary.seconds:.0f} s; grades in {summary.grades_csv}")
+    return 0
+
+
+def _add_grading_options(parser) -> None:
+    parser.add_argument("--visible-only", action="store_true", help="run only the visible tests")
+    parser.add_argument("--timing", choices=["enforce", "report", "skip"], default="enforce",
+                        help="speedup thresholds: enforce (default), report the figures only, or skip")
+    parser.add_argument("--test-timeout", type=float, default=120.0, metavar="S",
+                        help="seconds one test may run (default 120)")
+    parser.add_argument("--time-limit", type=float, default=1800.0, metavar="S",
+                        help="seconds one submission may take in all (default 1800)")
+    parser.add_argument("--memory-limit", type=float, default=6.0, metavar="GIB",
+                        help="address-space limit of the grading process in GiB, 0 for none (default 6)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shardlab", description="A self-grading course in JAX parallelism.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    commands.add_parser("list", help="the exercises and their points").set_defaults(func=_cmd_list)
+    check = commands.add_parser("check", help="run the visible tests of your next pending exercise, of "
+                                               "EXERCISE, or of every exercise (--all)")
+    check.add_argument("exercise", nargs="?", metavar="EXERCISE",
+                       help='an exercise id or number, e.g. "ex04" (default: the first exercise whose visible '
+                            'tests do not all pass)')
+    check.add_argument("--all", action="store_true", help="check every exercise and show a summary")
+    check.add_argument("--impl", default="exercises", metavar="PATH",
+                       help="the folder of exercise modules to check (default: exercises/)")
+    check.set_defaults(func=_cmd_check)
+
+    listing = commands.add_parser("list", help="the exercises, their points and your status")
+    listing.add_argument("--impl", default="exercises", metavar="PATH",
+                         help="the folder of exercise modules (default: exercises/)")
+    listing.set_defaults(func=_cmd_list)
 
     stubs = commands.add_parser("stubs", help="regenerate the student stubs in exercises/ from solutions/")
     stubs.add_argument("--check", action="store_true", help="only report stubs that are out of date")
     stubs.set_defaults(func=_cmd_stubs)
+
+    grade = commands.add_parser("grade", help="grade one submission (a folder or a .zip of exNN_name.py modules)")
+    grade.add_argument("submission", help="the submission folder or .zip")
+    grade.add_argument("--out", required=True, type=Path, help="where report.json, results.json, junit.xml go")
+    grade.add_argument("--exercise", action="append", metavar="ID", help="grade only this exercise (repeatable)")
+    grade.add_argument("--fail-under", type=float, metavar="SCORE", help="exit 1 when the score is lower (CI)")
+    grade.add_argument("--quiet", action="store_true", help="no summary table")
+    _add_grading_options(grade)
+    grade.set_defaults(func=_cmd_grade)
+
+    batch = commands.add_parser("grade-batch", help="grade a class: one folder or .zip per student")
+    batch.add_argument("submissions", help="folder holding one submission per student")
+    batch.add_argument("--out", required=True, type=Path, help="grades.csv and one folder per student")
+    batch.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    batch.add_argument("--force", action="store_true", help="grade again students already graded")
+    _add_grading_options(batch)
+    batch.set_defaults(func=_cmd_grade_batch)
 
     dev = commands.add_parser("dev-check", help="course authors: every reference passes, every stub "
                                                 "fails as not attempted, exercises/ is generated, the "

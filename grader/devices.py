@@ -9,6 +9,11 @@ HOST_DEVICES = 8
 _FLAG = "--xla_force_host_platform_device_count"
 
 
+def cores() -> int:
+    """The cores this process may run on (what the forced host devices share)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 class DeviceCountError(RuntimeError):
     pass
 

@@ -13,15 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from grader import catalog
+from grader import catalog, integrity, timing_lock
 from grader.devices import DeviceCountError, verify_host_devices
+from grader.events import EventStream
+from grader.guard import forbid_solutions
 from grader.implementations import load_module, resolve_source
 from grader.outcomes import Category, categorize, student_message
 
 IMPL = pytest.StashKey[Path]()
 RECORDER = pytest.StashKey["Recorder"]()
 MODULES = pytest.StashKey[dict]()
-WEIGHT = pytest.StashKey[float]()
+EVENTS = pytest.StashKey[EventStream]()
+META = pytest.StashKey[dict]()   # what the grader must know of a test before it runs
 
 
 def pytest_addoption(parser):
@@ -55,7 +58,10 @@ def pytest_configure(config):
         config.stash[IMPL] = resolve_source(config.getoption("--impl"))
     except FileNotFoundError as exc:
         raise pytest.UsageError(f"--impl: {exc}") from None
-    config.stash[RECORDER] = Recorder()
+    config.stash[EVENTS] = EventStream.from_environment()
+    if config.stash[EVENTS].active:   # a grading child: the submission may not read the reference
+        forbid_solutions()
+    config.stash[RECORDER] = Recorder(config.stash[EVENTS])
     config.pluginmanager.register(config.stash[RECORDER], "shardlab-recorder")
     config.stash[MODULES] = {}
 
@@ -86,7 +92,13 @@ def pytest_collection_modifyitems(config, items):
     cases = Counter(_function_id(item) for item in items)
     for item in items:
         marker = item.get_closest_marker("points")
-        item.stash[WEIGHT] = (float(marker.args[0]) if marker else 1.0) / cases[_function_id(item)]
+        exercise = exercise_of(item.path)
+        item.stash[META] = {
+            "nodeid": item.nodeid, "exercise": exercise.id if exercise else None,
+            "hidden": item.get_closest_marker("hidden") is not None,
+            "slow": item.get_closest_marker("slow") is not None,
+            "weight": (float(marker.args[0]) if marker else 1.0) / cases[_function_id(item)],
+        }
 
 
 def _function_id(item) -> str:
@@ -123,14 +135,42 @@ def impl(request, exercise):
     """The module under test for this test's exercise, loaded once per session (or its import error)."""
     modules = request.config.stash[MODULES]
     if exercise.id not in modules:
+        events = request.config.stash[EVENTS]
+        events.send({"e": "import", "exercise": exercise.id})
+        before = integrity.Snapshot()
         try:
             modules[exercise.id] = load_module(exercise, request.config.stash[IMPL])
         except Exception as exc:   # NotAttempted, ImplementationImportError: every test reports it
             modules[exercise.id] = exc
+        if changes := before.changes():
+            before.restore()
+            modules[exercise.id] = TamperingError(integrity.describe(changes, "while being imported"))
+        events.send({"e": "imported", "exercise": exercise.id})
     found = modules[exercise.id]
     if isinstance(found, Exception):
-        raise found
+        raise found.with_traceback(None)   # else every test would add its frames to one traceback
     return found
+
+
+class TamperingError(Exception):
+    """Student code replaced part of numpy, jax or the grader (graded as an error, never a pass)."""
+
+
+@pytest.fixture(autouse=True)
+def _shardlab_untampered(request):
+    before = integrity.Snapshot()
+    yield
+    if changes := before.changes():
+        before.restore()
+        raise TamperingError(integrity.describe(changes, "during this test"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Speedup tests measure alone: other graders sharing the machine wait at their next test."""
+    with timing_lock.hold(exclusive="speedup" in item.fixturenames):
+        item.config.stash[EVENTS].send({"e": "running", "nodeid": item.nodeid})
+        return (yield)
 
 
 @pytest.fixture
@@ -176,20 +216,28 @@ _RANK = [Category.PASSED, Category.SKIPPED, Category.FAILED, Category.NOT_ATTEMP
 
 
 class Recorder:
-    """One entry per test, merged over its setup, call and teardown phases (the worst phase wins)."""
+    """One entry per test, merged over its setup, call and teardown phases (the worst phase wins);
+    each finished entry is also sent to the grader's event stream, if there is one."""
 
-    def __init__(self):
+    def __init__(self, events: EventStream):
         self.entries: dict[str, dict] = {}
+        self.events = events
+
+    def pytest_collection_finish(self, session):
+        self.events.send({"e": "collected", "tests": [item.stash[META] for item in session.items]})
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.events.send({"e": "start", "nodeid": nodeid})
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        if nodeid in self.entries:
+            self.events.send({"e": "result", **self.entries[nodeid]})
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
-        exercise = exercise_of(item.path)
         self.entries[item.nodeid] = {
-            "nodeid": item.nodeid, "exercise": exercise.id if exercise else None,
-            "hidden": item.get_closest_marker("hidden") is not None,
-            "slow": item.get_closest_marker("slow") is not None,
-            "weight": item.stash[WEIGHT],
-            "category": Category.PASSED.value, "message": "", "duration": 0.0, "speedup": None,
+            **item.stash[META], "category": Category.PASSED.value, "message": "", "duration": 0.0,
+            "speedup": None, "output": "",
         }
 
     def pytest_runtest_logreport(self, report):
@@ -198,11 +246,17 @@ class Recorder:
         if entry is None or outcome is None:
             return
         entry["duration"] += report.duration
+        if report.when == "call" and (report.capstdout or report.capstderr):
+            entry["output"] = _truncated(report.capstdout + report.capstderr, 2000)
         for name, value in report.user_properties:
             if name == "speedup":
                 entry["speedup"] = value
         if _RANK.index(Category(outcome["category"])) > _RANK.index(Category(entry["category"])):
             entry.update(outcome)
+
+
+def _truncated(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
 
 
 def pytest_sessionfinish(session):

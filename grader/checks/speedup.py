@@ -9,7 +9,6 @@ scaled by what a calibration kernel achieves on the same machine in the same run
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -21,15 +20,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from grader.devices import cores
+
 
 class TimingPolicy(StrEnum):
     ENFORCE = "enforce"   # below the threshold fails the test
     REPORT = "report"     # measure and show the figures, never fail
     SKIP = "skip"         # do not measure
-
-
-def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

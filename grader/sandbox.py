@@ -1,0 +1,196 @@
+"""One grading child: pytest in a fresh process, isolated from the submission's surroundings, with
+limits on time, memory and file size, its results read from a signed event stream, and nothing of
+it left running afterwards.
+
+The child runs `python -I` (no PYTHONPATH, no user site, no current folder on sys.path) in an empty
+private folder, so nothing the student shipped besides the copied modules can be imported or picked
+up by pytest. Its stdout and stderr go to a file the parent reads back truncated: no amount of
+printing reaches the grader's outputs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader import events, paths
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@dataclass(frozen=True)
+class Limits:
+    test_timeout: float = 120.0        # seconds one test may run
+    memory_bytes: int | None = 6 << 30  # address space; jax with 8 host devices runs in 4 GiB
+    file_bytes: int = 256 << 20        # largest file the child may write (pytest's capture included)
+    output_chars: int = 20_000         # how much of the child's own stdout/stderr is kept
+
+
+@dataclass
+class ChildOutcome:
+    collected: list[dict] | None = None          # every selected test's metadata, once collected
+    results: dict[str, dict] = field(default_factory=dict)
+    running: str | None = None                   # the test that had started and not finished
+    importing: str | None = None                 # the exercise whose module was being imported
+    returncode: int | None = None
+    stopped: str | None = None                   # "test timeout" or "deadline" when the parent killed it
+    output: str = ""
+    rejected_lines: int = 0                      # event lines that were not the grader's
+
+
+def become_subreaper() -> None:
+    """Orphans of the children (a student's daemon) become our children, so they can be reaped."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def reap_strays(keep: set[int]) -> list[int]:
+    """Kill and wait for every child of this process that is not in `keep` (and their groups)."""
+    killed = []
+    for _ in range(5):   # killing one may reparent its own children to us
+        strays = children_of(os.getpid()) - keep
+        if not strays:
+            break
+        for pid in strays:
+            for kill in (os.killpg, os.kill):   # its whole group if it leads one, else itself
+                try:
+                    kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for pid in strays:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+            killed.append(pid)
+    return killed
+
+
+def _child_environment(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
+    home = workdir / "home"
+    tmp = workdir / "tmp"
+    home.mkdir(exist_ok=True)
+    tmp.mkdir(exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp),
+           "LANG": "C.UTF-8", "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+    return env | extra
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... ({len(text) - limit} characters cut) ...\n{text[-half:]}"
+
+
+def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, deselect: list[str] = (),
+                     timing: str = "enforce", visible_only: bool = False, collect_only: bool = False,
+                     limits: Limits | None = None, deadline: float = float("inf"),
+                     extra_env: dict[str, str] | None = None) -> ChildOutcome:
+    """Run pytest on `targets` against the modules in `modules_dir`; `deadline` is a time.monotonic()."""
+    limits = limits or Limits()
+    cwd = workdir / "cwd"
+    cwd.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(32)
+    events_r, events_w = os.pipe()
+    key_r, key_w = os.pipe()
+    os.write(key_w, key)
+    os.close(key_w)
+    command = [sys.executable, "-I", "-m", "grader.child", str(limits.memory_bytes or 0), str(limits.file_bytes), "--",
+               *targets, "-q", "--no-header", "-p", "no:cacheprovider",
+               f"--rootdir={paths.REPO_ROOT}", "-c", str(paths.REPO_ROOT / "pyproject.toml"),
+               f"--impl={modules_dir}", f"--timing={timing}"]
+    command += [f"--deselect={nodeid}" for nodeid in deselect]
+    command += ["--visible-only"] if visible_only else []
+    command += ["--collect-only"] if collect_only else []
+    env = _child_environment(workdir, {events.EVENTS_FD: str(events_w), events.KEY_FD: str(key_r)}
+                             | (extra_env or {}))
+    keep = children_of(os.getpid())
+    output_path = workdir / "child-output.txt"
+    outcome = ChildOutcome()
+    with open(output_path, "wb") as output:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output,
+                                   stderr=subprocess.STDOUT, pass_fds=(events_w, key_r),
+                                   start_new_session=True)
+    os.close(events_w)
+    os.close(key_r)
+    try:
+        _follow(process, events_r, key, outcome, limits, deadline)
+    finally:
+        os.close(events_r)
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        outcome.returncode = process.wait()
+        reap_strays(keep)
+    outcome.output = truncate(output_path.read_text(errors="replace"), limits.output_chars)
+    return outcome
+
+
+def _follow(process, fd, key, outcome: ChildOutcome, limits: Limits, deadline: float) -> None:
+    """Read events until the child ends, killing it when a test or the whole run takes too long."""
+    buffer, started_at = b"", time.monotonic()
+    while True:
+        readable, _, _ = select.select([fd], [], [], 0.25)
+        chunk = os.read(fd, 1 << 16) if readable else b""
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            parsed, rejected = events.parse(key, line)
+            outcome.rejected_lines += rejected
+            for event in parsed:
+                if _apply_event(event, outcome):
+                    started_at = time.monotonic()
+        now = time.monotonic()
+        if readable and not chunk or process.poll() is not None and not readable:
+            return   # EOF, or the child is gone (a grandchild may still hold the pipe open)
+        if outcome.running and now - started_at > limits.test_timeout:
+            outcome.stopped = "test timeout"
+            return
+        if now > deadline:
+            outcome.stopped = "deadline"
+            return
+
+
+def _apply_event(event: dict, outcome: ChildOutcome) -> bool:
+    """Update the outcome; True when a test's clock starts (again)."""
+    kind = event.get("e")
+    if kind == "collected":
+        outcome.collected = event["tests"]
+    elif kind == "start":
+        outcome.running = event["nodeid"]
+        return True
+    elif kind == "running":
+        return True   # the timing lock was acquired: waiting for it does not count
+    elif kind == "import":
+        outcome.importing = event["exercise"]
+    elif kind == "imported":
+        outcome.importing = None
+    elif kind == "result":
+        entry = {k: v for k, v in event.items() if k != "e"}
+        outcome.results[entry["nodeid"]] = entry
+        outcome.running = None
+    return False

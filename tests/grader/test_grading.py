@@ -1,0 +1,126 @@
+"""`shardlab grade` and `shardlab grade-batch` end to end, with real processes: scores, outputs,
+exit codes, resuming, and a batch that one broken submission does not stop."""
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+import zipfile
+
+import pytest
+
+from grader import catalog, paths
+from grader.batch import grade_batch
+from grader.cli import main
+from grader.grading import grade_submission
+
+EX01 = catalog.get("ex01_meshes")
+
+
+def shardlab(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "grader.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def one_module(tmp_path_factory):
+    """A submission holding only ex01's reference: cheap to grade, every other exercise not attempted."""
+    folder = tmp_path_factory.mktemp("alice")
+    shutil.copy(EX01.solution_path(), folder / EX01.module_file)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def graded_one(one_module):
+    return grade_submission(one_module)
+
+
+def test_missing_modules_are_not_attempted_with_a_note(graded_one):
+    ex01 = graded_one.exercises[EX01.id]
+    assert ex01.score == pytest.approx(EX01.points) and all(t.passed for t in ex01.tests)
+    for exercise in catalog.EXERCISES[1:]:
+        result = graded_one.exercises[exercise.id]
+        assert result.score == 0 and result.tests
+        assert {t.category for t in result.tests} == {"not attempted"}
+        assert result.note == f"{exercise.module_file} is not in the submission: not attempted"
+    assert graded_one.score == pytest.approx(EX01.points)
+    assert graded_one.max_score == catalog.total_points()
+
+
+def test_environment_is_recorded(graded_one):
+    env = graded_one.environment
+    assert env["devices"] == 8 and env["versions"]["jax"] == "0.10.2" and env["cores"] >= 1
+
+
+def test_grade_command_writes_three_reports_and_exits_zero(one_module, tmp_path):
+    zipped = tmp_path / "alice.zip"
+    with zipfile.ZipFile(zipped, "w") as zf:
+        zf.write(one_module / EX01.module_file, f"alice/exercises/{EX01.module_file}")
+    done = shardlab("grade", str(zipped), "--out", str(tmp_path / "out"), "--exercise", "ex01")
+    assert done.returncode == 0, done.stderr
+    assert "10/10" in done.stdout
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    gradescope = json.loads((tmp_path / "out" / "results.json").read_text())
+    junit = ET.parse(tmp_path / "out" / "junit.xml").getroot()
+    assert report["score"] == pytest.approx(10) == pytest.approx(gradescope["score"])
+    assert list(report["exercises"]) == [EX01.id]
+    assert sum(int(s.get("tests")) for s in junit.iter("testsuite")) == len(report["exercises"][EX01.id]["tests"])
+
+
+def test_fail_under_turns_a_low_score_into_a_failure(one_module, tmp_path):
+    done = shardlab("grade", str(one_module), "--out", str(tmp_path / "out"), "--exercise", "ex01",
+                    "--fail-under", "10.5", "--quiet")
+    assert done.returncode == 1 and "below --fail-under 10.5" in done.stderr
+    assert (tmp_path / "out" / "report.json").exists()   # the grade is written all the same
+
+
+@pytest.mark.parametrize("argument, message", [
+    ("nope.zip", "neither a folder nor a .zip"),
+    ("bad.zip", "not a valid zip file"),
+])
+def test_grading_that_cannot_start_exits_two_with_the_reason(tmp_path, capsys, argument, message):
+    (tmp_path / "bad.zip").write_bytes(b"PK\x03\x04 garbage")
+    assert main(["grade", str(tmp_path / argument), "--out", str(tmp_path / "out")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_unknown_exercise_is_refused(one_module, tmp_path, capsys):
+    assert main(["grade", str(one_module), "--out", str(tmp_path / "o"), "--exercise", "ex99"]) == 2
+    assert "no exercise 'ex99' in the catalog" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_batch_survives_broken_submissions_and_resumes(one_module, tmp_path):
+    class_dir = tmp_path / "class"
+    class_dir.mkdir()
+    shutil.copytree(one_module, class_dir / "alice")
+    (class_dir / "bob").mkdir()
+    (class_dir / "bob" / EX01.module_file).write_text(EX01.solution_path().read_text() + "\nimport os\nos._exit(9)\n")
+    (class_dir / "carol.zip").write_bytes(b"not a zip at all")
+    (class_dir / "dave").mkdir()                                   # handed in nothing
+    out = tmp_path / "graded"
+    summary = grade_batch(class_dir, out, jobs=2, grade_args=["--exercise=ex01"])
+    statuses = {o.student: o.status for o in summary.outcomes}
+    assert statuses == {"alice": "graded", "bob": "graded", "carol": "failed", "dave": "graded"}
+    rows = {row["student"]: row for row in csv.DictReader(open(out / "grades.csv"))}
+    assert float(rows["alice"]["total"]) == pytest.approx(10) and float(rows["alice"][EX01.id]) == 10
+    assert float(rows["bob"]["total"]) == 0 and float(rows["dave"]["total"]) == 0
+    assert rows["carol"]["status"].startswith("not graded") and "not a valid zip file" in rows["carol"]["status"]
+    assert "not a valid zip file" in (out / "carol" / "grading.log").read_text()
+
+    again = grade_batch(class_dir, out, jobs=2, grade_args=["--exercise=ex01"])
+    assert {o.student: o.status for o in again.outcomes} == {
+        "alice": "skipped", "bob": "skipped", "carol": "failed", "dave": "skipped"}
+    rows_again = {row["student"]: row for row in csv.DictReader(open(out / "grades.csv"))}
+    assert rows_again["alice"] == rows["alice"]
+
+
+def test_the_cli_lists_every_command():
+    done = shardlab("--help")
+    for command in ("grade", "grade-batch", "check", "list", "stubs", "dev-check"):
+        assert command in done.stdout
+
+
+def test_paths_point_at_this_checkout():
+    assert paths.EXERCISE_TESTS_DIR.is_dir()

@@ -1,0 +1,451 @@
+"""Reports present GradingResults: shardlab's JSON, Gradescope's results.json, JUnit XML and the terminal
+summary. The results are built by hand with score_exercise; nothing here runs a grading."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import math
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from rich.console import Console
+
+from grader import catalog, reports
+from grader.checks.properties import GRADING
+from grader.outcomes import Category
+from grader.results import GradingResults, TestResult, score_exercise
+
+# -- sample results ----------------------------------------------------------------------------------
+
+SPEEDUP = {"label": "layer_auto vs replicated", "speedup": 7.91, "spread": [7.62, 8.05], "baseline_s": 0.0124,
+           "candidate_s": 0.00157, "repeats": 21, "threshold": 3.0, "devices": 8, "cores": 2, "platform": "cpu",
+           "near_threshold": False, "calibration": None, "met": True, "policy": "enforce"}
+# What student code can put in a message: NUL, ANSI colours, non-ASCII, markup, a lone surrogate.
+SPECIAL = "output: wrong sharding\x00 \x1b[31mP('data', None)\x1b[0m ≠ P() — données <b>&</b>\udcff"
+SPECIAL_PRINTED = "output: wrong sharding\\x00 P('data', None) ≠ P() — données <b>&</b>\\udcff"
+PROBLEM = "[bold]conftest.py[/bold] in the submission was ignored"
+
+
+def case(exercise: str, file: str, name: str, category: Category, *, hidden: bool = False, weight: float = 1.0,
+         message: str = "", speedup: dict | None = None) -> TestResult:
+    return TestResult(nodeid=f"tests/exercises/{exercise}/{file}.py::{name}", exercise=exercise, hidden=hidden,
+                      weight=weight, category=category.value, message=message, duration=0.25, speedup=speedup)
+
+
+def sample_results() -> GradingResults:
+    """ex01 all passed (10 points); ex04 every category (20 points, shares of 20/3 points); ex02 missing."""
+    ex01 = "ex01_meshes"
+    ex01_tests = [case(ex01, "test_visible", "test_make_mesh[2dev]", Category.PASSED),
+                  case(ex01, "test_visible", "test_make_mesh[4dev]", Category.PASSED),
+                  case(ex01, "test_hidden", "test_devices_indices", Category.PASSED, hidden=True)]
+    ex04 = "ex04_sharded_layer"
+    third = 1 / 3
+    ex04_tests = [
+        case(ex04, "test_visible", "test_layer_auto_shape[2dev]", Category.PASSED, weight=third),
+        case(ex04, "test_visible", "test_layer_auto_shape[4dev]", Category.PASSED, weight=third),
+        case(ex04, "test_visible", "test_layer_auto_shape[8dev]", Category.FAILED, weight=third, message=SPECIAL),
+        case(ex04, "test_visible", "test_layer_manual", Category.ERROR,
+             message="ZeroDivisionError: division by zero\n  raised at ex04_sharded_layer.py:12 in layer: 1 / 0"),
+        case(ex04, "test_hidden", "test_layer_auto_values[4dev]", Category.TIMEOUT, hidden=True,
+             message="the test ran longer than 60 s"),
+        case(ex04, "test_hidden", "test_layer_collectives", Category.CRASHED, hidden=True,
+             message="the grading process died (killed: out of memory?)"),
+        case(ex04, "test_hidden", "test_layer_features", Category.NOT_ATTEMPTED, hidden=True,
+             message="not attempted: ex04: layer_features"),
+        case(ex04, "test_hidden", "test_layer_speedup[8dev]", Category.PASSED, hidden=True, weight=2,
+             speedup=SPEEDUP),
+        case(ex04, "test_hidden", "test_layer_large", Category.SKIPPED, hidden=True,
+             message="slow test: run with --slow"),
+    ]
+    ex02 = "ex02_sharding_properties"
+    missing = "not attempted: ex02: module missing"
+    ex02_tests = [case(ex02, "test_visible", "test_sizes", Category.NOT_ATTEMPTED, message=missing),
+                  case(ex02, "test_hidden", "test_sizes_property", Category.NOT_ATTEMPTED, hidden=True,
+                       message=missing)]
+    exercises = {
+        ex01: score_exercise(catalog.get(ex01), ex01_tests),
+        ex04: score_exercise(catalog.get(ex04), ex04_tests),
+        ex02: score_exercise(catalog.get(ex02), ex02_tests, note="module missing: not attempted"),
+    }
+    return GradingResults("alice", exercises, environment={"jax": "0.10.2", "devices": 8}, problems=[PROBLEM],
+                          output="student printed this", duration=42.4)
+
+
+@pytest.fixture
+def results() -> GradingResults:
+    return sample_results()
+
+
+def by_name(gradescope: dict) -> dict[str, dict]:
+    return {test["name"]: test for test in gradescope["tests"]}
+
+
+# -- Gradescope's results.json, as documented ---------------------------------------------------------
+# gradescope-autograders.readthedocs.io/en/latest/specs/ ("Output format", "Controlling Test Case
+# Visibility", "Test case status", "Output String Formatting").
+
+VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
+FORMAT = {"text", "simple_format", "html", "md", "ansi"}
+NUMBER, STRING, OBJECT, LIST = "number", "string", "object", "list"
+TOP_LEVEL_KEYS = {"score": NUMBER, "execution_time": NUMBER, "output": STRING, "output_format": FORMAT,
+                  "test_output_format": FORMAT, "test_name_format": FORMAT, "visibility": VISIBILITY,
+                  "stdout_visibility": VISIBILITY, "extra_data": OBJECT, "tests": LIST, "leaderboard": LIST}
+TEST_KEYS = {"score": NUMBER, "max_score": NUMBER, "status": {"passed", "failed"}, "name": STRING,
+             "name_format": FORMAT, "number": STRING, "output": STRING, "output_format": FORMAT, "tags": LIST,
+             "visibility": VISIBILITY, "extra_data": OBJECT}
+# Optional for Gradescope, promised by shardlab.
+REQUIRED_TEST_KEYS = {"score", "max_score", "status", "name", "number", "output", "visibility"}
+
+
+def _type_problem(where: str, value, expected) -> str | None:
+    if isinstance(expected, set):
+        return None if value in expected else f"{where}: {value!r} is not one of {sorted(expected)}"
+    ok = {NUMBER: isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+          STRING: isinstance(value, str), OBJECT: isinstance(value, dict), LIST: isinstance(value, list)}[expected]
+    return None if ok else f"{where}: {value!r} is not a {expected}"
+
+
+def _keys_problems(where: str, data: dict, schema: dict) -> list[str]:
+    found = [f"{where}: unknown key {key!r}" for key in data if key not in schema]
+    found += [p for key, value in data.items() if key in schema
+              if (p := _type_problem(f"{where}.{key}", value, schema[key]))]
+    return found
+
+
+def gradescope_problems(data: dict) -> list[str]:
+    """Everything in `data` that breaks Gradescope's documented results.json format (or shardlab's
+    promise that the top-level score is exactly the sum of the tests' scores)."""
+    if not isinstance(data, dict):
+        return ["results: not an object"]
+    found = _keys_problems("results", data, TOP_LEVEL_KEYS)
+    tests = data.get("tests", [])
+    if "score" not in data and (not tests or any("score" not in t for t in tests if isinstance(t, dict))):
+        found.append("results: a score is required at the top level or on every test")
+    for i, test in enumerate(tests if isinstance(tests, list) else []):
+        if not isinstance(test, dict):
+            found.append(f"tests[{i}]: not an object")
+            continue
+        found += _keys_problems(f"tests[{i}]", test, TEST_KEYS)
+        found += [f"tests[{i}]: missing {key!r}" for key in sorted(REQUIRED_TEST_KEYS - test.keys())]
+        if not all(isinstance(tag, str) for tag in test.get("tags", [])):
+            found.append(f"tests[{i}].tags: not all strings")
+    scores = [t.get("score") for t in tests if isinstance(t, dict)]
+    if "score" in data and scores and all(isinstance(s, (int, float)) for s in scores):
+        if not math.isclose(sum(scores), data["score"], rel_tol=0, abs_tol=1e-9):
+            found.append(f"results.score: {data['score']} is not the sum of the tests' scores {sum(scores)}")
+    try:
+        if json.loads(json.dumps(data, allow_nan=False)) != data:
+            found.append("results: does not survive a JSON round trip")
+    except (TypeError, ValueError) as exc:
+        found.append(f"results: not JSON: {exc}")
+    return found
+
+
+@pytest.mark.parametrize("hidden_visibility", sorted(VISIBILITY))
+def test_gradescope_results_follow_the_documented_format(results, hidden_visibility):
+    assert gradescope_problems(reports.gradescope_dict(results, hidden_visibility=hidden_visibility)) == []
+
+
+@pytest.mark.parametrize("breakage, problem", [
+    (lambda d: d["tests"][0].update(status="ok"), "tests[0].status: 'ok' is not one of"),
+    (lambda d: d["tests"][1].update(visibility="later"), "tests[1].visibility: 'later'"),
+    (lambda d: d.update(stdout_visiblity="visible"), "unknown key 'stdout_visiblity'"),
+    (lambda d: d["tests"][2].update(score=True), "tests[2].score: True is not a number"),
+    (lambda d: d["tests"][3].update(number=4.4), "tests[3].number: 4.4 is not a string"),
+    (lambda d: d["tests"][4].pop("status"), "tests[4]: missing 'status'"),
+    (lambda d: d.update(score=d["score"] + 0.0001), "is not the sum of the tests' scores"),
+    (lambda d: d["tests"][0].update(extra_data={"x": float("nan")}), "not JSON"),
+])
+def test_the_validator_catches_what_gradescope_would_reject(results, breakage, problem):
+    data = reports.gradescope_dict(results)
+    breakage(data)
+    assert any(problem in found for found in gradescope_problems(data)), gradescope_problems(data)
+
+
+def test_gradescope_has_one_test_per_shardlab_test_in_order(results):
+    data = reports.gradescope_dict(results)
+    assert [t["name"] for t in data["tests"]] == [f"{t.exercise}: {t.name}" for t in results.tests()]
+    numbers = [t["number"] for t in data["tests"]]
+    assert numbers == ["1.1", "1.2", "1.3"] + [f"4.{i}" for i in range(1, 10)] + ["2.1", "2.2"]
+    statuses = [t["status"] for t in data["tests"]]
+    assert statuses.count("passed") == 6 and statuses.count("failed") == 8
+    assert by_name(data)["ex04_sharded_layer: test_layer_auto_values[4dev]"]["number"] == "4.5"
+    assert by_name(data)["ex04_sharded_layer: test_layer_large"]["status"] == "failed"   # skipped earns nothing
+
+
+def test_gradescope_scores_add_up_to_the_rounded_total_exactly(results):
+    data = reports.gradescope_dict(results)
+    assert results.score == pytest.approx(50 / 3) and data["score"] == 16.6667
+    assert round(sum(t["score"] for t in data["tests"]) * 10_000) == 166_667
+    assert round(sum(t["max_score"] for t in data["tests"]) * 10_000) == 400_000
+    for test in data["tests"]:
+        assert test["score"] == (test["max_score"] if test["status"] == "passed" else 0)
+    tests = by_name(data)
+    assert tests["ex04_sharded_layer: test_layer_speedup[8dev]"]["max_score"] == 5.0
+    assert tests["ex01_meshes: test_make_mesh[2dev]"]["score"] in (3.3333, 3.3334)
+    assert tests["ex04_sharded_layer: test_layer_auto_shape[8dev]"]["max_score"] in (0.8333, 0.8334)
+
+
+@settings(GRADING, max_examples=150)
+@given(st.lists(st.lists(st.tuples(st.sampled_from([1 / 3, 1 / 7, 0.25, 1.0, 2.0, 3.0]), st.booleans()),
+                         min_size=1, max_size=9),
+                min_size=1, max_size=len(catalog.EXERCISES)))
+def test_gradescope_scores_add_up_for_any_weights(exercises):
+    graded = {}
+    for exercise, cases in zip(catalog.EXERCISES, exercises, strict=False):
+        tests = [case(exercise.id, "test_visible", f"test_{i}", Category.PASSED if passed else Category.FAILED,
+                      weight=weight) for i, (weight, passed) in enumerate(cases)]
+        graded[exercise.id] = score_exercise(exercise, tests)
+    results = GradingResults("any", graded)
+    data = reports.gradescope_dict(results)
+    assert gradescope_problems(data) == []
+    assert data["score"] == round(results.score * 10_000) / 10_000
+    assert round(sum(t["max_score"] for t in data["tests"]) * 10_000) == round(results.max_score * 10_000)
+    for test, given_test in zip(data["tests"], results.tests(), strict=True):
+        assert abs(test["max_score"] - given_test.max_score) <= 2e-4
+        assert test["score"] == (test["max_score"] if given_test.passed else 0)
+
+
+def test_gradescope_outputs_name_the_category_and_show_the_figures(results):
+    tests = by_name(reports.gradescope_dict(results))
+    output = {name.split(": ", 1)[1]: test["output"] for name, test in tests.items()}
+    assert output["test_make_mesh[2dev]"] == "passed"
+    assert output["test_layer_auto_shape[8dev]"] == f"failed: {SPECIAL_PRINTED}"
+    assert output["test_layer_manual"].startswith("error: ZeroDivisionError: division by zero\n  raised at")
+    assert output["test_layer_auto_values[4dev]"] == "timeout: the test ran longer than 60 s"
+    assert output["test_layer_collectives"] == "crashed: the grading process died (killed: out of memory?)"
+    assert output["test_layer_features"] == "not attempted: ex04: layer_features"   # not "not attempted: not ..."
+    assert output["test_layer_large"] == "skipped: slow test: run with --slow"
+    assert output["test_layer_speedup[8dev]"] == (
+        "passed\nlayer_auto vs replicated: speedup 7.91x (IQR 7.62-8.05), threshold 3.00x met, enforce; "
+        "12.40 ms -> 1.57 ms over 21 interleaved repeats; 8 devices on 2 cores (cpu)")
+    speedup_test = tests["ex04_sharded_layer: test_layer_speedup[8dev]"]
+    assert speedup_test["extra_data"]["speedup"] == SPEEDUP
+    assert speedup_test["tags"] == ["ex04_sharded_layer", "passed", "hidden"]
+    assert all(t["output_format"] == "text" and t["name_format"] == "text" for t in tests.values())
+
+
+def test_hidden_tests_get_the_chosen_visibility(results):
+    hidden = {f"{t.exercise}: {t.name}" for t in results.tests() if t.hidden}
+    assert len(hidden) == 7
+    for hidden_visibility in ("after_due_date", "hidden"):
+        tests = by_name(reports.gradescope_dict(results, hidden_visibility=hidden_visibility))
+        assert {name for name, t in tests.items() if t["visibility"] == hidden_visibility} == hidden
+        assert {name for name, t in tests.items() if t["visibility"] == "visible"} == tests.keys() - hidden
+    assert reports.gradescope_dict(results)["stdout_visibility"] == "hidden"
+    with pytest.raises(ValueError, match="hidden_visibility must be one of"):
+        reports.gradescope_dict(results, hidden_visibility="never")
+
+
+def test_gradescope_summary_shows_exercise_scores_and_problems(results):
+    data = reports.gradescope_dict(results, hidden_visibility="visible")
+    assert data["output"].splitlines() == [
+        "shardlab: 16.67/40 points",
+        "ex01_meshes (Devices and meshes): 10/10 points (3 passed)",
+        "ex04_sharded_layer (One layer, three ways): 6.67/20 points (3 passed, 1 failed, 1 error, 1 timeout, "
+        "1 crashed, 1 not attempted, 1 skipped)",
+        "ex02_sharding_properties (What a sharding says): 0/10 points (2 not attempted) "
+        "[module missing: not attempted]",
+        "",
+        "Problems with the submission:",
+        f"- {PROBLEM}",
+    ]
+    assert data["execution_time"] == 42 and data["output_format"] == "text"
+
+
+def test_gradescope_summary_keeps_hidden_outcomes_until_they_are_shown(results):
+    output = reports.gradescope_dict(results)["output"]
+    assert "6.67" not in output and "16.67" not in output
+    assert ("ex04_sharded_layer (One layer, three ways): 2 of 4 visible tests passed; 5 hidden tests, "
+            "shown after the due date") in output.splitlines()
+    assert output.endswith(f"Problems with the submission:\n- {PROBLEM}")
+
+
+def test_gradescope_json_file_holds_the_dict(results, tmp_path):
+    path = reports.write_gradescope_json(results, tmp_path / "results.json", hidden_visibility="hidden")
+    assert json.loads(path.read_text(encoding="utf-8")) == reports.gradescope_dict(results, hidden_visibility="hidden")
+
+
+# -- shardlab's report.json --------------------------------------------------------------------------
+
+def test_report_json_round_trips_through_grading_results(results, tmp_path):
+    path = reports.write_report_json(results, tmp_path / "report.json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["score"] == results.score and data["max_score"] == 40
+    ex04 = data["exercises"]["ex04_sharded_layer"]
+    assert ex04["score"] == pytest.approx(20 / 3) and len(ex04["tests"]) == 9
+    speedup_test = ex04["tests"][7]
+    assert (speedup_test["name"], speedup_test["hidden"], speedup_test["speedup"]) == (
+        "test_layer_speedup[8dev]", True, SPEEDUP)
+    assert ex04["tests"][2]["message"] == SPECIAL   # the full result keeps what the student's code produced
+    again = GradingResults.from_dict(data)
+    assert again.score == results.score
+    assert again.to_dict() == results.to_dict()
+
+
+# -- JUnit XML ----------------------------------------------------------------------------------------
+
+def counts(element: ET.Element) -> dict[str, int]:
+    return {key: int(element.get(key)) for key in ("tests", "failures", "errors", "skipped")}
+
+
+def test_junit_counts_per_exercise_and_in_total(results):
+    root = ET.fromstring(reports.junit_xml(results))
+    assert root.tag == "testsuites"
+    assert counts(root) == {"tests": 14, "failures": 2, "errors": 2, "skipped": 4}
+    suites = {suite.get("name"): suite for suite in root.findall("testsuite")}
+    assert list(suites) == ["ex01_meshes", "ex04_sharded_layer", "ex02_sharding_properties"]
+    assert counts(suites["ex01_meshes"]) == {"tests": 3, "failures": 0, "errors": 0, "skipped": 0}
+    assert counts(suites["ex04_sharded_layer"]) == {"tests": 9, "failures": 2, "errors": 2, "skipped": 2}
+    assert counts(suites["ex02_sharding_properties"]) == {"tests": 2, "failures": 0, "errors": 0, "skipped": 2}
+    assert len(suites["ex04_sharded_layer"].findall("testcase")) == 9
+    assert suites["ex04_sharded_layer"].get("time") == "2.250"
+    suite_properties = {p.get("name"): p.get("value") for p in suites["ex02_sharding_properties"].find("properties")}
+    assert suite_properties == {"title": "What a sharding says", "score": "0.0", "max_score": "10.0",
+                                "note": "module missing: not attempted"}
+
+
+def test_junit_testcases_carry_outcome_and_points(results):
+    suite = ET.fromstring(reports.junit_xml(results)).find("testsuite[@name='ex04_sharded_layer']")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert {c.get("classname") for c in cases.values()} == {"ex04_sharded_layer.test_visible",
+                                                            "ex04_sharded_layer.test_hidden"}
+    assert cases["test_layer_auto_values[4dev]"].get("classname") == "ex04_sharded_layer.test_hidden"
+    assert cases["test_layer_auto_values[4dev]"].get("time") == "0.250"
+
+    def outcome(name):
+        children = [c for c in cases[name] if c.tag != "properties"]
+        return [(c.tag, c.get("type"), c.get("message")) for c in children]
+
+    assert outcome("test_layer_auto_shape[2dev]") == []
+    assert outcome("test_layer_auto_values[4dev]") == [("failure", "timeout", "timeout: the test ran longer than 60 s")]
+    assert outcome("test_layer_manual") == [("error", "error", "error: ZeroDivisionError: division by zero")]
+    assert outcome("test_layer_collectives")[0][:2] == ("error", "crashed")
+    assert outcome("test_layer_features") == [("skipped", "not attempted", "not attempted: ex04: layer_features")]
+    assert outcome("test_layer_large") == [("skipped", "skipped", "skipped: slow test: run with --slow")]
+    assert cases["test_layer_manual"].find("error").text.endswith("raised at ex04_sharded_layer.py:12 in layer: 1 / 0")
+    properties = {p.get("name"): p.get("value") for p in cases["test_layer_speedup[8dev]"].iter("property")}
+    assert properties["score"] == properties["max_score"] == "5.0"
+    assert properties["category"] == "passed" and properties["hidden"] == "true"
+    assert properties["speedup"].startswith("layer_auto vs replicated: speedup 7.91x")
+
+
+def test_junit_survives_control_characters_from_student_output(results, tmp_path):
+    text = reports.junit_xml(results)
+    assert "\x00" not in text and "\x1b" not in text and "\udcff" not in text
+    path = reports.write_junit_xml(results, tmp_path / "junit.xml")
+    root = ET.parse(path).getroot()   # parsed from the UTF-8 bytes on disk, as CI reads it
+    failure = root.find(".//testcase[@name='test_layer_auto_shape[8dev]']/failure")
+    assert failure.get("message") == f"failed: {SPECIAL_PRINTED}"
+    assert failure.text == f"failed: {SPECIAL_PRINTED}"
+    raw = path.read_text(encoding="utf-8")   # non-ASCII stays as text, markup is escaped
+    assert "≠ P() — données &lt;b&gt;&amp;&lt;/b&gt;" in raw
+
+
+def test_printable_strips_colours_and_writes_out_what_xml_cannot_hold():
+    assert reports.printable("\x1b[1;31mred\x1b[0m \x1b]0;title\x07done") == "red done"
+    assert reports.printable("a\x00b\x07c\x1bd\tok\nnew\r") == "a\\x00b\\x07c\\x1bd\tok\nnew\r"
+    assert reports.printable("\ud800\ufffe é 中 🙂") == "\\ud800\\ufffe é 中 🙂"
+
+
+# -- terminal summary --------------------------------------------------------------------------------
+
+def rendered(results: GradingResults) -> list[str]:
+    console = Console(record=True, width=120, file=io.StringIO())
+    reports.print_summary(results, console)
+    return console.export_text().splitlines()
+
+
+def row(lines: list[str], first_cell: str) -> list[list[str]]:
+    """The cells of the table row whose first line starts with first_cell, one list per line of the row
+    (a row goes on while its score cell is empty)."""
+    def cells(line: str) -> list[str]:
+        return [cell.strip() for cell in line.strip("│").split("│")]
+
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"│ {first_cell} "))
+    end = start + 1
+    while end < len(lines) and lines[end].startswith("│") and cells(lines[end])[1] == "":
+        end += 1
+    return [cells(line) for line in lines[start:end]]
+
+
+def test_summary_has_a_row_per_exercise_and_a_total(results):
+    lines = rendered(results)
+    header = next(line for line in lines if "Exercise" in line)
+    assert [cell.strip() for cell in header.strip("┃").split("┃")] == [
+        "Exercise", "Score", "pass", "fail", "error", "t/o", "crash", "todo", "skip"]
+    ex01, ex04, ex02 = (row(lines, ex) for ex in ("ex01_meshes", "ex04_sharded_layer", "ex02_sharding_properties"))
+    assert ex01[0] == ["ex01_meshes", "10/10", "3", "0", "0", "0", "0", "0", "0"]
+    assert ex01[1][0] == "Devices and meshes"
+    assert ex04[0] == ["ex04_sharded_layer", "6.67/20", "3", "1", "1", "1", "1", "1", "1"]
+    assert ex04[1][0] == "One layer, three ways"
+    assert ex02[0] == ["ex02_sharding_properties", "0/10", "0", "0", "0", "0", "0", "2", "0"]
+    assert [cells[0] for cells in ex02[1:]] == ["What a sharding says", "module missing: not attempted"]
+    assert row(lines, "Total") == [["Total", "16.67/40", "6", "1", "1", "1", "1", "3", "1"]]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_summary_of_a_clean_run_fits_the_terminal_uncut(width):
+    graded = {e.id: score_exercise(e, [case(e.id, "test_visible", "test_a", Category.PASSED)])
+              for e in catalog.EXERCISES}
+    console = Console(record=True, width=width, file=io.StringIO())
+    reports.print_summary(GradingResults("bob", graded), console)
+    lines = console.export_text().splitlines()
+    assert not any("…" in line for line in lines)
+    header = next(line for line in lines if "Exercise" in line)
+    assert [cell.strip() for cell in header.strip("┃").split("┃")] == ["Exercise", "Score", "pass"]
+    for exercise in catalog.EXERCISES:
+        assert row(lines, exercise.id)[0] == [exercise.id, f"{exercise.points}/{exercise.points}", "1"]
+
+
+def test_summary_lists_submission_problems_below_the_table_literally(results):
+    lines = rendered(results)
+    total = lines.index(next(line for line in lines if line.startswith("│ Total")))
+    assert lines[total + 2:] == ["Problems with the submission:", f"  - {PROBLEM}"]   # markup shown, not applied
+    assert lines[0].strip() == "shardlab: alice"
+
+
+def test_summary_table_is_a_rich_table(results):
+    table = reports.summary_table(results)
+    assert table.row_count == 4 and len(table.columns) == 9
+
+
+# -- writing them all ----------------------------------------------------------------------------------
+
+def test_write_all_creates_the_folder_and_writes_three_reports(results, tmp_path):
+    out_dir = tmp_path / "graded" / "alice"
+    written = reports.write_all(results, out_dir)
+    assert written == {"report": out_dir / "report.json", "gradescope": out_dir / "results.json",
+                       "junit": out_dir / "junit.xml"}
+    assert sorted(p.name for p in out_dir.iterdir()) == ["junit.xml", "report.json", "results.json"]
+    assert GradingResults.from_dict(json.loads(written["report"].read_text())).score == results.score
+    assert gradescope_problems(json.loads(written["gradescope"].read_text())) == []
+    assert counts(ET.parse(written["junit"]).getroot())["tests"] == 14
+    assert oct(written["junit"].stat().st_mode & 0o777) == oct(0o644)
+
+
+def test_an_interrupted_write_leaves_the_previous_report_whole(results, tmp_path, monkeypatch):
+    target = tmp_path / "report.json"
+    target.write_text('{"previous": true}')
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        reports.write_report_json(results, target)
+    monkeypatch.undo()
+    assert json.loads(target.read_text()) == {"previous": True}
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]   # no half-written temporary left
+
+
+def test_reports_do_not_change_the_results(results):
+    before = copy.deepcopy(results.to_dict())
+    reports.gradescope_dict(results)
+    reports.junit_xml(results)
+    reports.summary_table(results)
+    assert results.to_dict() == before

@@ -1,0 +1,189 @@
+"""`shardlab check` and `shardlab list` on small temporary trees: real pytest runs, rendered text."""
+
+import json
+import re
+import shutil
+
+import pytest
+from rich.console import Console
+
+from grader import catalog, paths, student
+
+EX01, EX02 = catalog.get("ex01"), catalog.get("ex02")
+
+
+def console(width: int = 120) -> Console:
+    return Console(record=True, width=width)
+
+
+def make_tree(root, *, reference=(), stub=()):
+    """A submission folder holding copies of reference and stub modules (the others are missing)."""
+    folder = root / "work"
+    folder.mkdir()
+    for exercise in reference:
+        shutil.copy(exercise.solution_path(), folder)
+    for exercise in stub:
+        shutil.copy(exercise.stub_path(), folder)
+    return folder
+
+
+def run_check(folder, exercise=None, *, all_exercises=False, width=120):
+    out = console(width)
+    code = student.check_command(exercise, impl=folder, all_exercises=all_exercises, console=out)
+    return code, out.export_text()
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """ex01 solved (the reference), ex02 untouched (its stub), ex03 and ex04 missing."""
+    return make_tree(tmp_path_factory.mktemp("check"), reference=[EX01], stub=[EX02])
+
+
+@pytest.fixture(scope="module")
+def checked_ex01(tree):
+    return run_check(tree, "ex01")
+
+
+@pytest.fixture(scope="module")
+def checked_next(tree):
+    return run_check(tree)
+
+
+@pytest.fixture(scope="module")
+def checked_all(tree):
+    return run_check(tree, all_exercises=True)
+
+
+def test_check_passing_exercise_exits_0(checked_ex01):
+    code, text = checked_ex01
+    assert code == 0
+    for name in ("test_make_mesh_2x4", "test_make_data_mesh", "test_place_rows_and_columns", "test_shard_table_rows"):
+        assert f"  ✓ {name}\n" in text
+    assert "✓ ex01_meshes: all 4 visible tests pass" in text
+    assert "hidden tests check more" in text
+
+
+def test_check_stops_at_the_next_pending_exercise(checked_next):
+    code, text = checked_next
+    assert code == 1
+    assert "✓ ex01_meshes: all 4 visible tests pass" in text
+    assert "Next: ex02_sharding_properties (What a sharding says, 10 points)" in text
+    assert "Hint: A dimension split over several mesh axes" in text
+    assert "ex03" not in text   # stopped at ex02
+
+
+def test_check_shows_stub_tests_as_not_attempted_with_brackets_intact(checked_next):
+    _, text = checked_next
+    assert "  ○ test_describe_rows_on_2x4  not attempted: ex02: describe\n" in text
+    # pytest ids look like rich markup; they must come through as written
+    assert "○ test_shard_shape_examples[global_shape0-mesh_shape0-spec0-want0]  not attempted" in text
+    assert "✗ ex02_sharding_properties: 0 of 8 visible tests pass (8 not attempted)" in text
+
+
+def test_check_all_runs_every_exercise_and_summarizes(checked_all):
+    code, text = checked_all
+    assert code == 1
+    assert "ex04_sharded_layer.py is missing: 4 tests not attempted" in text
+    summary = text[re.search(r"^exercise +visible tests", text, re.MULTILINE).start():]
+    assert re.search(r"✓ ex01_meshes +all 4 visible tests pass", summary)
+    assert re.search(r"✗ ex03_computation_follows_data +0 of 5 visible tests pass \(5 not attempted\)", summary)
+    assert "1 of 4 exercises pass their visible tests." in summary
+    assert "Next: ex02_sharding_properties" in summary
+
+
+def test_check_records_outcome_and_hash(tree, checked_all):
+    recorded = json.loads(student.status_file(tree).read_text())[tree.name]
+    assert student.status_file(tree) == tree.parent / ".shardlab" / "status.json"
+    assert recorded["ex01_meshes"]["ok"] is True
+    assert recorded["ex01_meshes"]["sha256"] == student.module_hash(tree / EX01.module_file)
+    assert recorded["ex02_sharding_properties"]["categories"] == {"not attempted": 8}
+    assert recorded["ex04_sharded_layer"]["sha256"] is None
+
+
+def test_sharding_failure_keeps_its_layout(tmp_path):
+    folder = make_tree(tmp_path)
+    wrong = EX01.solution_path().read_text().replace(
+        "return jax.device_put(x, NamedSharding(mesh, spec))",
+        "return jax.device_put(x, NamedSharding(mesh, jax.P()))   # forgot the spec")
+    (folder / EX01.module_file).write_text(wrong)
+    out = console(width=40)   # narrower than the grid: it must not be wrapped
+    report = student.check("ex01", impl=folder, record=False)
+    student.render_check(report, out)
+    lines = out.export_text().splitlines()
+    failed = next(t for t in report.checks[0].tests if t["category"] == "failed")
+    assert "+---" in failed["message"] and "expected P('x', 'y')" in failed["message"]
+    at = lines.index("  ✗ test_place_rows_and_columns  failed")
+    expected = [("      " + line).rstrip() for line in failed["message"].splitlines()]
+    assert [line.rstrip() for line in lines[at + 1:at + 1 + len(expected)]] == expected
+    assert max(map(len, expected)) > 40
+    assert report.exit_code == 1
+
+
+def test_check_reports_a_crashed_run(tmp_path):
+    folder = make_tree(tmp_path)
+    (folder / EX01.module_file).write_text("import os\nos._exit(3)\n")
+    code, text = run_check(folder, "ex01")
+    assert code == 1
+    assert "The tests stopped before they finished" in text
+    assert "✗ ex01_meshes: the test run stopped before it finished" in text
+
+
+@pytest.mark.parametrize("exercise, all_exercises, impl, says", [
+    ("ex99", False, None, "no exercise 'ex99' in the catalog (known: ex01_meshes,"),
+    ("ex01", True, None, "give an exercise or --all, not both"),
+    (None, False, "nowhere", "does not exist"),
+])
+def test_check_usage_errors_exit_2(tmp_path, exercise, all_exercises, impl, says):
+    out = console()
+    code = student.check_command(exercise, impl=tmp_path / impl if impl else tmp_path,
+                                 all_exercises=all_exercises, console=out)
+    assert code == 2
+    assert says in out.export_text().replace("\n", " ")
+
+
+def statuses(folder, **kwargs):
+    return {e.id: s.value for e, s in student.exercise_statuses(impl=folder, **kwargs)}
+
+
+def test_list_statuses_follow_the_files_and_the_last_check(tmp_path):
+    folder = make_tree(tmp_path, reference=[EX01], stub=[EX02, catalog.get("ex03")])
+    ex03 = folder / "ex03_computation_follows_data.py"
+    ex03.write_text(ex03.read_text().replace("# YOUR CODE HERE", "# my code goes here", 1))
+    assert statuses(folder) == {"ex01_meshes": "in progress", "ex02_sharding_properties": "not started",
+                                "ex03_computation_follows_data": "in progress", "ex04_sharded_layer": "missing"}
+    student.check("ex01", impl=folder)
+    assert statuses(folder)["ex01_meshes"] == "done"
+    module = folder / EX01.module_file
+    module.write_text(module.read_text() + "\n# changed after the check\n")
+    assert statuses(folder)["ex01_meshes"] == "in progress"
+
+
+def test_list_in_a_handout_without_solutions(tmp_path):
+    folder = make_tree(tmp_path, reference=[EX01], stub=[EX02])
+    no_solutions = tmp_path / "no-solutions"
+    assert statuses(folder, solutions=no_solutions) == {
+        "ex01_meshes": "in progress", "ex02_sharding_properties": "not started",
+        "ex03_computation_follows_data": "missing", "ex04_sharded_layer": "missing"}
+
+
+def test_list_ignores_a_damaged_status_file(tmp_path):
+    folder = make_tree(tmp_path, stub=[EX02])
+    student.status_file(folder).parent.mkdir()
+    student.status_file(folder).write_text("{not json")
+    assert statuses(folder)["ex02_sharding_properties"] == "not started"
+
+
+def test_list_renders_an_aligned_table(tmp_path):
+    folder = make_tree(tmp_path, stub=[EX02])
+    out = console()
+    assert student.list_command(impl=folder, console=out) == 0
+    text = out.export_text()
+    assert re.search(r"ex02_sharding_properties +What a sharding says +10 +not started", text)
+    assert re.search(r"ex04_sharded_layer +One layer, three ways +20 +missing", text)
+    assert re.search(rf"total +{catalog.total_points()}\b", text)
+    columns = {line.index("10") for line in text.splitlines() if line.startswith(("ex01", "ex02"))}
+    assert len(columns) == 1
+
+
+def test_the_repos_status_file_is_at_the_repo_root():
+    assert student.status_file(paths.EXERCISES_DIR) == paths.REPO_ROOT / ".shardlab" / "status.json"
