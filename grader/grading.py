@@ -15,13 +15,14 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from grader import catalog, paths, sandbox
+from grader import catalog, sandbox
 from grader.devices import HOST_DEVICES, cores
 from grader.outcomes import Category
 from grader.results import GradingResults, TestResult, score_exercise
 from grader.submission import PreparedSubmission, cleanup, prepare_submission
 
 MAX_TIMEOUTS_PER_EXERCISE = 2   # after two hung tests the rest of the exercise is not run
+COLLECT_SECONDS = 120.0
 
 
 def environment(timing: str, limits: sandbox.Limits) -> dict:
@@ -39,10 +40,11 @@ def environment(timing: str, limits: sandbox.Limits) -> dict:
 class _ExerciseRun:
     """The tests of one exercise, run until each has an outcome."""
 
-    def __init__(self, exercise: catalog.Exercise, tests: list[dict], prepared: PreparedSubmission,
+    def __init__(self, exercise: catalog.Exercise, tests: list[dict] | None, prepared: PreparedSubmission,
                  workdir: Path, options: dict):
+        """`tests` None: learn them from the first child's collection."""
         self.exercise, self.prepared, self.workdir, self.options = exercise, prepared, workdir, options
-        self.meta = {t["nodeid"]: t for t in tests}
+        self.meta = None if tests is None else {t["nodeid"]: t for t in tests}
         self.done: dict[str, dict] = {}
         self.output = ""
 
@@ -56,14 +58,23 @@ class _ExerciseRun:
 
     def run(self, deadline: float) -> None:
         timeouts = 0
-        while len(self.done) < len(self.meta):
+        while self.meta is None or len(self.done) < len(self.meta):
             if time.monotonic() > deadline:
+                if self.meta is None:   # listing the tests is the grader's work, not the submission's time
+                    tests = _collect([self.exercise], self.prepared, self.workdir, self.options,
+                                     time.monotonic() + COLLECT_SECONDS)
+                    self.meta = {t["nodeid"]: t for t in tests}
                 self.finish_all(Category.TIMEOUT, "not run: the submission's time limit was reached")
                 return
             outcome = sandbox.run_pytest_child(
                 targets=[str(self.exercise.tests_dir())], modules_dir=self.prepared.modules_dir,
                 workdir=self.workdir, deselect=sorted(self.done), deadline=deadline, **self.options)
             self.output += outcome.output
+            if self.meta is None:   # collection runs no student code: without it, grading itself failed
+                if outcome.collected is None:
+                    raise GradingError(f"the tests of {self.exercise.id} could not be collected:\n"
+                                       + outcome.output[-3000:])
+                self.meta = {t["nodeid"]: t for t in outcome.collected}
             if outcome.rejected_lines:
                 self.prepared.problems.append(
                     f"{self.exercise.id}: {outcome.rejected_lines} result line(s) not written by the grader "
@@ -110,10 +121,12 @@ def _tail(output: str) -> str:
     return ("\n  last output:\n    " + "\n    ".join(lines)) if lines else ""
 
 
-def _collect(prepared: PreparedSubmission, workdir: Path, options: dict, deadline: float) -> list[dict]:
-    """Every exercise test's metadata, from one collect-only child (collection runs no student code)."""
-    outcome = sandbox.run_pytest_child(targets=[str(paths.EXERCISE_TESTS_DIR)], modules_dir=prepared.modules_dir,
-                                       workdir=workdir, collect_only=True, deadline=deadline, **options)
+def _collect(exercises: list[catalog.Exercise], prepared: PreparedSubmission, workdir: Path, options: dict,
+             deadline: float) -> list[dict]:
+    """These exercises' tests' metadata, from one collect-only child (collection runs no student code)."""
+    outcome = sandbox.run_pytest_child(targets=[str(e.tests_dir()) for e in exercises],
+                                       modules_dir=prepared.modules_dir, workdir=workdir, collect_only=True,
+                                       deadline=deadline, **options)
     if outcome.collected is None:
         raise GradingError("the exercise tests could not be collected:\n" + outcome.output[-3000:])
     return outcome.collected
@@ -138,17 +151,20 @@ def grade_submission(submission: str | Path, *, visible_only: bool = False, timi
         workdir = Path(tmp)
         prepared = prepare_submission(submission, workdir)
         try:
-            collected = _collect(prepared, workdir, options, deadline)
+            # Tests of exercises the submission lacks are only collected, to be listed as not attempted.
+            missing = [e for e in chosen if e.id not in prepared.found]
+            collected = _collect(missing, prepared, workdir, options, deadline) if missing else []
             results, outputs = {}, []
             for exercise in chosen:
-                tests = [t for t in collected if t["exercise"] == exercise.id]
-                run = _ExerciseRun(exercise, tests, prepared, workdir, options)
-                if exercise.id in prepared.found:
-                    run.run(deadline)
-                    note = ""
-                else:
+                if exercise in missing:
+                    run = _ExerciseRun(exercise, [t for t in collected if t["exercise"] == exercise.id], prepared,
+                                       workdir, options)
                     note = f"{exercise.module_file} is not in the submission: not attempted"
                     run.finish_all(Category.NOT_ATTEMPTED, f"not attempted: {note}")
+                else:
+                    run = _ExerciseRun(exercise, None, prepared, workdir, options)
+                    run.run(deadline)
+                    note = ""
                 outputs.append(run.output)
                 entries = [TestResult(**_fields(run.done[nodeid])) for nodeid in run.meta]
                 results[exercise.id] = score_exercise(exercise, entries, note)

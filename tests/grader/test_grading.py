@@ -124,3 +124,10 @@ def test_the_cli_lists_every_command():
 
 def test_paths_point_at_this_checkout():
     assert paths.EXERCISE_TESTS_DIR.is_dir()
+
+
+def test_a_spent_time_limit_still_lists_every_test_as_timed_out(one_module):
+    results = grade_submission(one_module, exercises=["ex01"], time_limit=0.0)
+    tests = results.exercises[EX01.id].tests
+    assert len(tests) == 63 and {t.category for t in tests} == {"timeout"}
+    assert "time limit was reached" in tests[0].message and results.score == 0
