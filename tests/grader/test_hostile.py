@@ -92,8 +92,9 @@ CASES = {
         """), "pytest.ini": "[pytest]\naddopts = -p no:shardlab\n", "sitecustomize.py": "import os\nos._exit(1)\n",
         "evil.pth": "import os; os._exit(1)\n"}, everything("not attempted"), "ex01:"),
     "patches_numpy_and_checks_at_import": (REFERENCE + textwrap.dedent("""
-        import numpy, grader.checks, grader.checks.numerics
+        import numpy, jax.numpy, grader.checks, grader.checks.numerics
         numpy.allclose = lambda *a, **k: True
+        jax.numpy.allclose = lambda *a, **k: True
         numpy.testing.assert_array_equal = lambda *a, **k: None
         grader.checks.numerics.compare = lambda *a, **k: None
         """), {}, everything("error"), "numpy.allclose"),
