@@ -16,13 +16,13 @@ from importlib import metadata
 from pathlib import Path
 
 from grader import catalog, sandbox
+from grader.collection import GradingError, collect_tests
 from grader.devices import HOST_DEVICES, cores
 from grader.outcomes import Category
 from grader.results import GradingResults, TestResult, score_exercise
 from grader.submission import PreparedSubmission, cleanup, prepare_submission
 
 MAX_TIMEOUTS_PER_EXERCISE = 2   # after two hung tests the rest of the exercise is not run
-COLLECT_SECONDS = 120.0
 
 
 def environment(timing: str, limits: sandbox.Limits) -> dict:
@@ -61,8 +61,7 @@ class _ExerciseRun:
         while self.meta is None or len(self.done) < len(self.meta):
             if time.monotonic() > deadline:
                 if self.meta is None:   # listing the tests is the grader's work, not the submission's time
-                    tests = _collect([self.exercise], self.prepared, self.workdir, self.options,
-                                     time.monotonic() + COLLECT_SECONDS)
+                    tests = collect_tests([self.exercise], visible_only=self.options["visible_only"])
                     self.meta = {t["nodeid"]: t for t in tests}
                 self.finish_all(Category.TIMEOUT, "not run: the submission's time limit was reached")
                 return
@@ -121,21 +120,6 @@ def _tail(output: str) -> str:
     return ("\n  last output:\n    " + "\n    ".join(lines)) if lines else ""
 
 
-def _collect(exercises: list[catalog.Exercise], prepared: PreparedSubmission, workdir: Path, options: dict,
-             deadline: float) -> list[dict]:
-    """These exercises' tests' metadata, from one collect-only child (collection runs no student code)."""
-    outcome = sandbox.run_pytest_child(targets=[str(e.tests_dir()) for e in exercises],
-                                       modules_dir=prepared.modules_dir, workdir=workdir, collect_only=True,
-                                       deadline=deadline, **options)
-    if outcome.collected is None:
-        raise GradingError("the exercise tests could not be collected:\n" + outcome.output[-3000:])
-    return outcome.collected
-
-
-class GradingError(RuntimeError):
-    """Grading itself failed (not the submission): the tests could not even be collected."""
-
-
 def grade_submission(submission: str | Path, *, visible_only: bool = False, timing: str = "enforce",
                      limits: sandbox.Limits | None = None, time_limit: float = 1800.0,
                      extra_env: dict[str, str] | None = None,
@@ -153,7 +137,7 @@ def grade_submission(submission: str | Path, *, visible_only: bool = False, timi
         try:
             # Tests of exercises the submission lacks are only collected, to be listed as not attempted.
             missing = [e for e in chosen if e.id not in prepared.found]
-            collected = _collect(missing, prepared, workdir, options, deadline) if missing else []
+            collected = collect_tests(missing, visible_only=visible_only) if missing else []
             results, outputs = {}, []
             for exercise in chosen:
                 if exercise in missing:
