@@ -32,11 +32,27 @@ def _cmd_stubs(args) -> int:
         for problem in findings.problems:
             print(problem)
         return 0 if findings.ok else 1
+    if not paths.SOLUTIONS_DIR.is_dir():
+        print("no solutions/ here (a student handout?): stubs are generated from the course's references",
+              file=sys.stderr)
+        return 2
     changed = stubs.write_stubs()
     for path in changed:
         print(f"wrote {path.relative_to(paths.REPO_ROOT)}")
     if not changed:
         print("exercises/ is up to date")
+    return 0
+
+
+def _cmd_release(args) -> int:
+    from grader.handout import HandoutError, build_handout
+
+    try:
+        out = build_handout(args.out, course_name=args.course_name, force=args.force)
+    except HandoutError as exc:
+        print(f"shardlab release: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote the student handout to {out}: no solution and no hidden test in it")
     return 0
 
 
@@ -67,6 +83,12 @@ def _cmd_grade(args) -> int:
         print(f"shardlab grade: {exc}", file=sys.stderr)
         return 2
     written = write_all(results, args.out)
+    if args.gradebook:
+        from grader.nbgrader_gradebook import record_in_gradebook
+
+        student = args.student or Path(args.submission).stem
+        for problem in record_in_gradebook(results, db_url=args.gradebook, student=student):
+            print(f"shardlab grade: gradebook: {problem}", file=sys.stderr)
     if not args.quiet:
         print_summary(results)
         print("wrote " + ", ".join(str(path) for path in written.values()))
@@ -140,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--exercise", action="append", metavar="ID", help="grade only this exercise (repeatable)")
     grade.add_argument("--fail-under", type=float, metavar="SCORE", help="exit 1 when the score is lower (CI)")
     grade.add_argument("--quiet", action="store_true", help="no summary table")
+    grade.add_argument("--gradebook", metavar="DB_URL", help="also record the scores in this nbgrader gradebook "
+                       "(e.g. sqlite:///course/gradebook.db), as nbgrader autograde would")
+    grade.add_argument("--student", help="the student id for --gradebook (default: the submission's name)")
     _add_grading_options(grade)
     grade.set_defaults(func=_cmd_grade)
 
@@ -150,6 +175,14 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--force", action="store_true", help="grade again students already graded")
     _add_grading_options(batch)
     batch.set_defaults(func=_cmd_grade_batch)
+
+    release = commands.add_parser("release", help="write the student handout to OUT: the stubs, the visible tests, "
+                                                  "the grader and a CI grading workflow, never a solution or a "
+                                                  "hidden test")
+    release.add_argument("out", type=Path, metavar="OUT", help="a new or empty folder, outside the course's trees")
+    release.add_argument("--course-name", default="shardlab", help="the title of the handout's README")
+    release.add_argument("--force", action="store_true", help="replace the contents of a non-empty OUT")
+    release.set_defaults(func=_cmd_release)
 
     dev = commands.add_parser("dev-check", help="course authors: every reference passes, every stub "
                                                 "fails as not attempted, exercises/ is generated, the "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import catalog, integrity, timing_lock
+from grader import catalog, integrity, paths, timing_lock
 from grader.devices import DeviceCountError, verify_host_devices
 from grader.events import EventStream
 from grader.guard import forbid_solutions
@@ -29,9 +29,11 @@ META = pytest.StashKey[dict]()   # what the grader must know of a test before it
 
 def pytest_addoption(parser):
     group = parser.getgroup("shardlab")
-    group.addoption("--impl", default="reference",
-                    help="implementation under test: 'reference' (solutions/, the default), 'exercises' "
-                         "(the student stubs) or the path of a submission folder")
+    # A student handout has no solutions/: there the student's exercises/ are what is under test.
+    group.addoption("--impl", default="reference" if paths.SOLUTIONS_DIR.is_dir() else "exercises",
+                    help="implementation under test: 'reference' (solutions/, the default in the course), "
+                         "'exercises' (the student's modules, the default in a handout) or the path of a "
+                         "submission folder")
     group.addoption("--timing", default=os.environ.get("SHARDLAB_TIMING", "enforce"),
                     choices=["enforce", "report", "skip"],
                     help="speedup tests: enforce thresholds, report figures only, or skip (default: "

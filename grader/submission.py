@@ -2,7 +2,8 @@
 at its top level, under `exercises/`, or inside one wrapping folder (the first of these that holds
 a module is the one graded). Only the catalog's module files are copied into a private folder;
 everything else the submission ships (conftest.py, pytest.ini, sitecustomize.py, .pth files, a
-solutions package) is listed and never loaded."""
+solutions package) is listed and never loaded. An exercise may also come as the course's notebook
+(`exNN_name.ipynb`, as nbgrader collects them), from which the module is rebuilt."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from grader import catalog
+from grader.notebook_intake import NotebookError, module_from_notebook
 
 MAX_MODULE_BYTES = 1 << 20          # a module larger than 1 MiB is not source anyone wrote
 MAX_ZIP_BYTES = 64 << 20            # unpacked size at most, against zip bombs
+MAX_NOTEBOOK_BYTES = 16 << 20       # notebooks carry outputs, so they may be larger than modules
 MODULE_NAMES = {e.module_file for e in catalog.EXERCISES}
 
 
@@ -43,6 +46,28 @@ def _base_rank(parents: tuple[str, ...]) -> int | None:
     if len(parents) == 2 and parents[1] == "exercises":
         return 3
     return None
+
+
+def _notebook_exercise(parts: tuple[str, ...]) -> catalog.Exercise | None:
+    """An `exNN_name.ipynb` at the top level or one folder down (nbgrader: <assignment>/<id>.ipynb)."""
+    if len(parts) <= 2 and parts[-1].endswith(".ipynb") and parts[-1][:-6] + ".py" in MODULE_NAMES:
+        return catalog.get(parts[-1][:-6])
+    return None
+
+
+def _take_notebooks(notebooks: dict[tuple[str, ...], bytes], prepared: PreparedSubmission) -> None:
+    """Exercises handed in as notebooks, unless a module of the same exercise was found."""
+    for parts, data in notebooks.items():
+        exercise, where = _notebook_exercise(parts), "/".join(parts)
+        if exercise.id in prepared.found:
+            prepared.ignored.append(where)
+            continue
+        try:
+            source = module_from_notebook(data, exercise, where)
+        except NotebookError as exc:
+            prepared.problems.append(f"{exc}: not graded")
+            continue
+        _copy_module(exercise.module_file, source.encode(), prepared, where)
 
 
 def _choose_base(paths: list[tuple[str, ...]]) -> tuple[str, ...] | None:
@@ -110,11 +135,15 @@ def _from_folder(folder: Path, prepared: PreparedSubmission) -> None:
         elif path.is_file():
             files[relative] = path
     base = _choose_base(list(files))
+    notebooks = {}
     for parts, path in files.items():
         if parts[:-1] == base and parts[-1] in MODULE_NAMES:
             _copy_module(parts[-1], path.read_bytes(), prepared, "/".join(parts))
+        elif _notebook_exercise(parts) and path.stat().st_size <= MAX_NOTEBOOK_BYTES:
+            notebooks[parts] = path.read_bytes()
         else:
             prepared.ignored.append("/".join(parts))
+    _take_notebooks(notebooks, prepared)
 
 
 def _from_zip(archive: Path, prepared: PreparedSubmission) -> None:
@@ -135,7 +164,11 @@ def _from_zip(archive: Path, prepared: PreparedSubmission) -> None:
                 else:
                     files.setdefault(PurePosixPath(name).parts, []).append(member)
             base = _choose_base(list(files))
+            notebooks = {}
             for parts, entries in files.items():
+                if _notebook_exercise(parts) and entries[0].file_size <= MAX_NOTEBOOK_BYTES:
+                    notebooks[parts] = zf.read(entries[0])
+                    continue
                 if parts[:-1] != base or parts[-1] not in MODULE_NAMES:
                     prepared.ignored.append("/".join(parts))
                     continue
@@ -145,6 +178,7 @@ def _from_zip(archive: Path, prepared: PreparedSubmission) -> None:
                                                  "not graded")
                     else:
                         _copy_module(parts[-1], zf.read(member), prepared, member.filename)
+            _take_notebooks(notebooks, prepared)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
         raise SubmissionError(f"{archive.name} could not be read as a zip file: {exc}") from None
 
