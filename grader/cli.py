@@ -56,6 +56,18 @@ def _cmd_release(args) -> int:
     return 0
 
 
+def _cmd_gradescope_build(args) -> int:
+    from grader.gradescope import GradescopeBuildError, build_gradescope_zip
+
+    try:
+        path = build_gradescope_zip(args.out_zip)
+    except GradescopeBuildError as exc:
+        print(f"shardlab gradescope build: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {path}: upload it on the assignment's Configure Autograder page")
+    return 0
+
+
 def _cmd_dev_check(args) -> int:
     from grader.devcheck import dev_check, report
 
@@ -183,6 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--course-name", default="shardlab", help="the title of the handout's README")
     release.add_argument("--force", action="store_true", help="replace the contents of a non-empty OUT")
     release.set_defaults(func=_cmd_release)
+
+    gradescope = commands.add_parser("gradescope", help="course authors: the Gradescope autograder")
+    gradescope_commands = gradescope.add_subparsers(dest="gradescope_command", required=True)
+    gradescope_build = gradescope_commands.add_parser(
+        "build", help="write the autograder zip to upload to Gradescope (tests, grader, no solutions)")
+    gradescope_build.add_argument("out_zip", type=Path, metavar="OUT.zip", help="where to write the zip")
+    gradescope_build.set_defaults(func=_cmd_gradescope_build)
 
     dev = commands.add_parser("dev-check", help="course authors: every reference passes, every stub "
                                                 "fails as not attempted, exercises/ is generated, the "

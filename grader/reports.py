@@ -344,7 +344,8 @@ def summary_table(results: GradingResults) -> Table:
     shown = [c for c in COUNTED if c is Category.PASSED or totals[c]]
     # Text, not str, for anything that is not ours: rich would read a str as markup.
     table = Table(title=Text(f"shardlab: {printable(results.submission)}"), title_justify="left")
-    table.add_column("Exercise", no_wrap=True)
+    # Ids are never cut; titles and notes wrap, so the table fits an 80-column terminal.
+    table.add_column("Exercise", min_width=max(len(ex_id) for ex_id in results.exercises) if results.exercises else 8)
     table.add_column("Score", justify="right", no_wrap=True)
     for category in shown:
         table.add_column(SHORT_HEADERS[category], justify="right", no_wrap=True)
