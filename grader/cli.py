@@ -68,6 +68,36 @@ def _cmd_gradescope_build(args) -> int:
     return 0
 
 
+def _cmd_nbgrader_build(args) -> int:
+    from grader.collection import GradingError
+    from grader.nbgrader_course import build_course, parse_groups
+
+    try:
+        written = build_course(args.course_dir, groups=parse_groups(args.group), exercises=args.exercise,
+                               course_id=args.course_id)
+    except (ValueError, catalog.UnknownExercise, GradingError) as exc:
+        print(f"shardlab nbgrader build: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def _add_nbgrader_commands(commands) -> None:
+    nbgrader = commands.add_parser("nbgrader", help="package the course for nbgrader")
+    nbgrader_commands = nbgrader.add_subparsers(dest="nbgrader_command", required=True)
+    build = nbgrader_commands.add_parser(
+        "build", help="write COURSE_DIR/source/<assignment>/<exercise id>.ipynb and COURSE_DIR/nbgrader_config.py")
+    build.add_argument("course_dir", type=Path, metavar="COURSE_DIR", help="the nbgrader course folder")
+    build.add_argument("--group", action="append", default=[], metavar="NAME=EX,EX",
+                       help="put these exercises (ids or numbers) into one assignment NAME (repeatable; "
+                            "default: one assignment per exercise, named by its id)")
+    build.add_argument("--exercise", action="append", metavar="ID",
+                       help="only this exercise (repeatable; default: every exercise)")
+    build.add_argument("--course-id", default="shardlab", help="nbgrader's course id (default: shardlab)")
+    build.set_defaults(func=_cmd_nbgrader_build)
+
+
 def _cmd_dev_check(args) -> int:
     from grader.devcheck import dev_check, report
 
@@ -195,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--course-name", default="shardlab", help="the title of the handout's README")
     release.add_argument("--force", action="store_true", help="replace the contents of a non-empty OUT")
     release.set_defaults(func=_cmd_release)
+
+    _add_nbgrader_commands(commands)
 
     gradescope = commands.add_parser("gradescope", help="course authors: the Gradescope autograder")
     gradescope_commands = gradescope.add_subparsers(dest="gradescope_command", required=True)
