@@ -15,9 +15,12 @@ from grader.results import GradingResults
 
 
 def cell_scores(results: GradingResults) -> dict[str, dict[str, float]]:
-    """{exercise id (= notebook name): {grade_id: earned points}} for every test function."""
+    """{exercise id (= notebook name): {grade_id: earned points}} for every test function of the
+    exercises the submission holds."""
     scores: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for exercise_id, exercise in results.exercises.items():
+        if exercise.note:   # not in the submission: nbgrader records no submission either
+            continue
         for test in exercise.tests:
             function = test.name.split("[", 1)[0]
             grade_id = f"{exercise_id}--{'hidden' if test.hidden else 'test'}-{function}"

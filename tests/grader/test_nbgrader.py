@@ -406,3 +406,37 @@ def test_feedback_hides_hidden_test_code_and_export_has_the_scores(course):
         assert f"# hidden test: {name} (code not shown)" in text
     assert "test_layer_feature_sharded_values[4dev]: not attempted\n    not attempted (NotImplementedError)" in text
     assert "test_layer_auto_values[2dev]: passed" in text
+
+
+@pytest.mark.slow
+def test_the_fast_path_records_the_grades_autograde_gives(course, tmp_path, capsys):
+    """`shardlab grade` on the same submitted notebooks, recorded through nbgrader's API under other
+    student ids, gives every test cell the auto score nbgrader autograde gave it."""
+    root = course["root"]
+    seconds = {}
+    for student in ("ref", "stub", "partial"):
+        start = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "grader.cli", "grade", str(root / "submitted" / student), "--out",
+             str(tmp_path / student), "--gradebook", f"sqlite:///{root / 'gradebook.db'}", "--student",
+             f"fast-{student}", "--quiet", *(f"--exercise={e.id}" for e in EXERCISES)],
+            capture_output=True, text=True)
+        seconds[student] = time.monotonic() - start
+        assert done.returncode == 0 and "gradebook" not in done.stderr, done.stderr[-3000:]
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "shardlab") as gradebook:
+        cells = {}
+        for assignment in gradebook.assignments:
+            for submission in assignment.submissions:
+                for notebook in submission.notebooks:
+                    for grade in notebook.grades:
+                        cells[(submission.student.id, notebook.name, grade.name)] = grade.auto_score
+    compared = 0
+    for (student, notebook, cell), score in cells.items():
+        if student in ("ref", "stub", "partial"):
+            assert cells[(f"fast-{student}", notebook, cell)] == pytest.approx(score), (student, notebook, cell)
+            compared += 1
+    assert compared == sum(1 for key in cells if not key[0].startswith("fast-"))
+    assert not [key for key in cells if key[0] == "fast-partial" and key[1] == EX01.id]   # never submitted
+    with capsys.disabled():
+        print("\nfast path (shardlab grade --gradebook), seconds per student: " + ", ".join(
+            f"{student} {s:.1f}" for student, s in seconds.items()))
