@@ -30,8 +30,7 @@ import stat
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from grader import catalog, paths
-from grader.stubs import BEGIN, END
+from grader import catalog, paths, stubs
 
 TEMPLATES = Path(__file__).with_name("gradescope_templates")
 SCRIPTS = ("setup.sh", "run_autograder")              # at the zip's root, executable: Gradescope's entry points
@@ -110,14 +109,8 @@ def solution_lines(solutions_dir: Path = paths.SOLUTIONS_DIR) -> dict[str, str]:
     where it is written ("ex01_meshes.py:77")."""
     found: dict[str, str] = {}
     for exercise in catalog.EXERCISES:
-        inside = False
-        lines = exercise.solution_path(solutions_dir).read_text().splitlines()
-        for number, line in enumerate(lines, start=1):
-            stripped = line.strip()
-            if stripped in (BEGIN, END):
-                inside = stripped == BEGIN
-            elif inside and stripped:
-                found.setdefault(stripped, f"{exercise.module_file}:{number}")
+        for number, line in stubs.solution_lines(exercise.solution_path(solutions_dir).read_text()):
+            found.setdefault(line, f"{exercise.module_file}:{number}")
     return found
 
 

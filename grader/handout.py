@@ -206,7 +206,7 @@ def course_secrets(root: Path = paths.REPO_ROOT) -> Secrets:
     shipped = {line.strip() for path in public for line in path.read_text().splitlines()}
     lines: dict[str, str] = {}
     for path in solutions:
-        for line in solution_lines(path.read_text()):
+        for _, line in stubs.solution_lines(path.read_text()):
             lines.setdefault(line, str(path.relative_to(root)))
     for path in hidden:
         for line in path.read_text().splitlines():
@@ -225,18 +225,6 @@ def _public_files(root: Path) -> list[Path]:
     tests = root / "tests" / "exercises"
     return [root / "conftest.py", *sorted((root / "exercises").glob("*.py")),
             *sorted(tests.glob("*/test_visible.py")), *sorted(tests.glob("*/conftest.py"))]
-
-
-def solution_lines(source: str) -> list[str]:
-    """The stripped lines between ### BEGIN SOLUTION and ### END SOLUTION."""
-    found, inside = [], False
-    for line in source.splitlines():
-        stripped = line.strip()
-        if stripped in (stubs.BEGIN, stubs.END):
-            inside = stripped == stubs.BEGIN
-        elif inside and stripped:
-            found.append(stripped)
-    return found
 
 
 def _test_names(path: Path) -> set[str]:

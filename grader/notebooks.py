@@ -42,11 +42,10 @@ from pathlib import Path
 
 import nbformat
 
-from grader import catalog
+from grader import catalog, stubs
 
 SCHEMA_VERSION = 3
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
-SOLUTION_BEGIN = "### BEGIN SOLUTION"
 TEST_FILES = ("test_visible.py", "test_hidden.py")
 SETUP_MAGIC, TEST_MAGIC = "shardlab_tests_setup", "shardlab_test"
 _SECTION = re.compile(r"^# ---- (?P<file>[\w.]+) ----$", re.MULTILINE)
@@ -136,7 +135,7 @@ def solution_parts(source: str) -> ModuleParts:
     for index, chunk in enumerate(top_level_chunks(source)):
         if index == 0 and chunk.is_docstring:
             docstring = ast.get_docstring(ast.Module([chunk.node], []), clean=True) or ""
-        elif SOLUTION_BEGIN in chunk.text:
+        elif stubs.BEGIN in chunk.text:
             if not isinstance(chunk.node, ast.FunctionDef):
                 raise ValueError(f"a solution block must sit inside a top-level function, not in:\n{chunk.text}")
             flush()

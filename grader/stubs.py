@@ -54,6 +54,19 @@ def make_stub(source: str, exercise: catalog.Exercise, filename: str = "<solutio
     return stub
 
 
+def solution_lines(source: str) -> list[tuple[int, str]]:
+    """(line number, stripped text) of every non-blank line inside a solution block: what must never
+    reach a student (the handout and the Gradescope zip are checked against these)."""
+    found, inside = [], False
+    for number, line in enumerate(source.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped in (BEGIN, END):
+            inside = stripped == BEGIN
+        elif inside and stripped:
+            found.append((number, stripped))
+    return found
+
+
 def expected_stubs() -> dict[Path, str]:
     """What exercises/ must contain: one stub per catalog exercise."""
     return {

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from grader import catalog, paths
+from grader import catalog, paths, stubs
 from grader.handout import (
     INSTRUCTOR_ONLY,
     HandoutError,
     build_handout,
     check_destination,
     course_secrets,
-    solution_lines,
     verify_handout,
 )
 from grader.results import GradingResults, TestResult, score_exercise
@@ -86,7 +85,7 @@ def test_the_grader_package_itself_holds_no_secret():
 
 def test_verify_flags_a_planted_solution_line(handout_copy):
     secrets = course_secrets()
-    line = next(line for line in solution_lines(EX04.solution_path().read_text()) if line in secrets.lines)
+    line = next(line for _, line in stubs.solution_lines(EX04.solution_path().read_text()) if line in secrets.lines)
     stub = EX04.stub_path(handout_copy / "exercises")
     stub.write_text(stub.read_text() + f"\n\ndef helper():\n    {line}\n")
     number = len(stub.read_text().splitlines())

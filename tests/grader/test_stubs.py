@@ -66,3 +66,7 @@ def test_block_after_a_function_ends_is_not_attributed_to_it():
 def test_committed_exercises_are_what_the_generator_makes():
     for path, text in stubs.expected_stubs().items():
         assert path.read_text() == text, f"{path} is stale: run `shardlab stubs`"
+
+
+def test_solution_lines_are_the_block_contents_with_their_line_numbers():
+    assert stubs.solution_lines(SOURCE) == [(13, "return jax.device_put(y, mesh)"), (19, "return 42")]
