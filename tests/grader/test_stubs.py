@@ -69,4 +69,4 @@ def test_committed_exercises_are_what_the_generator_makes():
 
 
 def test_solution_lines_are_the_block_contents_with_their_line_numbers():
-    assert stubs.solution_lines(SOURCE) == [(13, "return jax.device_put(y, mesh)"), (19, "return 42")]
+    assert stubs.solution_lines(SOURCE) == [(13, "return jax.device_put(y, mesh)"), (20, "return 42")]
