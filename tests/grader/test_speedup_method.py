@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from grader.checks import SpeedupResult, TimingPolicy, judge, measure_speedup
+from grader.checks import SpeedupResult, TimingPolicy, calibration_speedup, judge, measure_speedup
 
 
 def sleeper(seconds):
@@ -61,3 +61,12 @@ def test_policy_enforce_fails_below_the_threshold_with_the_figures():
 
 def test_policy_report_never_fails():
     judge(_result(1.0, 4.0), TimingPolicy.REPORT)
+
+
+def test_calibration_is_measured_once_per_device_count():
+    from grader.checks import speedup
+
+    speedup._CALIBRATIONS.pop(2, None)
+    first = calibration_speedup(2)
+    assert first > 0 and speedup._CALIBRATIONS[2] == first
+    assert calibration_speedup(2) == first
