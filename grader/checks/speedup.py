@@ -126,9 +126,9 @@ def _calibration_kernel(block):
 def calibration_speedup(n_devices: int, *, rows_per_device: int = 16, cols: int = 128) -> float:
     """What n devices give over one on this machine for work XLA does not multithread inside a device
     (an elementwise loop on a small block each): the ceiling a sharded computation can reach here.
-    The blocks are small on purpose: from about 8K elements XLA splits a one-device loop over the
-    cores itself, and the figure fell from 1.9x to 1.0x on 2 cores. Measured once per device count
-    and process."""
+    The blocks are small on purpose: with 32x256 per device the one-device run (8 times larger) was
+    already spread over the cores by XLA and the figure read 1.1x on 2 cores; with 16x128 it reads
+    1.9x. Measured once per device count and process."""
     if n_devices in _CALIBRATIONS:
         return _CALIBRATIONS[n_devices]
     devices = jax.devices()[:n_devices]
