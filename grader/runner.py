@@ -43,7 +43,11 @@ def run_tests(impl: str | Path, *, tests: list[Path] | None = None, timing: str 
                    f"--impl={impl}", f"--timing={timing}", f"--shardlab-results={results}", *extra_args]
         command += ["--visible-only"] if visible_only else []
         command += ["--slow"] if slow else []
-        done = subprocess.run(command, cwd=paths.REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+        try:
+            done = subprocess.run(command, cwd=paths.REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RunFailed(f"the tests ran longer than {timeout:.0f} s and were stopped: does the code loop "
+                            "forever, or do far too much work?") from None
         if not results.exists():
             raise RunFailed(f"pytest wrote no results (exit {done.returncode}):\n{done.stdout[-3000:]}"
                             f"\n{done.stderr[-3000:]}")

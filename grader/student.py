@@ -32,6 +32,7 @@ from grader.runner import RunFailed, run_tests
 
 STATUS_FILE = Path(".shardlab") / "status.json"
 OK_CATEGORIES = {Category.PASSED.value, Category.SKIPPED.value}   # a skipped test blocks nothing
+SECONDS_PER_EXERCISE = 300.0   # the visible tests of one exercise take seconds; minutes mean a hang
 
 
 class Status(StrEnum):
@@ -98,14 +99,17 @@ def module_hash(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
-def check_exercises(exercises: list[catalog.Exercise], source: Path) -> list[ExerciseCheck]:
-    """Run these exercises' visible tests against the modules in `source`, in one pytest process."""
+def check_exercises(exercises: list[catalog.Exercise], source: Path, *,
+                    seconds_each: float = SECONDS_PER_EXERCISE) -> list[ExerciseCheck]:
+    """Run these exercises' visible tests against the modules in `source`, in one pytest process
+    stopped after `seconds_each` per exercise (a student's endless loop ends the check, not the shell)."""
     digests = [module_hash(e.stub_path(source)) for e in exercises]   # before the run: what was checked
     try:
-        run = run_tests(source, tests=[e.tests_dir() for e in exercises], visible_only=True)
+        run = run_tests(source, tests=[e.tests_dir() for e in exercises], visible_only=True,
+                        timeout=seconds_each * len(exercises))
     except RunFailed as exc:
         if len(exercises) > 1:   # one module took the process down: run each alone to find which
-            return [check for e in exercises for check in check_exercises([e], source)]
+            return [check for e in exercises for check in check_exercises([e], source, seconds_each=seconds_each)]
         return [ExerciseCheck(exercises[0], [], digests[0], crash=str(exc))]
     return [ExerciseCheck(e, [t for t in run.tests if t["exercise"] == e.id], digest)
             for e, digest in zip(exercises, digests)]

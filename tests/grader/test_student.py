@@ -187,3 +187,10 @@ def test_list_renders_an_aligned_table(tmp_path):
 
 def test_the_repos_status_file_is_at_the_repo_root():
     assert student.status_file(paths.EXERCISES_DIR) == paths.REPO_ROOT / ".shardlab" / "status.json"
+
+
+def test_an_endless_loop_ends_the_check_with_a_reason(tmp_path):
+    (tmp_path / "ex01_meshes.py").write_text("while True:\n    pass\n")
+    (check,) = student.check_exercises([catalog.get("ex01_meshes")], tmp_path, seconds_each=8)
+    assert not check.ok
+    assert "ran longer than 8 s and were stopped" in check.crash
