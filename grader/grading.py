@@ -122,7 +122,6 @@ def _tail(output: str) -> str:
 
 def grade_submission(submission: str | Path, *, visible_only: bool = False, timing: str = "enforce",
                      limits: sandbox.Limits | None = None, time_limit: float = 1800.0,
-                     extra_env: dict[str, str] | None = None,
                      exercises: list[str] | None = None) -> GradingResults:
     """Grade a folder or .zip; every catalog exercise (or those named) gets a result, whatever happens."""
     started = time.monotonic()
@@ -130,7 +129,7 @@ def grade_submission(submission: str | Path, *, visible_only: bool = False, timi
     limits = limits or sandbox.Limits()
     sandbox.become_subreaper()
     chosen = [catalog.get(name) for name in exercises] if exercises else list(catalog.EXERCISES)
-    options = {"timing": timing, "visible_only": visible_only, "limits": limits, "extra_env": extra_env}
+    options = {"timing": timing, "visible_only": visible_only, "limits": limits}
     with tempfile.TemporaryDirectory(prefix="shardlab-grade-") as tmp:
         workdir = Path(tmp)
         prepared = prepare_submission(submission, workdir)

@@ -21,12 +21,6 @@ class TestRun:
 
     __test__ = False        # not a pytest test class
 
-    def by_category(self) -> dict[str, list[dict]]:
-        grouped: dict[str, list[dict]] = {}
-        for entry in self.tests:
-            grouped.setdefault(entry["category"], []).append(entry)
-        return grouped
-
 
 class RunFailed(RuntimeError):
     pass

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import events, paths
+from grader import events, paths, timing_lock
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -95,6 +95,8 @@ def _child_environment(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
     tmp.mkdir(exist_ok=True)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp),
            "LANG": "C.UTF-8", "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+    if timing_lock.LOCK_DIR in os.environ:   # grade-batch's lock must reach the tests that take it
+        env[timing_lock.LOCK_DIR] = os.environ[timing_lock.LOCK_DIR]
     return env | extra
 
 
@@ -107,8 +109,7 @@ def truncate(text: str, limit: int) -> str:
 
 def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, deselect: list[str] = (),
                      timing: str = "enforce", visible_only: bool = False, collect_only: bool = False,
-                     limits: Limits | None = None, deadline: float = float("inf"),
-                     extra_env: dict[str, str] | None = None) -> ChildOutcome:
+                     limits: Limits | None = None, deadline: float = float("inf")) -> ChildOutcome:
     """Run pytest on `targets` against the modules in `modules_dir`; `deadline` is a time.monotonic()."""
     limits = limits or Limits()
     cwd = workdir / "cwd"
@@ -125,8 +126,7 @@ def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, de
     command += [f"--deselect={nodeid}" for nodeid in deselect]
     command += ["--visible-only"] if visible_only else []
     command += ["--collect-only"] if collect_only else []
-    env = _child_environment(workdir, {events.EVENTS_FD: str(events_w), events.KEY_FD: str(key_r)}
-                             | (extra_env or {}))
+    env = _child_environment(workdir, {events.EVENTS_FD: str(events_w), events.KEY_FD: str(key_r)})
     keep = children_of(os.getpid())
     output_path = workdir / "child-output.txt"
     outcome = ChildOutcome()

@@ -131,3 +131,13 @@ def test_a_spent_time_limit_still_lists_every_test_as_timed_out(one_module):
     tests = results.exercises[EX01.id].tests
     assert len(tests) == 63 and {t.category for t in tests} == {"timeout"}
     assert "time limit was reached" in tests[0].message and results.score == 0
+
+
+def test_the_batch_timing_lock_reaches_the_grading_children(one_module, tmp_path, monkeypatch):
+    """grade-batch sets the lock folder in the grader's environment; the tests that take the lock run
+    in children whose environment is built from scratch, so it must be passed on to them."""
+    from grader import timing_lock
+
+    monkeypatch.setenv(timing_lock.LOCK_DIR, str(tmp_path / "locks"))
+    grade_submission(one_module, exercises=["ex01"])
+    assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == ["cores", "turnstile"]
