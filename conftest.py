@@ -1,7 +1,7 @@
 """Root conftest: force the host devices before anything imports jax, then load shardlab's plugin."""
 
-from grader.devices import force_host_devices
+from grader.course.devices import force_host_devices
 
 force_host_devices()
 
-pytest_plugins = ["grader.pytest_plugin"]
+pytest_plugins = ["grader.harness.pytest_plugin"]

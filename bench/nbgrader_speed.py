@@ -20,8 +20,8 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from grader import catalog
-from grader.nbgrader_course import build_course
+from grader.course import catalog
+from grader.platforms.nbgrader_course import build_course
 
 
 def run(command: list[str], cwd: Path) -> float:

@@ -6,26 +6,26 @@ import argparse
 import sys
 from pathlib import Path
 
-from grader import catalog, paths
+from grader.course import catalog, paths
 
 
 def _cmd_check(args) -> int:
-    from grader import student
+    from grader.commands import student
 
     return student.check_command(args.exercise, impl=args.impl, all_exercises=args.all)
 
 
 def _cmd_list(args) -> int:
-    from grader import student
+    from grader.commands import student
 
     return student.list_command(impl=args.impl)
 
 
 def _cmd_stubs(args) -> int:
-    from grader import stubs
+    from grader.course import stubs
 
     if args.check:
-        from grader.devcheck import Findings, check_stubs_current
+        from grader.course.devcheck import Findings, check_stubs_current
 
         findings = Findings()
         check_stubs_current(findings)
@@ -45,7 +45,7 @@ def _cmd_stubs(args) -> int:
 
 
 def _cmd_release(args) -> int:
-    from grader.handout import HandoutError, build_handout
+    from grader.platforms.handout import HandoutError, build_handout
 
     try:
         out = build_handout(args.out, course_name=args.course_name, force=args.force)
@@ -57,7 +57,7 @@ def _cmd_release(args) -> int:
 
 
 def _cmd_gradescope_build(args) -> int:
-    from grader.gradescope import GradescopeBuildError, build_gradescope_zip
+    from grader.platforms.gradescope import GradescopeBuildError, build_gradescope_zip
 
     try:
         path = build_gradescope_zip(args.out_zip)
@@ -69,8 +69,8 @@ def _cmd_gradescope_build(args) -> int:
 
 
 def _cmd_nbgrader_build(args) -> int:
-    from grader.collection import GradingError
-    from grader.nbgrader_course import build_course, parse_groups
+    from grader.harness.collection import GradingError
+    from grader.platforms.nbgrader_course import build_course, parse_groups
 
     try:
         written = build_course(args.course_dir, groups=parse_groups(args.group), exercises=args.exercise,
@@ -99,7 +99,7 @@ def _add_nbgrader_commands(commands) -> None:
 
 
 def _cmd_dev_check(args) -> int:
-    from grader.devcheck import dev_check, report
+    from grader.course.devcheck import dev_check, report
 
     findings = dev_check(run_tests_too=not args.no_tests)
     print(report(findings))
@@ -107,16 +107,16 @@ def _cmd_dev_check(args) -> int:
 
 
 def _limits(args):
-    from grader.sandbox import Limits
+    from grader.grading.process import Limits
 
-    return Limits(test_timeout=args.test_timeout,
+    return Limits(test_timeout=args.test_timeout, isolation=args.isolation,
                   memory_bytes=int(args.memory_limit * (1 << 30)) if args.memory_limit else None)
 
 
 def _cmd_grade(args) -> int:
-    from grader.grading import GradingError, grade_submission
-    from grader.reports import print_summary, write_all
-    from grader.submission import SubmissionError
+    from grader.grading.engine import GradingError, grade_submission
+    from grader.grading.submission import SubmissionError
+    from grader.reports.writers import print_summary, write_all
 
     try:
         results = grade_submission(args.submission, visible_only=args.visible_only, timing=args.timing,
@@ -126,7 +126,7 @@ def _cmd_grade(args) -> int:
         return 2
     written = write_all(results, args.out)
     if args.gradebook:
-        from grader.nbgrader_gradebook import record_in_gradebook
+        from grader.reports.gradebook import record_in_gradebook
 
         student = args.student or Path(args.submission).stem
         for problem in record_in_gradebook(results, db_url=args.gradebook, student=student):
@@ -143,10 +143,11 @@ def _cmd_grade(args) -> int:
 def _cmd_grade_batch(args) -> int:
     from rich.progress import Progress
 
-    from grader.batch import find_submissions, grade_batch
+    from grader.grading.batch import find_submissions, grade_batch
 
     grade_args = [f"--timing={args.timing}", f"--test-timeout={args.test_timeout}",
-                  f"--time-limit={args.time_limit}", f"--memory-limit={args.memory_limit}"]
+                  f"--time-limit={args.time_limit}", f"--memory-limit={args.memory_limit}",
+                  f"--isolation={args.isolation}"]
     grade_args += ["--visible-only"] if args.visible_only else []
     total = len(find_submissions(Path(args.submissions)))
     with Progress(transient=False) as bar:
@@ -173,6 +174,11 @@ def _add_grading_options(parser) -> None:
                         help="seconds one submission may take in all (default 1800)")
     parser.add_argument("--memory-limit", type=float, default=6.0, metavar="GIB",
                         help="address-space limit of the grading process in GiB, 0 for none (default 6)")
+    parser.add_argument("--isolation", default="auto",
+                        choices=["auto", "strict", "bubblewrap", "landlock", "process"],
+                        help="how the student's code is confined: auto (the best this machine has: bubblewrap, "
+                             "then landlock, then a plain process), strict (refuse to grade without bubblewrap "
+                             "or landlock), or one level")
 
 
 def build_parser() -> argparse.ArgumentParser:

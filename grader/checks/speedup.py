@@ -1,4 +1,5 @@
-"""Speedup measured so that it means something on shared host devices (DESIGN.md, "Speedup thresholds").
+"""Speedup measured so that it means something on shared host devices (docs/design.md, "Speedup on
+forced host devices").
 
 Compilation and warm-up are excluded, every call is waited for with block_until_ready, baseline and
 candidate alternate (ABBA) so that drift in the machine hits both, the statistic is the ratio of
@@ -20,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.devices import cores
+from grader.course.devices import cores
 
 
 class TimingPolicy(StrEnum):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from grader import devcheck, paths
 from grader.cli import main
+from grader.course import devcheck, paths
 
 
 def test_layout_and_stubs_are_consistent():

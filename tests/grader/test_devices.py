@@ -3,7 +3,7 @@
 import jax
 import pytest
 
-from grader.devices import HOST_DEVICES, DeviceCountError, force_host_devices, verify_host_devices
+from grader.course.devices import HOST_DEVICES, DeviceCountError, force_host_devices, verify_host_devices
 
 
 def test_the_session_runs_on_the_forced_host_devices():

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import catalog, gradescope, paths
+from grader.course import catalog, paths
+from grader.platforms import gradescope
 
 EX01 = catalog.get("ex01_meshes")
 
@@ -63,7 +64,7 @@ def test_gradescope_scripts_sit_at_the_root_and_are_executable(built_zip):
 def test_the_zip_holds_the_course_and_every_test(built_zip):
     names = set(entries(built_zip))
     assert {"pyproject.toml", "README.md", "conftest.py", "grader/__init__.py", "grader/cli.py",
-            "grader/gradescope.py"} <= names
+            "grader/course/paths.py", "grader/platforms/gradescope.py"} <= names
     for exercise in catalog.EXERCISES:
         shipped = {p.relative_to(paths.REPO_ROOT).as_posix() for p in exercise.tests_dir().glob("*.py")}
         assert {f"tests/exercises/{exercise.id}/test_hidden.py", f"tests/exercises/{exercise.id}/test_visible.py"} \
@@ -151,7 +152,8 @@ BROKEN = {   # (change, texts the problems must contain)
     "the references": (add("solutions/ex01_meshes.py", EX01.solution_path().read_bytes),
                        ["solutions/ex01_meshes.py: the reference solutions must not be shipped",
                         "solutions/ex01_meshes.py:"]),
-    "one line in the grader": (plant_a_secret_line("grader/catalog.py"), ["grader/catalog.py:", "holds solution text"]),
+    "one line in the grader": (plant_a_secret_line("grader/course/catalog.py"),
+                               ["grader/course/catalog.py:", "holds solution text"]),
     "one line in a hidden test": (plant_a_secret_line(HIDDEN_EX03), [f"{HIDDEN_EX03}:"]),
     "a stub that kept an answer": (add("exercises/ex01_meshes.py", lambda: f"def f():\n    {a_secret_line()}".encode()),
                                    ["exercises/ex01_meshes.py:2 holds solution text"]),
@@ -182,13 +184,14 @@ def test_the_build_refuses_to_write_a_zip_that_leaks(tmp_path):
     """References whose answer is a line the grader contains: the build must fail loudly, and leave nothing."""
     solutions = tmp_path / "solutions"
     shutil.copytree(paths.SOLUTIONS_DIR, solutions)
-    leaked = "return _write_atomically(path, _json_text(results.to_dict()))"   # grader/reports.py
+    leaked = "return _write_atomically(path, _json_text(results.to_dict()))"   # grader/reports/writers.py
     reference = solutions / EX01.module_file
     reference.write_text(reference.read_text().replace("### END SOLUTION", f"    {leaked}\n    ### END SOLUTION", 1))
     out = tmp_path / "out" / "autograder.zip"
     with pytest.raises(gradescope.GradescopeBuildError) as raised:
         gradescope.build_gradescope_zip(out, solutions_dir=solutions)
-    assert any(p.startswith("grader/reports.py:") and leaked in p for p in raised.value.problems), raised.value.problems
+    problems = raised.value.problems
+    assert any(p.startswith("grader/reports/writers.py:") and leaked in p for p in problems), problems
     assert list(out.parent.iterdir()) == []
 
 
@@ -276,8 +279,8 @@ def venv(source, tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_the_venv_grades_with_the_grader_from_the_zip(venv, source):
     shown = subprocess.run([str(venv / "bin" / "python"), "-I", "-c",
-                            "import json, sys, grader.cli, grader.paths; print(json.dumps([grader.cli.__file__, "
-                            "str(grader.paths.REPO_ROOT), sys.path]))"], capture_output=True, text=True)
+                            "import json, sys, grader.cli, grader.course.paths; print(json.dumps([grader.cli.__file__, "
+                            "str(grader.course.paths.REPO_ROOT), sys.path]))"], capture_output=True, text=True)
     module, repo_root, sys_path = json.loads(shown.stdout)
     assert Path(module) == source / "grader" / "cli.py" and Path(repo_root) == source
     assert not any(entry.startswith(str(paths.REPO_ROOT)) for entry in sys_path), sys_path

@@ -11,10 +11,10 @@ import zipfile
 
 import pytest
 
-from grader import catalog, paths
-from grader.batch import grade_batch
 from grader.cli import main
-from grader.grading import grade_submission
+from grader.course import catalog, paths
+from grader.grading.batch import grade_batch
+from grader.grading.engine import grade_submission
 
 EX01 = catalog.get("ex01_meshes")
 
@@ -136,7 +136,7 @@ def test_a_spent_time_limit_still_lists_every_test_as_timed_out(one_module):
 def test_the_batch_timing_lock_reaches_the_grading_children(one_module, tmp_path, monkeypatch):
     """grade-batch sets the lock folder in the grader's environment; the tests that take the lock run
     in children whose environment is built from scratch, so it must be passed on to them."""
-    from grader import timing_lock
+    from grader.grading import timing_lock
 
     monkeypatch.setenv(timing_lock.LOCK_DIR, str(tmp_path / "locks"))
     grade_submission(one_module, exercises=["ex01"])

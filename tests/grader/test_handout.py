@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import catalog, paths, stubs
-from grader.handout import (
+from grader.course import catalog, paths, stubs
+from grader.grading.results import GradingResults, TestResult, score_exercise
+from grader.platforms.handout import (
     INSTRUCTOR_ONLY,
     HandoutError,
     build_handout,
@@ -23,7 +24,6 @@ from grader.handout import (
     course_secrets,
     verify_handout,
 )
-from grader.results import GradingResults, TestResult, score_exercise
 
 EX04 = catalog.get("ex04_sharded_layer")
 
@@ -56,7 +56,8 @@ def test_layout(handout):
         if (exercise.tests_dir() / "conftest.py").is_file():
             expected.add(f"tests/exercises/{exercise.id}/conftest.py")
     assert files_outside_grader(handout) == expected
-    for module in ("cli.py", "pytest_plugin.py", "student.py", "checks/__init__.py", "devices.py"):
+    for module in ("cli.py", "harness/pytest_plugin.py", "commands/student.py", "checks/__init__.py",
+                   "course/devices.py"):
         assert (handout / "grader" / module).is_file()
     assert not list(handout.rglob("__pycache__"))
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import catalog, paths, sandbox
-from grader.batch import grade_batch
-from grader.results import GradingResults
+from grader.course import catalog, paths
+from grader.grading import process
+from grader.grading.batch import grade_batch
+from grader.grading.results import GradingResults
 
 EX01 = catalog.get("ex01_meshes")
 REFERENCE = EX01.solution_path().read_text()
@@ -104,8 +105,8 @@ CASES = {
     "imports_solutions_as_a_package": (REFERENCE + "\nfrom solutions.ex01_meshes import *\n", {},
                                        everything("error"), "No module named 'solutions'"),
     "reads_solutions_by_path": (REFERENCE + textwrap.dedent("""
-        import grader.paths
-        exec((grader.paths.SOLUTIONS_DIR / "ex01_meshes.py").read_text())
+        import grader.course.paths
+        exec((grader.course.paths.SOLUTIONS_DIR / "ex01_meshes.py").read_text())
         """), {}, everything("error"), "not available while grading"),
     "forges_result_files": (STUB + FORGERY, {}, everything("not attempted"), "ex01:"),
     "spawns_a_daemon": (REFERENCE + wrap("make_mesh_2x4", "True", DAEMON.replace("\n", "\n                ")),
@@ -169,7 +170,7 @@ def test_each_case_gets_exactly_what_it_earned(graded, case):
 @pytest.mark.slow
 def test_nothing_is_left_running(graded):
     assert daemons_running() == [], "a submission's daemon outlived its grading"
-    assert sandbox.children_of(os.getpid()) == set()
+    assert process.children_of(os.getpid()) == set()
 
 
 @pytest.mark.slow
@@ -191,7 +192,7 @@ def test_forged_results_do_not_count(graded):
 @pytest.mark.slow
 def test_huge_output_is_truncated(graded):
     results, out = graded["huge_output"]
-    assert 0 < len(results.output) <= 2 * sandbox.Limits().output_chars
+    assert 0 < len(results.output) <= 2 * process.Limits().output_chars
     assert all(len(t.output) < 3000 for t in results.exercises[EX01.id].tests)
     assert any(t.output.startswith("yyyy") for t in results.exercises[EX01.id].tests)
     assert (out / "report.json").stat().st_size < 2_000_000

@@ -2,8 +2,8 @@
 
 import pytest
 
-from grader import catalog, paths
-from grader.implementations import ImplementationImportError, NotAttempted, load_module, resolve_source
+from grader.course import catalog, paths
+from grader.harness.implementations import ImplementationImportError, NotAttempted, load_module, resolve_source
 
 EX01 = catalog.get("ex01")
 

@@ -16,9 +16,10 @@ from nbgrader.api import Gradebook
 from nbgrader.nbgraderformat import MetadataValidator
 from traitlets.config.loader import PyFileConfigLoader
 
-from grader import catalog, notebooks
-from grader.collection import collect_tests
-from grader.nbgrader_course import (
+from grader.course import catalog
+from grader.harness.collection import collect_tests
+from grader.platforms import notebooks
+from grader.platforms.nbgrader_course import (
     NOISE_PATTERN,
     HideHiddenTestCode,
     assignments,
@@ -266,7 +267,7 @@ def test_build_writes_the_course_and_a_config_nbgrader_reads(tmp_path, collected
     assert config.Execute.timeout >= 600 and config.Execute.interrupt_on_timeout
     assert config.IgnorePattern.enabled and config.IgnorePattern.pattern == NOISE_PATTERN
     assert config.ClearSolutions.code_stub == {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
-    assert "grader.nbgrader_course.HideHiddenTestCode" in config.GenerateFeedback.preprocessors
+    assert "grader.platforms.nbgrader_course.HideHiddenTestCode" in config.GenerateFeedback.preprocessors
     (tmp_path / "nbgrader_config_local.py").write_text("c.Execute.timeout = 900\n")
     assert PyFileConfigLoader("nbgrader_config.py", str(tmp_path)).load_config().Execute.timeout == 900
 

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from grader import catalog
-from grader.notebook_intake import NotebookError, module_from_notebook
-from grader.submission import prepare_submission
+from grader.course import catalog
+from grader.grading.notebook_intake import NotebookError, module_from_notebook
+from grader.grading.submission import prepare_submission
 
 EX01 = catalog.get("ex01_meshes")
 
@@ -21,7 +21,7 @@ def notebook(*cells):
 
 
 STUDENT = notebook(
-    cell("ex01_meshes--setup", "from grader.devices import force_host_devices\nforce_host_devices()\n"),
+    cell("ex01_meshes--setup", "from grader.course.devices import force_host_devices\nforce_host_devices()\n"),
     cell("ex01_meshes--text", "# Devices and meshes", "markdown"),
     cell("ex01_meshes--given-1", ["import jax\n", "X = 1\n"]),
     cell("ex01_meshes--solution-make_mesh_2x4", "def make_mesh_2x4():\n    return X + 1\n"),

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.implementations import ImplementationImportError, NotAttempted
-from grader.outcomes import Category, categorize, student_message
+from grader.harness.implementations import ImplementationImportError, NotAttempted
+from grader.harness.outcomes import Category, categorize, student_message
 
 
 def raised(fn):

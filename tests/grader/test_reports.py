@@ -14,10 +14,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from rich.console import Console
 
-from grader import catalog, reports
 from grader.checks.properties import GRADING
-from grader.outcomes import Category
-from grader.results import GradingResults, TestResult, score_exercise
+from grader.course import catalog
+from grader.grading.results import GradingResults, TestResult, score_exercise
+from grader.harness.outcomes import Category
+from grader.reports import writers as reports
 
 # -- sample results ----------------------------------------------------------------------------------
 

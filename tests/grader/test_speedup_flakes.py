@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import catalog
-from grader.runner import run_tests
+from grader.course import catalog
+from grader.harness.runner import run_tests
 
 REPEATS = 20
 SPEEDUP_TEST = "test_hidden.py::test_layer_shard_map_speedup_over_replicated"

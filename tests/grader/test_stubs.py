@@ -2,7 +2,7 @@
 
 import pytest
 
-from grader import catalog, stubs
+from grader.course import catalog, stubs
 
 EX04 = catalog.get("ex04_sharded_layer")
 

@@ -7,7 +7,8 @@ import shutil
 import pytest
 from rich.console import Console
 
-from grader import catalog, paths, student
+from grader.commands import student
+from grader.course import catalog, paths
 
 EX01, EX02 = catalog.get("ex01"), catalog.get("ex02")
 

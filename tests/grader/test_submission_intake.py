@@ -5,7 +5,7 @@ import zipfile
 
 import pytest
 
-from grader.submission import MAX_MODULE_BYTES, SubmissionError, prepare_submission
+from grader.grading.submission import MAX_MODULE_BYTES, SubmissionError, prepare_submission
 
 MODULE = "def make_mesh_2x4():\n    return None\n"
 

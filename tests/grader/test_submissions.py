@@ -1,13 +1,17 @@
-"""Submissions written from CURRICULUM.md alone: a correct one unlike the reference gets every test;
-each wrong one fails exactly the tests of the rule it breaks (tests/grader/submissions/expectations)."""
+"""Submissions written from the exercise contract alone (the docstrings): a correct one unlike the
+reference gets every test; each wrong one fails exactly the tests of the rule it breaks
+(tests/grader/submissions/expectations).
+
+Each is run both ways: in-process (a student's `shardlab check`) and isolated (the module in a confined
+worker, as grading runs it); honest code must get the same verdict on every test both ways."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from grader import catalog
-from grader.runner import run_tests
+from grader.course import catalog
+from grader.harness.runner import run_tests
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 
@@ -28,11 +32,10 @@ def test_every_submission_module_has_expectations():
     assert on_disk == listed
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("folder", sorted(expectations()))
-def test_submission_scores_as_expected(folder):
-    expected = expectations()[folder]
-    run = run_tests(SUBMISSIONS / folder, tests=[catalog.get(ex).tests_dir() for ex in expected])
+ROUTES = {"in-process": (), "isolated": ("--isolate",)}
+
+
+def check_expectations(folder: str, run, expected: dict[str, set[str]]) -> list[str]:
     failed_names: dict[str, set[str]] = {ex: set() for ex in expected}
     problems = []
     for entry in run.tests:
@@ -45,5 +48,22 @@ def test_submission_scores_as_expected(folder):
     for exercise, names in expected.items():
         missed = names - failed_names[exercise]
         problems += [f"{exercise}: {name} should have failed for {folder}" for name in sorted(missed)]
-    assert run.tests, run.output[-2000:]
+    return problems
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", ["reference", *sorted(expectations())])
+def test_submission_scores_as_expected_both_ways(folder):
+    expected = expectations().get(folder) or {e.id: set() for e in catalog.EXERCISES}
+    source = "reference" if folder == "reference" else SUBMISSIONS / folder
+    tests = [catalog.get(ex).tests_dir() for ex in expected]
+    runs = {route: run_tests(source, tests=tests, extra_args=args) for route, args in ROUTES.items()}
+    problems = []
+    for route, run in runs.items():
+        assert run.tests, f"{route}: {run.output[-2000:]}"
+        problems += [f"{route}: {p}" for p in check_expectations(folder, run, expected)]
+    verdicts = {route: {e["nodeid"]: e["category"] for e in run.tests} for route, run in runs.items()}
+    inside, isolated = verdicts["in-process"], verdicts["isolated"]
+    problems += [f"{nodeid}: {inside[nodeid]} in-process, {isolated.get(nodeid)} isolated"
+                 for nodeid in inside if inside[nodeid] != isolated.get(nodeid)]
     assert not problems, "\n".join(problems)

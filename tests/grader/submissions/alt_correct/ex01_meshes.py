@@ -1,6 +1,6 @@
-"""ex01 written from CURRICULUM.md alone, another way than the reference: the Mesh constructor on a
-reshaped device array, arrays assembled block by block with make_array_from_callback, and the shard
-table read from the sharding's devices_indices_map."""
+"""ex01 written from the exercise contract alone (the docstrings), another way than the reference: the
+Mesh constructor on a reshaped device array, arrays assembled block by block with
+make_array_from_callback, and the shard table read from the sharding's devices_indices_map."""
 
 import jax
 import numpy as np

@@ -1,4 +1,4 @@
-"""ex02 written from CURRICULUM.md alone, another way than the reference: describe counts the
+"""ex02 written from the exercise contract alone (the docstrings), another way than the reference: describe counts the
 distinct blocks of the addressable shards, shard_shape divides step by step through a dict of used
 axes, and replicate_along reshards inside jit on Explicit meshes (device_put on Auto ones)."""
 

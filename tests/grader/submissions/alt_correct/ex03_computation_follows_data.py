@@ -1,4 +1,4 @@
-"""ex03 written from CURRICULUM.md alone, another way than the reference: sin_layer through the
+"""ex03 written from the exercise contract alone (the docstrings), another way than the reference: sin_layer through the
 identity 2 sin(x)^2 + 1 = 2 - cos(2x), column_sum as a matmul with a row of ones, the predictions by
 asking JAX itself (jax.eval_shape on sharded ShapeDtypeStructs, None when it raises), and the new
 layout with device_put instead of jax.reshard."""

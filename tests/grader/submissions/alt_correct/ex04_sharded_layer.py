@@ -1,4 +1,4 @@
-"""A correct ex04 written from CURRICULUM.md alone, deliberately unlike the reference."""
+"""A correct ex04 written from the exercise contract alone (the docstrings), deliberately unlike the reference."""
 
 from functools import partial
 

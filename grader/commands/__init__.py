@@ -1,0 +1,1 @@
+"""What students run: check and list."""

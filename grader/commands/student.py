@@ -1,0 +1,419 @@
+"""The student's two commands: `shardlab check` runs visible tests against the student's work and says
+what to do next; `shardlab list` shows every exercise with its status.
+
+Like rustlings, `check` with no exercise goes through the catalog in order and stops at the first
+exercise whose visible tests do not all pass: the next pending one. Every check is recorded in
+`.shardlab/status.json` beside the folder checked (the repo root for exercises/), with a hash of the
+module checked, so that `list` can tell "done" from "edited since".
+
+The library functions (`check`, `exercise_statuses`) return plain data; `render_check` and
+`render_list` draw it with rich; `check_command` and `list_command` are what the CLI calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import StrEnum
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from grader.course import catalog, paths, stubs
+from grader.harness.implementations import resolve_source
+from grader.harness.outcomes import Category
+from grader.harness.runner import RunFailed, run_tests
+
+STATUS_FILE = Path(".shardlab") / "status.json"
+OK_CATEGORIES = {Category.PASSED.value, Category.SKIPPED.value}   # a skipped test blocks nothing
+SECONDS_PER_EXERCISE = 300.0   # the visible tests of one exercise take seconds; minutes mean a hang
+
+
+class Status(StrEnum):
+    NOT_STARTED = "not started"
+    IN_PROGRESS = "in progress"
+    DONE = "done"
+    MISSING = "missing"
+
+
+class CheckUsageError(ValueError):
+    """The command line asked for something that cannot be checked; the message says what."""
+
+
+# ---------------------------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class ExerciseCheck:
+    """One exercise's visible tests, run against one module."""
+
+    exercise: catalog.Exercise
+    tests: list[dict]               # grader.harness.pytest_plugin's entries, in run order
+    module_hash: str | None         # of the module as it was when checked (None: missing)
+    crash: str = ""                 # pytest's output when the run ended without results
+
+    @property
+    def ok(self) -> bool:
+        return not self.crash and all(t["category"] in OK_CATEGORIES for t in self.tests)
+
+    def count(self, category: Category) -> int:
+        return sum(t["category"] == category.value for t in self.tests)
+
+    def summary(self) -> str:
+        """"all 4 visible tests pass" or "1 of 8 visible tests pass (2 failed, 5 not attempted)"."""
+        if self.crash:
+            return "the test run stopped before it finished"
+        total, passed = len(self.tests), self.count(Category.PASSED)
+        if self.ok:
+            return f"all {total} visible tests pass" if total != 1 else "the visible test passes"
+        others = [f"{self.count(c)} {c.value}" for c in Category if c is not Category.PASSED and self.count(c)]
+        return f"{passed} of {total} visible tests pass ({', '.join(others)})"
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    source: Path                    # the folder of modules checked
+    mode: str                       # "one", "next" (the next pending exercise) or "all"
+    checks: list[ExerciseCheck]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def next_pending(self) -> ExerciseCheck | None:
+        return next((c for c in self.checks if not c.ok), None)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+
+def module_hash(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def check_exercises(exercises: list[catalog.Exercise], source: Path, *,
+                    seconds_each: float = SECONDS_PER_EXERCISE) -> list[ExerciseCheck]:
+    """Run these exercises' visible tests against the modules in `source`, in one pytest process
+    stopped after `seconds_each` per exercise (a student's endless loop ends the check, not the shell)."""
+    digests = [module_hash(e.stub_path(source)) for e in exercises]   # before the run: what was checked
+    try:
+        run = run_tests(source, tests=[e.tests_dir() for e in exercises], visible_only=True,
+                        timeout=seconds_each * len(exercises))
+    except RunFailed as exc:
+        if len(exercises) > 1:   # one module took the process down: run each alone to find which
+            return [check for e in exercises for check in check_exercises([e], source, seconds_each=seconds_each)]
+        return [ExerciseCheck(exercises[0], [], digests[0], crash=str(exc))]
+    return [ExerciseCheck(e, [t for t in run.tests if t["exercise"] == e.id], digest)
+            for e, digest in zip(exercises, digests)]
+
+
+def check(exercise: str | None = None, *, impl: str | Path = "exercises", all_exercises: bool = False,
+          record: bool = True) -> CheckReport:
+    """Check one exercise (an id or number), every exercise, or by default the catalog in order up to
+    the first one whose visible tests do not all pass. Records each outcome unless record=False."""
+    if exercise and all_exercises:
+        raise CheckUsageError("give an exercise or --all, not both")
+    try:
+        source = resolve_source(impl)
+        chosen = catalog.get(exercise) if exercise else None
+    except (FileNotFoundError, catalog.UnknownExercise) as exc:
+        raise CheckUsageError(str(exc)) from None
+    if chosen:
+        report = CheckReport(source, "one", check_exercises([chosen], source))
+    elif all_exercises:
+        report = CheckReport(source, "all", check_exercises(list(catalog.EXERCISES), source))
+    else:
+        report = CheckReport(source, "next", _check_up_to_next_pending(source))
+    if record:
+        record_checks(report)
+    return report
+
+
+def _check_up_to_next_pending(source: Path) -> list[ExerciseCheck]:
+    """Rustlings-style: the exercises in catalog order, stopping at the first not all green."""
+    checks = []
+    for exercise in catalog.EXERCISES:
+        checks += check_exercises([exercise], source)
+        if not checks[-1].ok:
+            break
+    return checks
+
+
+# ------------------------------------------------------------------------------------- status file
+
+
+def status_file(source: Path) -> Path:
+    """Beside the folder checked, so the repo's exercises/ keeps it at the repo root."""
+    return source.parent / STATUS_FILE
+
+
+def load_status(source: Path) -> dict[str, dict]:
+    """{exercise id: last recorded check} for the folder `source`; empty when none is readable."""
+    try:
+        data = json.loads(status_file(source).read_text())
+    except (OSError, ValueError):
+        return {}   # a missing or damaged status file only loses the "done" marks
+    folder = data.get(source.name) if isinstance(data, dict) else None
+    return folder if isinstance(folder, dict) else {}
+
+
+def record_checks(report: CheckReport) -> Path:
+    """Store each check's outcome and module hash; several folders may share one status file."""
+    path = status_file(report.source)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    folder = data.setdefault(report.source.name, {})
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    for item in report.checks:
+        categories: dict[str, int] = {}
+        for test in item.tests:
+            categories[test["category"]] = categories.get(test["category"], 0) + 1
+        folder[item.exercise.id] = {"ok": item.ok, "sha256": item.module_hash, "categories": categories,
+                                    "crashed": bool(item.crash), "checked_at": now}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(partial, path)   # never leave a half-written file behind
+    return path
+
+
+# ------------------------------------------------------------------------------------------ status
+
+
+def _stub_lines(exercise: catalog.Exercise, text: str) -> list[str]:
+    return re.findall(rf'raise NotImplementedError\("{exercise.number}:[^"]*"\)', text)
+
+
+def exercise_status(exercise: catalog.Exercise, source: Path, recorded: dict | None,
+                    solutions: Path = paths.SOLUTIONS_DIR) -> Status:
+    """What `list` shows for one module: missing, not started, in progress or done."""
+    module = exercise.stub_path(source)
+    if not module.is_file():
+        return Status.MISSING
+    if recorded and recorded.get("ok") and recorded.get("sha256") == module_hash(module):
+        return Status.DONE
+    reference = exercise.solution_path(solutions)
+    if reference.is_file():
+        stub = stubs.make_stub(reference.read_text(), exercise, str(reference))
+        untouched = module.read_bytes() == stub.encode()
+    else:
+        # A student handout has no solutions/: the stub's raise lines still there mean untouched,
+        # unless a recorded check saw the code do something (a helper may keep its stub line).
+        seen = set(recorded.get("categories", {})) if recorded else set()
+        started = bool(seen - {Category.NOT_ATTEMPTED.value, Category.SKIPPED.value})
+        untouched = bool(_stub_lines(exercise, module.read_text())) and not started
+    return Status.NOT_STARTED if untouched else Status.IN_PROGRESS
+
+
+def exercise_statuses(*, impl: str | Path = "exercises",
+                      solutions: Path = paths.SOLUTIONS_DIR) -> list[tuple[catalog.Exercise, Status]]:
+    source = resolve_source(impl)
+    recorded = load_status(source)
+    return [(e, exercise_status(e, source, recorded.get(e.id), solutions)) for e in catalog.EXERCISES]
+
+
+# ------------------------------------------------------------------------------------- rendering
+
+_MARKS = {
+    Category.PASSED: ("✓", "green"),
+    Category.FAILED: ("✗", "red"),
+    Category.ERROR: ("!", "red"),
+    Category.TIMEOUT: ("!", "red"),
+    Category.CRASHED: ("!", "red"),
+    Category.NOT_ATTEMPTED: ("○", "yellow"),
+    Category.SKIPPED: ("-", "dim"),
+}
+_STATUS_STYLES = {Status.DONE: "green", Status.IN_PROGRESS: "yellow", Status.NOT_STARTED: "dim",
+                  Status.MISSING: "red"}
+
+
+def _shown(path: Path) -> str:
+    """A path as the student would type it: relative to where they are, when it is below."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _print_verbatim(console: Console, text: Text) -> None:
+    """Messages carry layout grids: no wrapping, no cropping, no markup."""
+    console.print(text, no_wrap=True, overflow="ignore", crop=False)
+
+
+def _indented(message: str, spaces: int) -> str:
+    pad = " " * spaces
+    return "\n".join(pad + line for line in message.splitlines())
+
+
+def render_test(test: dict, console: Console) -> None:
+    category = Category(test["category"])
+    mark, style = _MARKS[category]
+    name = test["nodeid"].rsplit("::", 1)[-1]
+    line = Text.assemble("  ", (mark, style), " ", name)
+    message = test["message"].strip()
+    if category is Category.NOT_ATTEMPTED and "\n" not in message:
+        line.append(f"  {message}", style="yellow")   # one short line: the stub's own words
+        message = ""
+    elif category is not Category.PASSED:
+        line.append(f"  {category.value}", style=style)
+    _print_verbatim(console, line)
+    if message and category is not Category.PASSED:
+        _print_verbatim(console, Text(_indented(message, 6)))
+
+
+def _heading(item: ExerciseCheck) -> Text:
+    return Text.assemble((item.exercise.id, "bold"), f"  {item.exercise.title}")
+
+
+def _outcome_line(item: ExerciseCheck) -> Text:
+    mark, style = _MARKS[Category.PASSED] if item.ok else ("✗", "red")
+    return Text.assemble((mark, style), " ", (item.exercise.id, "bold"), f": {item.summary()}")
+
+
+def render_exercise(item: ExerciseCheck, console: Console) -> None:
+    """Every visible test with its mark, each failure's message, then the exercise's outcome."""
+    console.print(_heading(item))
+    if item.module_hash is None and item.count(Category.NOT_ATTEMPTED) == len(item.tests):
+        # One line instead of the same "missing" message under every test.
+        mark, style = _MARKS[Category.NOT_ATTEMPTED]
+        console.print(Text.assemble("  ", (mark, style), f" {item.exercise.module_file} is missing: "
+                                                         f"{len(item.tests)} tests not attempted"))
+    else:
+        for test in item.tests:
+            render_test(test, console)
+    if item.crash:
+        console.print(Text("  The tests stopped before they finished: the process running them ended "
+                           "(did your code exit, crash Python or run out of memory?). Its last output:",
+                           style="red"))
+        _print_verbatim(console, Text(_indented(item.crash.strip(), 6)))
+    console.print(_outcome_line(item))
+
+
+def _check_again(source: Path, exercise: catalog.Exercise | None = None) -> str:
+    """The `shardlab check` command to type next, for the same folder."""
+    words = ["shardlab", "check"] + ([exercise.number] if exercise else [])
+    if source != paths.EXERCISES_DIR:
+        words += ["--impl", _shown(source)]
+    return " ".join(words)
+
+
+def _hint(report: CheckReport, item: ExerciseCheck, console: Console) -> None:
+    named = item.exercise if report.mode != "next" else None   # `check` alone finds it again
+    console.print(Text.assemble(("Hint: ", "bold"), item.exercise.hint))
+    console.print(Text(f"Edit {_shown(item.exercise.stub_path(report.source))}, then run "
+                       f"`{_check_again(report.source, named)}` again."))
+
+
+def render_check(report: CheckReport, console: Console) -> None:
+    if report.mode == "next":
+        _render_next(report, console)
+        return
+    for item in report.checks:
+        render_exercise(item, console)
+        console.print()
+    if report.mode == "all":
+        _render_summary(report, console)
+        if report.next_pending:
+            _next(report, report.next_pending, console)
+    elif report.ok:
+        console.print(Text("When you are graded, hidden tests check more: other mesh sizes and more cases."))
+    else:
+        _hint(report, report.checks[0], console)
+
+
+def _render_next(report: CheckReport, console: Console) -> None:
+    pending = report.next_pending
+    for item in report.checks:
+        if item is pending:
+            console.print()
+            render_exercise(item, console)
+        else:
+            console.print(_outcome_line(item))
+    console.print()
+    if pending is None:
+        console.print(Text(f"All {len(report.checks)} exercises pass their visible tests.", style="green"))
+        return
+    _next(report, pending, console)
+
+
+def _next(report: CheckReport, pending: ExerciseCheck, console: Console) -> None:
+    exercise = pending.exercise
+    console.print(Text.assemble(("Next: ", "bold"), (exercise.id, "bold"),
+                                f" ({exercise.title}, {exercise.points} points)"))
+    _hint(report, pending, console)
+
+
+def _render_summary(report: CheckReport, console: Console) -> None:
+    table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+    table.add_column("exercise")
+    table.add_column("visible tests")
+    for item in report.checks:
+        mark, style = _MARKS[Category.PASSED] if item.ok else ("✗", "red")
+        table.add_row(Text.assemble((mark, style), " ", item.exercise.id), Text(item.summary()))
+    console.print(table)
+    done = sum(item.ok for item in report.checks)
+    console.print(Text(f"{done} of {len(report.checks)} exercises pass their visible tests.",
+                       style="green" if report.ok else ""))
+
+
+def render_list(statuses: list[tuple[catalog.Exercise, Status]], console: Console,
+                source: Path = paths.EXERCISES_DIR) -> None:
+    table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+    table.add_column("exercise")
+    table.add_column("title")
+    table.add_column("points", justify="right")
+    table.add_column("status")
+    for exercise, status in statuses:
+        table.add_row(exercise.id, Text(exercise.title), str(exercise.points),
+                      Text(status.value, style=_STATUS_STYLES[status]))
+    table.add_row("total", "", str(sum(e.points for e, _ in statuses)), "")
+    console.print(table)
+    done = sum(status is Status.DONE for _, status in statuses)
+    console.print(Text(f"{done} of {len(statuses)} done: visible tests all passed at the last check, file "
+                       "unchanged since."))
+    console.print(Text(f"`{_check_again(source)}` checks the next pending exercise."))
+
+
+# -------------------------------------------------------------------------------------- commands
+
+
+def _consoles(console: Console | None) -> tuple[Console, Console]:
+    if console is not None:
+        return console, console
+    return Console(highlight=False), Console(stderr=True, highlight=False)
+
+
+def check_command(exercise: str | None = None, *, impl: str | Path = "exercises", all_exercises: bool = False,
+                  console: Console | None = None) -> int:
+    """`shardlab check`: 0 when everything checked passes, 1 when something does not, 2 for bad usage."""
+    out, err = _consoles(console)
+    try:
+        report = check(exercise, impl=impl, all_exercises=all_exercises)
+    except CheckUsageError as exc:
+        err.print(Text(f"shardlab check: {exc}"), soft_wrap=True)
+        return 2
+    render_check(report, out)
+    return report.exit_code
+
+
+def list_command(*, impl: str | Path = "exercises", solutions: Path = paths.SOLUTIONS_DIR,
+                 console: Console | None = None) -> int:
+    """`shardlab list`: every exercise, its points and its status."""
+    out, err = _consoles(console)
+    try:
+        statuses = exercise_statuses(impl=impl, solutions=solutions)
+    except FileNotFoundError as exc:
+        err.print(Text(f"shardlab list: {exc}"), soft_wrap=True)
+        return 2
+    render_list(statuses, out, resolve_source(impl))
+    return 0

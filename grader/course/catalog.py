@@ -1,0 +1,99 @@
+"""The catalog: the one list of exercises. Every other place (tests, markers, points, CLI) derives from it.
+
+An exercise's id is its module name, its tests' folder, its pytest marker and the prefix of its stub's
+NotImplementedError, so `grep -r ex04_sharded_layer` finds everything about it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.course import paths
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str                       # "ex04_sharded_layer": module, test folder and marker
+    title: str
+    points: int                   # the exercise's total; its tests split it (see grader.scoring)
+    hint: str
+    seeds: str                    # where the idea comes from, for course authors
+    devices: tuple[int, ...] = (2, 4, 8)   # mesh sizes the hidden tests grade
+
+    @property
+    def number(self) -> str:
+        """"ex04": the tag a stub's NotImplementedError starts with."""
+        return self.id.split("_", 1)[0]
+
+    @property
+    def module_file(self) -> str:
+        return f"{self.id}.py"
+
+    def solution_path(self, root: Path | None = None) -> Path:
+        return (root or paths.SOLUTIONS_DIR) / self.module_file
+
+    def stub_path(self, root: Path | None = None) -> Path:
+        return (root or paths.EXERCISES_DIR) / self.module_file
+
+    def tests_dir(self, root: Path | None = None) -> Path:
+        return (root or paths.EXERCISE_TESTS_DIR) / self.id
+
+
+EXERCISES: tuple[Exercise, ...] = (
+    Exercise(
+        id="ex01_meshes",
+        title="Devices and meshes",
+        points=10,
+        hint="jax.make_mesh takes axis_types and devices; a NamedSharding's devices_indices_map tells "
+             "which slice of the global array each device holds.",
+        seeds="Lab 3; ProJAX; MinText tutorial 1",
+    ),
+    Exercise(
+        id="ex02_sharding_properties",
+        title="What a sharding says",
+        points=10,
+        hint="A dimension split over several mesh axes is divided by the product of their sizes; the "
+             "mesh axes a spec does not name are the ones each element is replicated over.",
+        seeds='JeanZay tutorial "Sharding Properties"; ProJAX replicate',
+    ),
+    Exercise(
+        id="ex03_computation_follows_data",
+        title="Computation follows data",
+        points=15,
+        hint="Under jit the inputs' shardings decide the program; on an Explicit mesh jax.typeof shows "
+             "the sharding in the type, and jax.eval_shape lets you ask JAX without computing.",
+        seeds="Lab 3 ways 1-2; ProJAX",
+    ),
+    Exercise(
+        id="ex04_sharded_layer",
+        title="One layer, three ways",
+        points=20,
+        hint="Split the batch, replicate the weights: every row of the output needs only its own row of "
+             "x. With features split instead, each device holds a partial product that must be summed.",
+        seeds='Lab 3 "Data parallel layer"; design card "sharded layer"',
+    ),
+)
+
+_BY_ID = {exercise.id: exercise for exercise in EXERCISES}
+
+
+class UnknownExercise(KeyError):
+    def __str__(self) -> str:
+        known = ", ".join(e.id for e in EXERCISES)
+        return f"no exercise {self.args[0]!r} in the catalog (known: {known})"
+
+
+def get(name: str) -> Exercise:
+    """An exercise by its id ("ex04_sharded_layer"), its number ("ex04") or its module file name."""
+    key = name.removesuffix(".py")
+    if key in _BY_ID:
+        return _BY_ID[key]
+    matches = [e for e in EXERCISES if e.number == key]
+    if len(matches) == 1:
+        return matches[0]
+    raise UnknownExercise(name)
+
+
+def total_points() -> int:
+    return sum(e.points for e in EXERCISES)

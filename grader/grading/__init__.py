@@ -1,0 +1,1 @@
+"""The grading engine: submissions in, harness processes per exercise, results out; batches."""

@@ -1,0 +1,147 @@
+"""One harness process: pytest on one exercise's tests, with limits on time, memory and file size, its
+results read from an event stream, and nothing of it (or of its workers) left running afterwards.
+
+The harness runs only trusted code: the student's module is served by a confined worker it starts
+(--isolate, grader.worker). It still runs in a process of its own, because it compiles and runs the
+student's traced programs, and an XLA program can loop or exhaust memory: that costs the test it
+happened in, never the grading.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from grader.course import paths
+from grader.grading import events, timing_lock
+from grader.worker.confinement import become_subreaper, reap_orphans  # noqa: F401  (become_subreaper: for callers)
+
+
+@dataclass(frozen=True)
+class Limits:
+    test_timeout: float = 120.0        # seconds one test may run
+    memory_bytes: int | None = 6 << 30  # address space; jax with 8 host devices runs in 4 GiB
+    file_bytes: int = 256 << 20        # largest file the child may write (pytest's capture included)
+    isolation: str = "auto"            # the workers' confinement: auto, strict or a level's name
+    output_chars: int = 20_000         # how much of the child's own stdout/stderr is kept
+
+
+@dataclass
+class ChildOutcome:
+    collected: list[dict] | None = None          # every selected test's metadata, once collected
+    results: dict[str, dict] = field(default_factory=dict)
+    running: str | None = None                   # the test that had started and not finished
+    importing: str | None = None                 # the exercise whose module was being imported
+    returncode: int | None = None
+    stopped: str | None = None                   # "test timeout" or "deadline" when the parent killed it
+    output: str = ""
+
+
+def _child_environment(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
+    home = workdir / "home"
+    tmp = workdir / "tmp"
+    home.mkdir(exist_ok=True)
+    tmp.mkdir(exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp),
+           "LANG": "C.UTF-8", "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+    if timing_lock.LOCK_DIR in os.environ:   # grade-batch's lock must reach the tests that take it
+        env[timing_lock.LOCK_DIR] = os.environ[timing_lock.LOCK_DIR]
+    return env | extra
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... ({len(text) - limit} characters cut) ...\n{text[-half:]}"
+
+
+def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, deselect: list[str] = (),
+                     timing: str = "enforce", visible_only: bool = False, collect_only: bool = False,
+                     limits: Limits | None = None, deadline: float = float("inf")) -> ChildOutcome:
+    """Run pytest on `targets` against the modules in `modules_dir`; `deadline` is a time.monotonic()."""
+    limits = limits or Limits()
+    cwd = workdir / "cwd"
+    cwd.mkdir(parents=True, exist_ok=True)
+    events_r, events_w = os.pipe()
+    command = [sys.executable, "-I", "-m", "grader.grading.child", str(limits.memory_bytes or 0),
+               str(limits.file_bytes), "--", *targets, "-q", "--no-header", "-p", "no:cacheprovider",
+               f"--rootdir={paths.REPO_ROOT}", "-c", str(paths.REPO_ROOT / "pyproject.toml"),
+               f"--impl={modules_dir}", f"--timing={timing}", "--isolate", f"--isolation={limits.isolation}",
+               f"--test-timeout={limits.test_timeout}"]
+    command += [f"--deselect={nodeid}" for nodeid in deselect]
+    command += ["--visible-only"] if visible_only else []
+    command += ["--collect-only"] if collect_only else []
+    env = _child_environment(workdir, {events.EVENTS_FD: str(events_w)})
+    keep = {child.pid for child in psutil.Process().children()}
+    output_path = workdir / "child-output.txt"
+    outcome = ChildOutcome()
+    with open(output_path, "wb") as output:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output,
+                                   stderr=subprocess.STDOUT, pass_fds=(events_w,),
+                                   start_new_session=True)
+    os.close(events_w)
+    try:
+        _follow(process, events_r, outcome, limits, deadline)
+    finally:
+        os.close(events_r)
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        outcome.returncode = process.wait()
+        reap_orphans(keep)
+    outcome.output = truncate(output_path.read_text(errors="replace"), limits.output_chars)
+    return outcome
+
+
+def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float) -> None:
+    """Read events until the child ends, killing it when a test or the whole run takes too long."""
+    buffer, started_at = b"", time.monotonic()
+    while True:
+        readable, _, _ = select.select([fd], [], [], 0.25)
+        chunk = os.read(fd, 1 << 16) if readable else b""
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            for event in events.parse(line):
+                if _apply_event(event, outcome):
+                    started_at = time.monotonic()
+        now = time.monotonic()
+        if readable and not chunk or process.poll() is not None and not readable:
+            return   # EOF, or the child is gone (a grandchild may still hold the pipe open)
+        if outcome.running and now - started_at > limits.test_timeout:
+            outcome.stopped = "test timeout"
+            return
+        if now > deadline:
+            outcome.stopped = "deadline"
+            return
+
+
+def _apply_event(event: dict, outcome: ChildOutcome) -> bool:
+    """Update the outcome; True when a test's clock starts (again)."""
+    kind = event.get("e")
+    if kind == "collected":
+        outcome.collected = event["tests"]
+    elif kind == "start":
+        outcome.running = event["nodeid"]
+        return True
+    elif kind == "running":
+        return True   # the timing lock was acquired: waiting for it does not count
+    elif kind == "import":
+        outcome.importing = event["exercise"]
+    elif kind == "imported":
+        outcome.importing = None
+    elif kind == "result":
+        entry = {k: v for k, v in event.items() if k != "e"}
+        outcome.results[entry["nodeid"]] = entry
+        outcome.running = None
+    return False

@@ -1,0 +1,101 @@
+"""What grading produces: plain dataclasses, with the scoring rule. Reports are built from these
+(grader.reports.writers), never the other way round."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from grader.course import catalog
+from grader.harness.outcomes import Category
+
+
+@dataclass
+class TestResult:
+    nodeid: str
+    exercise: str
+    hidden: bool
+    weight: float                 # the test's share of its exercise (see grader.harness.pytest_plugin)
+    category: str                 # a grader.harness.outcomes.Category value
+    message: str = ""             # what the student should see
+    duration: float = 0.0
+    speedup: dict[str, Any] | None = None   # the timing figures of a speedup test
+    output: str = ""              # what the student's code printed during the test, truncated
+    score: float = 0.0
+    max_score: float = 0.0
+
+    __test__ = False   # not a pytest test class
+
+    @property
+    def name(self) -> str:
+        """"test_hidden.py::test_layer_auto_values[4dev]" -> "test_layer_auto_values[4dev]"."""
+        return self.nodeid.rsplit("::", 1)[-1]
+
+    @property
+    def passed(self) -> bool:
+        return self.category == Category.PASSED
+
+
+@dataclass
+class ExerciseResult:
+    id: str
+    title: str
+    max_score: float
+    tests: list[TestResult] = field(default_factory=list)
+    note: str = ""                # e.g. "module missing: not attempted"
+
+    @property
+    def score(self) -> float:
+        return sum(t.score for t in self.tests)
+
+    def count(self, category: Category) -> int:
+        return sum(t.category == category for t in self.tests)
+
+
+@dataclass
+class GradingResults:
+    submission: str
+    exercises: dict[str, ExerciseResult]
+    environment: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)   # about the submission as a whole
+    output: str = ""              # the student's stdout/stderr, truncated
+    duration: float = 0.0
+    visible_only: bool = False
+
+    @property
+    def score(self) -> float:
+        return sum(e.score for e in self.exercises.values())
+
+    @property
+    def max_score(self) -> float:
+        return sum(e.max_score for e in self.exercises.values())
+
+    def tests(self) -> list[TestResult]:
+        return [t for e in self.exercises.values() for t in e.tests]
+
+    def to_dict(self) -> dict[str, Any]:
+        exercises = {
+            ex_id: asdict(ex) | {"score": ex.score, "tests": [asdict(t) | {"name": t.name} for t in ex.tests]}
+            for ex_id, ex in self.exercises.items()
+        }
+        return {"submission": self.submission, "score": self.score, "max_score": self.max_score,
+                "visible_only": self.visible_only, "duration": self.duration, "exercises": exercises,
+                "problems": self.problems, "output": self.output, "environment": self.environment}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GradingResults:
+        exercises = {}
+        for ex_id, ex in data["exercises"].items():
+            tests = [TestResult(**{k: v for k, v in t.items() if k != "name"}) for t in ex["tests"]]
+            exercises[ex_id] = ExerciseResult(ex["id"], ex["title"], ex["max_score"], tests, ex.get("note", ""))
+        return cls(data["submission"], exercises, data.get("environment", {}), data.get("problems", []),
+                   data.get("output", ""), data.get("duration", 0.0), data.get("visible_only", False))
+
+
+def score_exercise(exercise: catalog.Exercise, tests: list[TestResult], note: str = "") -> ExerciseResult:
+    """Share the exercise's catalog points among its tests by weight; a passed test earns its share."""
+    total_weight = sum(t.weight for t in tests)
+    for test in tests:
+        test.max_score = exercise.points * test.weight / total_weight if total_weight else 0.0
+        test.score = test.max_score if test.passed else 0.0
+    return ExerciseResult(exercise.id, exercise.title, float(exercise.points), tests, note)

@@ -1,0 +1,187 @@
+"""Taking in what a student hands in: a folder or a .zip holding exercise modules (`exNN_name.py`),
+at its top level, under `exercises/`, or inside one wrapping folder (the first of these that holds
+a module is the one graded). Only the catalog's module files are copied into a private folder;
+everything else the submission ships (conftest.py, pytest.ini, sitecustomize.py, .pth files, a
+solutions package) is listed and never loaded. An exercise may also come as the course's notebook
+(`exNN_name.ipynb`, as nbgrader collects them), from which the module is rebuilt."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from grader.course import catalog
+from grader.grading.notebook_intake import NotebookError, module_from_notebook
+
+MAX_MODULE_BYTES = 1 << 20          # a module larger than 1 MiB is not source anyone wrote
+MAX_ZIP_BYTES = 64 << 20            # unpacked size at most, against zip bombs
+MAX_NOTEBOOK_BYTES = 16 << 20       # notebooks carry outputs, so they may be larger than modules
+MODULE_NAMES = {e.module_file for e in catalog.EXERCISES}
+
+
+class SubmissionError(ValueError):
+    """The submission cannot be read at all (not a folder or a zip, a corrupt zip)."""
+
+
+@dataclass
+class PreparedSubmission:
+    modules_dir: Path
+    found: list[str] = field(default_factory=list)      # exercise ids present
+    ignored: list[str] = field(default_factory=list)    # files shipped but never loaded
+    problems: list[str] = field(default_factory=list)   # what the student should know about the hand-in
+
+
+def _base_rank(parents: tuple[str, ...]) -> int | None:
+    """Where modules may sit, best first: the top level, exercises/, one wrapping folder, and
+    exercises/ inside it. None elsewhere."""
+    if parents == ():
+        return 0
+    if parents == ("exercises",):
+        return 1
+    if len(parents) == 1:
+        return 2
+    if len(parents) == 2 and parents[1] == "exercises":
+        return 3
+    return None
+
+
+def _notebook_exercise(parts: tuple[str, ...]) -> catalog.Exercise | None:
+    """An `exNN_name.ipynb` at the top level or one folder down (nbgrader: <assignment>/<id>.ipynb)."""
+    if len(parts) <= 2 and parts[-1].endswith(".ipynb") and parts[-1][:-6] + ".py" in MODULE_NAMES:
+        return catalog.get(parts[-1][:-6])
+    return None
+
+
+def _take_notebooks(notebooks: dict[tuple[str, ...], bytes], prepared: PreparedSubmission) -> None:
+    """Exercises handed in as notebooks, unless a module of the same exercise was found."""
+    for parts, data in notebooks.items():
+        exercise, where = _notebook_exercise(parts), "/".join(parts)
+        if exercise.id in prepared.found:
+            prepared.ignored.append(where)
+            continue
+        try:
+            source = module_from_notebook(data, exercise, where)
+        except NotebookError as exc:
+            prepared.problems.append(f"{exc}: not graded")
+            continue
+        _copy_module(exercise.module_file, source.encode(), prepared, where)
+
+
+def _choose_base(paths: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The best-ranked folder holding an exercise module: only modules there are graded."""
+    ranked = [(_base_rank(p[:-1]), p[:-1]) for p in paths if p[-1] in MODULE_NAMES]
+    ranked = [(rank, base) for rank, base in ranked if rank is not None]
+    return min(ranked)[1] if ranked else None
+
+
+def _unsafe(name: str) -> bool:
+    path = PurePosixPath(name.replace("\\", "/"))
+    return path.is_absolute() or ".." in path.parts or name.startswith("/") or ":" in path.parts[0]
+
+
+def prepare_submission(source: str | Path, workdir: Path) -> PreparedSubmission:
+    """Copy the submission's exercise modules into `workdir`/modules and describe what was left out."""
+    source = Path(source)
+    prepared = PreparedSubmission(workdir / "modules")
+    prepared.modules_dir.mkdir(parents=True)
+    if source.is_dir():
+        _from_folder(source, prepared)
+    elif source.is_file() and zipfile.is_zipfile(source):
+        _from_zip(source, prepared)
+    elif source.is_file() and source.suffix == ".zip":
+        raise SubmissionError(f"{source.name} is not a valid zip file")
+    elif source.is_file() and source.name in MODULE_NAMES:
+        _copy_module(source.name, source.read_bytes(), prepared, str(source))
+    else:
+        raise SubmissionError(f"{source} is neither a folder nor a .zip file")
+    prepared.found.sort()
+    if not prepared.found:
+        expected = ", ".join(sorted(MODULE_NAMES))
+        prepared.problems.append(f"no exercise module found (expected files named like {expected})")
+    if prepared.ignored:
+        shown = ", ".join(prepared.ignored[:12]) + (" ..." if len(prepared.ignored) > 12 else "")
+        prepared.problems.append(f"not graded and never loaded: {shown}")
+    return prepared
+
+
+def _copy_module(name: str, data: bytes, prepared: PreparedSubmission, where: str) -> None:
+    exercise = catalog.get(name)
+    if exercise.id in prepared.found:
+        prepared.problems.append(f"{where}: a second {name}; the first one found is graded")
+        return
+    if len(data) > MAX_MODULE_BYTES:
+        prepared.problems.append(f"{where} is larger than {MAX_MODULE_BYTES >> 20} MiB: not graded")
+        return
+    (prepared.modules_dir / name).write_bytes(data)
+    prepared.found.append(exercise.id)
+
+
+def _hidden(parts: tuple[str, ...]) -> bool:
+    return any(part.startswith(".") and part != ".." for part in parts) or "__pycache__" in parts \
+        or parts[0] == "__MACOSX"
+
+
+def _from_folder(folder: Path, prepared: PreparedSubmission) -> None:
+    files = {}
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder).parts
+        if _hidden(relative):
+            continue
+        if path.is_symlink():
+            prepared.problems.append(f"{'/'.join(relative)} is a symbolic link: ignored")
+        elif path.is_file():
+            files[relative] = path
+    base = _choose_base(list(files))
+    notebooks = {}
+    for parts, path in files.items():
+        if parts[:-1] == base and parts[-1] in MODULE_NAMES:
+            _copy_module(parts[-1], path.read_bytes(), prepared, "/".join(parts))
+        elif _notebook_exercise(parts) and path.stat().st_size <= MAX_NOTEBOOK_BYTES:
+            notebooks[parts] = path.read_bytes()
+        else:
+            prepared.ignored.append("/".join(parts))
+    _take_notebooks(notebooks, prepared)
+
+
+def _from_zip(archive: Path, prepared: PreparedSubmission) -> None:
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            members = zf.infolist()
+            if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
+                raise SubmissionError(f"{archive.name} unpacks to more than {MAX_ZIP_BYTES >> 20} MiB")
+            files = {}
+            for member in members:
+                name = member.filename
+                if _unsafe(name):
+                    prepared.problems.append(f"zip entry {name!r} has an unsafe path: ignored")
+                elif member.is_dir() or _hidden(PurePosixPath(name).parts):
+                    continue
+                elif stat.S_ISLNK(member.external_attr >> 16):
+                    prepared.problems.append(f"zip entry {name!r} is a symbolic link: ignored")
+                else:
+                    files.setdefault(PurePosixPath(name).parts, []).append(member)
+            base = _choose_base(list(files))
+            notebooks = {}
+            for parts, entries in files.items():
+                if _notebook_exercise(parts) and entries[0].file_size <= MAX_NOTEBOOK_BYTES:
+                    notebooks[parts] = zf.read(entries[0])
+                    continue
+                if parts[:-1] != base or parts[-1] not in MODULE_NAMES:
+                    prepared.ignored.append("/".join(parts))
+                    continue
+                for member in entries:   # a zip may hold one name twice
+                    if member.file_size > MAX_MODULE_BYTES:
+                        prepared.problems.append(f"{member.filename} is larger than {MAX_MODULE_BYTES >> 20} MiB: "
+                                                 "not graded")
+                    else:
+                        _copy_module(parts[-1], zf.read(member), prepared, member.filename)
+            _take_notebooks(notebooks, prepared)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
+        raise SubmissionError(f"{archive.name} could not be read as a zip file: {exc}") from None
+
+
+def cleanup(prepared: PreparedSubmission) -> None:
+    shutil.rmtree(prepared.modules_dir.parent, ignore_errors=True)

@@ -1,0 +1,85 @@
+"""Turning a test's exception into a grading category and a message a student should see."""
+
+from __future__ import annotations
+
+import traceback
+from enum import StrEnum
+from pathlib import Path
+
+from grader.harness.implementations import ImplementationImportError
+
+MAX_MESSAGE = 4000
+
+
+class Category(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"              # an assertion about the student's result
+    ERROR = "error"                # student code raised
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"            # the process died: exit, segfault, out of memory
+    NOT_ATTEMPTED = "not attempted"
+    SKIPPED = "skipped"
+
+
+def _chain(exc: BaseException):
+    """The exception, its causes and contexts, and the members of exception groups (hypothesis)."""
+    seen, todo = set(), [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo.extend([e.__cause__, e.__context__])
+        todo.extend(getattr(e, "exceptions", ()))
+
+
+def categorize(exc: BaseException) -> Category:
+    from grader.worker.remote import WorkerCrashed, WorkerTimeout
+
+    chain = list(_chain(exc))
+    if any(isinstance(e, WorkerTimeout) for e in chain):
+        return Category.TIMEOUT
+    if any(isinstance(e, WorkerCrashed) for e in chain):
+        return Category.CRASHED
+    if any(isinstance(e, NotImplementedError) for e in chain):
+        return Category.NOT_ATTEMPTED
+    if isinstance(exc, ImplementationImportError):
+        return Category.ERROR
+    if isinstance(exc, AssertionError) or type(exc).__name__ in ("Failed", "Exit"):
+        return Category.FAILED
+    return Category.ERROR
+
+
+def student_message(exc: BaseException, source: Path | None = None) -> str:
+    """What went wrong, in the student's terms: the assertion text, or the error and the student's line."""
+    category = categorize(exc)
+    if category is Category.NOT_ATTEMPTED:
+        stub = next(e for e in _chain(exc) if isinstance(e, NotImplementedError))
+        text = f"not attempted: {stub}" if str(stub) else "not attempted (NotImplementedError)"
+    elif category in (Category.FAILED, Category.TIMEOUT, Category.CRASHED) \
+            or isinstance(exc, ImplementationImportError):
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+        where = _student_frame(exc, source)
+        if where:
+            text += f"\n  raised at {where}"
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "\n... (message truncated)"
+
+
+def _student_frame(exc: BaseException, source: Path | None) -> str | None:
+    remote = next((e.student_frames for e in _chain(exc) if getattr(e, "student_frames", None)), None)
+    if remote:   # raised in a worker: where, as the worker reported it
+        last = remote[-1]
+        return f"{last.get('file')}:{last.get('line')} in {last.get('function')}: {last.get('code', '')}"
+    if source is None:
+        return None
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__)
+        if Path(f.filename).resolve().is_relative_to(source)
+    ]
+    if not frames:
+        return None
+    last = frames[-1]
+    return f"{Path(last.filename).name}:{last.lineno} in {last.name}: {(last.line or '').strip()}"

@@ -1,0 +1,334 @@
+"""shardlab's pytest plugin: the catalog's markers and device counts, the implementation under test,
+the timing policy, and a grading category for every test (written as JSON for the runner).
+
+The implementation is the student's module itself (plain pytest, `shardlab check`: a student's own
+laptop needs no sandbox) or, with --isolate (how `shardlab grade` runs), a stand-in whose functions
+run in a confined worker process (grader.worker.remote): then this process, the harness, never
+imports, calls or traces student code, and decides every verdict itself.
+
+Loaded by the root conftest.py, after the host devices are forced and before any test imports jax.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from grader.course import catalog, paths
+from grader.course.devices import DeviceCountError, verify_host_devices
+from grader.grading import timing_lock
+from grader.grading.events import EventStream
+from grader.harness.implementations import NotAttempted, load_module, resolve_source
+from grader.harness.outcomes import Category, categorize, student_message
+
+# The worker gives up this long before the grader stops the whole test, so a hung call is reported
+# as this test's timeout while the harness lives on.
+TIMEOUT_MARGIN = 2.0
+
+IMPL = pytest.StashKey[Path]()
+RECORDER = pytest.StashKey["Recorder"]()
+MODULES = pytest.StashKey[dict]()
+EVENTS = pytest.StashKey[EventStream]()
+META = pytest.StashKey[dict]()   # what the grader must know of a test before it runs
+ISOLATION = pytest.StashKey[object]()   # the worker's confinement level with --isolate, else None
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("shardlab")
+    # A student handout has no solutions/: there the student's exercises/ are what is under test.
+    group.addoption("--impl", default="reference" if paths.SOLUTIONS_DIR.is_dir() else "exercises",
+                    help="implementation under test: 'reference' (solutions/, the default in the course), "
+                         "'exercises' (the student's modules, the default in a handout) or the path of a "
+                         "submission folder")
+    group.addoption("--timing", default=os.environ.get("SHARDLAB_TIMING", "enforce"),
+                    choices=["enforce", "report", "skip"],
+                    help="speedup tests: enforce thresholds, report figures only, or skip (default: "
+                         "$SHARDLAB_TIMING or enforce)")
+    group.addoption("--slow", action="store_true", help="also run the tests marked slow")
+    group.addoption("--visible-only", action="store_true", help="leave out the hidden tests")
+    group.addoption("--shardlab-results", metavar="PATH", help="write every test's category as JSON")
+    group.addoption("--repeat", type=int, default=1, metavar="N",
+                    help="run every selected test N times, to show that a (timing) test does not flake")
+    group.addoption("--isolate", action="store_true",
+                    help="run the implementation in a confined worker process and only data crosses back "
+                         "(how grading runs)")
+    group.addoption("--isolation", default="auto",
+                    help="with --isolate: auto (the best this machine has), strict (refuse without a sandbox), "
+                         "bubblewrap, landlock or process")
+    group.addoption("--test-timeout", type=float, default=120.0, metavar="SECONDS",
+                    help="with --isolate: how long one test may wait for the worker")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "hidden: a hidden test, never shown to students before grading")
+    config.addinivalue_line("markers", "slow: a slow test, run with --slow")
+    config.addinivalue_line("markers", "points(weight): this test function's share of its exercise's points "
+                                       "(default 1), split equally among its parametrized cases")
+    for exercise in catalog.EXERCISES:
+        config.addinivalue_line("markers", f"{exercise.id}: tests of {exercise.title}")
+    try:
+        verify_host_devices()
+    except DeviceCountError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    try:
+        config.stash[IMPL] = resolve_source(config.getoption("--impl"))
+    except FileNotFoundError as exc:
+        raise pytest.UsageError(f"--impl: {exc}") from None
+    config.stash[EVENTS] = EventStream.from_environment()
+    config.stash[ISOLATION] = None
+    if config.getoption("--isolate"):
+        from grader.worker import confinement
+
+        try:
+            config.stash[ISOLATION] = confinement.choose_isolation(config.getoption("--isolation"))
+        except confinement.IsolationUnavailable as exc:
+            raise pytest.UsageError(str(exc)) from None
+        confinement.become_subreaper()   # a worker's daemon comes back here to be killed
+    config.stash[RECORDER] = Recorder(config.stash[EVENTS])
+    config.pluginmanager.register(config.stash[RECORDER], "shardlab-recorder")
+    config.stash[MODULES] = {}
+
+
+def exercise_of(path: Path) -> catalog.Exercise | None:
+    """Exercise tests live in a folder named by the exercise's id."""
+    try:
+        return catalog.get(path.parent.name)
+    except KeyError:
+        return None
+
+
+def pytest_collection_modifyitems(config, items):
+    run_slow = config.getoption("--slow")
+    visible_only = config.getoption("--visible-only")
+    kept, dropped = [], []
+    for item in items:
+        exercise = exercise_of(item.path)
+        if exercise is not None:
+            item.add_marker(exercise.id)
+        if item.get_closest_marker("slow") and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="slow test: run with --slow"))
+        (dropped if visible_only and item.get_closest_marker("hidden") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    # A test function's points(weight) is shared equally by its parametrized cases.
+    cases = Counter(_function_id(item) for item in items)
+    for item in items:
+        marker = item.get_closest_marker("points")
+        exercise = exercise_of(item.path)
+        item.stash[META] = {
+            "nodeid": item.nodeid, "exercise": exercise.id if exercise else None,
+            "hidden": item.get_closest_marker("hidden") is not None,
+            "slow": item.get_closest_marker("slow") is not None,
+            "weight": (float(marker.args[0]) if marker else 1.0) / cases[_function_id(item)],
+        }
+
+
+def _function_id(item) -> str:
+    return item.nodeid.split("[", 1)[0]
+
+
+def pytest_generate_tests(metafunc):
+    """`n_devices` takes every mesh size the catalog grades the exercise at; --repeat N runs N copies."""
+    if "n_devices" in metafunc.fixturenames:
+        exercise = exercise_of(Path(metafunc.definition.path))
+        counts = exercise.devices if exercise else (2, 4, 8)
+        metafunc.parametrize("n_devices", counts, ids=[f"{n}dev" for n in counts])
+    repeat = metafunc.config.getoption("--repeat")
+    if repeat > 1:
+        metafunc.fixturenames.append("_shardlab_repeat")
+        metafunc.parametrize("_shardlab_repeat", range(repeat), ids=[f"repeat{i}" for i in range(repeat)])
+
+
+@pytest.fixture
+def _shardlab_repeat(request):
+    return request.param
+
+
+@pytest.fixture
+def exercise(request) -> catalog.Exercise:
+    found = exercise_of(request.node.path)
+    if found is None:
+        raise LookupError(f"{request.node.path} is not in a folder named by a catalog exercise id")
+    return found
+
+
+@pytest.fixture
+def impl(request, exercise):
+    """The module under test for this test's exercise (or its import error): the module itself, or with
+    --isolate a stand-in served by a confined worker. Loaded once per session."""
+    modules = request.config.stash[MODULES]
+    if exercise.id not in modules:
+        events = request.config.stash[EVENTS]
+        events.send({"e": "import", "exercise": exercise.id})
+        try:
+            modules[exercise.id] = _load(request.config, exercise)
+        except Exception as exc:   # NotAttempted, ImplementationImportError: every test reports it
+            modules[exercise.id] = exc
+        events.send({"e": "imported", "exercise": exercise.id})
+    found = modules[exercise.id]
+    if isinstance(found, Exception):
+        raise found.with_traceback(None)   # else every test would add its frames to one traceback
+    return found
+
+
+def _load(config, exercise):
+    source = config.stash[IMPL]
+    level = config.stash[ISOLATION]
+    if level is None:
+        return load_module(exercise, source)
+    from grader.worker.remote import RemoteModule
+
+    path = source / exercise.module_file
+    if not path.is_file():
+        raise NotAttempted(f"{exercise.number}: {exercise.module_file} is missing from {source}")
+    return RemoteModule(path, isolation=level)
+
+
+def _remote_modules(config):
+    from grader.worker.remote import RemoteModule
+
+    return [m for m in config.stash.get(MODULES, {}).values() if isinstance(m, RemoteModule)]
+
+
+def pytest_unconfigure(config):
+    for module in _remote_modules(config):
+        module.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Speedup tests measure alone: other graders sharing the machine wait at their next test."""
+    with timing_lock.hold(exclusive="speedup" in item.fixturenames):
+        item.config.stash[EVENTS].send({"e": "running", "nodeid": item.nodeid})
+        # The worker's clock starts with the test's, after the lock: waiting for it is never charged.
+        deadline = time.monotonic() + item.config.getoption("--test-timeout") - TIMEOUT_MARGIN
+        for module in _remote_modules(item.config):
+            module.deadline = deadline
+        return (yield)
+
+
+@pytest.fixture
+def speedup(request):
+    """check(baseline, candidate, threshold=..., label=..., devices=...) under the session's policy
+    (report_only=True never fails); the figures go into the test's output and its recorded
+    properties whatever the outcome."""
+    from grader.checks.speedup import TimingPolicy, judge, measure_speedup
+
+    policy = TimingPolicy(request.config.getoption("--timing"))
+
+    def check(baseline, candidate, *, report_only: bool = False, **kwargs):
+        if policy is TimingPolicy.SKIP:
+            pytest.skip("timing checks are off (--timing=skip)")
+        result = measure_speedup(baseline, candidate, **kwargs)
+        applied = TimingPolicy.REPORT if report_only else policy
+        request.node.user_properties.append(("speedup", result.as_dict() | {"policy": applied.value}))
+        print(result.summary())
+        judge(result, applied)
+        return result
+
+    return check
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    exc = call.excinfo.value if call.excinfo else None
+    if report.skipped:
+        category, message = Category.SKIPPED, str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else ""
+    elif exc is not None and report.failed:
+        category = categorize(exc)
+        message = student_message(exc, item.config.stash[IMPL])
+        if category is Category.NOT_ATTEMPTED or call.when == "setup":
+            report.longrepr = message   # the stub's traceback teaches nothing
+    else:
+        category, message = Category.PASSED, ""
+    report.shardlab = {"category": category.value, "message": message}
+    return report
+
+
+_RANK = [Category.PASSED, Category.SKIPPED, Category.FAILED, Category.NOT_ATTEMPTED, Category.ERROR, Category.TIMEOUT,
+         Category.CRASHED]
+
+
+class Recorder:
+    """One entry per test, merged over its setup, call and teardown phases (the worst phase wins);
+    each finished entry is also sent to the grader's event stream, if there is one."""
+
+    def __init__(self, events: EventStream):
+        self.entries: dict[str, dict] = {}
+        self.events = events
+
+    def pytest_collection_finish(self, session):
+        self.events.send({"e": "collected", "tests": [item.stash[META] for item in session.items]})
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.events.send({"e": "start", "nodeid": nodeid})
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        if nodeid in self.entries:
+            self.events.send({"e": "result", **self.entries[nodeid]})
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        self.entries[item.nodeid] = {
+            **item.stash[META], "category": Category.PASSED.value, "message": "", "duration": 0.0,
+            "speedup": None, "output": "",
+        }
+
+    def pytest_runtest_logreport(self, report):
+        entry = self.entries.get(report.nodeid)
+        outcome = getattr(report, "shardlab", None)
+        if entry is None or outcome is None:
+            return
+        entry["duration"] += report.duration
+        if report.when == "call" and (report.capstdout or report.capstderr):
+            entry["output"] = _truncated(report.capstdout + report.capstderr, 2000)
+        for name, value in report.user_properties:
+            if name == "speedup":
+                entry["speedup"] = value
+        if _RANK.index(Category(outcome["category"])) > _RANK.index(Category(entry["category"])):
+            entry.update(outcome)
+
+
+def _truncated(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
+
+
+def pytest_sessionfinish(session):
+    target = session.config.getoption("--shardlab-results")
+    if not target:
+        return
+    level = session.config.stash[ISOLATION]
+    payload = {
+        "isolation": _isolation_report(level),
+        "implementation": str(session.config.stash[IMPL]),
+        "timing": session.config.getoption("--timing"),
+        "tests": list(session.config.stash[RECORDER].entries.values()),
+    }
+    Path(target).write_text(json.dumps(payload, indent=1))
+
+
+def _isolation_report(level) -> dict:
+    if level is None:
+        return {"level": "in-process", "detail": "the implementation ran inside the test process"}
+    from grader.worker import confinement
+
+    return confinement.describe(level)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    entries = config.stash[RECORDER].entries.values() if RECORDER in config.stash else []
+    figures = [e["speedup"] for e in entries if e.get("speedup")]
+    if figures:
+        terminalreporter.section("shardlab speedup figures")
+        for fig in figures:
+            terminalreporter.write_line(
+                f"{fig['label']}: {fig['speedup']:.2f}x (IQR {fig['spread'][0]:.2f}-{fig['spread'][1]:.2f}) "
+                f"threshold {fig['threshold']:.2f}x, {fig['repeats']} repeats, {fig['devices']} devices / "
+                f"{fig['cores']} cores [{fig['policy']}: {'met' if fig['met'] else 'NOT met'}]")

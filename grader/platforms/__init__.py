@@ -1,0 +1,1 @@
+"""Builders that package the course for a platform: handout, nbgrader, Gradescope."""

@@ -1,0 +1,145 @@
+"""The course packaged for nbgrader: a course folder with one notebook per exercise under source/, an
+nbgrader_config.py, and the feedback preprocessor that keeps hidden test code out of feedback.
+
+    shardlab nbgrader build COURSE_DIR [--group NAME=ex01,ex02] [--exercise ID] [--course-id ID]
+    cd COURSE_DIR && nbgrader generate_assignment ex04_sharded_layer   # then release, collect, autograde...
+
+By default each exercise is its own assignment, named by its id; a group puts several exercises'
+notebooks into one assignment.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool
+
+from grader.course import catalog
+from grader.platforms import notebooks
+
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+# What JAX, XLA, absl and gloo may print on stderr while a test cell runs: nbgrader would give such a
+# cell no points, so these outputs are dropped before grading (IgnorePattern drops a whole stderr output
+# when the pattern matches anywhere in it).
+NOISE_PATTERN = (r"(?m)^(?:[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\]"   # absl's C++ log lines
+                 r"|WARNING: All log messages before absl::InitializeLog"
+                 r"|(?:WARNING|INFO|ERROR):(?:absl|jax|jaxlib|xla)\b"                  # Python logging
+                 r"|.*\b(?:[Gg]loo|XLA|xla_bridge|jaxlib)\b)")
+
+CONFIG_TEMPLATE = '''"""nbgrader configuration of the {course_id} course, written by `shardlab nbgrader build`.
+
+Run nbgrader from this folder. Settings of your own go into nbgrader_config_local.py beside this file,
+which a rebuild leaves alone and which is read last.
+"""
+
+import os
+
+c = get_config()  # noqa: F821  (provided by nbgrader when it reads this file)
+here = os.path.dirname(os.path.abspath(__file__))
+
+c.CourseDirectory.course_id = {course_id!r}
+c.CourseDirectory.root = here
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(here, "gradebook.db")
+
+# A test cell runs real pytest on several meshes, and a speedup test times repeated runs: be generous.
+c.Execute.timeout = {timeout}
+c.Execute.interrupt_on_timeout = True
+
+# nbgrader's default stub, kept explicit: the student's function raises until it is written.
+c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
+
+# Warnings JAX, XLA, absl or gloo print on stderr are never a failure (nbgrader zeroes a test cell
+# that wrote to stderr).
+c.IgnorePattern.enabled = True
+c.IgnorePattern.pattern = {pattern!r}
+
+# Feedback shows a hidden test's name and messages, never its code.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "grader.platforms.nbgrader_course.HideHiddenTestCode",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
+
+load_subconfig("nbgrader_config_local.py", here)  # noqa: F821
+'''
+
+
+class HideHiddenTestCode(Preprocessor):
+    """Feedback preprocessor: a hidden test cell keeps its outputs (the test's name, its cases and their
+    messages for students) but its source becomes one comment naming the test. nbgrader's own feedback
+    shows the autograded notebook, where hidden tests are back in full."""
+
+    enabled = Bool(True).tag(config=True)   # nbconvert's preprocessors are off unless enabled
+
+    def preprocess_cell(self, cell, resources, index):
+        role, name = notebooks.role_of(cell)
+        if role == "hidden" or notebooks.HIDDEN_BEGIN in cell.get("source", ""):
+            cell.source = f"# hidden test: {name or 'unnamed'} (code not shown)"
+        return cell, resources
+
+
+def parse_groups(texts: list[str]) -> dict[str, list[catalog.Exercise]]:
+    """["lab1=ex01,ex02", ...] (the --group options) -> {"lab1": [ex01, ex02], ...}: exercises by id or number."""
+    groups = {}
+    for text in texts:
+        name, sep, members = text.partition("=")
+        if not sep or not _NAME.fullmatch(name) or not members.strip():
+            raise ValueError(f"a group is NAME=EXERCISE,EXERCISE,... with NAME of letters, digits, - and _: {text!r}")
+        if name in groups:
+            raise ValueError(f"the group {name} is given twice")
+        groups[name] = [catalog.get(member.strip()) for member in members.split(",") if member.strip()]
+    return groups
+
+
+def assignments(exercises: list[catalog.Exercise], groups: dict[str, list[catalog.Exercise]]
+                ) -> dict[str, list[catalog.Exercise]]:
+    """Assignment name -> its exercises, in catalog order: each group, and every other exercise alone."""
+    grouped = [e for members in groups.values() for e in members]
+    if len(grouped) != len(set(grouped)):
+        raise ValueError("an exercise is in more than one group")
+    order = {e.id: i for i, e in enumerate(catalog.EXERCISES)}
+    result = {name: sorted(members, key=lambda e: order[e.id]) for name, members in groups.items()}
+    for exercise in exercises:
+        if exercise not in grouped:
+            if exercise.id in result:
+                raise ValueError(f"the group name {exercise.id} is also an exercise's own assignment")
+            result[exercise.id] = [exercise]
+    return dict(sorted(result.items(), key=lambda item: order[item[1][0].id]))
+
+
+def nbgrader_config(course_id: str, *, timeout: int = 600) -> str:
+    if not _NAME.fullmatch(course_id):
+        raise ValueError(f"a course id is letters, digits, - and _: {course_id!r}")
+    return CONFIG_TEMPLATE.format(course_id=course_id, timeout=timeout, pattern=NOISE_PATTERN)
+
+
+def build_course(course_dir: str | Path, *, groups: dict[str, list[catalog.Exercise]] | None = None,
+                 exercises: list[str] | None = None, course_id: str = "shardlab",
+                 tests: list[dict] | None = None) -> list[Path]:
+    """Write source/<assignment>/<exercise id>.ipynb for every exercise (or those named) and
+    nbgrader_config.py into `course_dir`; returns the files written. `tests` is collect_tests()'s
+    metadata, collected here when not given."""
+    config = nbgrader_config(course_id)   # a bad course id fails before anything is written
+    chosen = [catalog.get(name) for name in exercises] if exercises else list(catalog.EXERCISES)
+    groups = groups or {}
+    chosen += [e for members in groups.values() for e in members if e not in chosen]
+    plan = assignments(chosen, groups)
+    if tests is None:
+        from grader.harness.collection import collect_tests
+
+        tests = collect_tests(chosen)
+    root = Path(course_dir)
+    written = []
+    for assignment, members in plan.items():
+        folder = root / "source" / assignment
+        folder.mkdir(parents=True, exist_ok=True)
+        for exercise in members:
+            path = folder / f"{exercise.id}.ipynb"
+            nbformat.write(notebooks.exercise_notebook(exercise, tests), path)
+            written.append(path)
+    (root / "nbgrader_config.py").write_text(config)
+    return written + [root / "nbgrader_config.py"]

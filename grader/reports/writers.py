@@ -1,0 +1,385 @@
+"""What an instructor gets from a grading: shardlab's own JSON, Gradescope's results.json, JUnit XML for CI
+and a terminal summary.
+
+Reports present the scores grader.grading.results computed; they never score anything themselves. Text that may
+come from student code (messages, names) goes through `printable` first: ANSI colours and characters that
+XML 1.0 forbids would otherwise garble a report or make it unreadable by its consumer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from grader.grading.results import ExerciseResult, GradingResults, TestResult
+from grader.harness.outcomes import Category
+
+# Gradescope's visibility values (gradescope-autograders.readthedocs.io/en/latest/specs/).
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+_SHOWN_WHEN = {"hidden": "to instructors only", "after_due_date": "after the due date",
+               "after_published": "when grades are published"}
+
+REPORT_FILES = {"report": "report.json", "gradescope": "results.json", "junit": "junit.xml"}
+
+# The table's count columns, in the order a student meets them.
+COUNTED = (Category.PASSED, Category.FAILED, Category.ERROR, Category.TIMEOUT, Category.CRASHED,
+           Category.NOT_ATTEMPTED, Category.SKIPPED)
+
+
+# -- text ------------------------------------------------------------------------------------------
+
+# CSI sequences (colours, cursor moves), OSC sequences (titles, links), and the other two-byte escapes.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-_])")
+# Everything XML 1.0 does not allow (https://www.w3.org/TR/xml/#charsets): C0 controls but tab, newline
+# and carriage return, lone surrogates, U+FFFE and U+FFFF.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def printable(text: str) -> str:
+    """`text` without ANSI escape sequences, and with every other character XML cannot hold written
+    out as `\\xNN` / `\\uNNNN`, so that the student still sees that something was there."""
+    text = _ANSI.sub("", text)
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
+def points(value: float) -> str:
+    """6.666666 -> "6.67", 20.0 -> "20"."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def speedup_figures(fig: dict[str, Any]) -> str:
+    """One line with a speedup test's measured figures (the dict of SpeedupResult.as_dict, from JSON)."""
+    low, high = fig["spread"]
+    calibration = f", calibration kernel {fig['calibration']:.2f}x" if fig.get("calibration") is not None else ""
+    policy = f", {fig['policy']}" if fig.get("policy") else ""
+    return (f"{fig['label']}: speedup {fig['speedup']:.2f}x (IQR {low:.2f}-{high:.2f}), threshold "
+            f"{fig['threshold']:.2f}x {'met' if fig['met'] else 'NOT met'}{policy}; "
+            f"{fig['baseline_s'] * 1e3:.2f} ms -> {fig['candidate_s'] * 1e3:.2f} ms over {fig['repeats']} "
+            f"interleaved repeats; {fig['devices']} devices on {fig['cores']} cores ({fig['platform']}){calibration}")
+
+
+def verdict(test: TestResult) -> str:
+    """The category and the student's message: "timeout: ...". Messages of stubs already start with
+    their category ("not attempted: ex04: ..."), which is not repeated."""
+    message = printable(test.message).strip()
+    if not message:
+        return str(test.category)
+    already_named = message.startswith((f"{test.category}:", f"{test.category} ("))
+    return message if already_named else f"{test.category}: {message}"
+
+
+def feedback(test: TestResult) -> str:
+    """What a student reads about one test: its verdict and, for a speedup test, the measured figures."""
+    lines = [verdict(test)]
+    if test.speedup:
+        lines.append(printable(speedup_figures(test.speedup)))
+    return "\n".join(lines)
+
+
+def file_stem(test: TestResult) -> str:
+    """"tests/exercises/ex04_sharded_layer/test_hidden.py::test_x[4dev]" -> "test_hidden"."""
+    path = test.nodeid.split("::", 1)[0] if "::" in test.nodeid else ""
+    return Path(path).stem
+
+
+def exercise_number(exercise_id: str, position: int) -> int:
+    """"ex04_sharded_layer" -> 4; an id without a number takes its position among the exercises."""
+    found = re.match(r"ex(\d+)", exercise_id)
+    return int(found[1]) if found else position
+
+
+def category_counts(exercise: ExerciseResult) -> dict[Category, int]:
+    return {category: exercise.count(category) for category in COUNTED}
+
+
+# -- atomic writes ---------------------------------------------------------------------------------
+
+def _write_atomically(path: str | Path, text: str) -> Path:
+    """Write beside the target, then os.replace: an interrupted write never leaves half a report."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, 0o644)   # mkstemp makes 0600; reports are for others to read (CI, graders)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _json_text(data: dict[str, Any]) -> str:
+    # ensure_ascii (the default) keeps the file valid UTF-8 whatever the student printed, lone surrogates included.
+    return json.dumps(data, indent=2) + "\n"
+
+
+# -- shardlab's full result --------------------------------------------------------------------------
+
+def write_report_json(results: GradingResults, path: str | Path) -> Path:
+    """Everything grading found, as GradingResults.to_dict() (GradingResults.from_dict reads it back)."""
+    return _write_atomically(path, _json_text(results.to_dict()))
+
+
+# -- Gradescope ----------------------------------------------------------------------------------------
+
+_UNITS = 10_000   # Gradescope scores are written to 4 decimals
+
+
+def _total_units(results: GradingResults) -> int:
+    return round(results.score * _UNITS)
+
+
+def _apportion(values: list[float], total_units: int) -> list[int]:
+    """Each value in whole units, rounded so that they add up to total_units (largest remainder)."""
+    exact = [value * _UNITS for value in values]
+    units = [math.floor(x) for x in exact]
+    by_remainder = sorted(range(len(units)), key=lambda i: exact[i] - units[i], reverse=True)
+    for i in by_remainder[:max(total_units - sum(units), 0)]:
+        units[i] += 1
+    return units
+
+
+def rounded_points(results: GradingResults) -> list[tuple[float, float]]:
+    """(score, max_score) of every test to 4 decimals, such that the scores add up to the rounded total
+    exactly and a test with full marks keeps score == max_score (Gradescope marks it passed by that).
+    Rounding each on its own would not do: three tests of 20/3 points each add up to 20.0001."""
+    tests = results.tests()
+    score_units = _apportion([t.score for t in tests], _total_units(results))
+    lost = [t.max_score - t.score for t in tests]
+    lost_units = round(sum(t.max_score for t in tests) * _UNITS) - sum(score_units)
+    partial = [i for i, value in enumerate(lost) if value > 0]
+    lost_rounded = dict(zip(partial, _apportion([lost[i] for i in partial], lost_units), strict=True))
+    return [(score_units[i] / _UNITS, (score_units[i] + lost_rounded.get(i, 0)) / _UNITS) for i in range(len(tests))]
+
+
+def _gradescope_test(exercise: ExerciseResult, number: str, test: TestResult, score: float, max_score: float,
+                     hidden_visibility: str) -> dict[str, Any]:
+    extra: dict[str, Any] = {"nodeid": test.nodeid, "category": str(test.category), "duration": test.duration}
+    if test.speedup:
+        extra["speedup"] = test.speedup
+    return {
+        "score": score,
+        "max_score": max_score,
+        "status": "passed" if test.passed else "failed",
+        "name": printable(f"{exercise.id}: {test.name}"),
+        "name_format": "text",
+        "number": number,
+        # "text": messages draw shardings with <, >, | and spaces, which html or md would mangle.
+        "output": feedback(test),
+        "output_format": "text",
+        "tags": [exercise.id, str(test.category)] + (["hidden"] if test.hidden else []),
+        "visibility": hidden_visibility if test.hidden else "visible",
+        "extra_data": extra,
+    }
+
+
+def _exercise_line(exercise: ExerciseResult, reveal_hidden: bool, hidden_visibility: str) -> str:
+    hidden = [t for t in exercise.tests if t.hidden]
+    head = f"{exercise.id} ({exercise.title})"
+    if reveal_hidden or not hidden:
+        counts = ", ".join(f"{n} {category}" for category, n in category_counts(exercise).items() if n)
+        line = f"{head}: {points(exercise.score)}/{points(exercise.max_score)} points ({counts or 'no tests'})"
+    else:
+        # Per-exercise points would tell how the hidden tests went before Gradescope shows them.
+        visible = [t for t in exercise.tests if not t.hidden]
+        passed = sum(t.passed for t in visible)
+        line = (f"{head}: {passed} of {len(visible)} visible tests passed; {len(hidden)} hidden tests, "
+                f"shown {_SHOWN_WHEN[hidden_visibility]}")
+    return line + (f" [{printable(exercise.note)}]" if exercise.note else "")
+
+
+def gradescope_output(results: GradingResults, hidden_visibility: str = "after_due_date") -> str:
+    """The top-level text: the score of every exercise (or, while hidden tests are not shown, how the
+    visible ones went), then whatever was wrong with the submission as a whole."""
+    reveal = hidden_visibility == "visible"
+    lines = [f"shardlab: {points(results.score)}/{points(results.max_score)} points"] if reveal else ["shardlab"]
+    if results.visible_only:
+        lines.append("Only the visible tests were run.")
+    lines += [_exercise_line(exercise, reveal, hidden_visibility) for exercise in results.exercises.values()]
+    if results.problems:
+        lines += ["", "Problems with the submission:"] + [f"- {printable(problem)}" for problem in results.problems]
+    return "\n".join(lines)
+
+
+def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_due_date") -> dict[str, Any]:
+    """Gradescope's results.json: one test per shardlab test, hidden ones shown per `hidden_visibility`.
+
+    Not "hidden" by default: Gradescope expects hidden tests to carry no points, and ours carry most."""
+    if hidden_visibility not in VISIBILITIES:
+        raise ValueError(f"hidden_visibility must be one of {', '.join(VISIBILITIES)}, not {hidden_visibility!r}")
+    rounded = iter(rounded_points(results))
+    tests = []
+    for position, exercise in enumerate(results.exercises.values(), start=1):
+        major = exercise_number(exercise.id, position)
+        for minor, test in enumerate(exercise.tests, start=1):
+            score, max_score = next(rounded)
+            tests.append(_gradescope_test(exercise, f"{major}.{minor}", test, score, max_score, hidden_visibility))
+    return {
+        "score": _total_units(results) / _UNITS,
+        "execution_time": round(results.duration),
+        "output": gradescope_output(results, hidden_visibility),
+        "output_format": "text",
+        "visibility": "visible",
+        # The grader's stdout can name hidden tests and show student prints: instructors only.
+        "stdout_visibility": "hidden",
+        "extra_data": {"submission": results.submission, "max_score": results.max_score,
+                       "visible_only": results.visible_only, "environment": results.environment},
+        "tests": tests,
+    }
+
+
+def write_gradescope_json(results: GradingResults, path: str | Path, *,
+                          hidden_visibility: str = "after_due_date") -> Path:
+    return _write_atomically(path, _json_text(gradescope_dict(results, hidden_visibility=hidden_visibility)))
+
+
+# -- JUnit XML -------------------------------------------------------------------------------------
+
+# How each category reads in JUnit: the element under <testcase>, or None for a pass.
+_JUNIT_ELEMENT = {
+    Category.PASSED: None,
+    Category.FAILED: "failure", Category.TIMEOUT: "failure",
+    Category.ERROR: "error", Category.CRASHED: "error",
+    Category.NOT_ATTEMPTED: "skipped", Category.SKIPPED: "skipped",
+}
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def _properties(parent: ET.Element, values: dict[str, Any]) -> None:
+    element = ET.SubElement(parent, "properties")
+    for name, value in values.items():
+        value = round(value, 4) if isinstance(value, float) else value
+        ET.SubElement(element, "property", name=name, value=printable(str(value)))
+
+
+def _junit_case(exercise: ExerciseResult, test: TestResult) -> ET.Element:
+    case = ET.Element("testcase", classname=f"{exercise.id}.{file_stem(test)}".rstrip("."),
+                      name=printable(test.name), time=_seconds(test.duration))
+    values: dict[str, Any] = {"score": test.score, "max_score": test.max_score, "category": test.category,
+                              "hidden": str(test.hidden).lower()}
+    if test.speedup:
+        values["speedup"] = speedup_figures(test.speedup)
+    _properties(case, values)
+    tag = _JUNIT_ELEMENT[Category(test.category)]
+    if tag is not None:
+        outcome = ET.SubElement(case, tag, message=verdict(test).splitlines()[0], type=str(test.category))
+        outcome.text = feedback(test)
+    return case
+
+
+def _junit_counts(tests: list[TestResult]) -> dict[str, str]:
+    tags = [_JUNIT_ELEMENT[Category(t.category)] for t in tests]
+    return {"tests": str(len(tests)), "failures": str(tags.count("failure")), "errors": str(tags.count("error")),
+            "skipped": str(tags.count("skipped")), "time": _seconds(sum(t.duration for t in tests))}
+
+
+def _junit_suite(exercise: ExerciseResult) -> ET.Element:
+    suite = ET.Element("testsuite", name=exercise.id, **_junit_counts(exercise.tests))
+    values: dict[str, Any] = {"title": exercise.title, "score": exercise.score, "max_score": exercise.max_score}
+    if exercise.note:
+        values["note"] = exercise.note
+    _properties(suite, values)
+    suite.extend(_junit_case(exercise, test) for test in exercise.tests)
+    return suite
+
+
+def junit_xml(results: GradingResults) -> str:
+    """One <testsuite> per exercise, one <testcase> per test; failed and timeout are failures, error and
+    crashed are errors, not attempted and skipped are skipped."""
+    root = ET.Element("testsuites", name=printable(f"shardlab: {results.submission}"),
+                      **_junit_counts(results.tests()))
+    root.extend(_junit_suite(exercise) for exercise in results.exercises.values())
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit_xml(results: GradingResults, path: str | Path) -> Path:
+    return _write_atomically(path, junit_xml(results))
+
+
+# -- terminal summary --------------------------------------------------------------------------------
+
+def _score_style(score: float, max_score: float) -> str:
+    if max_score and math.isclose(score, max_score):
+        return "green"
+    return "red" if score == 0 else "yellow"
+
+
+def _exercise_cell(exercise: ExerciseResult) -> Text:
+    """The id, and below it the title and any note: ids are never cut, titles wrap."""
+    cell = Text(exercise.id, style="bold")
+    cell.append(f"\n{exercise.title}", style="default")
+    if exercise.note:
+        cell.append(f"\n{printable(exercise.note)}", style="dim")
+    return cell
+
+
+SHORT_HEADERS = {Category.PASSED: "pass", Category.FAILED: "fail", Category.ERROR: "error",
+                 Category.TIMEOUT: "t/o", Category.CRASHED: "crash", Category.NOT_ATTEMPTED: "todo",
+                 Category.SKIPPED: "skip"}
+
+
+def summary_table(results: GradingResults) -> Table:
+    """One row per exercise (score and the count of each category), then a total row. Categories no
+    test fell into are left out, so that the table fits an 80-column terminal."""
+    counts = {ex_id: category_counts(ex) for ex_id, ex in results.exercises.items()}
+    totals = {c: sum(per[c] for per in counts.values()) for c in COUNTED}
+    shown = [c for c in COUNTED if c is Category.PASSED or totals[c]]
+    # Text, not str, for anything that is not ours: rich would read a str as markup.
+    table = Table(title=Text(f"shardlab: {printable(results.submission)}"), title_justify="left")
+    # Ids are never cut; titles and notes wrap, so the table fits an 80-column terminal.
+    table.add_column("Exercise", min_width=max(len(ex_id) for ex_id in results.exercises) if results.exercises else 8)
+    table.add_column("Score", justify="right", no_wrap=True)
+    for category in shown:
+        table.add_column(SHORT_HEADERS[category], justify="right", no_wrap=True)
+    for ex_id, exercise in results.exercises.items():
+        score = Text(f"{points(exercise.score)}/{points(exercise.max_score)}",
+                     style=_score_style(exercise.score, exercise.max_score))
+        table.add_row(_exercise_cell(exercise), score, *(str(counts[ex_id][c]) for c in shown))
+    table.add_section()
+    table.add_row(Text("Total", style="bold"), Text(f"{points(results.score)}/{points(results.max_score)}",
+                  style="bold"), *(str(totals[c]) for c in shown))
+    return table
+
+
+def print_summary(results: GradingResults, console: Console | None = None) -> None:
+    """The summary table, then what was wrong with the submission as a whole."""
+    console = console or Console()
+    console.print(summary_table(results))
+    if results.visible_only:
+        console.print(Text("Only the visible tests were run.", style="dim"))
+    if results.problems:
+        console.print(Text("Problems with the submission:", style="bold red"))
+        for problem in results.problems:
+            console.print(Text(f"  - {printable(problem)}"))
+
+
+# -- all of them ---------------------------------------------------------------------------------------
+
+def write_all(results: GradingResults, out_dir: str | Path, *,
+              hidden_visibility: str = "after_due_date") -> dict[str, Path]:
+    """report.json, results.json (Gradescope) and junit.xml in out_dir, created if missing."""
+    out_dir = Path(out_dir)
+    return {
+        "report": write_report_json(results, out_dir / REPORT_FILES["report"]),
+        "gradescope": write_gradescope_json(results, out_dir / REPORT_FILES["gradescope"],
+                                            hidden_visibility=hidden_visibility),
+        "junit": write_junit_xml(results, out_dir / REPORT_FILES["junit"]),
+    }

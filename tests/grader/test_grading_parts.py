@@ -1,0 +1,72 @@
+"""The small parts of grading: the harness's event stream and the timing lock."""
+
+import os
+import threading
+import time
+
+from grader.grading import events, timing_lock
+
+
+def test_events_travel_as_json_lines_and_the_variable_is_removed(monkeypatch):
+    read, write = os.pipe()
+    monkeypatch.setenv(events.EVENTS_FD, str(write))
+    stream = events.EventStream.from_environment()
+    assert stream.active and events.EVENTS_FD not in os.environ
+
+    def send_both():
+        stream.send({"e": "result", "nodeid": "a", "category": "passed"})
+        stream.send({"e": "start", "nodeid": "b" * 100_000})   # longer than a pipe takes at once
+        os.close(write)
+
+    sender = threading.Thread(target=send_both)
+    sender.start()
+    raw = b""
+    while chunk := os.read(read, 1 << 16):
+        raw += chunk
+    os.close(read)
+    sender.join(5)
+    assert events.parse(raw) == [{"e": "result", "nodeid": "a", "category": "passed"},
+                                 {"e": "start", "nodeid": "b" * 100_000}]
+
+
+def test_a_plain_run_has_no_stream(monkeypatch):
+    monkeypatch.delenv(events.EVENTS_FD, raising=False)
+    stream = events.EventStream.from_environment()
+    assert not stream.active
+    stream.send({"e": "start"})   # does nothing, raises nothing
+
+
+def test_a_measurement_waits_for_running_tests_and_blocks_new_ones(monkeypatch, tmp_path):
+    monkeypatch.setenv(timing_lock.LOCK_DIR, str(tmp_path))
+    log, measuring = [], threading.Event()
+
+    def ordinary(name, hold_for):
+        with timing_lock.hold(exclusive=False):
+            log.append(f"{name} start")
+            time.sleep(hold_for)
+            log.append(f"{name} end")
+
+    def measurement():
+        with timing_lock.hold(exclusive=True):
+            measuring.set()
+            log.append("measure start")
+            time.sleep(0.2)
+            log.append("measure end")
+
+    first = threading.Thread(target=ordinary, args=("first", 0.3))
+    first.start()
+    time.sleep(0.05)
+    timer = threading.Thread(target=measurement)
+    timer.start()
+    time.sleep(0.05)
+    second = threading.Thread(target=ordinary, args=("second", 0.0))
+    second.start()
+    for thread in (first, timer, second):
+        thread.join(5)
+    assert log == ["first start", "first end", "measure start", "measure end", "second start", "second end"]
+
+
+def test_without_the_variable_nothing_is_locked(monkeypatch):
+    monkeypatch.delenv(timing_lock.LOCK_DIR, raising=False)
+    with timing_lock.hold(exclusive=True), timing_lock.hold(exclusive=True):
+        pass

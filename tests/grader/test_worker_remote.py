@@ -1,0 +1,147 @@
+"""The harness's stand-in for a student module, against a real confined worker: both routes of a call,
+functions crossing as references, and what a crash, a hang, an exception or printing cost."""
+
+import textwrap
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from grader.checks import collectives_in, test_mesh
+from grader.worker import confinement
+from grader.worker.remote import RemoteModule, WorkerCrashed, WorkerTimeout
+
+MODULE = textwrap.dedent('''
+    import os, time
+    import jax, jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    def add_one(x):
+        print("adding one")
+        return x + 1
+
+    def total(x, mesh):
+        return jax.shard_map(lambda b: jax.lax.psum(b.sum(0), "d"), mesh=mesh, in_specs=P("d"), out_specs=P())(x)
+
+    def with_types(x):
+        return x * 2, {"type": str(jax.typeof(x))}
+
+    def per_device(f, mesh):
+        """A higher-order function: runs the tests' f on each block, one result row per device."""
+        def body(block):
+            return f(block)[None]
+        return jax.shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+
+    def strict(n):
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        return n
+
+    def sleep(seconds):
+        time.sleep(seconds)
+
+    def die():
+        os._exit(5)
+
+    def returns_an_object():
+        return object()
+''')
+
+
+@pytest.fixture
+def module(tmp_path):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "student.py").write_text(MODULE)
+    remote = RemoteModule(folder / "student.py", isolation=confinement.choose_isolation("auto"), scratch=tmp_path)
+    remote.deadline = time.monotonic() + 60
+    yield remote
+    remote.close()
+
+
+def mesh4():
+    return test_mesh((4,), ("d",), "explicit")
+
+
+def test_a_direct_call_returns_data_and_relays_printing(module, capsys):
+    x = jax.device_put(np.arange(8, dtype=np.float32), NamedSharding(mesh4(), P("d")))
+    out = module.add_one(x)
+    assert out.sharding.is_equivalent_to(x.sharding, 1)
+    np.testing.assert_array_equal(np.asarray(out), np.arange(8) + 1)
+    assert "adding one" in capsys.readouterr().out
+
+
+def test_a_traced_call_is_compiled_by_the_harness(module):
+    mesh = mesh4()
+    x = jax.device_put(np.ones((8, 3), np.float32), NamedSharding(mesh, P("d")))
+    program = jax.jit(lambda v: module.total(v, mesh))
+    np.testing.assert_array_equal(np.asarray(program(x)), np.full(3, 8.0))
+    assert collectives_in(program.lower(x).compile())["all-reduce"] == 1
+
+
+def test_data_produced_while_tracing_comes_back(module):
+    mesh = mesh4()
+    x = jax.device_put(np.ones(8, np.float32), NamedSharding(mesh, P("d")))
+    seen = {}
+
+    def traced(v):
+        doubled, info = module.with_types(v)
+        seen.update(info)
+        return doubled
+
+    doubled = jax.jit(traced)(x)
+    assert seen == {"type": "float32[8@d]"}
+    np.testing.assert_array_equal(np.asarray(doubled), np.full(8, 2.0))
+
+
+def test_functions_cross_as_references_both_ways(module):
+    mesh = mesh4()
+    x = jax.device_put(np.arange(24, dtype=np.float32).reshape(8, 3), NamedSharding(mesh, P("d")))
+    runner = module.per_device(lambda block: jnp.sum(block, axis=0), mesh)   # the tests' function
+    expected = np.arange(24, dtype=np.float32).reshape(4, 2, 3).sum(axis=1)
+    np.testing.assert_array_equal(np.asarray(runner(x)), expected)              # called directly
+    np.testing.assert_array_equal(np.asarray(jax.jit(runner)(x)), expected)     # traced
+
+
+def test_exceptions_keep_their_kind_and_the_students_line(module):
+    with pytest.raises(ValueError, match="n must be >= 0") as raised:
+        module.strict(-1)
+    assert raised.value.student_frames[-1]["function"] == "strict"
+    assert module.strict(3) == 3   # the worker lives on
+    with pytest.raises(TypeError, match="cannot be sent"):
+        module.returns_an_object()
+    with pytest.raises(AttributeError):
+        module.not_there()
+
+
+def test_a_hang_costs_the_call_and_the_next_call_gets_a_fresh_worker(module):
+    module.deadline = time.monotonic() + 8
+    started = time.monotonic()
+    with pytest.raises(WorkerTimeout):
+        module.sleep(600)
+    assert time.monotonic() - started < 15
+    module.deadline = time.monotonic() + 60
+    assert module.strict(1) == 1
+
+
+def test_a_crash_costs_the_call(module):
+    with pytest.raises(WorkerCrashed, match="exited with status 5"):
+        module.die()
+    assert module.strict(2) == 2
+
+
+def test_a_module_that_fails_to_import_fails_every_call_alike(tmp_path):
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / "broken.py").write_text("raise RuntimeError('no')\n")
+    remote = RemoteModule(tmp_path / "submission" / "broken.py", isolation=confinement.choose_isolation("auto"),
+                          scratch=tmp_path)
+    remote.deadline = time.monotonic() + 60
+    from grader.harness.implementations import ImplementationImportError
+
+    for _ in range(2):
+        with pytest.raises(ImplementationImportError, match="RuntimeError while being imported: no"):
+            remote.anything()
+    remote.close()
