@@ -1,5 +1,5 @@
-"""Grading one submission: each exercise in a fresh harness process (pytest with --isolate), whose
-tests reach the student's module through a confined worker, so that a crash or a hang costs only
+"""Grading one submission: a harness process (pytest with --isolate) runs every chosen exercise's tests,
+which reach the student's modules through confined workers, so that a crash or a hang costs only
 the test it happened in (the harness or the worker is started again for the rest).
 
     grade_submission("alice.zip", out="graded/alice")
@@ -14,6 +14,7 @@ import dataclasses
 import platform
 import tempfile
 import time
+from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
@@ -43,67 +44,63 @@ def environment(timing: str, limits: process.Limits, isolation: dict) -> dict:
             "isolation": isolation}
 
 
-class _ExerciseRun:
-    """The tests of one exercise, run until each has an outcome."""
+class _Run:
+    """The tests of the chosen exercises, in harness processes started again until each test has an
+    outcome: a harness that dies (a student's compiled program crashed it) or hangs costs one test."""
 
-    def __init__(self, exercise: catalog.Exercise, tests: list[dict] | None, prepared: PreparedSubmission,
-                 workdir: Path, options: dict):
-        """`tests` None: learn them from the first child's collection."""
-        self.exercise, self.prepared, self.workdir, self.options = exercise, prepared, workdir, options
-        self.meta = None if tests is None else {t["nodeid"]: t for t in tests}
+    def __init__(self, exercises: list[catalog.Exercise], prepared: PreparedSubmission, workdir: Path,
+                 options: dict):
+        self.exercises, self.prepared, self.workdir, self.options = exercises, prepared, workdir, options
+        self.meta: dict[str, dict] | None = None   # learned from the first harness's collection
         self.done: dict[str, dict] = {}
         self.output = ""
+        self.timeouts: Counter = Counter()         # per exercise
 
     def finish(self, nodeid: str, category: Category, message: str) -> None:
         self.done[nodeid] = self.meta[nodeid] | {"category": category.value, "message": message}
 
-    def finish_all(self, category: Category, message: str) -> None:
-        for nodeid in self.meta:
-            if nodeid not in self.done:
+    def finish_all(self, category: Category, message: str, exercise: str | None = None) -> None:
+        for nodeid, test in self.meta.items():
+            if nodeid not in self.done and exercise in (None, test["exercise"]):
                 self.finish(nodeid, category, message)
 
     def run(self, deadline: float) -> None:
-        timeouts = 0
         while self.meta is None or len(self.done) < len(self.meta):
             if time.monotonic() > deadline:
                 if self.meta is None:   # listing the tests is the grader's work, not the submission's time
-                    tests = collect_tests([self.exercise], visible_only=self.options["visible_only"])
+                    tests = collect_tests(self.exercises, visible_only=self.options["visible_only"])
                     self.meta = {t["nodeid"]: t for t in tests}
                 self.finish_all(Category.TIMEOUT, "not run: the submission's time limit was reached")
                 return
             outcome = process.run_pytest_child(
-                targets=[str(self.exercise.tests_dir())], modules_dir=self.prepared.modules_dir,
+                targets=[str(e.tests_dir()) for e in self.exercises], modules_dir=self.prepared.modules_dir,
                 workdir=self.workdir, deselect=sorted(self.done), deadline=deadline, **self.options)
             self.output += outcome.output
             if self.meta is None:   # collection runs no student code: without it, grading itself failed
                 if outcome.collected is None:
-                    raise GradingError(f"the tests of {self.exercise.id} could not be collected:\n"
-                                       + outcome.output[-3000:])
+                    raise GradingError("the tests could not be collected:\n" + outcome.output[-3000:])
                 self.meta = {t["nodeid"]: t for t in outcome.collected}
             self.done |= {k: v for k, v in outcome.results.items() if k in self.meta}
             if outcome.running in self.meta:
+                exercise = self.meta[outcome.running]["exercise"]
                 if outcome.stopped == "test timeout":
-                    timeouts += 1
+                    self.timeouts[exercise] += 1
                     self.finish(outcome.running, Category.TIMEOUT,
                                 f"timeout: the test ran longer than {self.options['limits'].test_timeout:.0f} s "
                                 "(an endless loop, or far too much work?)")
-                    if timeouts >= MAX_TIMEOUTS_PER_EXERCISE:
-                        self.finish_all(Category.TIMEOUT, "not run: earlier tests of this exercise timed out")
-                        return
+                    if self.timeouts[exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
+                        self.finish_all(Category.TIMEOUT, "not run: earlier tests of this exercise timed out",
+                                        exercise)
                 elif outcome.stopped == "deadline":
                     self.finish_all(Category.TIMEOUT, "not run: the submission's time limit was reached")
                     return
-                elif outcome.importing:
-                    self.finish_all(Category.CRASHED, f"crashed: the process ended while importing "
-                                    f"{self.exercise.module_file} ({describe_death(outcome.returncode)})")
-                    return
                 else:
-                    self.finish(outcome.running, Category.CRASHED, f"crashed: {describe_death(outcome.returncode)} "
-                                "during this test")
+                    self.finish(outcome.running, Category.CRASHED,
+                                f"crashed: {describe_death(outcome.returncode)} during this test")
             elif len(self.done) < len(self.meta):
-                # The child ended between tests or before running any: nothing to blame on one test.
-                self.finish_all(Category.CRASHED, f"crashed: {describe_death(outcome.returncode)} before this test ran"
-                                + _tail(outcome.output))
+                # The harness ended between tests or before running any: nothing to blame on one test.
+                self.finish_all(Category.CRASHED, f"crashed: {describe_death(outcome.returncode)} before this "
+                                "test ran" + _tail(outcome.output))
                 return
 
 
@@ -131,29 +128,24 @@ def grade_submission(submission: str | Path, *, visible_only: bool = False, timi
         workdir = Path(tmp)
         prepared = prepare_submission(submission, workdir)
         try:
-            # Tests of exercises the submission lacks are only collected, to be listed as not attempted.
-            missing = [e for e in chosen if e.id not in prepared.found]
-            collected = collect_tests(missing, visible_only=visible_only) if missing else []
-            results, outputs = {}, []
+            # One harness for every chosen exercise: it runs no student code, so it need not be one per
+            # exercise; a missing module's tests end at once as not attempted.
+            run = _Run(chosen, prepared, workdir, options)
+            run.run(deadline)
+            results = {}
             for exercise in chosen:
-                if exercise in missing:
-                    run = _ExerciseRun(exercise, [t for t in collected if t["exercise"] == exercise.id], prepared,
-                                       workdir, options)
-                    note = f"{exercise.module_file} is not in the submission: not attempted"
-                    run.finish_all(Category.NOT_ATTEMPTED, f"not attempted: {note}")
-                else:
-                    run = _ExerciseRun(exercise, None, prepared, workdir, options)
-                    run.run(deadline)
-                    note = ""
-                outputs.append(run.output)
-                entries = [TestResult(**_fields(run.done[nodeid])) for nodeid in run.meta]
+                note = "" if exercise.id in prepared.found else \
+                    f"{exercise.module_file} is not in the submission: not attempted"
+                entries = [TestResult(**_fields(run.done[nodeid] | ({"message": f"not attempted: {note}"}
+                                                                      if note else {})))
+                           for nodeid, test in run.meta.items() if test["exercise"] == exercise.id]
                 results[exercise.id] = score_exercise(exercise, entries, note)
         finally:
             cleanup(prepared)
     return GradingResults(
         submission=str(submission), exercises=results,
         environment=environment(timing, limits, confinement.describe(level)),
-        problems=prepared.problems, output=process.truncate("".join(outputs), limits.output_chars),
+        problems=prepared.problems, output=process.truncate(run.output, limits.output_chars),
         duration=time.monotonic() - started, visible_only=visible_only)
 
 

@@ -39,7 +39,6 @@ class ChildOutcome:
     collected: list[dict] | None = None          # every selected test's metadata, once collected
     results: dict[str, dict] = field(default_factory=dict)
     running: str | None = None                   # the test that had started and not finished
-    importing: str | None = None                 # the exercise whose module was being imported
     returncode: int | None = None
     stopped: str | None = None                   # "test timeout" or "deadline" when the parent killed it
     output: str = ""
@@ -136,10 +135,6 @@ def _apply_event(event: dict, outcome: ChildOutcome) -> bool:
         return True
     elif kind == "running":
         return True   # the timing lock was acquired: waiting for it does not count
-    elif kind == "import":
-        outcome.importing = event["exercise"]
-    elif kind == "imported":
-        outcome.importing = None
     elif kind == "result":
         entry = {k: v for k, v in event.items() if k != "e"}
         outcome.results[entry["nodeid"]] = entry

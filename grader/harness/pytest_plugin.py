@@ -11,6 +11,7 @@ Loaded by the root conftest.py, after the host devices are forced and before any
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -36,6 +37,7 @@ MODULES = pytest.StashKey[dict]()
 EVENTS = pytest.StashKey[EventStream]()
 META = pytest.StashKey[dict]()   # what the grader must know of a test before it runs
 ISOLATION = pytest.StashKey[object]()   # the worker's confinement level with --isolate, else None
+WORKER = pytest.StashKey[object]()      # with --isolate, the worker serving the implementation's modules
 
 
 def pytest_addoption(parser):
@@ -92,6 +94,9 @@ def pytest_configure(config):
     config.stash[RECORDER] = Recorder(config.stash[EVENTS])
     config.pluginmanager.register(config.stash[RECORDER], "shardlab-recorder")
     config.stash[MODULES] = {}
+    if config.stash[ISOLATION] is not None and not config.getoption("collectonly") \
+            and any(config.stash[IMPL].glob("ex[0-9][0-9]_*.py")):
+        _worker(config).prestart()   # it imports jax while pytest collects
 
 
 def exercise_of(path: Path) -> catalog.Exercise | None:
@@ -164,13 +169,10 @@ def impl(request, exercise):
     --isolate a stand-in served by a confined worker. Loaded once per session."""
     modules = request.config.stash[MODULES]
     if exercise.id not in modules:
-        events = request.config.stash[EVENTS]
-        events.send({"e": "import", "exercise": exercise.id})
         try:
             modules[exercise.id] = _load(request.config, exercise)
         except Exception as exc:   # NotAttempted, ImplementationImportError: every test reports it
             modules[exercise.id] = exc
-        events.send({"e": "imported", "exercise": exercise.id})
     found = modules[exercise.id]
     if isinstance(found, Exception):
         raise found.with_traceback(None)   # else every test would add its frames to one traceback
@@ -179,26 +181,42 @@ def impl(request, exercise):
 
 def _load(config, exercise):
     source = config.stash[IMPL]
-    level = config.stash[ISOLATION]
-    if level is None:
+    if config.stash[ISOLATION] is None:
         return load_module(exercise, source)
     from grader.worker.remote import RemoteModule
 
     path = source / exercise.module_file
     if not path.is_file():
         raise NotAttempted(f"{exercise.number}: {exercise.module_file} is missing from {source}")
-    return RemoteModule(path, isolation=level)
+    return RemoteModule(path, _worker(config))
 
 
-def _remote_modules(config):
-    from grader.worker.remote import RemoteModule
+def _worker(config):
+    """With --isolate, the one confined worker that serves the implementation's modules."""
+    if WORKER not in config.stash:
+        from grader.worker.remote import Worker
 
-    return [m for m in config.stash.get(MODULES, {}).values() if isinstance(m, RemoteModule)]
+        config.stash[WORKER] = Worker(config.stash[IMPL], isolation=config.stash[ISOLATION])
+    return config.stash[WORKER]
 
 
 def pytest_unconfigure(config):
-    for module in _remote_modules(config):
-        module.close()
+    if WORKER in config.stash:
+        config.stash[WORKER].stop()
+
+
+@contextlib.contextmanager
+def _worker_paused(config):
+    """While a speedup test measures (in this process), the worker is stopped: whatever the student's
+    code left running there takes no core from the measurement."""
+    worker = config.stash.get(WORKER, None)
+    if worker is not None:
+        worker.suspend()
+    try:
+        yield
+    finally:
+        if worker is not None:
+            worker.resume()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -208,8 +226,8 @@ def pytest_runtest_call(item):
         item.config.stash[EVENTS].send({"e": "running", "nodeid": item.nodeid})
         # The worker's clock starts with the test's, after the lock: waiting for it is never charged.
         deadline = time.monotonic() + item.config.getoption("--test-timeout") - TIMEOUT_MARGIN
-        for module in _remote_modules(item.config):
-            module.deadline = deadline
+        if WORKER in item.config.stash:
+            item.config.stash[WORKER].deadline = deadline
         return (yield)
 
 
@@ -218,6 +236,8 @@ def speedup(request):
     """check(baseline, candidate, threshold=..., label=..., devices=...) under the session's policy
     (report_only=True never fails); the figures go into the test's output and its recorded
     properties whatever the outcome."""
+    import jax
+
     from grader.checks.speedup import TimingPolicy, judge, measure_speedup
 
     policy = TimingPolicy(request.config.getoption("--timing"))
@@ -225,7 +245,12 @@ def speedup(request):
     def check(baseline, candidate, *, report_only: bool = False, **kwargs):
         if policy is TimingPolicy.SKIP:
             pytest.skip("timing checks are off (--timing=skip)")
-        result = measure_speedup(baseline, candidate, **kwargs)
+        # Any tracing happens now (with --isolate the worker exports the student's program), then the
+        # worker is stopped while the harness times its own copy.
+        jax.block_until_ready(baseline())
+        jax.block_until_ready(candidate())
+        with _worker_paused(request.config):
+            result = measure_speedup(baseline, candidate, **kwargs)
         applied = TimingPolicy.REPORT if report_only else policy
         request.node.user_properties.append(("speedup", result.as_dict() | {"policy": applied.value}))
         print(result.summary())

@@ -1,12 +1,13 @@
-"""The worker: imports one student module and answers the harness's requests, one at a time.
+"""The worker: imports the student's modules and answers the harness's requests, one at a time.
 
-    python -I -m grader.worker.main REQUEST_FD RESPONSE_FD MODULE_PATH
+    python -I -m grader.worker.main REQUEST_FD RESPONSE_FD MODULES_FOLDER
 
-It runs confined (grader.worker.confinement) and decides nothing: a "call" runs a function on real
-arrays and sends back what it returned, as data; an "export" traces a function on abstract arrays
-and sends back the traced program as a `jax.export` artifact, which the harness checks, compiles,
-runs and times itself. Everything here can be rewritten by the student's code at run time, so the
-harness trusts none of it beyond "data that claims to be the answer".
+It imports each of the student's modules in the folder when first asked about it. It runs confined
+(grader.worker.confinement) and decides nothing: a "call" runs a function on real arrays and sends
+back what it returned, as data; an "export" traces a function on abstract arrays and sends back the
+traced program as a `jax.export` artifact, which the harness checks, compiles, runs and times itself.
+Everything here can be rewritten by the student's code at run time, so the harness trusts none of it
+beyond "data that claims to be the answer".
 
 Functions cross as references both ways. A function the student returns stays here, in `returned`,
 and the harness can ask to call or export it. A function the harness passes (a test's per-device
@@ -69,6 +70,7 @@ def _unsendable(what: str, exc: protocol.UnsupportedValue) -> dict:
 
 
 def handle(module, module_path: Path, channel: Channel, request: dict) -> dict:
+    """One call or export of a function of `module` (or of one the student returned)."""
     ref = request.get("ref")
     what = request.get("name") or "a function your code returned"
     harness_function = lambda i: HarnessFunction(channel, i)   # noqa: E731
@@ -91,24 +93,32 @@ def handle(module, module_path: Path, channel: Channel, request: dict) -> dict:
 
 def main(argv: list[str]) -> int:
     channel = Channel(int(argv[0]), int(argv[1]))
-    module_path = Path(argv[2])
+    folder = Path(argv[2])
     force_host_devices()
-    import jax  # noqa: F401  (started before the student's module, as in the harness)
+    import jax  # noqa: F401  (started before any student module, as in the harness)
 
     from grader.harness.implementations import ImplementationImportError, load_file
 
-    try:
-        module = load_file(module_path)
-    except ImplementationImportError as exc:
-        protocol.send(channel.response_fd, {"import_error": str(exc)})
-        return 0
     protocol.send(channel.response_fd, {"ready": True})
+    modules: dict[str, object] = {}
     while True:
         try:
             request = protocol.receive(channel.request_fd)
         except EOFError:
             return 0
-        response = handle(module, module_path, channel, request)
+        name = str(request.get("module"))
+        path = folder / name
+        if name not in modules:
+            try:
+                if path.parent != folder or not path.is_file():
+                    raise ImplementationImportError(f"{name} is not in the submission")
+                modules[name] = load_file(path)
+            except ImplementationImportError as exc:
+                modules[name] = exc
+        if isinstance(modules[name], ImplementationImportError):
+            response = {"import_error": str(modules[name])}
+        else:
+            response = handle(modules[name], path, channel, request)
         sys.stdout.flush()
         sys.stderr.flush()
         protocol.send(channel.response_fd, response)

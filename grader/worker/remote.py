@@ -1,6 +1,7 @@
 """The harness's side of a worker: a stand-in for the student's module whose functions run elsewhere.
 
-    impl = RemoteModule(module_path, isolation=Isolation.BUBBLEWRAP)
+    worker = Worker(folder, isolation=Isolation.BUBBLEWRAP)
+    impl = RemoteModule(folder / "ex01_meshes.py", worker)
     impl.place(x, mesh, spec)          # direct: the worker calls it on real arrays, data comes back
     jax.jit(lambda x: impl.f(x, mesh)) # traced: the worker exports the traced program, the harness runs it
 
@@ -23,9 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 from grader.worker import confinement, protocol
 
-STARTUP_SECONDS = 120.0          # importing jax and the student's module, confined
+STARTUP_SECONDS = 120.0          # a confined Python importing jax
 MAX_ARTIFACT_BYTES = 64 << 20
 OUTPUT_CHARS_PER_CALL = 4000
 
@@ -140,31 +143,30 @@ def _concrete(sharding):
     return NamedSharding(Mesh(devices, mesh.axis_names, axis_types=mesh.axis_types), sharding.spec)
 
 
-class RemoteModule:
-    """The student's module, served by a confined worker process started on first use."""
+class Worker:
+    """One confined worker process serving the student's modules in one folder, started on first use
+    (or early, with prestart) and started again after it crashed or hung."""
 
-    def __init__(self, module_path: Path, *, isolation: confinement.Isolation,
+    def __init__(self, folder: Path, *, isolation: confinement.Isolation,
                  limits: confinement.WorkerLimits | None = None, scratch: Path | None = None):
-        self._path = Path(module_path).resolve()
-        self._isolation = isolation
+        self.folder = Path(folder).resolve()
+        self.isolation = isolation
         self._limits = limits or confinement.WorkerLimits()
         self._scratch = Path(scratch or tempfile.gettempdir())
-        self._worker = None
+        self._process = None
+        self._ready = False
         self._output = None                        # what the worker prints, read back after each call
-        self._fatal: BaseException | None = None   # an import that failed, crashed or hung: every call fails alike
-        self._programs: dict[str, tuple] = {}      # exported programs by request, traced once
-        self._callbacks: list = []                 # the tests' functions passed to the student's, by reference
+        self.callbacks: list = []                  # the tests' functions passed to the student's, by reference
         self.deadline = float("inf")               # time.monotonic() by which the current test must end
-        self.isolation = isolation
 
-    def __getattr__(self, name: str):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return RemoteFunction(self, {"name": name})
+    # --- the process -------------------------------------------------------------------------
 
-    # --- the worker process -----------------------------------------------------------------
+    def prestart(self) -> None:
+        """Start the worker now, without waiting: it imports jax while the harness works."""
+        if self._process is None:
+            self._spawn()
 
-    def _start(self) -> None:
+    def _spawn(self) -> None:
         workdir = Path(tempfile.mkdtemp(prefix="worker-", dir=self._scratch))
         request_r, request_w = os.pipe()
         response_r, response_w = os.pipe()
@@ -174,35 +176,24 @@ class RemoteModule:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
                "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
                "PYTHONDONTWRITEBYTECODE": "1"}
-        argv = [sys.executable, "-I", "-m", "grader.worker.main", str(request_r), str(response_w), str(self._path)]
+        argv = [sys.executable, "-I", "-m", "grader.worker.main", str(request_r), str(response_w), str(self.folder)]
         try:
-            process = confinement.spawn_confined(argv, level=self._isolation, workdir=workdir,
-                                                 readable=[self._path.parent], env=env,
-                                                 pass_fds=(request_r, response_w), limits=self._limits,
+            process = confinement.spawn_confined(argv, level=self.isolation, workdir=workdir, readable=[self.folder],
+                                                 env=env, pass_fds=(request_r, response_w), limits=self._limits,
                                                  stdout=output)
         finally:
             output.close()
             os.close(request_r)
             os.close(response_w)
-        self._worker = (process, request_w, response_r)
-        self._workdir = workdir
-        first = self._receive(min(self.deadline, time.monotonic() + STARTUP_SECONDS), importing=True)
-        if "import_error" in first:
-            from grader.harness.implementations import ImplementationImportError
+        self._process, self._request_w, self._response_r = process, request_w, response_r
+        self._workdir, self._ready, self._started_at = workdir, False, time.monotonic()
+        self._imported: set[str] = set()
 
-            self._stop()
-            self._fatal = ImplementationImportError(str(first["import_error"]))
-            raise self._fatal
-        if first.get("ready") is not True:
-            self._stop()
-            raise protocol.ProtocolError("the worker did not start as expected")
-
-    def _stop(self) -> None:
-        if self._worker is None:
+    def stop(self) -> None:
+        if self._process is None:
             return
-        process, request_w, response_r = self._worker
-        self._worker = None
-        for fd in (request_w, response_r):
+        process, self._process = self._process, None
+        for fd in (self._request_w, self._response_r):
             os.close(fd)
         process.kill_tree()
         self._relay_output()
@@ -211,57 +202,91 @@ class RemoteModule:
         self._output = None
         shutil.rmtree(self._workdir, ignore_errors=True)
 
-    def close(self) -> None:
-        self._stop()
+    def serves(self, module: str) -> bool:
+        """The running worker has already imported `module`."""
+        return self._process is not None and module in self._imported
 
-    def _receive(self, deadline: float, *, importing: bool = False) -> dict:
+    def suspend(self) -> None:
+        """Stop the worker's processes (while a test measures speed in the harness), until resume()."""
+        self._signal_tree("suspend")
+
+    def resume(self) -> None:
+        self._signal_tree("resume")
+
+    def _signal_tree(self, action: str) -> None:
+        if self._process is None:
+            return
+        try:
+            root = psutil.Process(self._process.pid)
+            for process in [root, *root.children(recursive=True)]:
+                getattr(process, action)()
+        except psutil.Error:
+            pass
+
+    # --- messages ----------------------------------------------------------------------------
+
+    def request(self, message: dict, *, module: str, what: str = "this call") -> dict:
+        """Send one request about `module` (a file name) and return the answer; a crash or a hang of the
+        worker raises WorkerCrashed or WorkerTimeout saying `what` it was doing."""
+        if self._process is None:
+            self._spawn()
+        if not self._ready:
+            answer = self._receive(min(self.deadline, self._started_at + STARTUP_SECONDS), "starting the worker")
+            if answer.get("ready") is not True:
+                self.stop()
+                raise protocol.ProtocolError("the worker did not start as expected")
+            self._ready = True
+        try:
+            protocol.send(self._request_w, message | {"module": module})
+        except BrokenPipeError:
+            self.stop()
+            raise WorkerCrashed("crashed: the worker ended before it was asked") from None
+        try:
+            answer = self._receive(self.deadline, what)
+        finally:
+            self._relay_output()
+        if "import_error" not in answer:
+            self._imported.add(module)
+        return answer
+
+    def _receive(self, deadline: float, what: str) -> dict:
         """The worker's answer, serving its callbacks (a test's function to trace) meanwhile."""
         while True:
-            message = self._next_message(deadline, importing)
-            if "callback" not in message or importing:
+            message = self._next_message(deadline, what)
+            if "callback" not in message:
                 return message
-            protocol.send(self._worker[1], self._serve_callback(message))
+            protocol.send(self._request_w, self._serve_callback(message))
 
-    def _next_message(self, deadline: float, importing: bool) -> dict:
-        process, _, response_r = self._worker
+    def _next_message(self, deadline: float, what: str) -> dict:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                self._stop()
-                what = "importing the module" if importing else "a call"
-                error = WorkerTimeout(f"timeout: your code did not finish {what} within the test's time limit "
-                                      "(an endless loop, or far too much work?)")
-                if importing:
-                    self._fatal = error
-                raise error
-            readable, _, _ = select.select([response_r], [], [], min(left, 0.5))
+                self.stop()
+                raise WorkerTimeout(f"timeout: your code did not finish {what} within the test's time limit "
+                                    "(an endless loop, or far too much work?)")
+            readable, _, _ = select.select([self._response_r], [], [], min(left, 0.5))
             if readable:
                 break
         try:
-            return protocol.receive(response_r)
+            return protocol.receive(self._response_r)
+        except protocol.ProtocolError:
+            self.stop()   # a worker that breaks the protocol is not asked again
+            raise
         except EOFError:
-            returncode = process.popen.wait()
-            self._stop()
-            what = "while importing the module" if importing else "during this call"
-            error = WorkerCrashed(f"crashed: {describe_death(returncode)} {what}")
-            if importing:
-                self._fatal = error
-            raise error from None
+            returncode = self._process.popen.wait()
+            self.stop()
+            raise WorkerCrashed(f"crashed: {describe_death(returncode)} while {what}") from None
 
-    def request(self, message: dict) -> dict:
-        if self._fatal is not None:
-            raise self._fatal.with_traceback(None)
-        if self._worker is None:
-            self._start()
+    def _serve_callback(self, message: dict) -> dict:
+        """The worker calls a function of the tests: trace it here, on the arrays described, and send the
+        program (the tests' code is traced by the harness, never shipped as code)."""
         try:
-            protocol.send(self._worker[1], message)
-        except BrokenPipeError:
-            self._stop()
-            raise WorkerCrashed("crashed: the worker ended before it was asked") from None
-        try:
-            return self._receive(self.deadline)
-        finally:
-            self._relay_output()
+            fn = self.callbacks[message["callback"]]
+            args = protocol.decode(message.get("args"))
+            kwargs = protocol.decode(message.get("kwargs"))
+            return protocol.export_traced(fn, args, kwargs)
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
 
     def _relay_output(self) -> None:
         """What the student's code printed during the call, into the test's captured output."""
@@ -274,7 +299,40 @@ class RemoteModule:
             cut = len(text) > OUTPUT_CHARS_PER_CALL
             sys.stdout.write(text[:OUTPUT_CHARS_PER_CALL].decode(errors="replace") + ("\n... (cut)\n" if cut else ""))
 
-    # --- calls ---------------------------------------------------------------------------------
+
+class RemoteModule:
+    """The student's module at `module_path`, served by `worker` (one worker serves a folder's modules)."""
+
+    def __init__(self, module_path: Path, worker: Worker):
+        self._name = Path(module_path).name
+        self._worker = worker
+        self._fatal: BaseException | None = None   # an import that failed, crashed or hung: every call fails alike
+        self._imported = False                     # the worker has imported it (in its current life)
+        self._programs: dict[str, tuple] = {}      # exported programs by request, traced once
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return RemoteFunction(self, {"name": name})
+
+    def request(self, message: dict) -> dict:
+        if self._fatal is not None:
+            raise self._fatal.with_traceback(None)
+        importing = not self._imported or not self._worker.serves(self._name)
+        what = f"importing {self._name}" if importing else "this call"
+        try:
+            answer = self._worker.request(message, module=self._name, what=what)
+        except (WorkerCrashed, WorkerTimeout) as exc:
+            if importing:   # it would crash or hang again: every test of the module reports it
+                self._fatal = exc
+            raise
+        if "import_error" in answer:
+            from grader.harness.implementations import ImplementationImportError
+
+            self._fatal = ImplementationImportError(str(answer["import_error"]))
+            raise self._fatal
+        self._imported = True
+        return answer
 
     def call(self, target: dict, args: tuple, kwargs: dict):
         """target: {"name": the module's function} or {"ref": a function the student returned}."""
@@ -285,8 +343,8 @@ class RemoteModule:
 
     def _encoded(self, target: dict, args, kwargs) -> dict:
         try:
-            return {"args": protocol.encode(args, functions=self._callbacks),
-                    "kwargs": protocol.encode(kwargs, functions=self._callbacks)}
+            return {"args": protocol.encode(args, functions=self._worker.callbacks),
+                    "kwargs": protocol.encode(kwargs, functions=self._worker.callbacks)}
         except protocol.UnsupportedValue as exc:
             raise TypeError(f"the grader cannot send {exc} to {target.get('name', 'your function')}") from None
 
@@ -311,17 +369,6 @@ class RemoteModule:
             self._programs[key] = (checked_program(answer["artifact"]), self._decode(answer.get("out")))
         exported, layout = self._programs[key]
         return protocol.call_exported(exported, layout, arrays)
-
-    def _serve_callback(self, message: dict) -> dict:
-        """The worker calls a function of the tests: trace it here, on the arrays described, and send the
-        program (the tests' code is traced by the harness, never shipped as code)."""
-        try:
-            fn = self._callbacks[message["callback"]]
-            args = protocol.decode(message.get("args"))
-            kwargs = protocol.decode(message.get("kwargs"))
-            return protocol.export_traced(fn, args, kwargs)
-        except Exception as exc:
-            return {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
 
 
 class RemoteFunction:

@@ -12,7 +12,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import collectives_in, test_mesh
 from grader.worker import confinement
-from grader.worker.remote import RemoteModule, WorkerCrashed, WorkerTimeout
+from grader.worker.remote import RemoteModule, Worker, WorkerCrashed, WorkerTimeout
 
 MODULE = textwrap.dedent('''
     import os, time
@@ -56,10 +56,10 @@ def module(tmp_path):
     folder = tmp_path / "submission"
     folder.mkdir()
     (folder / "student.py").write_text(MODULE)
-    remote = RemoteModule(folder / "student.py", isolation=confinement.choose_isolation("auto"), scratch=tmp_path)
-    remote.deadline = time.monotonic() + 60
-    yield remote
-    remote.close()
+    worker = Worker(folder, isolation=confinement.choose_isolation("auto"), scratch=tmp_path)
+    worker.deadline = time.monotonic() + 60
+    yield RemoteModule(folder / "student.py", worker)
+    worker.stop()
 
 
 def mesh4():
@@ -118,30 +118,56 @@ def test_exceptions_keep_their_kind_and_the_students_line(module):
 
 
 def test_a_hang_costs_the_call_and_the_next_call_gets_a_fresh_worker(module):
-    module.deadline = time.monotonic() + 8
+    module.strict(0)   # imported: what hangs next is a call, not the import
+    module._worker.deadline = time.monotonic() + 8
     started = time.monotonic()
-    with pytest.raises(WorkerTimeout):
+    with pytest.raises(WorkerTimeout, match="did not finish this call"):
         module.sleep(600)
     assert time.monotonic() - started < 15
-    module.deadline = time.monotonic() + 60
+    module._worker.deadline = time.monotonic() + 60
     assert module.strict(1) == 1
 
 
 def test_a_crash_costs_the_call(module):
+    module.strict(0)
     with pytest.raises(WorkerCrashed, match="exited with status 5"):
         module.die()
     assert module.strict(2) == 2
 
 
+def test_a_module_that_crashes_or_hangs_at_import_costs_only_itself(tmp_path):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "exits.py").write_text("import os\nos._exit(3)\n")
+    (folder / "hangs.py").write_text("while True:\n    pass\n")
+    (folder / "fine.py").write_text("def f():\n    return 7\n")
+    worker = Worker(folder, isolation=confinement.choose_isolation("auto"), scratch=tmp_path)
+    exits, hangs, fine = (RemoteModule(folder / name, worker) for name in ("exits.py", "hangs.py", "fine.py"))
+    worker.deadline = time.monotonic() + 60
+    for _ in range(2):   # the second time fails at once, without a new worker
+        with pytest.raises(WorkerCrashed, match="exited with status 3.*while importing exits.py"):
+            exits.f()
+    worker.deadline = time.monotonic() + 6
+    with pytest.raises(WorkerTimeout, match="importing hangs.py"):
+        hangs.f()
+    started = time.monotonic()
+    with pytest.raises(WorkerTimeout):
+        hangs.f()
+    assert time.monotonic() - started < 1
+    worker.deadline = time.monotonic() + 60
+    assert fine.f() == 7
+    worker.stop()
+
+
 def test_a_module_that_fails_to_import_fails_every_call_alike(tmp_path):
     (tmp_path / "submission").mkdir()
     (tmp_path / "submission" / "broken.py").write_text("raise RuntimeError('no')\n")
-    remote = RemoteModule(tmp_path / "submission" / "broken.py", isolation=confinement.choose_isolation("auto"),
-                          scratch=tmp_path)
-    remote.deadline = time.monotonic() + 60
+    worker = Worker(tmp_path / "submission", isolation=confinement.choose_isolation("auto"), scratch=tmp_path)
+    worker.deadline = time.monotonic() + 60
+    remote = RemoteModule(tmp_path / "submission" / "broken.py", worker)
     from grader.harness.implementations import ImplementationImportError
 
     for _ in range(2):
         with pytest.raises(ImplementationImportError, match="RuntimeError while being imported: no"):
             remote.anything()
-    remote.close()
+    worker.stop()
