@@ -12,7 +12,7 @@ from grader.checks.hlo import (
     memory_per_device,
 )
 from grader.checks.meshes import test_mesh
-from grader.checks.numerics import assert_close, compare
+from grader.checks.numerics import assert_close, assert_computes, compare
 from grader.checks.sharding import (
     assert_shard_values,
     assert_sharded_like,
@@ -30,7 +30,7 @@ from grader.checks.speedup import (
 
 __all__ = [
     "COLLECTIVES", "NotReported", "SpeedupResult", "TimingPolicy", "assert_close", "assert_collectives",
-    "assert_shard_values", "assert_sharded_like", "assert_sharding", "calibration_speedup",
+    "assert_computes", "assert_shard_values", "assert_sharded_like", "assert_sharding", "calibration_speedup",
     "collective_ops", "collectives_in", "compare", "compiled", "flops_per_device", "hlo_text", "judge",
     "layout_text", "measure_speedup", "memory_per_device", "side_by_side", "test_mesh",
 ]

@@ -1,5 +1,8 @@
 """What a compiled program really does: its collectives (from the compiled HLO text), and the
-per-device memory and flops XLA reports for it."""
+per-device memory and flops XLA reports for it.
+
+Collectives are read from each instruction's opcode, never from names or metadata: a student's
+`jax.named_scope("all-reduce(")` lands in `metadata={op_name=...}` and must not count as one."""
 
 from __future__ import annotations
 
@@ -10,10 +13,13 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
+from grader.checks.numerics import assert_computes
+from grader.checks.tracing import compiling_for
+
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 
-# `%name = <type> all-reduce(` or the async form `all-reduce-start(`; `-done` halves are not counted.
-_OP = re.compile(r"=\s.*?\b(" + "|".join(COLLECTIVES) + r")(-start)?\(")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*")
+_METADATA = re.compile(r',\s*metadata=\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')
 _LIST_GROUPS = re.compile(r"replica_groups=\{((?:\{[\d,]*\},?)*)\}")
 _IOTA_GROUPS = re.compile(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 _PAIRS = re.compile(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}")
@@ -36,7 +42,8 @@ class CollectiveOp:
 
 def compiled(fn, *args, **kwargs) -> jax.stages.Compiled:
     """jit, lower and compile `fn` for these arguments (already-jitted functions are fine too)."""
-    return jax.jit(fn).lower(*args, **kwargs).compile()
+    with compiling_for((args, kwargs)):
+        return jax.jit(fn).lower(*args, **kwargs).compile()
 
 
 def hlo_text(fn_or_compiled, *args, **kwargs) -> str:
@@ -45,6 +52,35 @@ def hlo_text(fn_or_compiled, *args, **kwargs) -> str:
     if not isinstance(fn_or_compiled, jax.stages.Compiled):
         fn_or_compiled = compiled(fn_or_compiled, *args, **kwargs)
     return fn_or_compiled.as_text()
+
+
+def _closing(text: str) -> int:
+    """The index of the bracket that closes text[0]."""
+    depth = 0
+    for index, char in enumerate(text):
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if depth == 0:
+            return index
+    return len(text) - 1
+
+
+def instruction_opcode(line: str) -> tuple[str, str] | None:
+    """(opcode, attributes) of an HLO instruction line, or None for any other line. The opcode is the
+    token after the result's shape (a tuple shape is skipped with its nested brackets); the
+    attributes are what follows the operands, metadata removed."""
+    head = _INSTRUCTION.match(line)
+    if not head:
+        return None
+    rest = line[head.end():]
+    if rest.startswith("("):   # a tuple shape: skip to its closing parenthesis
+        rest = rest[_closing(rest) + 1:]
+    else:
+        rest = rest.split(" ", 1)[1] if " " in rest else ""
+    opcode = re.match(r"\s*([\w\-]+)\(", rest)
+    if not opcode:
+        return None
+    return opcode.group(1), _METADATA.sub("", rest[opcode.end():])
 
 
 def _groups(line: str):
@@ -67,8 +103,13 @@ def collective_ops(fn_or_text, *args, **kwargs) -> list[CollectiveOp]:
     """Every collective in the compiled program, in text order (loop bodies count once)."""
     ops = []
     for line in hlo_text(fn_or_text, *args, **kwargs).splitlines():
-        if m := _OP.search(line):
-            ops.append(CollectiveOp(m.group(1), _groups(line), line.strip()))
+        parsed = instruction_opcode(line)
+        if parsed is None:
+            continue
+        opcode, attributes = parsed
+        kind = opcode.removesuffix("-start")   # async pairs count once, by their start; "-done" is not counted
+        if kind in COLLECTIVES:
+            ops.append(CollectiveOp(kind, _groups(attributes), line.strip()))
     return ops
 
 
@@ -82,10 +123,20 @@ def _fmt(counts: Counter) -> str:
 
 
 def assert_collectives(fn_or_text, *args, exactly: dict[str, int] | None = None, present=(), absent=(),
-                       only: tuple[str, ...] | None = None, what: str = "your function", **kwargs) -> Counter:
+                       only: tuple[str, ...] | None = None, what: str = "your function", expected=None,
+                       rtol: float = 1e-5, atol: float = 1e-6, **kwargs) -> Counter:
     """Check the compiled collectives: an exact count per kind, kinds that must appear or must not,
-    or `only` these kinds (and at least one of them). Returns the counts."""
-    counts = collectives_in(fn_or_text, *args, **kwargs)
+    or `only` these kinds (and at least one of them). Returns the counts.
+
+    With `expected`, the compiled program is also run on `args` and must give those values (a function
+    that does nothing has no collectives at all)."""
+    program = fn_or_text if isinstance(fn_or_text, (str, jax.stages.Compiled)) else compiled(fn_or_text, *args,
+                                                                                              **kwargs)
+    if expected is not None:
+        if isinstance(program, str):
+            raise TypeError("assert_collectives(expected=...) needs the function, not its HLO text")
+        assert_computes(program(*args), expected, rtol=rtol, atol=atol, what=what)
+    counts = collectives_in(program)
     problems = []
     if exactly is not None:
         want = Counter({k: v for k, v in exactly.items() if v})

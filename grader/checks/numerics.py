@@ -45,3 +45,18 @@ def assert_close(actual, expected, *, rtol: float = 1e-5, atol: float = 1e-6, na
     problem = compare(actual, expected, rtol=rtol, atol=atol, name=name)
     if problem:
         raise AssertionError(problem)
+
+
+def assert_computes(actual, expected, *, rtol: float = 1e-5, atol: float = 1e-6, what: str = "your function") -> None:
+    """For structure, memory and speed rules: the program that was measured must also compute the right
+    values, else a function that does nothing (no collectives, no work, fast) would earn them."""
+    actual = actual if isinstance(actual, (tuple, list)) else (actual,)
+    expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+    if len(actual) != len(expected):
+        raise AssertionError(f"{what} returns {len(actual)} value(s), expected {len(expected)}: this rule is "
+                             "earned only by a function that computes the right result")
+    for i, (got, want) in enumerate(zip(actual, expected)):
+        name = what if len(actual) == 1 else f"{what}'s result {i}"
+        if problem := compare(got, want, rtol=rtol, atol=atol, name=name):
+            raise AssertionError(f"{problem}\nThis rule (collectives, work per device, memory or speed) is earned "
+                                 "only by a function that also computes the right values.")

@@ -35,6 +35,11 @@ class TestResult:
     def passed(self) -> bool:
         return self.category == Category.PASSED
 
+    @property
+    def earns(self) -> bool:
+        """It earns its share: passed, or skipped by policy or platform (see score_exercise)."""
+        return self.category in (Category.PASSED, Category.SKIPPED)
+
 
 @dataclass
 class ExerciseResult:
@@ -93,9 +98,13 @@ class GradingResults:
 
 
 def score_exercise(exercise: catalog.Exercise, tests: list[TestResult], note: str = "") -> ExerciseResult:
-    """Share the exercise's catalog points among its tests by weight; a passed test earns its share."""
+    """Share the exercise's catalog points among its tests by weight; a passed (or skipped) test earns its
+    share."""
     total_weight = sum(t.weight for t in tests)
     for test in tests:
         test.max_score = exercise.points * test.weight / total_weight if total_weight else 0.0
-        test.score = test.max_score if test.passed else 0.0
+        # A test skipped by the timing policy or because the platform does not report a figure earns its
+        # share: the student is not penalized for the grader's choice or platform. Student code cannot
+        # make a graded test skip: in a worker, its exceptions come back as ordinary errors.
+        test.score = test.max_score if test.earns else 0.0
     return ExerciseResult(exercise.id, exercise.title, float(exercise.points), tests, note)

@@ -174,7 +174,7 @@ def _gradescope_test(exercise: ExerciseResult, number: str, test: TestResult, sc
     return {
         "score": score,
         "max_score": max_score,
-        "status": "passed" if test.passed else "failed",
+        "status": "passed" if test.earns else "failed",
         "name": printable(f"{exercise.id}: {test.name}"),
         "name_format": "text",
         "number": number,

@@ -113,6 +113,7 @@ def main(argv: list[str]) -> int:
                 if path.parent != folder or not path.is_file():
                     raise ImplementationImportError(f"{name} is not in the submission")
                 modules[name] = load_file(path)
+                protocol.send(channel.response_fd, {"imported": name})   # what fails from here on is the call
             except ImplementationImportError as exc:
                 modules[name] = exc
         if isinstance(modules[name], ImplementationImportError):

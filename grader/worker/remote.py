@@ -26,6 +26,7 @@ from pathlib import Path
 
 import psutil
 
+from grader.checks.tracing import layout_hint
 from grader.worker import confinement, protocol
 
 STARTUP_SECONDS = 120.0          # a confined Python importing jax
@@ -33,12 +34,24 @@ MAX_ARTIFACT_BYTES = 64 << 20
 OUTPUT_CHARS_PER_CALL = 4000
 
 
-class WorkerCrashed(RuntimeError):
+class WorkerFailure(RuntimeError):
+    """The worker failed a request; `importing`: while it imported the module (it would again)."""
+
+    def __init__(self, message: str, importing: bool = False):
+        super().__init__(message)
+        self.importing = importing
+
+
+class WorkerCrashed(WorkerFailure):
     """The worker process died (exit, signal, out of memory) while serving a call."""
 
 
-class WorkerTimeout(RuntimeError):
+class WorkerTimeout(WorkerFailure):
     """The worker did not answer before the test's time ran out."""
+
+
+class WorkerBrokeProtocol(WorkerFailure):
+    """The worker sent something that is not the protocol (graded as an error)."""
 
 
 class UntrustedProgram(RuntimeError):
@@ -123,10 +136,13 @@ def _abstract(value):
     sharding = getattr(aval, "sharding", None)
     if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
         sharding = value.sharding
-    elif not (isinstance(sharding, NamedSharding) and any(t == AxisType.Explicit for t in sharding.mesh.axis_types)):
-        sharding = None   # an Auto mesh's tracer carries no layout: the compiler decides it here, as under jit
-    else:
+    elif isinstance(sharding, NamedSharding) and any(t == AxisType.Explicit for t in sharding.mesh.axis_types):
         sharding = _concrete(sharding)
+    else:   # an Auto mesh's tracer carries no layout: the argument the check compiles for has it
+        hint = layout_hint(aval.shape, aval.dtype)
+        mesh = getattr(sharding, "mesh", None)
+        sharding = hint if isinstance(hint, NamedSharding) and mesh is not None \
+            and tuple(hint.mesh.axis_names) == tuple(mesh.axis_names) else None
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding)
 
 
@@ -202,10 +218,6 @@ class Worker:
         self._output = None
         shutil.rmtree(self._workdir, ignore_errors=True)
 
-    def serves(self, module: str) -> bool:
-        """The running worker has already imported `module`."""
-        return self._process is not None and module in self._imported
-
     def suspend(self) -> None:
         """Stop the worker's processes (while a test measures speed in the harness), until resume()."""
         self._signal_tree("suspend")
@@ -225,9 +237,9 @@ class Worker:
 
     # --- messages ----------------------------------------------------------------------------
 
-    def request(self, message: dict, *, module: str, what: str = "this call") -> dict:
-        """Send one request about `module` (a file name) and return the answer; a crash or a hang of the
-        worker raises WorkerCrashed or WorkerTimeout saying `what` it was doing."""
+    def request(self, message: dict, *, module: str) -> dict:
+        """Send one request about `module` (a file name) and return the answer. A crash or a hang raises
+        WorkerCrashed or WorkerTimeout saying whether the module was being imported (`.importing`)."""
         if self._process is None:
             self._spawn()
         if not self._ready:
@@ -241,12 +253,14 @@ class Worker:
         except BrokenPipeError:
             self.stop()
             raise WorkerCrashed("crashed: the worker ended before it was asked") from None
+        what = "this call" if module in self._imported else f"importing {module}"
         try:
             answer = self._receive(self.deadline, what)
+            if "imported" in answer:   # the worker imported the module (first use): now the call runs
+                self._imported.add(module)
+                answer = self._receive(self.deadline, "this call")
         finally:
             self._relay_output()
-        if "import_error" not in answer:
-            self._imported.add(module)
         return answer
 
     def _receive(self, deadline: float, what: str) -> dict:
@@ -258,24 +272,26 @@ class Worker:
             protocol.send(self._request_w, self._serve_callback(message))
 
     def _next_message(self, deadline: float, what: str) -> dict:
+        importing = what.startswith("importing")
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.stop()
                 raise WorkerTimeout(f"timeout: your code did not finish {what} within the test's time limit "
-                                    "(an endless loop, or far too much work?)")
+                                    "(an endless loop, or far too much work?)", importing)
             readable, _, _ = select.select([self._response_r], [], [], min(left, 0.5))
             if readable:
                 break
         try:
             return protocol.receive(self._response_r)
-        except protocol.ProtocolError:
+        except protocol.ProtocolError as exc:
             self.stop()   # a worker that breaks the protocol is not asked again
-            raise
+            raise WorkerBrokeProtocol(f"the worker broke the protocol while {what} (did your code write to its "
+                                      f"pipes?): {exc}", importing) from None
         except EOFError:
             returncode = self._process.popen.wait()
             self.stop()
-            raise WorkerCrashed(f"crashed: {describe_death(returncode)} while {what}") from None
+            raise WorkerCrashed(f"crashed: {describe_death(returncode)} while {what}", importing) from None
 
     def _serve_callback(self, message: dict) -> dict:
         """The worker calls a function of the tests: trace it here, on the arrays described, and send the
@@ -307,7 +323,6 @@ class RemoteModule:
         self._name = Path(module_path).name
         self._worker = worker
         self._fatal: BaseException | None = None   # an import that failed, crashed or hung: every call fails alike
-        self._imported = False                     # the worker has imported it (in its current life)
         self._programs: dict[str, tuple] = {}      # exported programs by request, traced once
 
     def __getattr__(self, name: str):
@@ -318,12 +333,10 @@ class RemoteModule:
     def request(self, message: dict) -> dict:
         if self._fatal is not None:
             raise self._fatal.with_traceback(None)
-        importing = not self._imported or not self._worker.serves(self._name)
-        what = f"importing {self._name}" if importing else "this call"
         try:
-            answer = self._worker.request(message, module=self._name, what=what)
-        except (WorkerCrashed, WorkerTimeout) as exc:
-            if importing:   # it would crash or hang again: every test of the module reports it
+            answer = self._worker.request(message, module=self._name)
+        except WorkerFailure as exc:
+            if exc.importing:   # it would crash or hang again: every test of the module reports it
                 self._fatal = exc
             raise
         if "import_error" in answer:
@@ -331,7 +344,6 @@ class RemoteModule:
 
             self._fatal = ImplementationImportError(str(answer["import_error"]))
             raise self._fatal
-        self._imported = True
         return answer
 
     def call(self, target: dict, args: tuple, kwargs: dict):

@@ -9,6 +9,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from grader.checks import (
     NotReported,
     assert_collectives,
+    assert_computes,
     collective_ops,
     collectives_in,
     compiled,
@@ -16,6 +17,7 @@ from grader.checks import (
     memory_per_device,
     test_mesh,
 )
+from grader.checks.hlo import instruction_opcode
 
 
 @pytest.fixture
@@ -116,3 +118,43 @@ def test_unreported_figures_raise_a_clear_error():
         memory_per_device(_SilentCompiled())
     with pytest.raises(NotReported, match="does not report flops"):
         flops_per_device(_SilentCompiled())
+
+
+def test_names_and_metadata_are_not_collectives(mesh):
+    """A named scope, a function name or any metadata spelling a collective is not one: only opcodes count."""
+    v = jax.device_put(np.ones(16, np.float32), NamedSharding(mesh, P("i")))
+
+    def faked(v):
+        with jax.named_scope("all-reduce("), jax.named_scope("all-gather-start("):
+            return per_device(mesh, lambda b: b * 2)(v)
+
+    assert collectives_in(faked, v) == {}
+    real = per_device(mesh, lambda b: jax.lax.psum(b, "i"))
+    assert collectives_in(jax.named_scope("reduce-scatter(")(real), v) == {"all-reduce": 1}
+
+
+@pytest.mark.parametrize("line, opcode", [
+    ('ROOT %all_gather.3 = f32[16]{0} all-gather(%param.1), replica_groups={{0,1}}, metadata={op_name="x"}',
+     "all-gather"),
+    ("%ags = (f32[2]{0}, f32[16]{0}) all-gather-start(%p), channel_id=3, replica_groups=[1,8]<=[8]",
+     "all-gather-start"),
+    ('%add.1 = f32[8]{0} add(%a, %b), metadata={op_name="jit(f)/all-reduce(/add"}', "add"),
+    ('%f = f32[8]{0} fusion(%a), kind=kLoop, calls=%all-reduce-like.1, metadata={op_name="all-to-all("}', "fusion"),
+    ("ENTRY %main.5 (p: f32[8]) -> f32[8] {", None),
+])
+def test_the_opcode_is_read_from_the_instruction(line, opcode):
+    parsed = instruction_opcode(line)
+    assert (parsed[0] if parsed else None) == opcode
+    if parsed:
+        assert "op_name" not in parsed[1]
+
+
+def test_structure_rules_also_check_the_values(mesh):
+    v = jax.device_put(np.arange(16, dtype=np.float32), NamedSharding(mesh, P("i")))
+    doubles = per_device(mesh, lambda b: b * 2)
+    assert assert_collectives(doubles, v, exactly={}, expected=np.arange(16) * 2) == {}
+    lazy = per_device(mesh, lambda b: b)   # no collectives either, but not the right values
+    with pytest.raises(AssertionError, match="earned only by a function that also computes the right values"):
+        assert_collectives(lazy, v, exactly={}, expected=np.arange(16) * 2)
+    with pytest.raises(AssertionError, match="returns 1 value"):
+        assert_computes((np.zeros(2),), (np.zeros(2), np.zeros(2)))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import collectives_in, test_mesh
+from grader.checks import collectives_in, compiled, test_mesh
 from grader.worker import confinement
 from grader.worker.remote import RemoteModule, Worker, WorkerCrashed, WorkerTimeout
 
@@ -34,6 +34,11 @@ MODULE = textwrap.dedent('''
         def body(block):
             return f(block)[None]
         return jax.shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+
+    def column_sums_replicated(x):
+        """Reads the mesh from the type, as a student may on an Auto mesh."""
+        mesh = jax.typeof(x).sharding.mesh
+        return jax.lax.with_sharding_constraint(x.sum(axis=0), NamedSharding(mesh, P()))
 
     def strict(n):
         if n < 0:
@@ -80,6 +85,19 @@ def test_a_traced_call_is_compiled_by_the_harness(module):
     program = jax.jit(lambda v: module.total(v, mesh))
     np.testing.assert_array_equal(np.asarray(program(x)), np.full(3, 8.0))
     assert collectives_in(program.lower(x).compile())["all-reduce"] == 1
+
+
+def test_on_an_auto_mesh_the_traced_program_gets_the_checks_input_layout(module):
+    """A tracer on an Auto mesh carries no layout; the program traced in the worker must still compile,
+    here, to what the check's own jit would give (the layout comes from the argument being compiled for)."""
+    mesh = test_mesh((2, 4), ("x", "y"), "auto")
+    x = jax.device_put(np.ones((16, 32), np.float32), NamedSharding(mesh, P("x", "y")))
+
+    def in_process(v):
+        return jax.lax.with_sharding_constraint(v.sum(axis=0), NamedSharding(jax.typeof(v).sharding.mesh, P()))
+
+    assert collectives_in(compiled(module.column_sums_replicated, x)) == collectives_in(compiled(in_process, x))
+    np.testing.assert_array_equal(np.asarray(compiled(module.column_sums_replicated, x)(x)), np.full(32, 16.0))
 
 
 def test_data_produced_while_tracing_comes_back(module):

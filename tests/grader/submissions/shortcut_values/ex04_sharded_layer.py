@@ -1,0 +1,101 @@
+"""ex04 with a shortcut: layer_shard_map has the right sharding, no collectives and is fast, but does not
+compute the layer. It must earn none of layer_shard_map's points, structure and speed included.
+
+ex04_sharded_layer: one layer, three ways.
+
+The layer is `softmax(x @ W + b)`: x is (n_data, n_features), W is (n_features, n_out), b is (n_out,).
+A batch of rows is the easiest thing in the world to parallelize: each output row needs only its own
+row of x and all of W and b. You will run that one layer
+
+  1. with automatic partitioning (`jax.jit` on an Auto mesh): place the data, let the compiler work;
+  2. with explicit sharding types (an Explicit mesh): the sharding becomes part of each value's type;
+  3. with `jax.shard_map`: you write what one device does with its block;
+
+and then once more with the *features* split instead of the batch, where every device holds only a
+partial product and the devices must sum them.
+
+Every function takes the mesh it must use. Results are compared with a single-device
+`softmax(x @ W + b)` at rtol=1e-5, atol=1e-6 (float32), and graded on meshes of 2, 4 and 8 devices.
+The hidden tests also compile your functions and read which collectives the program really runs,
+and time `layer_shard_map` on a large batch against a baseline in which every device computes the
+whole batch: a data-parallel layer must be several times faster than that.
+"""
+
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+
+def layer(x, W, b):
+    """The reference layer, for one device. Use it; do not change it."""
+    return jax.nn.softmax(x @ W + b)
+
+
+def layer_auto(x, W, b, mesh):
+    """Run `layer` under jax.jit on the 1-D Auto mesh `mesh` (axis "data").
+
+    x, W and b arrive as plain arrays. Place x split along its batch (first) dimension over "data"
+    and W, b replicated, then call the jitted layer. Returns the output sharded P("data", None).
+    The compiled program needs no collective at all.
+    Hint: the compiler follows the data; jax.device_put with a NamedSharding places it.
+    """
+    x = jax.device_put(x, NamedSharding(mesh, P("data", None)))
+    W = jax.device_put(W, NamedSharding(mesh, P()))
+    b = jax.device_put(b, NamedSharding(mesh, P()))
+    return jax.jit(layer)(x, W, b)
+
+
+def layer_explicit(x, W, b, mesh):
+    """The same layer on the 1-D Explicit mesh `mesh` (axis "data"), reporting the types JAX sees.
+
+    Place x as P("data", None) and W, b replicated, run the layer under jax.jit, and while it is
+    traced record `str(jax.typeof(v))` of the traced x, W, b and of the layer's output.
+    Returns (output, types) where output is sharded P("data", None) and types is a dict with keys
+    "x", "W", "b", "out", e.g. types["x"] == "float32[128@data,16]".
+    Hint: on an Explicit mesh the sharding is part of the type, so it is visible while tracing.
+    """
+    types = {}
+
+    def traced(x, W, b):
+        out = layer(x, W, b)
+        types.update(x=str(jax.typeof(x)), W=str(jax.typeof(W)), b=str(jax.typeof(b)),
+                     out=str(jax.typeof(out)))
+        return out
+
+    x = jax.device_put(x, NamedSharding(mesh, P("data", None)))
+    W = jax.device_put(W, NamedSharding(mesh, P()))
+    b = jax.device_put(b, NamedSharding(mesh, P()))
+    out = jax.jit(traced)(x, W, b)
+    return out, types
+
+
+def layer_shard_map(x, W, b, mesh):
+    """The layer as per-device code with `jax.shard_map` over the 1-D mesh `mesh` (axis "data").
+
+    x arrives sharded P("data", None), W and b replicated. Each device applies the layer to its own
+    block of rows. Returns the output sharded P("data", None). No collectives: the compiled program
+    must contain none. The hidden tests time it (under jax.jit) against every device computing the
+    whole batch, and expect several times that baseline's speed.
+    Hint: in_specs say how each argument is split among the devices, out_specs how the per-device
+    results are put back together.
+    """
+    # The shortcut: batch-sharded, collective-free and fast, but not the layer.
+    per_device = jax.shard_map(lambda x, W, b: x[:, :W.shape[1]] + b, mesh=mesh,
+                               in_specs=(P("data", None), P(), P()), out_specs=P("data", None))
+    return per_device(x, W, b)
+
+
+def layer_feature_sharded(x, W, b, mesh):
+    """The layer with the *features* split: x arrives P(None, "data"), W P("data", None), b replicated.
+
+    With `jax.shard_map` over "data", each device multiplies its columns of x by its rows of W: a
+    partial product of the full (n_data, n_out) result. Sum the partial products across devices with
+    `jax.lax.psum`, then add b and apply the softmax. Returns the output replicated, P(None, None).
+    The compiled program must contain exactly one all-reduce.
+    Hint: x @ W is a sum over the feature dimension, and each device holds one slice of that sum.
+    """
+    def per_device(x_cols, W_rows, b):
+        partial = x_cols @ W_rows
+        return jax.nn.softmax(jax.lax.psum(partial, "data") + b)
+
+    return jax.shard_map(per_device, mesh=mesh, in_specs=(P(None, "data"), P("data", None), P()),
+                         out_specs=P(None, None))(x, W, b)
