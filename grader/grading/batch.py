@@ -120,7 +120,7 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, *, jobs: int = 1, 
     submissions = find_submissions(Path(submissions_dir))
     process.become_subreaper()   # a killed grader's children come back to us to be reaped
     keep = {child.pid for child in psutil.Process().children()}
-    env = dict(os.environ)
+    env = dict(os.environ) | {"PYTHONDONTWRITEBYTECODE": "1"}   # grading writes nothing into the checkout
     if jobs > 1:
         env[timing_lock.LOCK_DIR] = str(out / ".timing-lock")
     summary = BatchSummary()

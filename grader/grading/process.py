@@ -49,8 +49,10 @@ def _child_environment(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
     tmp = workdir / "tmp"
     home.mkdir(exist_ok=True)
     tmp.mkdir(exist_ok=True)
+    # No bytecode written (python -B too, since -I ignores PYTHON* variables): grading leaves the checkout,
+    # its __pycache__ folders included, as it was.
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp),
-           "LANG": "C.UTF-8", "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+           "LANG": "C.UTF-8", "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), "PYTHONDONTWRITEBYTECODE": "1"}
     if timing_lock.LOCK_DIR in os.environ:   # grade-batch's lock must reach the tests that take it
         env[timing_lock.LOCK_DIR] = os.environ[timing_lock.LOCK_DIR]
     return env | extra
@@ -71,8 +73,9 @@ def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, de
     cwd = workdir / "cwd"
     cwd.mkdir(parents=True, exist_ok=True)
     events_r, events_w = os.pipe()
-    command = [sys.executable, "-I", "-m", "grader.grading.child", str(limits.memory_bytes or 0),
+    command = [sys.executable, "-I", "-B", "-m", "grader.grading.child", str(limits.memory_bytes or 0),
                str(limits.file_bytes), "--", *targets, "-q", "--no-header", "-p", "no:cacheprovider",
+               "--tb=no",   # messages travel as events; tracebacks would show hidden tests' source in the output
                f"--rootdir={paths.REPO_ROOT}", "-c", str(paths.REPO_ROOT / "pyproject.toml"),
                f"--impl={modules_dir}", f"--timing={timing}", "--isolate", f"--isolation={limits.isolation}",
                f"--test-timeout={limits.test_timeout}"]

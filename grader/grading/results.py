@@ -63,7 +63,7 @@ class GradingResults:
     exercises: dict[str, ExerciseResult]
     environment: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)   # about the submission as a whole
-    output: str = ""              # the student's stdout/stderr, truncated
+    output: str = ""              # the harness's own output (warnings, a crash's last words), truncated
     duration: float = 0.0
     visible_only: bool = False
 

@@ -87,7 +87,7 @@ def python_paths() -> list[str]:
 
 
 def _launcher(config: dict, argv: list[str]) -> list[str]:
-    return [sys.executable, "-I", "-m", "grader.worker.launch", json.dumps(config), "--", *argv]
+    return [sys.executable, "-I", "-B", "-m", "grader.worker.launch", json.dumps(config), "--", *argv]
 
 
 def _rlimits(limits: WorkerLimits, as_nobody: bool) -> dict[str, int]:
@@ -133,7 +133,7 @@ def _works(level: Isolation) -> str | None:
 
     with tempfile.TemporaryDirectory(prefix="shardlab-probe-") as tmp:
         try:
-            process = spawn_confined([sys.executable, "-I", "-c", "pass"], level=level, workdir=Path(tmp),
+            process = spawn_confined([sys.executable, "-I", "-B", "-c", "pass"], level=level, workdir=Path(tmp),
                                      readable=[], env={"PATH": "/usr/bin:/bin"}, probing=True)
             returncode = process.popen.wait(timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -146,9 +146,10 @@ def _can_drop_to_nobody() -> bool:
     """Outside bubblewrap's own view, nobody must reach Python itself (a pyenv under /root does not)."""
     if not _is_root():
         return False
-    probe = subprocess.run(_launcher({"user": list(NOBODY), "cwd": "/"}, [sys.executable, "-I", "-c", "import jax"]),
-                           capture_output=True, env={"PATH": "/usr/bin:/bin"})
-    return probe.returncode == 0
+    probe = [sys.executable, "-I", "-B", "-c", "import jax"]
+    done = subprocess.run(_launcher({"user": list(NOBODY), "cwd": "/"}, probe), capture_output=True,
+                          env={"PATH": "/usr/bin:/bin"})
+    return done.returncode == 0
 
 
 def choose_isolation(request: str = "auto") -> Isolation:

@@ -192,7 +192,8 @@ class Worker:
         env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
                "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
                "PYTHONDONTWRITEBYTECODE": "1"}
-        argv = [sys.executable, "-I", "-m", "grader.worker.main", str(request_r), str(response_w), str(self.folder)]
+        argv = [sys.executable, "-I", "-B", "-m", "grader.worker.main", str(request_r), str(response_w),
+                str(self.folder)]
         try:
             process = confinement.spawn_confined(argv, level=self.isolation, workdir=workdir, readable=[self.folder],
                                                  env=env, pass_fds=(request_r, response_w), limits=self._limits,
@@ -326,9 +327,12 @@ class RemoteModule:
         self._programs: dict[str, tuple] = {}      # exported programs by request, traced once
 
     def __getattr__(self, name: str):
-        if name.startswith("__"):
+        if name.startswith("_"):   # never an exercise function; asked for by tools (hypothesis' _repr_pretty_)
             raise AttributeError(name)
         return RemoteFunction(self, {"name": name})
+
+    def __repr__(self) -> str:
+        return f"<student module {self._name} (served by a worker)>"
 
     def request(self, message: dict) -> dict:
         if self._fatal is not None:
