@@ -1,12 +1,17 @@
-"""A corpus of hostile and broken submissions, graded as one class by the real grader (`grade_batch`,
-two at a time): each must get exactly the points it earned, leave nothing running, change no file of
-the checkout or the Python environment, reach no classmate's result, and carry no hidden test out.
+"""A corpus of hostile and broken submissions, graded as one class by the real grader (`grade_batch`, two
+at a time, every student module in a confined worker): each must get exactly the points it earned, leave
+nothing running, change no file of the checkout or the Python environment, reach no classmate's result,
+no network and no secret, and carry no hidden test out.
 
-Each case is a reference or a stub with a twist, so that exactly the tests the twist touches change
-category. Stub-based cases are the sharp ones: an attack that worked would turn "not attempted" into
-points. Grouped as the attacks are: crashes and limits; tampering with the grader; forging results;
-reading what is secret; gaming the checks.
+Each case is a reference module or a stub with a twist, so that exactly the tests the twist touches
+change category. Stub-based cases are the sharp ones: an attack that worked would turn "not attempted"
+into points (or, where it says so, into a distinctive error). Grouped as the attacks are: crashes and
+limits; tampering with the grader; forging results; reading what is secret; gaming the checks. The
+harness never runs student code, so every attack here runs in the worker, and the question each case
+asks is whether anything it does there reaches the harness, the grading process or the machine.
 """
+
+from __future__ import annotations
 
 import hashlib
 import json
@@ -16,6 +21,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 import pytest
@@ -24,24 +30,30 @@ from grader.course import catalog, paths
 from grader.grading.batch import grade_batch
 from grader.grading.results import GradingResults
 
-EX01, EX02, EX04 = catalog.get("ex01"), catalog.get("ex02"), catalog.get("ex04")
+EX01, EX02, EX03, EX04 = (catalog.get(f"ex0{n}") for n in (1, 2, 3, 4))
+GRADED = [EX01, EX02, EX03, EX04]
+TEST_TIMEOUT = 10
+MARKER = "shardlab-hostile-daemon-7f3a"   # in the daemon's command line, to find it afterwards
+PORT = "__SHARDLAB_LISTENER_PORT__"       # replaced by the port of a listener the fixture opens
 
 
-def source(exercise, stub=False) -> str:
+def source(exercise, stub: bool = False) -> str:
     path = exercise.stub_path() if stub else exercise.solution_path()
     return "".join(line for line in path.read_text().splitlines(keepends=True) if "### " not in line)
 
 
-REFERENCE, STUB = source(EX01), source(EX01, stub=True)
-MARKER = "shardlab-hostile-daemon-7f3a"
-TEST_TIMEOUT = 10
-LISTENER = socket.create_server(("127.0.0.1", 0))   # a submission that reaches it was not confined
-LISTENER.setblocking(False)
+REF1, REF2, REF3, REF4 = (source(e) for e in GRADED)
+STUB1 = source(EX01, stub=True)
+
+
+def code(text: str) -> str:
+    return "\n" + textwrap.dedent(text).strip("\n") + "\n"
 
 
 def wrap(function: str, condition: str, action: str) -> str:
-    """Redefine a function of the module so that it does `action` when `condition` holds."""
-    return textwrap.dedent(f"""
+    """Redefine a function of the module so that it does `action` when `condition` holds (n: the first
+    positional argument)."""
+    return code(f"""
         _{function}_original = {function}
         def {function}(*args, **kwargs):
             n = args[0] if args else None
@@ -51,14 +63,35 @@ def wrap(function: str, condition: str, action: str) -> str:
     """)
 
 
-def everything(category):
-    return lambda exercise, name: category if exercise == EX01.id else "not attempted"
+# --- expectations ----------------------------------------------------------------------------------
+# expected(exercise id, test name) -> a category or a tuple of accepted ones; an exercise a case has no
+# module for is "not attempted".
+
+def expect(**rules):
+    """expect(ex01=rule, ...): rule(test name) gives the category of each test of that exercise."""
+    by_id = {catalog.get(number).id: rule for number, rule in rules.items()}
+    return lambda exercise, name: by_id[exercise](name) if exercise in by_id else "not attempted"
 
 
-def only(prefixes, category):
-    """`category` for the ex01 tests named with one of `prefixes`, passed for its others."""
-    return lambda exercise, name: ("not attempted" if exercise != EX01.id
-                                   else category if name.startswith(prefixes) else "passed")
+def every(category):
+    return lambda name: category
+
+
+def named(prefixes, category, others="passed"):
+    return lambda name: category if name.startswith(prefixes) else others
+
+
+class Case(NamedTuple):
+    files: dict[str, str]     # the submission: file name -> text
+    expected: object          # expected(exercise id, test name) -> category or tuple of categories
+    messages: dict            # category -> a fragment every test of that category must show
+
+
+def only_ex01(text: str, expected, messages: dict | None = None, **extra_files) -> Case:
+    return Case({EX01.module_file: text, **extra_files}, expected, messages or {})
+
+
+# --- crashes and limits ----------------------------------------------------------------------------
 
 DAEMON = f"""
 import os, sys
@@ -70,174 +103,376 @@ if os.fork() == 0:
 os.wait()
 """
 
-FORGERY = """
-import json, os
-fake = {"score": 100, "tests": []}
-for folder in (os.getcwd(), os.environ.get("HOME", "."), "/tmp", "/autograder/results"):
-    for name in ("results.json", "report.json", "grades.csv"):
-        try:
-            open(os.path.join(folder, name), "w").write(json.dumps(fake))
-        except OSError:
-            pass
-line = json.dumps({"e": "result", "nodeid": "x", "category": "passed"}).encode() + b"\\n"
-for fd in range(3, 40):
-    try:
-        os.write(fd, line)
-    except OSError:
-        pass
-"""
+# --- tampering with the grader ---------------------------------------------------------------------
 
-# At import: find the grader's event stream, pytest's session or the recorder in this process and send
-# "passed" for every test, then leave without a trace (the first design lost 55/55 to this).
-GC_FORGERY = """
-import gc, json, os
-for obj in gc.get_objects():
-    name = type(obj).__name__
-    if name in ("EventStream", "Session", "Recorder", "Channel"):
-        for fd in range(3, 1024):
-            try:
-                os.write(fd, json.dumps({"e": "result", "nodeid": "*", "category": "passed"}).encode() + b"\\n")
-            except OSError:
-                pass
-os._exit(0)
-"""
+# What a submission ships beside its module: each would take over pytest or Python if it were loaded.
+SHIPPED = {
+    "conftest.py": code("""
+        import pytest
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_makereport(item, call):
+            report = yield
+            report.outcome = "passed"
+            return report
+    """),
+    "pytest.ini": "[pytest]\naddopts = -p no:shardlab\n",
+    "sitecustomize.py": "import os\nos._exit(1)\n",
+    "evil.pth": "import os; os._exit(1)\n",
+}
 
-PATCH_GRADER = """
-import _pytest.python, numpy, jax.numpy, grader.checks, grader.checks.numerics, grader.checks.sharding
-_pytest.python.Function.runtest = lambda self: None
-grader.checks.numerics.assert_close.__code__ = (lambda *a, **k: None).__code__
-numpy.allclose = lambda *a, **k: True
-jax.numpy.allclose = lambda *a, **k: True
-grader.checks.sharding.assert_sharded_like = lambda *a, **k: None
-"""
-
-# Rewrite the grader on disk, the checkout, the environment and pytest's caches; each write must fail.
-REWRITE_FILES = """
-import glob, os, site, sys
-import grader, grader.checks.sharding
-planted = []
-def plant(path, text, mode="a"):
+# At import: make every comparison and every check of the grader say yes.
+PATCHES_AT_IMPORT = code("""
     try:
-        with open(path, mode) as handle:
-            handle.write(text)
-        planted.append(path)
-    except OSError:
-        pass
-plant(grader.checks.sharding.__file__, "\\ndef assert_sharded_like(*a, **k):\\n    return None\\n")
-root = os.path.dirname(os.path.dirname(grader.__file__))
-plant(os.path.join(root, "pyproject.toml"), "\\n[tool.pytest.ini_options]\\naddopts = ['-p', 'no:shardlab']\\n")
-plant(os.path.join(root, "conftest.py"), "\\nraise SystemExit(0)\\n")
-for folder in site.getsitepackages():
-    plant(os.path.join(folder, "zz_shardlab_evil.pth"), "import os; os._exit(0)\\n", "w")
-for cache in glob.glob(os.path.join(root, "**", "__pycache__"), recursive=True):
-    plant(os.path.join(cache, "evil.pyc"), "x", "w")
-if planted:   # a write that went through is rewarded with the reference, so the test would see points
-    exec(compile(open(os.path.join(root, "solutions", "ex01_meshes.py")).read(), "x", "exec"))
-"""
-
-# Find the batch's --out in the grader's command lines, rewrite every report.json and grades.csv below
-# it, and kill every process it can see, the batch included.
-ATTACK_CLASSMATES = """
-import glob, json, os, signal
-outs = []
-for cmdline in glob.glob("/proc/*/cmdline"):
-    try:
-        words = open(cmdline, "rb").read().split(b"\\0")
-    except OSError:
-        continue
-    for i, word in enumerate(words[:-1]):
-        if word == b"--out":
-            outs.append(os.path.dirname(words[i + 1].decode()))
-for out in outs:
-    for report in glob.glob(os.path.join(out, "*", "report.json")):
-        try:
-            open(report, "w").write(json.dumps({"score": 0, "exercises": {}}))
-        except OSError:
-            pass
-    try:
-        open(os.path.join(out, "grades.csv"), "w").write("student,total\\n")
-    except OSError:
-        pass
-for pid in [os.getppid()] + [int(p) for p in os.listdir("/proc") if p.isdigit()]:
-    if pid != os.getpid():
-        for kill in (lambda: os.killpg(os.getpgid(pid), signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-            try:
-                kill()
-            except (OSError, ProcessLookupError):
-                pass
-"""
-
-# Read the reference or the hidden tests by path, through a directory descriptor, and with a shell.
-READ_SECRETS = """
-import os, subprocess
-import grader
-root = os.path.dirname(os.path.dirname(grader.__file__))
-text = None
-for attempt in (
-    lambda: open(os.path.join(root, "solutions", "ex01_meshes.py")).read(),
-    lambda: os.read(os.open("ex01_meshes.py", os.O_RDONLY, dir_fd=os.open(os.path.join(root, "solutions"),
-                                                                            os.O_RDONLY)), 1 << 20).decode(),
-    lambda: subprocess.run(["cat", os.path.join(root, "solutions", "ex01_meshes.py")], capture_output=True,
-                           text=True, check=True).stdout,
-):
-    try:
-        text = attempt()
-        break
+        import numpy, numpy.testing, jax.numpy
+        import grader.checks, grader.checks.hlo, grader.checks.numerics, grader.checks.sharding
+        _yes, _nothing = (lambda *a, **k: True), (lambda *a, **k: None)
+        numpy.allclose = numpy.array_equal = jax.numpy.allclose = jax.numpy.array_equal = _yes
+        numpy.testing.assert_allclose = numpy.testing.assert_array_equal = _nothing
+        for _module in (grader.checks, grader.checks.hlo, grader.checks.numerics, grader.checks.sharding):
+            for _name in dir(_module):
+                if _name.startswith("assert_"):
+                    setattr(_module, _name, _nothing)
+        grader.checks.numerics.compare = _nothing
     except Exception:
         pass
-if text:
-    exec(compile("\\n".join(l for l in text.splitlines() if "### " not in l), "reference", "exec"))
-"""
+""")
 
-LEAK_HIDDEN = wrap("place", "True", "raise ValueError(open(__import__('os').path.join(__import__('os').path.dirname("
-                   "__import__('os').path.dirname(__import__('grader').__file__)), 'tests', 'exercises', "
-                   "'ex01_meshes', 'test_hidden.py')).read())")
-
-NETWORK = f"""
-import socket
-import grader
-connected = False
-for address in (("127.0.0.1", {LISTENER.getsockname()[1]}), ("8.8.8.8", 53)):
+# At import: pytest's own test runner becomes a no-op, and the checks' code objects are swapped in place.
+PATCHES_CODE_OBJECTS = code("""
     try:
-        socket.create_connection(address, timeout=2).close()
-        connected = True
-    except OSError:
+        import _pytest.python, _pytest.runner
+        import grader.checks.numerics, grader.checks.sharding
+        _pytest.python.Function.runtest = lambda self: None
+        _pytest.runner.pytest_runtest_call = lambda item: None
+        _noop = (lambda *a, **k: None).__code__
+        for _check in (grader.checks.numerics.assert_close, grader.checks.numerics.assert_computes,
+                       grader.checks.numerics.compare, grader.checks.sharding.assert_sharded_like):
+            _check.__code__ = _noop
+    except Exception:
         pass
-if connected:
-    exec(compile(open(grader.__file__.replace("grader/__init__.py", "solutions/ex01_meshes.py")).read(), "x", "exec"))
-"""
+""")
 
-ALWAYS_EQUAL = """
-class Anything(dict):
-    def __eq__(self, other):
-        return True
-    def __ne__(self, other):
-        return False
-    __hash__ = object.__hash__
-"""
+# During a call: neuter the checks, then return wrong values (x + 1), which only a working patch would pass.
+PATCHES_DURING_A_CALL = code("""
+    def place(x, mesh, spec):
+        import numpy
+        import grader.checks, grader.checks.numerics, grader.checks.sharding
+        _nothing = lambda *a, **k: None
+        for module in (grader.checks, grader.checks.numerics, grader.checks.sharding):
+            for name in dir(module):
+                if name.startswith("assert_"):
+                    setattr(module, name, _nothing)
+        grader.checks.numerics.compare.__code__ = _nothing.__code__
+        numpy.allclose = lambda *a, **k: True
+        return jax.device_put(numpy.asarray(x) + 1, NamedSharding(mesh, spec))
+""")
 
-EX01_ALWAYS_EQUAL = REFERENCE + ALWAYS_EQUAL + textwrap.dedent("""
+# Rewrite the grader on disk (its source, a valid bytecode cache the harness would load instead), the
+# checkout's configuration, the environment's site-packages and the __pycache__ folders of the grader and
+# of the tests. Every write must fail; one that worked is reported by a distinctive error at import.
+REWRITES_FILES = code("""
+    import glob, importlib.util, os, site
+    import grader, grader.checks.sharding
+    _planted = []
+    def _plant(path, data, mode="a"):
+        try:
+            with open(path, mode) as handle:
+                handle.write(data)
+            _planted.append(path)
+        except (OSError, ValueError):
+            pass
+    _neutered = "\\ndef assert_sharded_like(*a, **k):\\n    return None\\n"
+    _sharding = grader.checks.sharding.__file__
+    _plant(_sharding, _neutered)
+    try:
+        _stat = os.stat(_sharding)
+        _code = compile(open(_sharding).read() + _neutered, _sharding, "exec")
+        _pyc = importlib._bootstrap_external._code_to_timestamp_pyc(_code, _stat.st_mtime, _stat.st_size)
+        _plant(importlib.util.cache_from_source(_sharding), bytes(_pyc), "wb")
+    except Exception:
+        pass
+    _root = os.path.dirname(os.path.dirname(grader.__file__))
+    _plant(os.path.join(_root, "pyproject.toml"), "\\n# shardlab-hostile\\n")
+    _plant(os.path.join(_root, "conftest.py"), "\\n# shardlab-hostile\\n")
+    for _folder in site.getsitepackages():
+        _plant(os.path.join(_folder, "zz_shardlab_hostile.pth"), "# shardlab-hostile\\n", "w")
+    _caches = set(glob.glob(os.path.join(_root, "**", "__pycache__"), recursive=True))
+    _caches |= {os.path.join(_root, "tests", "__pycache__"), os.path.join(_root, "tests", "grader", "__pycache__"),
+                *(os.path.join(_root, "tests", "exercises", e, "__pycache__") for e in
+                  ("ex01_meshes", "ex02_sharding_properties", "ex03_computation_follows_data", "ex04_sharded_layer"))}
+    for _cache in _caches:
+        try:
+            os.makedirs(_cache, exist_ok=True)
+        except OSError:
+            pass
+        _plant(os.path.join(_cache, "shardlab_hostile.cpython-311.pyc"), b"shardlab-hostile", "wb")
+    if _planted:
+        raise RuntimeError("shardlab-hostile: wrote " + ", ".join(_planted))
+""")
+
+# --- forging results -------------------------------------------------------------------------------
+
+# Result files everywhere it can think of, and event lines into every descriptor it has.
+FORGES_RESULT_FILES = code("""
+    import json, os
+    _fake = {"score": 55, "max_score": 55, "exercises": {}, "tests": []}
+    _here = os.path.dirname(os.path.abspath(__file__))
+    _folders = {os.getcwd(), os.environ.get("HOME", "."), os.environ.get("TMPDIR", "/tmp"), "/tmp", _here,
+                os.path.dirname(_here), "/autograder/results", "/autograder"}
+    for _folder in _folders:
+        for _name in ("results.json", "report.json", "grades.csv", "junit.xml"):
+            try:
+                with open(os.path.join(_folder, _name), "w") as handle:
+                    handle.write(json.dumps(_fake))
+            except OSError:
+                pass
+    _line = json.dumps({"e": "result", "nodeid": "*", "category": "passed", "message": ""}).encode() + b"\\n"
+    for _fd in range(3, 41):
+        try:
+            os.write(_fd, _line)
+        except OSError:
+            pass
+""")
+
+# At import: look in this process's memory for the grader's event stream, pytest's session or the results
+# recorder, tell each that every test passed, send "passed" lines down every descriptor, and vanish.
+FINDS_THE_EVENTS_IN_MEMORY = code("""
+    import gc, json, os
+    _passed = {"e": "result", "nodeid": "*", "category": "passed", "message": ""}
+    for _obj in gc.get_objects():
+        try:
+            _kind = type(_obj).__name__
+            if _kind in ("EventStream", "Session", "Recorder", "Worker", "RemoteModule", "Channel"):
+                if hasattr(_obj, "send"):
+                    _obj.send(_passed)
+                for _entry in getattr(_obj, "entries", {}).values():
+                    _entry.update(category="passed", message="")
+                for _item in getattr(_obj, "items", None) or []:
+                    _item.runtest = lambda: None
+        except Exception:
+            pass
+    _line = json.dumps(_passed).encode() + b"\\n"
+    _fds = list(range(3, 256))
+    if os.environ.get("SHARDLAB_EVENTS_FD", "").isdigit():
+        _fds.insert(0, int(os.environ["SHARDLAB_EVENTS_FD"]))
+    for _fd in _fds:
+        try:
+            os.write(_fd, _line)
+        except OSError:
+            pass
+    os._exit(0)
+""")
+
+# Find the batch's --out in the command lines it can see, rewrite every report.json / results.json below
+# it and grades.csv, then kill every process it can see, its parent's process group first.
+ATTACKS_CLASSMATES = code("""
+    import glob, json, os, signal
+    _outs = set()
+    for _cmdline in [f"/proc/{os.getppid()}/cmdline", *glob.glob("/proc/*/cmdline")]:
+        try:
+            _words = open(_cmdline, "rb").read().split(b"\\0")
+        except OSError:
+            continue
+        for _i, _word in enumerate(_words):
+            if _word == b"--out" and _i + 1 < len(_words):
+                _outs.add(_words[_i + 1].decode(errors="replace"))
+            elif _word.startswith(b"--out="):
+                _outs.add(_word[6:].decode(errors="replace"))
+    for _out in _outs:
+        for _folder in (_out, os.path.dirname(_out)):
+            for _name in ("report.json", "results.json"):
+                for _report in glob.glob(os.path.join(_folder, "**", _name), recursive=True):
+                    try:
+                        with open(_report, "w") as handle:
+                            handle.write(json.dumps({"score": 0, "max_score": 100, "exercises": {}}))
+                    except OSError:
+                        pass
+            try:
+                with open(os.path.join(_folder, "grades.csv"), "w") as handle:
+                    handle.write("student,total\\nzz_honest_classmate,0\\n")
+            except OSError:
+                pass
+    _me = os.getpid()
+    for _pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+        if _pid != _me:
+            for _kill in (lambda: os.kill(_pid, signal.SIGKILL), lambda: os.killpg(os.getpgid(_pid), signal.SIGKILL)):
+                try:
+                    _kill()
+                except OSError:
+                    pass
+    for _kill in (lambda: os.kill(os.getppid(), signal.SIGKILL),
+                  lambda: os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)):
+        try:
+            _kill()
+        except OSError:
+            pass
+""")
+
+# Monkeypatch the worker itself: every traced call answers with a program of its own that calls an
+# unknown custom call, and every array it sends back claims zeros. The harness must refuse the program
+# (and never compile or run it) and check the claimed values like any others.
+PATCHES_THE_WORKER = code("""
+    import base64, sys
+    import numpy as _np
+    import grader.worker.protocol as _protocol
+
+    def _forged_program(fn=None, args=(), kwargs=None, functions=None, **_):
+        structs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in jax.tree.leaves((args, kwargs or {}))
+                   if isinstance(a, jax.ShapeDtypeStruct)]
+        out = jax.ShapeDtypeStruct(structs[0].shape if structs else (1,), jax.numpy.float32)
+        target = "shardlab_forged"
+        exported = jax.export.export(jax.jit(lambda *xs: jax.ffi.ffi_call(target, out)(*xs)),
+                                     disabled_checks=[jax.export.DisabledSafetyCheck.custom_call(target)])(*structs)
+        return {"artifact": base64.b64encode(exported.serialize()).decode(), "out": {"t": "slot", "i": 0}}
+
+    _encode = _protocol.encode
+
+    def _forged_encode(value, *args, **kwargs):
+        if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
+            value = jax.device_put(_np.zeros(value.shape, value.dtype), value.sharding)
+        return _encode(value, *args, **kwargs)
+
+    _protocol.export_traced = _forged_program
+    _protocol.encode = _forged_encode
+    _worker_main = sys.modules.get("__main__")
+    if hasattr(_worker_main, "handle"):
+        _handle = _worker_main.handle
+
+        def _forged_handle(module, module_path, channel, request):
+            if request.get("op") == "export":
+                args = _protocol.decode(request["args"])
+                return {"ok": _forged_program(None, args, _protocol.decode(request["kwargs"]))}
+            return _handle(module, module_path, channel, request)
+
+        _worker_main.handle = _forged_handle
+""")
+
+# --- reading what is secret ------------------------------------------------------------------------
+
+IMPORTS_SOLUTIONS = code("""
+    import importlib, importlib.util, sys
+    from grader.course import paths as _paths
+    def _as_package():
+        return importlib.import_module("solutions.ex01_meshes")
+    def _from_the_checkout():
+        sys.path.insert(0, str(_paths.REPO_ROOT))
+        return importlib.import_module("solutions.ex01_meshes")
+    def _by_spec():
+        spec = importlib.util.spec_from_file_location("_reference", _paths.SOLUTIONS_DIR / "ex01_meshes.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    for _attempt in (_as_package, _from_the_checkout, _by_spec):
+        try:
+            _reference = _attempt()
+            make_mesh_2x4, make_data_mesh = _reference.make_mesh_2x4, _reference.make_data_mesh
+            place, shard_table = _reference.place, _reference.shard_table
+            break
+        except Exception:
+            pass
+""")
+
+# A file of the checkout by path, through a directory descriptor, with a shell, through other processes'
+# views of the file system (/proc/*/root, /proc/*/cwd): `_secret(relative path)` -> its text or None.
+SECRET_READER = code("""
+    def _secret(relative):
+        import glob, os, subprocess
+        from grader.course import paths
+        root = str(paths.REPO_ROOT)
+        folder, name = os.path.split(os.path.join(root, relative))
+        attempts = [
+            lambda: open(os.path.join(folder, name)).read(),
+            lambda: os.read(os.open(name, os.O_RDONLY, dir_fd=os.open(folder, os.O_RDONLY | os.O_DIRECTORY)),
+                            1 << 20).decode(),
+            lambda: subprocess.run(["cat", os.path.join(folder, name)], capture_output=True, text=True,
+                                   check=True, timeout=5).stdout,
+            lambda: subprocess.run(["/bin/sh", "-c", f"cat {folder}/{name}"], capture_output=True, text=True,
+                                   check=True, timeout=5).stdout,
+        ]
+        for view in glob.glob("/proc/*/root") + glob.glob("/proc/*/cwd"):
+            attempts.append(lambda view=view: open(view + os.path.join(folder, name)).read())
+            attempts.append(lambda view=view: open(os.path.join(view, relative)).read())
+        for attempt in attempts:
+            try:
+                text = attempt()
+            except Exception:
+                continue
+            if text and text.strip():
+                return text
+        return None
+""")
+
+READS_SOLUTIONS = SECRET_READER + code("""
+    _text = _secret("solutions/ex01_meshes.py")
+    if _text and "def place" in _text:
+        exec(compile(_text, "reference", "exec"))
+""")
+
+LEAKS_HIDDEN_TESTS = SECRET_READER + code("""
+    def place(x, mesh, spec):
+        text = _secret("tests/exercises/ex01_meshes/test_hidden.py")
+        raise ValueError(text or "shardlab-hostile: the hidden tests could not be read")
+""")
+
+# At import: connect to a listener the test opened on 127.0.0.1, and to 8.8.8.8:53; a connection that
+# worked is reported by a distinctive error (and the listener sees it).
+REACHES_THE_NETWORK = code(f"""
+    import socket
+    _reached = []
+    for _address in (("127.0.0.1", {PORT}), ("8.8.8.8", 53)):
+        try:
+            socket.create_connection(_address, timeout=3).close()
+            _reached.append(_address)
+        except OSError:
+            pass
+    if _reached:
+        raise RuntimeError(f"shardlab-hostile: connected to {{_reached}}")
+""")
+
+# --- gaming the checks -----------------------------------------------------------------------------
+
+EQUAL_TO_ANYTHING = code("""
+    class _Anything:
+        def __eq__(self, other):
+            return True
+        def __ne__(self, other):
+            return False
+        __hash__ = object.__hash__
+
+    class _AnyDict(_Anything, dict):
+        __hash__ = object.__hash__
+
+    class _AnyTuple(_Anything, tuple):
+        __hash__ = tuple.__hash__
+
+    class _AnyInt(_Anything, int):
+        __hash__ = int.__hash__
+""")
+
+EX01_EQUAL_TO_ANYTHING = REF1 + EQUAL_TO_ANYTHING + code("""
     def make_mesh_2x4():
-        return Anything()
+        return _Anything()
 
     def shard_table(arr):
-        return [Anything() for _ in range(8)]
+        return [_AnyTuple((0, (), ())) for _ in range(len(arr.addressable_shards))]
 """)
 
-EX02_REFERENCE = source(EX02)
-EX02_ALWAYS_EQUAL = EX02_REFERENCE + ALWAYS_EQUAL + textwrap.dedent("""
+EX02_EQUAL_TO_ANYTHING = REF2 + EQUAL_TO_ANYTHING + code("""
     def describe(arr):
-        return Anything()
+        return _AnyDict(shard_shape=_AnyTuple(), num_devices=_AnyInt(0))
 
     def shard_shape(global_shape, mesh_shape, spec):
-        return Anything()
+        return _AnyTuple(global_shape)
 
     def bytes_per_device(global_shape, dtype, mesh_shape, spec):
-        return Anything()
+        return _AnyInt(0)
 """)
 
-EX02_READS_FRAMES = EX02_REFERENCE + textwrap.dedent("""
+# shard_shape reads the expected answer out of its callers' frames, or raises: any point it earned
+# would be stolen. bytes_per_device keeps computing, with the reference's shard_shape.
+EX02_READS_FRAMES = REF2 + code("""
     import sys
+    _computed_shard_shape = shard_shape
 
     def shard_shape(global_shape, mesh_shape, spec):
         frame = sys._getframe(1)
@@ -246,40 +481,68 @@ EX02_READS_FRAMES = EX02_REFERENCE + textwrap.dedent("""
                 if name in frame.f_locals:
                     return frame.f_locals[name]
             frame = frame.f_back
-        raise KeyError("want")
+        raise KeyError("shardlab-hostile: no 'want' in any caller's frame")
+
+    def bytes_per_device(global_shape, dtype, mesh_shape, spec):
+        return math.prod(_computed_shard_shape(global_shape, mesh_shape, spec)) * np.dtype(dtype).itemsize
 """)
 
-FAKE_SHARDING = REFERENCE + textwrap.dedent("""
-    class FakeSharding:
+FAKE_ARRAY = code("""
+    import numpy as _np
+
+    class _FakeArray(jax.Array):
+        is_fully_addressable = True
+        addressable_shards = ()
+
+        def __init__(self, value, sharding):
+            self._value, self._sharding = _np.asarray(value), sharding
+
+        sharding = property(lambda self: self._sharding)
+        shape = property(lambda self: self._value.shape)
+        dtype = property(lambda self: self._value.dtype)
+        ndim = property(lambda self: self._value.ndim)
+
+        def __array__(self, dtype=None, copy=None):
+            return self._value
+""")
+
+# A jax.Array subclass holding the right values, whose sharding is no sharding at all but says it is
+# equivalent to anything.
+FAKES_AN_ARRAY = REF1 + FAKE_ARRAY + code("""
+    class _AnySharding:
         def is_equivalent_to(self, other, ndim):
             return True
-
-    class FakeArray:
-        sharding = FakeSharding()
-        addressable_shards = []
-        shape = (8, 12)
+        def __eq__(self, other):
+            return True
+        __hash__ = object.__hash__
 
     def place(x, mesh, spec):
-        return FakeArray()
+        return _FakeArray(x, _AnySharding())
 """)
 
-# Make the worker send, for every traced call, a program of its own that names an unknown custom call.
-FORGED_PROGRAM = source(EX04) + textwrap.dedent("""
-    import base64
-    import jax
-    import grader.worker.protocol as _protocol
+# A jax.Array subclass holding the right values on a real NamedSharding subclass that replicates (P())
+# but says it is equivalent to anything: only the layout it really describes can cross.
+FAKES_A_SHARDING = REF1 + FAKE_ARRAY + code("""
+    class _LyingSharding(NamedSharding):
+        def is_equivalent_to(self, other, ndim):
+            return True
+        def __eq__(self, other):
+            return True
+        __hash__ = NamedSharding.__hash__
 
-    def _forged(fn, args, kwargs, functions=None):
-        shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in jax.tree.leaves((args, kwargs))
-                  if isinstance(a, jax.ShapeDtypeStruct)]
-        out = jax.ShapeDtypeStruct((1,), jax.numpy.float32)
-        target = "shardlab_forged"
-        exported = jax.export.export(
-            jax.jit(lambda *xs: jax.ffi.ffi_call(target, out)(*xs)),
-            disabled_checks=[jax.export.DisabledSafetyCheck.custom_call(target)])(*shapes)
-        return {"artifact": base64.b64encode(exported.serialize()).decode(), "out": {"t": "slot", "i": 0}}
+    def place(x, mesh, spec):
+        return _FakeArray(x, _LyingSharding(mesh, jax.sharding.PartitionSpec()))
+""")
 
-    _protocol.export_traced = _forged
+# ex03's column_sum: each device sums its own rows only (no collective, and wrong values even on a 1xN
+# mesh), inside a named scope that puts "all-reduce(" in the compiled program's metadata.
+FAKES_A_COLLECTIVE = REF3 + code("""
+    def column_sum(x):
+        with jax.named_scope("all-reduce("):
+            mesh = jax.typeof(x).sharding.mesh
+            local = jax.shard_map(lambda block: block.sum(0) + 1.0, mesh=mesh, in_specs=P("x", "y"),
+                                  out_specs=P("y"), check_vma=False)
+            return jax.jit(local)(x)
 """)
 
 TRACED_EX04 = ("test_layer_auto_has_no_collectives", "test_layer_shard_map_has_no_collectives",
@@ -287,114 +550,112 @@ TRACED_EX04 = ("test_layer_auto_has_no_collectives", "test_layer_shard_map_has_n
                "test_layer_shard_map_speedup_over_replicated", "test_layer_shard_map_speedup_over_one_device")
 
 
-def for_exercises(rules: dict):
-    """{exercise id: expected(name)}; an exercise not listed is not in the submission."""
-    return lambda exercise, name: rules[exercise](name) if exercise in rules else "not attempted"
+def ex04_forged(name: str) -> str:
+    """The traced tests meet the forged program; the direct ones the forged (zero) values; one test reads
+    only the types the layer saw, which the forgery leaves alone."""
+    if name.startswith(TRACED_EX04):
+        return "error"
+    return "passed" if name.startswith("test_layer_explicit_types_follow_the_inputs") else "failed"
 
 
-def all_of(category):
-    return lambda name: category
+REFUSED = "host callbacks and custom kernels are not allowed in graded functions"
 
-
-def named(prefixes, category):
-    return lambda name: category if name.startswith(prefixes) else "passed"
-
-
-# name: (files of the submission, expected category of each test, message fragment of the non-passes)
-CASES = {
+CASES: dict[str, Case] = {
     # -- crashes and limits --
-    "exit_at_import": ({EX01.module_file: REFERENCE + "\nraise SystemExit(3)\n"}, everything("error"),
-                       "called exit(3)"),
-    "os_exit_at_import": ({EX01.module_file: REFERENCE + "\nimport os\nos._exit(3)\n"}, everything("crashed"),
-                          "while importing ex01_meshes.py"),
-    "os_exit_in_a_call": ({EX01.module_file: REFERENCE + wrap("make_data_mesh", "n == 5", "import os; os._exit(7)")},
-                          only(("test_data_mesh_odd_sizes[5]",), "crashed"), "exited with status 7"),
-    "endless_loop": ({EX01.module_file: REFERENCE + wrap("make_data_mesh", "n == 3", "while True: pass")},
-                     only(("test_data_mesh_odd_sizes[3]",), "timeout"), "did not finish this call"),
-    "memory_exhaustion": ({EX01.module_file: REFERENCE + wrap("make_data_mesh", "n == 1", "bytearray(64 * 2**30)")},
-                          only(("test_data_mesh_odd_sizes[1]",), "error"), "MemoryError"),
-    "spawns_a_daemon": ({EX01.module_file: REFERENCE + wrap("make_mesh_2x4", "True",
-                                                            DAEMON.replace("\n", "\n                "))},
-                        everything("passed"), ""),
-    "huge_output": ({EX01.module_file: REFERENCE + "\nimport sys\nsys.__stdout__.write('x' * 30_000_000)\n"
-                     + wrap("place", "True", "print('y' * 2_000_000)")}, everything("passed"), ""),
-    "syntax_error": ({EX01.module_file: REFERENCE.replace("def make_mesh_2x4():", "def make_mesh_2x4(:")},
-                     everything("error"), "syntax error at line"),
-    "wrong_signature": ({EX01.module_file: REFERENCE.replace("def place(x, mesh, spec):", "def place(x, spec):")},
-                        only(("test_place",), "error"), "TypeError"),
+    "exit_at_import": only_ex01(REF1 + "\nraise SystemExit(3)\n", expect(ex01=every("error")),
+                                {"error": "called exit(3)"}),
+    "os_exit_at_import": only_ex01(REF1 + "\nimport os\nos._exit(3)\n", expect(ex01=every("crashed")),
+                                   {"crashed": "while importing ex01_meshes.py"}),
+    "os_exit_in_a_call": only_ex01(REF1 + wrap("make_data_mesh", "n == 5", "import os; os._exit(7)"),
+                                   expect(ex01=named("test_data_mesh_odd_sizes[5]", "crashed")),
+                                   {"crashed": "exited with status 7"}),
+    "endless_loop_in_a_call": only_ex01(REF1 + wrap("make_data_mesh", "n == 3", "while True: pass"),
+                                        expect(ex01=named("test_data_mesh_odd_sizes[3]", "timeout")),
+                                        {"timeout": "did not finish this call"}),
+    "memory_exhaustion_in_a_call": only_ex01(REF1 + wrap("make_data_mesh", "n == 1", "bytearray(64 * 2**30)"),
+                                             expect(ex01=named("test_data_mesh_odd_sizes[1]", "error")),
+                                             {"error": "MemoryError"}),
+    "spawns_a_daemon": only_ex01(REF1 + wrap("make_mesh_2x4", "True", DAEMON.replace("\n", "\n                ")),
+                                 expect(ex01=every("passed"))),
+    "huge_output": only_ex01(REF1 + "\nimport sys\nsys.__stdout__.write('x' * 30_000_000)\n"
+                             + wrap("place", "True", "print('y' * 2_000_000)"), expect(ex01=every("passed"))),
+    "syntax_error": only_ex01(REF1.replace("def make_mesh_2x4():", "def make_mesh_2x4(:"), expect(ex01=every("error")),
+                              {"error": "syntax error at line"}),
+    "wrong_signature": only_ex01(REF1.replace("def place(x, mesh, spec):", "def place(x, spec):"),
+                                 expect(ex01=named("test_place", "error")), {"error": "TypeError"}),
     # -- tampering with the grader --
-    "ships_conftest_and_site_hooks": ({EX01.module_file: STUB, "conftest.py": textwrap.dedent("""
-        import pytest
-        @pytest.hookimpl(wrapper=True)
-        def pytest_runtest_makereport(item, call):
-            report = yield
-            report.outcome = "passed"
-            return report
-        """), "pytest.ini": "[pytest]\naddopts = -p no:shardlab\n", "sitecustomize.py": "import os\nos._exit(1)\n",
-        "evil.pth": "import os; os._exit(1)\n"}, everything("not attempted"), "ex01:"),
-    "patches_pytest_and_the_checks": ({EX01.module_file: STUB + PATCH_GRADER}, everything("not attempted"), "ex01:"),
-    "patches_a_check_during_a_call": ({EX01.module_file: REFERENCE + wrap(
-        "place", "True", "import grader.checks.sharding as s; s.assert_shard_values = lambda *a, **k: None; "
-                         "return _place_original(args[0] + 1, *args[1:])")},
-        only(("test_place",), "failed"), "differs from the reference"),
-    "rewrites_grader_files": ({EX01.module_file: STUB + REWRITE_FILES}, everything("not attempted"), "ex01:"),
-    # Its lines reach the worker's own pipe to the harness (a protocol error) or nothing (it just exits).
-    "finds_the_events_in_memory": ({EX01.module_file: STUB + GC_FORGERY}, everything(("error", "crashed")),
-                                   "while importing ex01_meshes.py"),
+    "ships_conftest_and_site_hooks": only_ex01(STUB1, expect(ex01=every("not attempted")), **SHIPPED),
+    "patches_numpy_and_the_checks_at_import": only_ex01(STUB1 + PATCHES_AT_IMPORT,
+                                                        expect(ex01=every("not attempted"))),
+    "patches_pytest_and_code_objects": only_ex01(STUB1 + PATCHES_CODE_OBJECTS, expect(ex01=every("not attempted"))),
+    "patches_the_checks_during_a_call": only_ex01(STUB1 + PATCHES_DURING_A_CALL,
+                                                  expect(ex01=named("test_place", "failed", "not attempted")),
+                                                  {"failed": "differs from the reference"}),
+    "rewrites_grader_files": only_ex01(STUB1 + REWRITES_FILES, expect(ex01=every("not attempted"))),
     # -- forging results --
-    "forges_result_files": ({EX01.module_file: STUB + FORGERY}, everything("not attempted"), "ex01:"),
+    # Its event lines reach only the worker's own pipe to the harness: a broken protocol, an error.
+    "forges_result_files": only_ex01(STUB1 + FORGES_RESULT_FILES, expect(ex01=every(("error", "not attempted"))),
+                                     {"error": "broke the protocol while importing ex01_meshes.py"}),
+    "finds_the_events_in_memory": only_ex01(STUB1 + FINDS_THE_EVENTS_IN_MEMORY,
+                                            expect(ex01=every(("error", "crashed", "not attempted"))),
+                                            {"error": "while importing ex01_meshes.py",
+                                             "crashed": "while importing ex01_meshes.py"}),
     # Killing its own process group ends it while importing; either way it earns nothing.
-    "attacks_classmates": ({EX01.module_file: STUB + ATTACK_CLASSMATES}, everything(("not attempted", "crashed")),
-                           ""),
+    "attacks_classmates": only_ex01(STUB1 + ATTACKS_CLASSMATES, expect(ex01=every(("not attempted", "crashed"))),
+                                    {"crashed": "while importing ex01_meshes.py"}),
+    "patches_the_worker": Case({EX04.module_file: REF4 + PATCHES_THE_WORKER}, expect(ex04=ex04_forged),
+                               {"error": REFUSED, "failed": "differs from the reference"}),
     # -- reading what is secret --
-    "imports_solutions_as_a_package": ({EX01.module_file: REFERENCE + "\nfrom solutions.ex01_meshes import *\n"},
-                                       everything("error"), "No module named 'solutions'"),
-    "reads_solutions": ({EX01.module_file: STUB + READ_SECRETS}, everything("not attempted"), "ex01:"),
-    "leaks_hidden_tests": ({EX01.module_file: REFERENCE + LEAK_HIDDEN}, only(("test_place",), "error"),
-                           "Error"),
-    "reaches_the_network": ({EX01.module_file: STUB + NETWORK}, everything("not attempted"), "ex01:"),
+    "imports_solutions": only_ex01(STUB1 + IMPORTS_SOLUTIONS, expect(ex01=every("not attempted"))),
+    "reads_solutions": only_ex01(STUB1 + READS_SOLUTIONS, expect(ex01=every("not attempted"))),
+    "leaks_hidden_tests_in_an_error": only_ex01(REF1 + LEAKS_HIDDEN_TESTS, expect(ex01=named("test_place", "error")),
+                                                {"error": "ValueError"}),
+    "reaches_the_network": only_ex01(STUB1 + REACHES_THE_NETWORK, expect(ex01=every("not attempted"))),
     # -- gaming the checks --
-    "objects_equal_to_anything": (
-        {EX01.module_file: EX01_ALWAYS_EQUAL, EX02.module_file: EX02_ALWAYS_EQUAL},
-        for_exercises({EX01.id: named(("test_make_mesh_2x4", "test_mesh_2x4", "test_shard_table"), "error"),
-                       EX02.id: named(("test_describe", "test_shard_shape", "test_bytes_per_device"), "error")}),
-        "cannot be sent to the grader"),
-    "reads_the_callers_frames": ({EX02.module_file: EX02_READS_FRAMES},
-                                 for_exercises({EX02.id: named(("test_shard_shape",), "error")}), "KeyError"),
-    "fakes_a_sharding": ({EX01.module_file: FAKE_SHARDING}, only(("test_place",), "error"),
-                         "cannot be sent to the grader"),
-    "forges_its_traced_programs": ({EX04.module_file: FORGED_PROGRAM},
-                                   for_exercises({EX04.id: named(TRACED_EX04, "error")}), "shardlab_forged"),
-    # -- an honest classmate, graded after the attacks --
-    "zz_honest_classmate": ({EX01.module_file: REFERENCE, EX02.module_file: EX02_REFERENCE, EX04.module_file:
-                             source(EX04)}, for_exercises({e: all_of("passed") for e in (EX01.id, EX02.id, EX04.id)}),
-                            ""),
+    "objects_equal_to_anything": Case(
+        {EX01.module_file: EX01_EQUAL_TO_ANYTHING, EX02.module_file: EX02_EQUAL_TO_ANYTHING},
+        expect(ex01=named(("test_make_mesh_2x4", "test_mesh_2x4", "test_shard_table"), "error"),
+               ex02=named(("test_describe", "test_shard_shape", "test_bytes_per_device"), "error")),
+        {"error": "cannot be sent to the grader"}),
+    "reads_the_callers_frames": Case({EX02.module_file: EX02_READS_FRAMES},
+                                     expect(ex02=named("test_shard_shape", "error")), {"error": "KeyError"}),
+    "fakes_an_array": only_ex01(FAKES_AN_ARRAY, expect(ex01=named("test_place", "error")),
+                                {"error": "cannot be sent to the grader"}),
+    "fakes_a_sharding": only_ex01(FAKES_A_SHARDING, expect(ex01=named("test_place", "failed")),
+                                  {"failed": "wrong sharding"}),
+    "fakes_a_collective": Case({EX03.module_file: FAKES_A_COLLECTIVE}, expect(ex03=named("test_column_sum", "failed")),
+                               {"failed": "differs from the reference"}),
+    # -- an honest classmate, graded after every attack (the batch goes in alphabetical order) --
+    "zz_honest_classmate": Case({e.module_file: source(e) for e in GRADED},
+                                expect(**{e.number: every("passed") for e in GRADED}), {}),
 }
-GRADED = ["ex01", "ex02", "ex04"]
 
+
+# --- grading the corpus ----------------------------------------------------------------------------
 
 def accepted(expected) -> tuple:
     return expected if isinstance(expected, tuple) else (expected,)
 
 
-def daemons_running() -> list[int]:
-    return [p.pid for p in psutil.process_iter(["cmdline", "status"])
-            if MARKER in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
-
-
-def fingerprint(root: Path, *, contents: bool) -> dict[str, tuple]:
-    """Every file under root (pycache included): size and mtime, and a digest of the small ones."""
+def fingerprint(root: Path, *, contents: bool, skip: tuple[str, ...] = ()) -> dict[str, tuple]:
+    """Every file under root (__pycache__ included): size and mtime, and the digest of those under 1 MB."""
     found = {}
-    for folder, _, files in os.walk(root):
+    for folder, folders, files in os.walk(root):
+        folders[:] = [f for f in folders if f not in skip]
         for name in files:
             path = Path(folder, name)
             try:
-                stat = path.stat()
+                stat = path.lstat()
+                digest = hashlib.sha256(path.read_bytes()).hexdigest() \
+                    if contents and path.is_file() and stat.st_size < 1 << 20 else ""
             except OSError:
                 continue
-            digest = hashlib.sha256(path.read_bytes()).hexdigest() if contents and stat.st_size < 1 << 20 else ""
             found[str(path)] = (stat.st_size, stat.st_mtime_ns, digest)
     return found
+
+
+def checkout() -> dict[str, tuple]:
+    return fingerprint(paths.REPO_ROOT, contents=True, skip=(".git",))
 
 
 def environment_roots() -> list[Path]:
@@ -403,127 +664,168 @@ def environment_roots() -> list[Path]:
     return sorted({Path(p) for p in site.getsitepackages()} | {Path(sys.prefix) / "bin"})
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """The whole corpus graded as one class, two at a time, as an instructor would:
-    {case: (results read back from its report.json, its output folder)}, plus the fingerprints."""
-    class_dir = tmp_path_factory.mktemp("class")
-    for name, (files, _, _) in CASES.items():
-        (class_dir / name).mkdir()
-        for filename, text in files.items():
-            (class_dir / name / filename).write_text(text)
-    out = tmp_path_factory.mktemp("graded")
-    checkout_before = fingerprint(paths.REPO_ROOT, contents=True)
-    environment_before = {str(root): fingerprint(root, contents=False) for root in environment_roots()}
-    started = time.monotonic()
-    summary = grade_batch(class_dir, out, jobs=2,
-                          grade_args=[*(f"--exercise={e}" for e in GRADED), f"--test-timeout={TEST_TIMEOUT}"])
-    print(f"hostile corpus: {len(CASES)} submissions graded in {time.monotonic() - started:.1f} s wall time")
-    assert sorted(o.status for o in summary.outcomes) == ["graded"] * len(CASES), summary.outcomes
-    results = {name: (GradingResults.from_dict(json.loads((out / name / "report.json").read_text())), out / name)
-               for name in CASES}
-    changes = {
-        "checkout": _differences(checkout_before, fingerprint(paths.REPO_ROOT, contents=True)),
-        "environment": [d for root in environment_roots()
-                        for d in _differences(environment_before[str(root)], fingerprint(root, contents=False))],
-    }
-    return results, changes, out, summary
+def environment() -> dict[str, tuple]:
+    return {path: entry for root in environment_roots() for path, entry in fingerprint(root, contents=False).items()}
 
 
-def _differences(before: dict, after: dict) -> list[str]:
+def differences(before: dict, after: dict) -> list[str]:
     return sorted(f"{path}: {'added' if path not in before else 'removed' if path not in after else 'changed'}"
                   for path in before.keys() | after.keys() if before.get(path) != after.get(path))
+
+
+def daemons_running() -> list[int]:
+    return [p.pid for p in psutil.process_iter(["cmdline", "status"])
+            if MARKER in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+
+
+class Graded(NamedTuple):
+    results: dict[str, GradingResults | None]   # read back from each student's report.json
+    out: Path
+    summary: object
+    changes: dict[str, list[str]]
+    listener: socket.socket
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The whole corpus graded as one class, two at a time, as an instructor would."""
+    listener = socket.create_server(("127.0.0.1", 0))   # a submission that reaches it was not confined
+    listener.setblocking(False)
+    port = str(listener.getsockname()[1])
+    class_dir = tmp_path_factory.mktemp("class")
+    for name, case in CASES.items():
+        (class_dir / name).mkdir()
+        for filename, text in case.files.items():
+            (class_dir / name / filename).write_text(text.replace(PORT, port))
+    out = tmp_path_factory.mktemp("graded")
+    checkout_before, environment_before = checkout(), environment()
+    started = time.monotonic()
+    summary = grade_batch(class_dir, out, jobs=2,
+                          grade_args=[*(f"--exercise={e.number}" for e in GRADED), f"--test-timeout={TEST_TIMEOUT}"])
+    print(f"\nhostile corpus: {len(CASES)} submissions graded in {time.monotonic() - started:.1f} s wall time")
+    for outcome in sorted(summary.outcomes, key=lambda o: -o.seconds):
+        print(f"  {outcome.student}: {outcome.status} in {outcome.seconds:.1f} s {outcome.detail[:200]}")
+    changes = {"checkout": differences(checkout_before, checkout()),
+               "environment": differences(environment_before, environment())}
+    results = {}
+    for name in CASES:
+        report = out / name / "report.json"
+        results[name] = GradingResults.from_dict(json.loads(report.read_text())) if report.is_file() else None
+    yield Graded(results, out, summary, changes, listener)
+    listener.close()
+
+
+def expected_score(case: Case, results: GradingResults) -> float:
+    """What the case earns by its expectations alone: the tests expected to pass, and nothing else."""
+    return sum(t.max_score for t in results.tests() if accepted(case.expected(t.exercise, t.name)) == ("passed",))
+
+
+@pytest.mark.slow
+def test_every_submission_was_graded(graded):
+    statuses = sorted((o.student, o.status, o.detail[:300]) for o in graded.summary.outcomes)
+    assert statuses == [(name, "graded", "") for name in sorted(CASES)]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_case_gets_exactly_what_it_earned(graded, case):
-    results, _, out, _ = graded
-    graded_results, folder = results[case]
-    _, expected, fragment = CASES[case]
-    tests = [t for e in graded_results.exercises.values() for t in e.tests]
-    wrong = [f"{t.exercise} {t.name}: {t.category} ({t.message[:200]})" for t in tests
-             if t.category not in accepted(expected(t.exercise, t.name))]
-    assert not wrong, "\n".join(wrong[:10])
-    assert all(fragment in t.message for t in tests if t.category not in ("passed", "not attempted")), \
-        [t.message[:200] for t in tests if t.category not in ("passed", "not attempted")][:3]
-    earned = sum(t.max_score for t in tests if t.category == "passed")
-    assert graded_results.score == pytest.approx(earned)
-    assert json.loads((folder / "results.json").read_text())["score"] == pytest.approx(round(earned, 4), abs=1e-3)
+    results = graded.results[case]
+    assert results is not None, f"no report.json for {case}"
+    expected = CASES[case]
+    tests = results.tests()
+    assert {t.exercise for t in tests} == {e.id for e in GRADED}
+    wrong = [f"{t.exercise} {t.name}: {t.category} ({t.message[:300]})" for t in tests
+             if t.category not in accepted(expected.expected(t.exercise, t.name))]
+    assert not wrong, f"{len(wrong)} test(s) not as expected:\n" + "\n".join(wrong[:12])
+    for category, fragment in expected.messages.items():
+        missing = [f"{t.name}: {t.message[:300]}" for t in tests
+                   if t.category == category and fragment not in t.message]
+        assert not missing, f"{category} without {fragment!r}:\n" + "\n".join(missing[:5])
+    earned = expected_score(expected, results)
+    assert results.score == pytest.approx(earned)
+    gradescope = json.loads((graded.out / case / "results.json").read_text())
+    assert gradescope["score"] == pytest.approx(round(earned, 4), abs=1e-3)
 
 
 @pytest.mark.slow
 def test_the_worker_was_sandboxed(graded):
-    results, _, _, _ = graded
-    isolation = results["zz_honest_classmate"][0].environment["isolation"]
-    print(f"isolation in force: {isolation}")
+    isolation = graded.results["zz_honest_classmate"].environment["isolation"]
+    print(f"\nisolation in force: {isolation['level']} ({isolation})")
     assert isolation["level"] in ("bubblewrap", "landlock")
+    assert all(r is None or r.environment["isolation"]["level"] == isolation["level"] for r in graded.results.values())
 
 
 @pytest.mark.slow
 def test_nothing_is_left_running(graded):
     assert daemons_running() == [], "a submission's daemon outlived its grading"
-    assert [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE] == []
+    left = [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    assert left == [], [(p.pid, p.cmdline()) for p in left]
 
 
 @pytest.mark.slow
 def test_the_checkout_and_the_environment_are_unchanged(graded):
-    _, changes, _, _ = graded
-    checkout = [c for c in changes["checkout"] if "/.git/" not in c]
-    assert checkout == [], checkout[:10]
-    assert changes["environment"] == [], changes["environment"][:10]
+    assert graded.changes["checkout"] == [], graded.changes["checkout"][:20]
+    assert graded.changes["environment"] == [], graded.changes["environment"][:20]
 
 
 @pytest.mark.slow
 def test_no_classmate_result_changes(graded):
-    results, _, out, summary = graded
-    honest, folder = results["zz_honest_classmate"]
-    assert honest.score == pytest.approx(honest.max_score) and honest.max_score == sum(
-        catalog.get(e).points for e in GRADED)
-    rows = {line.split(",")[0]: line for line in (out / "grades.csv").read_text().splitlines()[1:]}
-    assert set(rows) == set(CASES)
-    for name, (graded_results, folder) in results.items():
-        report = json.loads((folder / "report.json").read_text())
-        assert report["score"] == pytest.approx(graded_results.score)
-        assert f",{round(graded_results.score, 2)}," in rows[name], rows[name]
-    assert {o.student for o in summary.outcomes} == set(CASES)
+    """Every report.json and grades.csv row says what its case earned, whatever the others did."""
+    honest = graded.results["zz_honest_classmate"]
+    assert honest.max_score == sum(e.points for e in GRADED)
+    assert honest.score == pytest.approx(honest.max_score)
+    lines = (graded.out / "grades.csv").read_text().splitlines()
+    header, rows = lines[0].split(","), {line.split(",")[0]: dict(zip(lines[0].split(","), line.split(",")))
+                                        for line in lines[1:]}
+    assert "total" in header and set(rows) == set(CASES)
+    for name, case in CASES.items():
+        results = graded.results[name]
+        earned = expected_score(case, results)
+        report = json.loads((graded.out / name / "report.json").read_text())
+        assert report["score"] == pytest.approx(earned), name
+        assert report["max_score"] == pytest.approx(sum(e.points for e in GRADED)), name
+        assert float(rows[name]["total"]) == pytest.approx(round(earned, 2), abs=0.011), rows[name]
+        assert rows[name]["status"] == "graded", rows[name]
 
 
 @pytest.mark.slow
 def test_no_hidden_test_line_reaches_any_output(graded):
-    _, _, out, _ = graded
     hidden = {line.strip() for e in catalog.EXERCISES
               for line in (e.tests_dir() / "test_hidden.py").read_text().splitlines() if len(line.strip()) > 25}
-    for path in out.rglob("*"):
-        if path.is_file() and path.suffix in (".json", ".xml", ".csv", ".log"):
+    checked = 0
+    for path in graded.out.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".xml", ".csv", ".log", ".txt"):
             text = path.read_text(errors="replace")
-            leaked = [line for line in hidden if line in text]
-            assert not leaked, f"{path.relative_to(out)} holds hidden test lines: {leaked[:3]}"
+            checked += path.name in ("report.json", "results.json")
+            leaked = sorted(line for line in hidden if line in text)
+            assert not leaked, f"{path.relative_to(graded.out)} holds hidden test lines: {leaked[:3]}"
+    assert checked == 2 * len(CASES)
+    leak = graded.results["leaks_hidden_tests_in_an_error"]
+    assert any("could not be read" in t.message for t in leak.tests())
 
 
 @pytest.mark.slow
 def test_the_network_was_not_reached(graded):
     try:
-        LISTENER.accept()
+        connection, address = graded.listener.accept()
     except BlockingIOError:
         return
-    raise AssertionError("a submission connected to the listener on 127.0.0.1")
+    connection.close()
+    raise AssertionError(f"a submission connected to the listener on 127.0.0.1 from {address}")
 
 
 @pytest.mark.slow
 def test_shipped_files_are_listed_and_never_loaded(graded):
-    results, _, _, _ = graded
-    problem = next(p for p in results["ships_conftest_and_site_hooks"][0].problems
-                   if p.startswith("not graded and never loaded"))
-    for name in ("conftest.py", "pytest.ini", "sitecustomize.py", "evil.pth"):
-        assert name in problem
+    problems = graded.results["ships_conftest_and_site_hooks"].problems
+    listed = next((p for p in problems if p.startswith("not graded and never loaded")), "")
+    assert all(name in listed for name in SHIPPED), problems
 
 
 @pytest.mark.slow
 def test_huge_output_is_truncated(graded):
-    results, _, _, _ = graded
-    graded_results, folder = results["huge_output"]
-    tests = graded_results.exercises[EX01.id].tests
+    results = graded.results["huge_output"]
+    tests = results.exercises[EX01.id].tests
     assert all(len(t.output) < 6000 for t in tests)
     assert any(t.output.startswith("yyyy") for t in tests)
-    assert (folder / "report.json").stat().st_size < 2_000_000
+    assert len(results.output) < 50_000
+    assert (graded.out / "huge_output" / "report.json").stat().st_size < 2_000_000
