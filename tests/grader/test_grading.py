@@ -141,3 +141,21 @@ def test_the_batch_timing_lock_reaches_the_grading_children(one_module, tmp_path
     monkeypatch.setenv(timing_lock.LOCK_DIR, str(tmp_path / "locks"))
     grade_submission(one_module, exercises=["ex01"])
     assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == ["cores", "turnstile"]
+
+
+def test_the_isolation_in_force_is_recorded(graded_one):
+    isolation = graded_one.environment["isolation"]
+    assert isolation["level"] in ("bubblewrap", "landlock", "process")
+    assert {"tool", "user", "network", "filesystem"} <= set(isolation)
+
+
+def test_a_missing_sandbox_is_refused_with_exit_2(one_module, tmp_path):
+    """--isolation names a level this machine lacks (no bwrap on PATH): nothing is graded."""
+    import os
+
+    done = subprocess.run([sys.executable, "-m", "grader.cli", "grade", str(one_module), "--out", str(tmp_path / "out"),
+                           "--isolation", "bubblewrap"], capture_output=True, text=True,
+                          env=dict(os.environ, PATH="/nonexistent"))
+    assert done.returncode == 2, done.stderr
+    assert "bubblewrap is not installed" in done.stderr and "apt-get install bubblewrap" in done.stderr
+    assert not (tmp_path / "out" / "report.json").exists()
