@@ -93,13 +93,20 @@ def _allowed_custom_calls() -> frozenset[str]:
     return frozenset(t for t in _export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE if "callback" not in t.lower())
 
 
+def _need(condition: bool, why: str) -> None:
+    if not condition:
+        raise UntrustedProgram(why)
+
+
 def checked_program(artifact: str):
     """Deserialize a worker's exported program and refuse anything the harness should not compile."""
     import jax
 
-    _need = lambda ok, why: None if ok else (_ for _ in ()).throw(UntrustedProgram(why))   # noqa: E731
     _need(isinstance(artifact, str), "the traced program is missing")
-    raw = base64.b64decode(artifact, validate=True)
+    try:
+        raw = base64.b64decode(artifact, validate=True)
+    except ValueError:
+        raise UntrustedProgram("the traced program is not base64") from None
     _need(len(raw) <= MAX_ARTIFACT_BYTES, f"the traced program is larger than {MAX_ARTIFACT_BYTES} bytes")
     try:
         exported = jax.export.deserialize(bytearray(raw))
