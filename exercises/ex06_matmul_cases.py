@@ -1,0 +1,76 @@
+"""ex06_matmul_cases: the four cases of a sharded matmul.
+
+C = A @ B, with A (I, J) and B (J, K), on a 2-D Explicit mesh with axes ("x", "y"). What a sharded
+matmul must communicate depends on one thing: where the *contracting* dimension J is.
+
+  1. J is split on neither operand: each device multiplies what it has. No communication.
+  2. J is split on one operand only: that operand must be gathered before anything can be multiplied.
+  3. J is split on both, the same way: each device computes a *partial sum* of the whole C (its
+     slice of J only), and the partial sums must be added up, with an all-reduce (everyone gets all
+     of C) or a reduce-scatter (everyone gets a slice of C, for 1/|x| of the memory and traffic).
+  4. A non-contracting dimension is split on both (A's rows and B's columns over the same axis):
+     one of them must be gathered, or the output would need the same axis twice.
+
+Write each case with `jax.shard_map` over `mesh`, taking A and B with the shardings stated in each
+function and returning C with the sharding stated. Every dimension is divisible by the mesh sizes.
+In cases 2 to 4 only the "x" axis splits anything: the devices along "y" hold the same blocks and do
+the same work.
+
+Results are compared with float64 NumPy at rtol=1e-5, atol=1e-5, three ways (the output's sharding,
+each shard's shape, each shard's values), on meshes of 2, 4 and 8 devices (2x1, 2x2, 2x4 and 4x2).
+The hidden tests also compile each function and read the collectives of the program, and for
+case3_reducescatter the bytes each device's output takes, from the compiled program.
+"""
+
+import jax
+from jax.sharding import PartitionSpec as P
+
+
+def case1_local(A, B, mesh):
+    """A: P("x", None) (rows split over "x"), B: P(None, "y") (columns split over "y").
+
+    Returns C = A @ B sharded P("x", "y"). The compiled program contains no collective.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex06: case1_local")
+
+
+def case2_allgather(A, B, mesh):
+    """A: P(None, "x") (the contracting dimension split), B: P(None, None) (replicated).
+
+    Returns C = A @ B replicated, P(None, None). The compiled program contains an all-gather and no
+    all-reduce. Hint: the result of `jax.lax.all_gather` is device-varying as far as JAX's types
+    know, so a replicated out_specs needs `check_vma=False`.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex06: case2_allgather")
+
+
+def case3_allreduce(A, B, mesh):
+    """A: P(None, "x"), B: P("x", None): the contracting dimension split the same way on both.
+
+    Returns C = A @ B replicated, P(None, None). The compiled program contains an all-reduce.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex06: case3_allreduce")
+
+
+def case3_reducescatter(A, B, mesh):
+    """The same inputs as case3_allreduce; returns C = A @ B sharded P("x", None).
+
+    The partial sums are added and split in one collective, so each device ends with only its rows
+    of C. The compiled program contains a reduce-scatter and no all-reduce, and each device's output
+    takes 1/|x| of the bytes of case3_allreduce's.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex06: case3_reducescatter")
+
+
+def case4_allgather(A, B, mesh):
+    """A: P("x", None) (rows over "x"), B: P(None, "x") (columns over "x" too).
+
+    Returns C = A @ B sharded P("x", None), by gathering B: each device keeps its rows of A and
+    needs every column of B. The compiled program contains an all-gather.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex06: case4_allgather")
