@@ -6,9 +6,10 @@ compiler inserts for you under `jax.jit`, and everything you write yourself insi
 is one of a handful of them. Here you write each one once, with `jax.shard_map`, and see what it does.
 
 Every function runs on the 1-D Explicit mesh `mesh` with one axis "i" of n devices. x arrives
-sharded P("i"): its first dimension (of size divisible by n; n * n for `all_to_all`) is split into n
-equal row-blocks, block d on device d. x may have more dimensions after the first; they are never
-split. Worked example used throughout, on 4 devices:
+sharded P("i"): its first dimension is split into n equal row-blocks, block d on device d. Its size
+is divisible by n, and by n * n where a block is split again (`all_to_all`, `reduce_scatter`,
+`all_reduce_via_scatter_gather`). x may have more dimensions after the first; they are never split.
+Worked example used throughout, on 4 devices:
 
     x = [3 1 4 1 | 5 9 2 6 | 5 3 5 8 | 9 7 1 2]      (blocks 0 | 1 | 2 | 3)
 
@@ -16,8 +17,8 @@ Values are compared with NumPy at rtol=1e-5, atol=1e-5 (sums in a different orde
 bits), three ways: the output's sharding, each shard's shape, each shard's values; graded on meshes
 of 2, 4 and 8 devices. The hidden tests also compile each function (under `jax.jit`, with the mesh
 fixed) and read the collectives of the compiled program: on the CPU backend each shard_map collective
-becomes exactly one HLO instruction, so each function must use the collective it is named after, and
-nothing else. They also check that the compiled program computes the right values.
+becomes exactly one HLO instruction, so each function must use the kinds of collective its docstring
+names (HLO: ...), and no other kind. They also check that the compiled program computes the right values.
 """
 
 import jax

@@ -38,6 +38,7 @@ def case1_local(A, B, mesh):
 def case2_allgather(A, B, mesh):
     """A: P(None, "x") (the contracting dimension split), B: P(None, None) (replicated).
 
+    Only "x" splits anything: the devices along "y" hold the same blocks and compute the same C.
     Returns C = A @ B replicated, P(None, None). The compiled program contains an all-gather and no
     all-reduce. Hint: the result of `jax.lax.all_gather` is device-varying as far as JAX's types
     know, so a replicated out_specs needs `check_vma=False`.
@@ -49,7 +50,9 @@ def case2_allgather(A, B, mesh):
 def case3_allreduce(A, B, mesh):
     """A: P(None, "x"), B: P("x", None): the contracting dimension split the same way on both.
 
-    Returns C = A @ B replicated, P(None, None). The compiled program contains an all-reduce.
+    Only "x" splits anything: the devices along "y" hold the same blocks, and the partial sums to add
+    are those along "x". Returns C = A @ B replicated, P(None, None). The compiled program contains
+    an all-reduce.
     """
     # YOUR CODE HERE
     raise NotImplementedError("ex06: case3_allreduce")
@@ -58,6 +61,7 @@ def case3_allreduce(A, B, mesh):
 def case3_reducescatter(A, B, mesh):
     """The same inputs as case3_allreduce; returns C = A @ B sharded P("x", None).
 
+    As there, "y" splits nothing: C's rows are split over "x" and replicated along "y".
     The partial sums are added and split in one collective, so each device ends with only its rows
     of C. The compiled program contains a reduce-scatter and no all-reduce, and each device's output
     takes 1/|x| of the bytes of case3_allreduce's.
@@ -69,6 +73,7 @@ def case3_reducescatter(A, B, mesh):
 def case4_allgather(A, B, mesh):
     """A: P("x", None) (rows over "x"), B: P(None, "x") (columns over "x" too).
 
+    Only "x" splits anything: the devices along "y" hold the same blocks and compute the same rows.
     Returns C = A @ B sharded P("x", None), by gathering B: each device keeps its rows of A and
     needs every column of B. The compiled program contains an all-gather.
     """

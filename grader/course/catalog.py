@@ -73,6 +73,39 @@ EXERCISES: tuple[Exercise, ...] = (
              "x. With features split instead, each device holds a partial product that must be summed.",
         seeds='Lab 3 "Data parallel layer"; design card "sharded layer"',
     ),
+    Exercise(
+        id="ex05_collectives",
+        title="The collective zoo",
+        points=15,
+        hint="Inside jax.shard_map each device holds one block; jax.lax.psum, all_gather, psum_scatter, "
+             "all_to_all and ppermute each move blocks in one pattern. A ring passes a block to the next "
+             "device n - 1 times.",
+        seeds="MinText tutorial 1 section 3; jz-tree MPI-style collectives",
+    ),
+    Exercise(
+        id="ex06_matmul_cases",
+        title="The four cases of a sharded matmul",
+        points=15,
+        hint="Look at where the contracting dimension lives: split on both operands means partial sums "
+             "to add up; split on neither means nothing to communicate; split on one means gathering it.",
+        seeds="MinText tutorial 1 sections 3.2-3.5",
+    ),
+    Exercise(
+        id="ex07_collective_matmul",
+        title="Collective matmuls: overlapping communication with compute",
+        points=15,
+        hint="Instead of gathering all of rhs before multiplying, multiply the block you hold while the "
+             "next one travels: n steps of ppermute, each paired with one block's matmul.",
+        seeds='JAX shard_map guide (collective matmul); "How to Scale Your Model"',
+    ),
+    Exercise(
+        id="ex08_data_parallel_training",
+        title="Data-parallel MLP training",
+        points=20,
+        hint="Split the batch, replicate the parameters, and average the gradients over the devices. "
+             "Inside shard_map, jax.grad with respect to replicated parameters already sums over devices.",
+        seeds='Lab 3 "Neural networks using automatic parallelization"; design card "data-parallel training"',
+    ),
 )
 
 _BY_ID = {exercise.id: exercise for exercise in EXERCISES}

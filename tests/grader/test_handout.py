@@ -26,6 +26,8 @@ from grader.platforms.handout import (
 )
 
 EX04 = catalog.get("ex04_sharded_layer")
+ALL = [exercise.id for exercise in catalog.EXERCISES]
+TOTAL = catalog.total_points()
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +220,7 @@ def test_grade_script_is_valid_bash_and_grades_the_visible_tests(handout):
 
 
 def a_report(tmp_path) -> Path:
-    """ex01's visible tests all passed, one of ex04's, nothing else: 10 + 5 of 55 points."""
+    """ex01's visible tests all passed, one of ex04's, nothing else: 10 + 5 of the course's points."""
     exercises = {}
     for exercise in catalog.EXERCISES:
         passing = {"ex01_meshes": 4, "ex04_sharded_layer": 1}.get(exercise.id, 0)
@@ -236,12 +238,12 @@ def test_grade_summary_publishes_the_score(handout, tmp_path):
     done = subprocess.run([sys.executable, str(handout / ".github/grade_summary.py"), str(a_report(tmp_path))],
                           capture_output=True, text=True, check=True,
                           env=os.environ | {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs)})
-    assert done.stdout.splitlines()[0] == "Score: 15 / 55 points (visible tests)"
+    assert done.stdout.splitlines()[0] == f"Score: 15 / {TOTAL} points (visible tests)"
     assert "  ex04_sharded_layer: 5 / 20 (1 of 4 tests pass)" in done.stdout
-    assert summary.read_text().startswith("## Score: 15 / 55 points (visible tests)\n")
+    assert summary.read_text().startswith(f"## Score: 15 / {TOTAL} points (visible tests)\n")
     assert "| ex01_meshes | Devices and meshes | 10 / 10 | 4 of 4 |" in summary.read_text()
     classroom = classroom_result(outputs)
-    assert classroom["status"] == "pass" and classroom["max_score"] == 55
+    assert classroom["status"] == "pass" and classroom["max_score"] == TOTAL
     assert sum(test["score"] for test in classroom["tests"]) == 15
     assert [test["status"] for test in classroom["tests"]] == ["pass", "fail", "fail", "fail"]
 
@@ -289,9 +291,6 @@ def run_handout_tests(installed, tmp_path) -> tuple[int, list[dict]]:
     done = in_venv(installed, "python", "-m", "pytest", f"--shardlab-results={results}")
     assert results.exists(), done.stdout[-3000:] + done.stderr[-3000:]
     return done.returncode, json.loads(results.read_text())["tests"]
-
-
-ALL = [exercise.id for exercise in catalog.EXERCISES]
 
 
 @pytest.mark.slow
@@ -353,8 +352,8 @@ def test_ci_grade_script_runs_locally(installed, tmp_path):
     assert report["visible_only"] and report["max_score"] == catalog.total_points()
     assert report["score"] == pytest.approx(20)
     assert not any(t["hidden"] for ex in report["exercises"].values() for t in ex["tests"])
-    assert "Score: 20 / 55 points (visible tests)" in done.stdout
-    assert summary.read_text().startswith("## Score: 20 / 55 points")
+    assert f"Score: 20 / {TOTAL} points (visible tests)" in done.stdout
+    assert summary.read_text().startswith(f"## Score: 20 / {TOTAL} points")
     assert sum(test["score"] for test in classroom_result(outputs)["tests"]) == pytest.approx(20)
 
 
@@ -367,4 +366,4 @@ def test_ci_grade_script_can_fail_under_a_score(installed, tmp_path):
                    GITHUB_STEP_SUMMARY=str(summary))
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "below --fail-under 30" in done.stderr
-    assert summary.read_text().startswith("## Score: 10 / 55 points")   # published all the same
+    assert summary.read_text().startswith(f"## Score: 10 / {TOTAL} points")   # published all the same

@@ -28,8 +28,11 @@ from grader.platforms.nbgrader_course import (
 )
 
 EX01, EX04 = catalog.get("ex01_meshes"), catalog.get("ex04_sharded_layer")
-EXERCISES = (EX01, EX04)
-BROKEN = (EX04, "layer_feature_sharded")   # the function the "partial" student leaves as a stub
+EX05, EX08 = catalog.get("ex05_collectives"), catalog.get("ex08_data_parallel_training")
+EXERCISES = (EX01, EX04, EX05, EX08)   # built into notebooks and checked here
+AUTOGRADED = (EX05, EX08)              # run through real nbgrader (slow: a kernel per notebook)
+# The function the "partial" student leaves as a stub, and what else reaches it (train(use_shard_map=True)).
+BROKEN = (EX08, "train_step_shard_map", "use_shard_map")
 GRADE_ID = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -76,13 +79,14 @@ def hidden_lines(exercise) -> set[str]:
             if len(line.strip()) > 12 and line.strip() not in seen}
 
 
-def calls(exercise, function) -> set[str]:
-    """Grade ids of the test cells whose test function calls `function` of the implementation."""
+def calls(exercise, function, *also) -> set[str]:
+    """Grade ids of the test cells whose test function calls `function` of the implementation (or
+    mentions one of `also`)."""
     found = set()
     for file, role in (("test_visible.py", "test"), ("test_hidden.py", "hidden")):
         parts = notebooks.test_file_parts((exercise.tests_dir() / file).read_text())
         found |= {notebooks.grade_id(exercise, role, name) for name, code in parts.functions.items()
-                  if f"impl.{function}(" in code}
+                  if any(token in code for token in (f"impl.{function}(", *also))}
     return found
 
 
@@ -247,8 +251,8 @@ def test_groups_put_exercises_into_one_assignment():
     assert parse_groups(["lab1=ex01,ex04_sharded_layer", "lab2=ex03"]) == {"lab1": [EX01, EX04],
                                                                           "lab2": [catalog.get("ex03")]}
     plan = assignments(list(catalog.EXERCISES), {"lab1": [EX04, EX01]})
-    assert plan == {"lab1": [EX01, EX04], "ex02_sharding_properties": [catalog.get("ex02")],
-                    "ex03_computation_follows_data": [catalog.get("ex03")]}
+    assert plan == {"lab1": [EX01, EX04], **{e.id: [e] for e in catalog.EXERCISES if e not in (EX01, EX04)}}
+    assert list(plan)[:3] == ["lab1", "ex02_sharding_properties", "ex03_computation_follows_data"]
     for bad in (["lab1"], ["lab 1=ex01"], ["lab1="], ["lab1=ex99"], ["a=ex01", "a=ex02"]):
         with pytest.raises((ValueError, KeyError)):
             parse_groups(bad)
@@ -310,7 +314,7 @@ def with_stub(notebook, exercise, function):
     notebook = nbformat.from_dict(notebook)
     for cell in notebook.cells:
         if cell.metadata.nbgrader["grade_id"] == notebooks.grade_id(exercise, "solution", function):
-            cell.source = f"def {function}(x, W, b, mesh):\n    # YOUR CODE HERE\n    raise NotImplementedError()"
+            cell.source = f"def {function}(*args, **kwargs):\n    # YOUR CODE HERE\n    raise NotImplementedError()"
             return notebook
     raise LookupError(function)
 
@@ -318,15 +322,15 @@ def with_stub(notebook, exercise, function):
 @pytest.fixture(scope="module")
 def course(tmp_path_factory, collected):
     """The course built, released, and three students autograded: ref (the source notebooks), stub (the
-    released notebooks untouched) and partial (ex04 with one function left as a stub)."""
+    released notebooks untouched) and partial (ex08 with one function left as a stub)."""
     root = tmp_path_factory.mktemp("course")
-    build_course(root, exercises=[e.id for e in EXERCISES], tests=collected)
-    for exercise in EXERCISES:
+    build_course(root, exercises=[e.id for e in AUTOGRADED], tests=collected)
+    for exercise in AUTOGRADED:
         nbgrader(root, "generate_assignment", exercise.id, "--force")
-    source = {e.id: nbformat.read(root / "source" / e.id / f"{e.id}.ipynb", 4) for e in EXERCISES}
-    released = {e.id: nbformat.read(root / "release" / e.id / f"{e.id}.ipynb", 4) for e in EXERCISES}
+    source = {e.id: nbformat.read(root / "source" / e.id / f"{e.id}.ipynb", 4) for e in AUTOGRADED}
+    released = {e.id: nbformat.read(root / "release" / e.id / f"{e.id}.ipynb", 4) for e in AUTOGRADED}
     students = {"ref": source, "stub": released,
-                "partial": {BROKEN[0].id: with_stub(source[BROKEN[0].id], *BROKEN)}}
+                "partial": {BROKEN[0].id: with_stub(source[BROKEN[0].id], *BROKEN[:2])}}
     seconds = {}
     for student, notebooks_of in students.items():
         for exercise_id, notebook in notebooks_of.items():
@@ -345,7 +349,7 @@ def gradebook_scores(root) -> dict[tuple[str, str], tuple[float, float]]:
 
 @pytest.mark.slow
 def test_released_notebooks_have_no_solutions_and_no_hidden_tests(course):
-    for exercise in EXERCISES:
+    for exercise in AUTOGRADED:
         released = "\n".join(c.source for c in course["released"][exercise.id].cells)
         source_text = "\n".join(c.source for c in course["source"][exercise.id].cells
                                 if notebooks.role_of(c)[0] != "solution")
@@ -362,17 +366,17 @@ def test_released_notebooks_have_no_solutions_and_no_hidden_tests(course):
 @pytest.mark.slow
 def test_autograde_gives_full_none_and_exactly_the_partial_score(course, capsys):
     scores = gradebook_scores(course["root"])
-    for exercise in EXERCISES:
+    for exercise in AUTOGRADED:
         assert scores[("ref", exercise.id)] == pytest.approx((exercise.points, exercise.points))
         assert scores[("stub", exercise.id)] == (0.0, pytest.approx(exercise.points))
-    exercise, function = BROKEN
-    broken = calls(exercise, function)
-    assert len(broken) == 3
+    exercise = BROKEN[0]
+    broken = calls(*BROKEN)
+    assert len(broken) == 7   # 2 visible, 5 hidden
     lost = sum(c.metadata.nbgrader["points"] for c in course["source"][exercise.id].cells
                if c.metadata.nbgrader["grade_id"] in broken)
     assert scores[("partial", exercise.id)][0] == pytest.approx(exercise.points - lost)
     # The reference's every test cell shows its points as its value, and nothing on stderr.
-    for exercise in EXERCISES:
+    for exercise in AUTOGRADED:
         graded = nbformat.read(course["root"] / "autograded/ref" / exercise.id / f"{exercise.id}.ipynb", 4)
         for cell in cells_of(graded, "test", "hidden"):
             kinds = [o.output_type if o.output_type != "stream" else o.name for o in cell.outputs]
@@ -386,15 +390,15 @@ def test_autograde_gives_full_none_and_exactly_the_partial_score(course, capsys)
 @pytest.mark.slow
 def test_feedback_hides_hidden_test_code_and_export_has_the_scores(course):
     root = course["root"]
-    for exercise in EXERCISES:
+    for exercise in AUTOGRADED:
         nbgrader(root, "generate_feedback", exercise.id, "--force")
     nbgrader(root, "export")
     with open(root / "grades.csv") as f:
         rows = {(r["student_id"], r["assignment"]): float(r["score"]) for r in csv.DictReader(f)}
     scores = gradebook_scores(root)
     assert {key: rows[key] for key in scores} == {key: pytest.approx(score) for key, (score, _) in scores.items()}
-    assert rows[("ref", EX04.id)] == EX04.points and rows[("stub", EX04.id)] == 0
-    assert rows[("partial", EX01.id)] == 0   # no submission, no score
+    assert rows[("ref", EX08.id)] == pytest.approx(EX08.points) and rows[("stub", EX08.id)] == 0
+    assert rows[("partial", EX05.id)] == 0   # no submission, no score
 
     exercise = BROKEN[0]
     autograded = (root / "autograded/partial" / exercise.id / f"{exercise.id}.ipynb").read_text()
@@ -405,8 +409,8 @@ def test_feedback_hides_hidden_test_code_and_export_has_the_scores(course):
     assert not [line for line in secret if line in text]
     for name in notebooks.test_file_parts((exercise.tests_dir() / "test_hidden.py").read_text()).functions:
         assert f"# hidden test: {name} (code not shown)" in text
-    assert "test_layer_feature_sharded_values[4dev]: not attempted\n    not attempted (NotImplementedError)" in text
-    assert "test_layer_auto_values[2dev]: passed" in text
+    assert "test_train_step_shard_map_values[4dev]: not attempted\n    not attempted (NotImplementedError)" in text
+    assert "test_train_step_values[2dev]: passed" in text
 
 
 @pytest.mark.slow
@@ -420,7 +424,7 @@ def test_the_fast_path_records_the_grades_autograde_gives(course, tmp_path, caps
         done = subprocess.run(
             [sys.executable, "-m", "grader.cli", "grade", str(root / "submitted" / student), "--out",
              str(tmp_path / student), "--gradebook", f"sqlite:///{root / 'gradebook.db'}", "--student",
-             f"fast-{student}", "--quiet", *(f"--exercise={e.id}" for e in EXERCISES)],
+             f"fast-{student}", "--quiet", *(f"--exercise={e.id}" for e in AUTOGRADED)],
             capture_output=True, text=True)
         seconds[student] = time.monotonic() - start
         assert done.returncode == 0 and "gradebook" not in done.stderr, done.stderr[-3000:]
@@ -437,7 +441,7 @@ def test_the_fast_path_records_the_grades_autograde_gives(course, tmp_path, caps
             assert cells[(f"fast-{student}", notebook, cell)] == pytest.approx(score), (student, notebook, cell)
             compared += 1
     assert compared == sum(1 for key in cells if not key[0].startswith("fast-"))
-    assert not [key for key in cells if key[0] == "fast-partial" and key[1] == EX01.id]   # never submitted
+    assert not [key for key in cells if key[0] == "fast-partial" and key[1] == EX05.id]   # never submitted
     with capsys.disabled():
         print("\nfast path (shardlab grade --gradebook), seconds per student: " + ", ".join(
             f"{student} {s:.1f}" for student, s in seconds.items()))

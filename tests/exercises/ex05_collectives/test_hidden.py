@@ -13,15 +13,18 @@ pytestmark = pytest.mark.hidden
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
-# name: (output spec, rows of x per device as a multiple of n (all_to_all needs n * n rows), rule)
+# name: (output spec, rows of x per device as a multiple of n, the collectives its program may contain).
+# The kinds are strict (on the CPU backend each shard_map collective is one HLO op, and jit inserts
+# none of its own here); the counts are not: a ring all-reduce unrolled in Python has n - 1
+# collective-permutes, in a fori_loop one.
 CONTRACT = {
-    "all_gather": (P(), 2, dict(exactly={"all-gather": 1})),
-    "all_reduce": (P(), 2, dict(exactly={"all-reduce": 1})),
-    "reduce_scatter": (P("i"), 2, dict(exactly={"reduce-scatter": 1})),
-    "all_reduce_via_scatter_gather": (P(), 2, dict(exactly={"reduce-scatter": 1, "all-gather": 1})),
-    "all_to_all": (P("i"), 2, dict(exactly={"all-to-all": 1})),
-    "ring_shift": (P("i"), 1, dict(exactly={"collective-permute": 1})),
-    "ring_all_reduce": (P(), 2, dict(only=("collective-permute",))),
+    "all_gather": (P(), 2, ("all-gather",)),
+    "all_reduce": (P(), 2, ("all-reduce",)),
+    "reduce_scatter": (P("i"), 2, ("reduce-scatter",)),
+    "all_reduce_via_scatter_gather": (P(), 2, ("reduce-scatter", "all-gather")),
+    "all_to_all": (P("i"), 2, ("all-to-all",)),
+    "ring_shift": (P("i"), 1, ("collective-permute",)),
+    "ring_all_reduce": (P(), 2, ("collective-permute",)),
 }
 FUNCTIONS = list(CONTRACT)
 
@@ -69,5 +72,6 @@ def test_ring_shift_any_k(impl, n_devices, ring, expected):
 def test_collectives(impl, n_devices, ring, expected, name):
     mesh, place = ring(n_devices)
     x = _input(n_devices, name, seed=11)
-    assert_collectives(lambda x: getattr(impl, name)(x, mesh), place(x), **CONTRACT[name][2],
+    kinds = CONTRACT[name][2]
+    assert_collectives(lambda x: getattr(impl, name)(x, mesh), place(x), present=kinds, only=kinds,
                        expected=getattr(expected, name)(x, n_devices), **TOL, what=name)

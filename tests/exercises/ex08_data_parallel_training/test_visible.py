@@ -1,0 +1,57 @@
+"""ex08_data_parallel_training, visible tests (8 devices). Run them with `shardlab check ex08`."""
+
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from grader.checks import assert_sharded_like, test_mesh
+
+LR = 0.05                          # the conftest's default
+N = 8
+N_BATCH = 192                      # 24 rows per device
+
+
+def placed(mesh, params, x, y):
+    data = NamedSharding(mesh, P("data", None))
+    return jax.device_put(params, NamedSharding(mesh, P())), jax.device_put(x, data), jax.device_put(y, data)
+
+
+def test_shard_batch(impl, problem):
+    mesh = test_mesh((N,), ("data",), "explicit")
+    _, x, y = problem(N_BATCH)
+    xs, ys = impl.shard_batch(x, y, mesh)
+    assert_sharded_like(xs, mesh, P("data", None), x, rtol=0, atol=0, name="x")
+    assert_sharded_like(ys, mesh, P("data", None), y, rtol=0, atol=0, name="y")
+
+
+def test_replicate(impl, problem):
+    mesh = test_mesh((N,), ("data",), "explicit")
+    params, _, _ = problem(N_BATCH)
+    out = impl.replicate(params, mesh)
+    assert isinstance(out, list) and len(out) == len(params), f"replicate should return a list of {len(params)} (W, b)"
+    for i, ((W, b), (W0, b0)) in enumerate(zip(out, params)):
+        assert_sharded_like(W, mesh, P(), W0, rtol=0, atol=0, name=f"W of layer {i}")
+        assert_sharded_like(b, mesh, P(), b0, rtol=0, atol=0, name=f"b of layer {i}")
+
+
+def test_train_step(impl, problem, check_trained):
+    mesh = test_mesh((N,), ("data",), "explicit")
+    params, x, y = problem(N_BATCH)
+    new, loss = impl.train_step(*placed(mesh, params, x, y), LR)
+    check_trained(new, loss, mesh, params, x, y, lr=LR, what="train_step's new params")
+
+
+def test_train_step_shard_map(impl, problem, check_trained):
+    mesh = test_mesh((N,), ("data",), "explicit")
+    params, x, y = problem(N_BATCH)
+    new, loss = impl.train_step_shard_map(*placed(mesh, params, x, y), LR, mesh)
+    check_trained(new, loss, mesh, params, x, y, lr=LR, what="train_step_shard_map's new params")
+
+
+def test_train_worked_example(impl, problem, check_trained):
+    """The lab's worked example: the same 10 steps both ways, the losses going down like one device's."""
+    mesh = test_mesh((N,), ("data",), "explicit")
+    params, x, y = problem(N_BATCH)
+    for use_shard_map in (False, True):
+        out, losses = impl.train(params, x, y, mesh, steps=10, lr=LR, use_shard_map=use_shard_map)
+        check_trained(out, losses, mesh, params, x, y, lr=LR, steps=10,
+                      what=f"the params train(..., use_shard_map={use_shard_map}) returns")

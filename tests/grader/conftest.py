@@ -1,0 +1,30 @@
+"""The grader's own tests run the exercise tests many times over in subprocesses (the reference, both
+routes of every corpus submission, dev-check, the flake tests): they share one XLA compilation cache,
+fresh for each session, so that a program compiled once is not compiled again by the next run.
+
+Only this test suite's subprocesses see it (they inherit the environment). Grading itself builds the
+harness's and the worker's environments from scratch, so `shardlab grade` never reads or writes it."""
+
+import atexit
+import os
+import shutil
+import tempfile
+
+import jax
+from jax._src import compilation_cache
+
+_CACHE = tempfile.mkdtemp(prefix="shardlab-tests-xla-cache-")
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+os.environ.update({
+    "JAX_COMPILATION_CACHE_DIR": _CACHE,
+    # Cache every program: the tests' programs are small and each compiles in well under a second.
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+})
+
+# This process too (the in-process exercise tests, collected before this file is read): its entries
+# are what dev-check's and the corpus's reference runs find already compiled.
+jax.config.update("jax_compilation_cache_dir", _CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+compilation_cache.reset_cache()   # forget a "no cache" decision taken by an earlier compile

@@ -1,0 +1,74 @@
+"""ex08 that falls into the trap: inside shard_map, jax.grad of the local loss with respect to the
+replicated (invariant) params, then a pmean of the gradients. jax.grad already summed them over the
+devices, so the update is n times the true one. It compiles, runs, has an all-reduce and trains;
+the loss it reports is right. Everything else is right."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+
+def init_mlp(key, sizes):
+    keys = jax.random.split(key, len(sizes) - 1)
+    params = []
+    for k, n_in, n_out in zip(keys, sizes[:-1], sizes[1:]):
+        w_key, b_key = jax.random.split(k)
+        params.append((0.1 * jax.random.normal(w_key, (n_in, n_out)), 0.1 * jax.random.normal(b_key, (n_out,))))
+    return params
+
+
+def mlp_forward(params, x):
+    for W, b in params[:-1]:
+        x = jnp.tanh(x @ W + b)
+    W, b = params[-1]
+    return x @ W + b
+
+
+def mse_loss(params, x, y):
+    return jnp.mean((mlp_forward(params, x) - y) ** 2)
+
+
+def sgd_step(params, x, y, lr):
+    loss, grads = jax.value_and_grad(mse_loss)(params, x, y)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
+
+
+def shard_batch(x, y, mesh):
+    batch = NamedSharding(mesh, P("data", None))
+    return jax.device_put(x, batch), jax.device_put(y, batch)
+
+
+def replicate(params, mesh):
+    return jax.device_put(params, NamedSharding(mesh, P()))
+
+
+@jax.jit
+def train_step(params, x, y, lr):
+    return sgd_step(params, x, y, lr)
+
+
+@functools.partial(jax.jit, static_argnames="mesh")
+def train_step_shard_map(params, x, y, lr, mesh):
+    def per_device(params, x, y):
+        loss, grads = jax.value_and_grad(mse_loss)(params, x, y)
+        grads = jax.lax.pmean(grads, "data")   # "average the gradients": but they are already summed
+        loss = jax.lax.pmean(loss, "data")
+        return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
+
+    return jax.shard_map(per_device, mesh=mesh, in_specs=(P(), P("data", None), P("data", None)),
+                         out_specs=(P(), P()))(params, x, y)
+
+
+def train(params, x, y, mesh, steps: int, lr: float, use_shard_map: bool = False):
+    params = replicate(params, mesh)
+    x, y = shard_batch(x, y, mesh)
+    losses = []
+    for _ in range(steps):
+        if use_shard_map:
+            params, loss = train_step_shard_map(params, x, y, lr, mesh)
+        else:
+            params, loss = train_step(params, x, y, lr)
+        losses.append(loss)
+    return params, jnp.stack(losses)
