@@ -235,7 +235,7 @@ def pytest_runtest_call(item):
 def speedup(request):
     """check(baseline, candidate, threshold=..., label=..., devices=...) under the session's policy
     (report_only=True never fails); the figures go into the test's output and its recorded
-    properties whatever the outcome."""
+    properties whatever the outcome. `calibration` may be a function, measured only when timing is on."""
     import jax
 
     from grader.checks.speedup import TimingPolicy, judge, measure_speedup
@@ -245,6 +245,8 @@ def speedup(request):
     def check(baseline, candidate, *, report_only: bool = False, **kwargs):
         if policy is TimingPolicy.SKIP:
             pytest.skip("timing checks are off (--timing=skip)")
+        if callable(kwargs.get("calibration")):
+            kwargs["calibration"] = kwargs["calibration"]()
         # Any tracing happens now (with --isolate the worker exports the student's program), then the
         # worker is stopped while the harness times its own copy.
         jax.block_until_ready(baseline())

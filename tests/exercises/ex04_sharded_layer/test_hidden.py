@@ -146,4 +146,4 @@ def test_layer_shard_map_speedup_over_one_device(impl, layer_inputs, speedup):
     one_device = jax.jit(lambda x, W, b: jax.nn.softmax(x @ W + b))
     x1, W1, b1 = (jax.device_put(v, device) for v in inputs)
     speedup(lambda: one_device(x1, W1, b1), run_candidate, threshold=1.0, report_only=True, max_repeats=9,
-            calibration=calibration_speedup(n), label="layer_shard_map against one device", devices=n)
+            calibration=lambda: calibration_speedup(n), label="layer_shard_map against one device", devices=n)
