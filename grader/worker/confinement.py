@@ -99,12 +99,12 @@ def _rlimits(limits: WorkerLimits, as_nobody: bool) -> dict[str, int]:
     return values
 
 
-def _bwrap_command(argv: list[str], workdir: Path, readable: list[Path]) -> list[str]:
+def _bwrap_command(argv: list[str], workdir: Path, readable: list[Path], pid_1: bool = False) -> list[str]:
     # As root, no user namespace: inside it the launcher's switch to nobody would be refused, and nobody
     # mapped through one is root outside. As anyone else, a user namespace is what lets bwrap run.
     namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
-    command = [bwrap_path(), *(namespaces if _is_root() else ["--unshare-all"]), "--die-with-parent",
-               "--new-session", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    command = [bwrap_path(), *(namespaces if _is_root() else ["--unshare-all"]), *(["--as-pid-1"] if pid_1 else []),
+               "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for path in SYSTEM_PATHS:
         if os.path.islink(path):
             command += ["--symlink", os.readlink(path), path]
@@ -239,14 +239,18 @@ def _live_workers() -> set[int]:
 
 def spawn_confined(argv: list[str], *, level: Isolation, workdir: Path, readable: list[Path], env: dict[str, str],
                    pass_fds: tuple[int, ...] = (), limits: WorkerLimits = WorkerLimits(), stdout=None,
-                   probing: bool = False, network: bool = False) -> ConfinedProcess:
+                   probing: bool = False, network: bool = False, pid_1: bool = False) -> ConfinedProcess:
     """Start argv (a Python command) confined at `level`: it reads only Python, the system and
     `readable`, writes only `workdir` (its cwd, HOME and TMPDIR), and gets `env` and `pass_fds` only.
 
     network: the processes it starts talk to each other over TCP (a multi-controller run). Under
     bubblewrap that changes nothing: they share the sandbox's own loopback, which reaches nothing
     outside. Under Landlock TCP is then allowed, to any port: Landlock rules name ports, and gloo's
-    are chosen by the kernel (the level in force is reported; `strict` grading prefers bubblewrap)."""
+    are chosen by the kernel (the level in force is reported; `strict` grading prefers bubblewrap).
+
+    pid_1: under bubblewrap, argv is the pid namespace's init in place of bwrap's own: it reaps the
+    sandbox's orphans, and no process in the sandbox can signal it but through a handler it installed
+    (a worker's zygote, which its workers must not end). Other levels ignore it."""
     as_nobody = _is_root() and (level is Isolation.BUBBLEWRAP or (not probing and _can_drop_to_nobody()))
     if as_nobody:
         os.chown(workdir, *NOBODY)
@@ -258,7 +262,7 @@ def spawn_confined(argv: list[str], *, level: Isolation, workdir: Path, readable
                               "write": [str(workdir), *DEVICES[:2]], "network": network}
     command = _launcher(config, argv)
     if level is Isolation.BUBBLEWRAP:
-        command = _bwrap_command(command, workdir, readable)
+        command = _bwrap_command(command, workdir, readable, pid_1)
     siblings = frozenset(c.pid for c in psutil.Process().children())
     popen = subprocess.Popen(command, cwd=workdir, env=env, pass_fds=pass_fds, stdin=subprocess.DEVNULL,
                              stdout=stdout or subprocess.DEVNULL,

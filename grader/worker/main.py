@@ -2,6 +2,7 @@
 
     python -I -m grader.worker.main REQUEST_FD RESPONSE_FD MODULES_FOLDER
 
+or, as the harness starts it, forked ready-made from a zygote (grader.worker.zygote) into `serve`.
 It imports each of the student's modules in the folder when first asked about it. It runs confined
 (grader.worker.confinement) and decides nothing: a "call" runs a function on real arrays and sends
 back what it returned, as data; an "export" traces a function on abstract arrays and sends back the
@@ -18,6 +19,7 @@ harness, mid-request, to export that function for the arrays at hand, and runs t
 from __future__ import annotations
 
 import base64
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -92,13 +94,22 @@ def handle(module, module_path: Path, channel: Channel, request: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    channel = Channel(int(argv[0]), int(argv[1]))
-    folder = Path(argv[2])
     force_host_devices()
     import jax  # noqa: F401  (started before any student module, as in the harness)
 
+    from grader.harness import implementations  # noqa: F401
+
+    return serve(int(argv[0]), int(argv[1]), Path(argv[2]))
+
+
+def serve(request_fd: int, response_fd: int, folder: Path) -> int:
+    """Say "ready", then answer requests on these pipes until the harness closes them. jax and the
+    grader's modules are imported already: here (main) or in the zygote this worker was forked from."""
     from grader.harness.implementations import ImplementationImportError, load_file
 
+    for fd in (request_fd, response_fd):   # a program the student's code runs must not keep the pipes open
+        os.set_inheritable(fd, False)
+    channel = Channel(request_fd, response_fd)
     protocol.send(channel.response_fd, {"ready": True})
     modules: dict[str, object] = {}
     while True:

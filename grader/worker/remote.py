@@ -15,10 +15,13 @@ name and message and are raised here as a class of that name deriving from the n
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import select
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +32,10 @@ import psutil
 from grader.checks.tracing import layout_hint
 from grader.worker import confinement, protocol
 
-STARTUP_SECONDS = 120.0          # a confined Python importing jax
+STARTUP_SECONDS = 120.0          # a confined Python importing jax (a new zygote)
+WARM_STARTUP_SECONDS = 10.0      # a worker forked from a ready zygote: later than this, start a new sandbox
+REPLACE_SECONDS = 2.0            # for the zygote to reap a replaced worker's processes, once killed
+EXIT_STATUS_SECONDS = 2.0        # for the zygote to report how a worker that closed its pipe ended
 MAX_ARTIFACT_BYTES = 64 << 20
 OUTPUT_CHARS_PER_CALL = 4000
 
@@ -166,9 +172,33 @@ def _concrete(sharding):
     return NamedSharding(Mesh(devices, mesh.axis_names, axis_types=mesh.axis_types), sharding.spec)
 
 
+def _timeout(what: str, importing: bool) -> WorkerTimeout:
+    return WorkerTimeout(f"timeout: your code did not finish {what} within the test's time limit "
+                         "(an endless loop, or far too much work?)", importing)
+
+
+def _tree(process) -> list:
+    """`process` and its descendants (none if it is None or gone)."""
+    if process is None:
+        return []
+    try:
+        return [process, *process.children(recursive=True)] if process.is_running() else []
+    except psutil.Error:
+        return []
+
+
+_NOT_SERVING = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD, psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+
+
 class Worker:
     """One confined worker process serving the student's modules in one folder, started on first use
-    (or early, with prestart) and started again after it crashed or hung."""
+    (or early, with prestart) and started again after it crashed or hung.
+
+    Workers are forked from a zygote (grader.worker.zygote): a process confined exactly as a worker,
+    started once per Worker, that has imported jax and waits to be asked for a worker. A worker that
+    crashed, hung or broke the protocol is killed with everything it started (every descendant of the
+    zygote, the zygote being a subreaper), and the next is forked at once (warm). A zygote that is gone
+    or does not answer is killed with its whole sandbox and a fresh one started (cold)."""
 
     def __init__(self, folder: Path, *, isolation: confinement.Isolation,
                  limits: confinement.WorkerLimits | None = None, scratch: Path | None = None):
@@ -176,50 +206,200 @@ class Worker:
         self.isolation = isolation
         self._limits = limits or confinement.WorkerLimits()
         self._scratch = Path(scratch or tempfile.gettempdir())
-        self._process = None
+        self._process = None                       # the sandbox: the zygote and every worker it forks
+        self._zygote = None                        # its psutil.Process, once it said "ready"
+        self._worker = None                        # the worker's psutil.Process, once it said "ready"
+        self._request_w = self._response_r = None  # the worker's pipes (ours ends)
+        self._forked = 0                           # workers asked of the zygote: numbers its exit reports
         self._ready = False
-        self._output = None                        # what the worker prints, read back after each call
+        self._output = None                        # what the sandbox prints, read back after each call
         self.callbacks: list = []                  # the tests' functions passed to the student's, by reference
         self.deadline = float("inf")               # time.monotonic() by which the current test must end
 
-    # --- the process -------------------------------------------------------------------------
+    # --- the processes -------------------------------------------------------------------------
 
     def prestart(self) -> None:
-        """Start the worker now, without waiting: it imports jax while the harness works."""
+        """Start the zygote now, without waiting: it imports jax while the harness works."""
         if self._process is None:
-            self._spawn()
+            self._start_sandbox()
 
-    def _spawn(self) -> None:
+    def _start_sandbox(self) -> None:
         workdir = Path(tempfile.mkdtemp(prefix="worker-", dir=self._scratch))
-        request_r, request_w = os.pipe()
-        response_r, response_w = os.pipe()
+        # Blocking, but never waited on: reads follow select() and nothing is sent or read without MSG_DONTWAIT
+        # (a socket with a timeout would wait out the timeout even then).
+        control, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         output_path = workdir.parent / f"{workdir.name}.out"
-        output = open(output_path, "ab")    # the worker appends; we read from our own offset
+        output = open(output_path, "ab")    # the sandbox appends; we read from our own offset
         self._output, self._read = open(output_path, "rb"), 0
         env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
                "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
                "PYTHONDONTWRITEBYTECODE": "1"}
-        argv = [sys.executable, "-I", "-B", "-m", "grader.worker.main", str(request_r), str(response_w),
-                str(self.folder)]
+        argv = [sys.executable, "-I", "-B", "-m", "grader.worker.zygote", str(zygote_end.fileno()), str(self.folder)]
         try:
             process = confinement.spawn_confined(argv, level=self.isolation, workdir=workdir, readable=[self.folder],
-                                                 env=env, pass_fds=(request_r, response_w), limits=self._limits,
-                                                 stdout=output)
+                                                 env=env, pass_fds=(zygote_end.fileno(),), limits=self._limits,
+                                                 stdout=output, pid_1=True)
+        except BaseException:
+            control.close()
+            raise
         finally:
             output.close()
+            zygote_end.close()
+        self._process, self._control, self._zygote = process, control, None
+        self._workdir, self._sandbox_started_at = workdir, time.monotonic()
+
+    def _spawn(self) -> None:
+        """A worker that said "ready": forked from the zygote when there is one that answers (warm),
+        else from a fresh sandbox (cold)."""
+        if self._zygote is not None:
+            try:
+                return self._fork_worker(min(self.deadline, time.monotonic() + WARM_STARTUP_SECONDS))
+            except (WorkerFailure, protocol.ProtocolError):
+                if time.monotonic() >= self.deadline:   # the test's time is up, not the zygote's: it is kept
+                    raise
+                self.stop()
+        if self._process is None:
+            self._start_sandbox()
+        limit = min(self.deadline, self._sandbox_started_at + STARTUP_SECONDS)
+        try:
+            self._await_zygote(limit)
+            self._fork_worker(limit)
+        except (WorkerFailure, protocol.ProtocolError):
+            self.stop()
+            raise
+
+    def _await_zygote(self, limit: float) -> None:
+        """Wait for the new zygote's "ready" and find it in the sandbox: nothing there has run anything
+        but the grader yet, so it is the process at the end of the sandbox's single chain (bwrap, then
+        the zygote as the namespace's init; or the zygote itself). Its own word is never taken for its pid."""
+        while not select.select([self._control], [], [], max(0.0, min(limit - time.monotonic(), 0.5)))[0]:
+            if time.monotonic() >= limit:
+                raise _timeout("starting the worker", False)
+        try:
+            message = self._control.recv(64, socket.MSG_DONTWAIT)
+        except OSError:
+            message = b""
+        if message != b"ready":
+            try:
+                returncode = self._process.popen.wait(timeout=EXIT_STATUS_SECONDS)
+            except subprocess.TimeoutExpired:
+                returncode = None
+            raise WorkerCrashed(f"crashed: {describe_death(returncode)} while starting the worker")
+        try:
+            process = psutil.Process(self._process.pid)
+            while len(children := process.children()) == 1:
+                process = children[0]
+            found = not children and "grader.worker.zygote" in process.cmdline()
+        except psutil.Error:
+            found = False
+        if not found:
+            raise WorkerCrashed("crashed: the worker's sandbox is not as it was started, while starting the worker")
+        self._zygote = process
+
+    def _fork_worker(self, limit: float) -> None:
+        self._drain_control()
+        request_r, request_w = os.pipe()
+        response_r, response_w = os.pipe()
+        self._forked += 1
+        self._request_w, self._response_r = request_w, response_r
+        self._started_at, self._imported = time.monotonic(), set()
+        try:
+            socket.send_fds(self._control, [str(self._forked).encode()], [request_r, response_w], socket.MSG_DONTWAIT)
+        except OSError:
+            self._discard_worker()
+            raise WorkerCrashed("crashed: the worker's zygote ended, while starting the worker") from None
+        finally:
             os.close(request_r)
             os.close(response_w)
-        self._process, self._request_w, self._response_r = process, request_w, response_r
-        self._workdir, self._ready, self._started_at = workdir, False, time.monotonic()
-        self._imported: set[str] = set()
+        answer = self._receive(limit, "starting the worker")
+        if answer.get("ready") is not True:
+            self._discard_worker()
+            raise protocol.ProtocolError("the worker did not start as expected")
+        self._ready = True
+        try:   # the zygote's one child (none other has run since the last was cleared): the worker
+            children = self._zygote.children()
+            self._worker = children[0] if len(children) == 1 else None
+        except psutil.Error:
+            self._worker = None
+
+    def _drain_control(self) -> None:
+        """Drop the zygote's reports of workers already replaced: its queue is short, and a full one
+        would lose the report of the next worker's end."""
+        while True:
+            try:
+                if not self._control.recv(64, socket.MSG_DONTWAIT):
+                    return
+            except OSError:   # BlockingIOError: nothing more
+                return
+
+    def _discard_worker(self) -> None:
+        """Kill the worker and everything it started; keep the zygote if it reaps them all in time,
+        else stop the whole sandbox (the next worker starts cold)."""
+        if self._request_w is None:
+            return
+        for fd in (self._request_w, self._response_r):
+            os.close(fd)
+        self._request_w = self._response_r = None
+        self._ready = False
+        if not self._clear_zygote():
+            self.stop()   # it kills self._worker too, which may have left the sandbox's tree with the zygote
+            return
+        self._worker = None
+        # The next worker starts as from a fresh sandbox: an empty folder, and an empty output file
+        # (RLIMIT_FSIZE counts every worker's output from zero). Nothing in the sandbox writes now.
+        self._relay_output()
+        os.truncate(self._output.name, 0)
+        self._read = 0
+        for entry in os.scandir(self._workdir):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+    def _clear_zygote(self) -> bool:
+        """Kill every descendant of the zygote (it serves one worker at a time, and the orphans of that
+        worker's processes came back to it) and wait until it has reaped them all. False when the
+        zygote is gone, stopped, or did not reap them in time."""
+        zygote, ended = self._zygote, time.monotonic() + REPLACE_SECONDS
+        if zygote is None:
+            return False
+        while time.monotonic() < ended:
+            try:
+                if not zygote.is_running() or zygote.status() in _NOT_SERVING:
+                    return False
+                below = zygote.children(recursive=True)
+            except psutil.Error:
+                return False
+            if not below:
+                return True
+            for process in below:   # zombies included: they are gone once the zygote reaps them
+                try:
+                    process.kill()
+                except psutil.Error:
+                    pass
+            time.sleep(0.005)
+        return False
 
     def stop(self) -> None:
+        """Kill the worker, the zygote and everything in their sandbox."""
         if self._process is None:
             return
         process, self._process = self._process, None
-        for fd in (self._request_w, self._response_r):
-            os.close(fd)
+        if self._request_w is not None:
+            for fd in (self._request_w, self._response_r):
+                os.close(fd)
+        self._request_w = self._response_r = None
+        worker, self._worker, self._zygote, self._ready = self._worker, None, None, False
+        self._control.close()
+        strays = _tree(worker)   # a worker whose zygote was killed is out of the sandbox's tree (not its namespace)
+        for stray in strays:
+            try:
+                stray.kill()
+            except psutil.Error:
+                pass
         process.kill_tree()
+        psutil.wait_procs(strays, timeout=REPLACE_SECONDS)
         self._relay_output()
         self._output.close()
         os.unlink(self._output.name)
@@ -227,7 +407,7 @@ class Worker:
         shutil.rmtree(self._workdir, ignore_errors=True)
 
     def suspend(self) -> None:
-        """Stop the worker's processes (while a test measures speed in the harness), until resume()."""
+        """Stop the sandbox's processes (while a test measures speed in the harness), until resume()."""
         self._signal_tree("suspend")
 
     def resume(self) -> None:
@@ -237,29 +417,26 @@ class Worker:
         if self._process is None:
             return
         try:
-            root = psutil.Process(self._process.pid)
-            for process in [root, *root.children(recursive=True)]:
-                getattr(process, action)()
+            processes = _tree(psutil.Process(self._process.pid))
         except psutil.Error:
-            pass
+            processes = []
+        for process in {p: None for p in [*processes, *_tree(self._worker)]}:
+            try:
+                getattr(process, action)()
+            except psutil.Error:
+                pass
 
     # --- messages ----------------------------------------------------------------------------
 
     def request(self, message: dict, *, module: str) -> dict:
         """Send one request about `module` (a file name) and return the answer. A crash or a hang raises
         WorkerCrashed or WorkerTimeout saying whether the module was being imported (`.importing`)."""
-        if self._process is None:
-            self._spawn()
         if not self._ready:
-            answer = self._receive(min(self.deadline, self._started_at + STARTUP_SECONDS), "starting the worker")
-            if answer.get("ready") is not True:
-                self.stop()
-                raise protocol.ProtocolError("the worker did not start as expected")
-            self._ready = True
+            self._spawn()
         try:
             protocol.send(self._request_w, message | {"module": module})
         except BrokenPipeError:
-            self.stop()
+            self._discard_worker()
             raise WorkerCrashed("crashed: the worker ended before it was asked") from None
         what = "this call" if module in self._imported else f"importing {module}"
         try:
@@ -284,22 +461,43 @@ class Worker:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                self.stop()
-                raise WorkerTimeout(f"timeout: your code did not finish {what} within the test's time limit "
-                                    "(an endless loop, or far too much work?)", importing)
+                self._discard_worker()
+                raise _timeout(what, importing)
             readable, _, _ = select.select([self._response_r], [], [], min(left, 0.5))
             if readable:
                 break
         try:
             return protocol.receive(self._response_r)
         except protocol.ProtocolError as exc:
-            self.stop()   # a worker that breaks the protocol is not asked again
+            self._discard_worker()   # a worker that breaks the protocol is not asked again
             raise WorkerBrokeProtocol(f"the worker broke the protocol while {what} (did your code write to its "
                                       f"pipes?): {exc}", importing) from None
         except EOFError:
-            returncode = self._process.popen.wait()
-            self.stop()
+            returncode = self._exit_status()
+            self._discard_worker()
             raise WorkerCrashed(f"crashed: {describe_death(returncode)} while {what}", importing) from None
+
+    def _exit_status(self) -> int | None:
+        """How the worker that closed its pipe ended, as its zygote reports it (it only words the
+        message: the crash itself is the closed pipe). None if the zygote does not say in time."""
+        wanted, ended = f"exit {self._forked} ", time.monotonic() + EXIT_STATUS_SECONDS
+        try:
+            if self._zygote.status() in _NOT_SERVING:
+                return None
+        except psutil.Error:
+            return None
+        while select.select([self._control], [], [], max(0.0, ended - time.monotonic()))[0]:
+            try:
+                message = self._control.recv(64, socket.MSG_DONTWAIT).decode("ascii", errors="replace")
+            except BlockingIOError:
+                continue
+            except OSError:
+                return None
+            if not message:   # the zygote is gone
+                return None
+            if message.startswith(wanted) and message[len(wanted):].lstrip("-").isdigit():
+                return int(message[len(wanted):])
+        return None
 
     def _serve_callback(self, message: dict) -> dict:
         """The worker calls a function of the tests: trace it here, on the arrays described, and send the
