@@ -2,8 +2,10 @@
 
 Builds the nbgrader course for every exercise, releases it, submits the reference notebooks for
 STUDENTS students, then times `nbgrader autograde` (one kernel per notebook) and `shardlab grade
-submitted/<student> --gradebook ...` (the notebooks' modules graded in isolated children, the scores
-recorded through nbgrader's API) and checks both gave the same total.
+submitted/<student> --gradebook ...` (the notebooks' modules graded by harnesses in parallel, the
+student's code in confined workers, the scores recorded through nbgrader's API), and compares the two
+cell by cell in the gradebook. The fast path uses a course cache calibrated once beforehand (`shardlab
+calibrate`, timed and printed apart: it is done once per course and machine, not per student).
 
     python bench/nbgrader_speed.py [--students 2]
 """
@@ -30,9 +32,15 @@ def run(command: list[str], cwd: Path) -> float:
     return time.monotonic() - started
 
 
-def totals(root: Path) -> dict[str, float]:
+def cell_scores(root: Path) -> dict[str, dict[tuple[str, str], float]]:
+    """{student: {(notebook, cell): auto score}} as the gradebook holds them."""
+    found: dict[str, dict[tuple[str, str], float]] = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "shardlab") as gradebook:
-        return {student.id: sum(s.score for s in student.submissions) for student in gradebook.students}
+        for student in gradebook.students:
+            found[student.id] = {(notebook.name, grade.name): grade.auto_score
+                                 for submission in student.submissions for notebook in submission.notebooks
+                                 for grade in notebook.grades}
+    return found
 
 
 def main() -> None:
@@ -42,6 +50,8 @@ def main() -> None:
     ids = [e.id for e in catalog.EXERCISES]
     with tempfile.TemporaryDirectory(prefix="shardlab-nbbench-") as tmp:
         root = Path(tmp)
+        cache = root.parent / f"{root.name}-cache"   # outside the course folder the notebooks are graded in
+        calibration = run([sys.executable, "-m", "grader.cli", "calibrate", "--cache", str(cache)], root)
         build_course(root)
         for exercise_id in ids:
             run([sys.executable, "-m", "nbgrader", "generate_assignment", exercise_id, "--force"], root)
@@ -55,15 +65,20 @@ def main() -> None:
                             root) for student in students for exercise_id in ids)
         fast = sum(run([sys.executable, "-m", "grader.cli", "grade", str(root / "submitted" / student), "--out",
                         str(root / "fast" / student), "--quiet", "--gradebook", f"sqlite:///{root / 'gradebook.db'}",
-                        "--student", f"fast-{student}"], root) for student in students)
-        scores = totals(root)
+                        "--student", f"fast-{student}", "--cache", str(cache)], root) for student in students)
+        scores = cell_scores(root)
+        shutil.rmtree(cache, ignore_errors=True)
     notebooks = len(students) * len(ids)
     print(f"{notebooks} notebooks ({len(students)} students x {len(ids)} exercises), reference answers")
+    print(f"calibration, once per course and machine: {calibration:.1f} s")
     print(f"nbgrader autograde: {autograde:.1f} s, {autograde / notebooks:.1f} s per notebook")
     print(f"shardlab fast path: {fast:.1f} s, {fast / notebooks:.1f} s per notebook")
-    print(f"ratio autograde / fast path: {autograde / fast:.2f}x")
-    print("totals (autograde, fast): " + ", ".join(f"{s}: {scores[s]:.2f}, {scores['fast-' + s]:.2f}"
-                                                   for s in students))
+    print(f"ratio autograde / fast path: {autograde / fast:.2f}x (goal: 5x)")
+    for student in students:
+        theirs, ours = scores[student], scores[f"fast-{student}"]
+        differ = sorted(cell for cell in theirs.keys() | ours.keys() if theirs.get(cell) != ours.get(cell))
+        print(f"{student}: {len(theirs)} cells, autograde total {sum(theirs.values()):.2f}, fast path total "
+              f"{sum(v or 0 for v in ours.values()):.2f}, cells that differ: {len(differ)} {differ[:5]}")
 
 
 if __name__ == "__main__":

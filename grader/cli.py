@@ -8,6 +8,8 @@ from pathlib import Path
 
 from grader.course import catalog, paths
 
+MAX_PARALLEL = 4   # harnesses per submission: more than the cores only adds start-up work
+
 
 def _cmd_check(args) -> int:
     from grader.commands import student
@@ -113,14 +115,31 @@ def _limits(args):
                   memory_bytes=int(args.memory_limit * (1 << 30)) if args.memory_limit else None)
 
 
+def _cache(args, default: Path | None = None):
+    from grader.grading.compile_cache import CompileCache, default_folder
+
+    folder = args.cache or default or default_folder()
+    return CompileCache(None if args.no_compile_cache else folder, max_bytes=int(args.cache_max_mb * (1 << 20))), folder
+
+
+def _parallel(args) -> int:
+    from grader.course.devices import cores
+
+    return args.parallel or max(1, min(cores(), MAX_PARALLEL))
+
+
 def _cmd_grade(args) -> int:
+    from grader.grading import time_limits
     from grader.grading.engine import GradingError, grade_submission
     from grader.grading.submission import SubmissionError
     from grader.reports.writers import print_summary, write_all
 
+    cache, folder = _cache(args)
     try:
         results = grade_submission(args.submission, visible_only=args.visible_only, timing=args.timing,
-                                   limits=_limits(args), time_limit=args.time_limit, exercises=args.exercise)
+                                   limits=_limits(args), time_limit=args.time_limit, exercises=args.exercise,
+                                   cache=cache, time_limits=time_limits.load(folder, args.test_timeout),
+                                   parallel=_parallel(args))
     except (SubmissionError, GradingError, catalog.UnknownExercise) as exc:
         print(f"shardlab grade: {exc}", file=sys.stderr)
         return 2
@@ -140,15 +159,41 @@ def _cmd_grade(args) -> int:
     return 0
 
 
+def _cmd_calibrate(args) -> int:
+    from grader.grading import time_limits
+    from grader.grading.engine import GradingError
+
+    cache, folder = _cache(args)
+    print("timing the reference solutions on this machine (once per course version and machine) ...")
+    try:
+        limits = time_limits.calibrate(folder, cache=cache, parallel=_parallel(args), limits=_limits(args))
+    except (time_limits.CalibrationError, GradingError) as exc:
+        print(f"shardlab calibrate: {exc}", file=sys.stderr)
+        return 1
+    print(f"{limits.source}; wrote {Path(folder) / time_limits.FILE_NAME}")
+    return 0
+
+
 def _cmd_grade_batch(args) -> int:
     from rich.progress import Progress
 
+    from grader.grading import time_limits
     from grader.grading.batch import find_submissions, grade_batch
 
-    grade_args = [f"--timing={args.timing}", f"--test-timeout={args.test_timeout}",
-                  f"--time-limit={args.time_limit}", f"--memory-limit={args.memory_limit}",
-                  f"--isolation={args.isolation}"]
+    cache, folder = _cache(args, default=args.out / ".cache")
+    if args.test_timeout is None and not time_limits.load(folder).reference and paths.SOLUTIONS_DIR.is_dir():
+        # Limits from the reference before the first student: this also fills the compile cache with the
+        # programs every student's tests compile (the baselines and references).
+        if _cmd_calibrate(argparse.Namespace(**{**vars(args), "cache": folder})) != 0:
+            print(f"shardlab grade-batch: grading with {time_limits.FALLBACK_SECONDS:g} s per test instead",
+                  file=sys.stderr)
+    grade_args = [f"--timing={args.timing}", f"--time-limit={args.time_limit}", f"--memory-limit={args.memory_limit}",
+                  f"--isolation={args.isolation}", f"--cache={folder}", f"--cache-max-mb={args.cache_max_mb}"]
+    grade_args += [f"--parallel={args.parallel}"] if args.parallel else []
+    grade_args += [f"--test-timeout={args.test_timeout}"] if args.test_timeout is not None else []
+    grade_args += ["--no-compile-cache"] if args.no_compile_cache else []
     grade_args += ["--visible-only"] if args.visible_only else []
+    grade_args += [f"--exercise={exercise}" for exercise in args.exercise or ()]
     total = len(find_submissions(Path(args.submissions)))
     with Progress(transient=False) as bar:
         task = bar.add_task("grading", total=total)
@@ -168,8 +213,9 @@ def _add_grading_options(parser) -> None:
     parser.add_argument("--visible-only", action="store_true", help="run only the visible tests")
     parser.add_argument("--timing", choices=["enforce", "report", "skip"], default="enforce",
                         help="speedup thresholds: enforce (default), report the figures only, or skip")
-    parser.add_argument("--test-timeout", type=float, default=120.0, metavar="S",
-                        help="seconds one test may run (default 120)")
+    parser.add_argument("--test-timeout", type=float, default=None, metavar="S",
+                        help="seconds every test may run (default: each test's own limit, from the reference's "
+                             "time measured by `shardlab calibrate`; 120 without a calibration)")
     parser.add_argument("--time-limit", type=float, default=1800.0, metavar="S",
                         help="seconds one submission may take in all (default 1800)")
     parser.add_argument("--memory-limit", type=float, default=6.0, metavar="GIB",
@@ -179,6 +225,19 @@ def _add_grading_options(parser) -> None:
                         help="how the student's code is confined: auto (the best this machine has: bubblewrap, "
                              "then landlock, then a plain process), strict (refuse to grade without bubblewrap "
                              "or landlock), or one level")
+    _add_speed_options(parser)
+
+
+def _add_speed_options(parser) -> None:
+    parser.add_argument("--cache", type=Path, metavar="DIR",
+                        help="the compile cache and the calibrated time limits (default: $SHARDLAB_CACHE or "
+                             "~/.cache/shardlab; grade-batch: OUT/.cache). Only the grader reads and writes it.")
+    parser.add_argument("--no-compile-cache", action="store_true", help="compile every program afresh")
+    parser.add_argument("--cache-max-mb", type=float, default=1024, metavar="MB",
+                        help="the compile cache's size cap: least recently used entries go first (default 1024)")
+    parser.add_argument("--parallel", type=int, default=None, metavar="N",
+                        help=f"harnesses grading one submission's exercises at once (default: the cores, at most "
+                             f"{MAX_PARALLEL}; grade-batch: cores / jobs)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -219,10 +278,22 @@ def build_parser() -> argparse.ArgumentParser:
     batch = commands.add_parser("grade-batch", help="grade a class: one folder or .zip per student")
     batch.add_argument("submissions", help="folder holding one submission per student")
     batch.add_argument("--out", required=True, type=Path, help="grades.csv and one folder per student")
-    batch.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    batch.add_argument("--jobs", type=int, default=1,
+                       help="submissions graded at once (default 1; each gets cores / jobs harnesses)")
     batch.add_argument("--force", action="store_true", help="grade again students already graded")
+    batch.add_argument("--exercise", action="append", metavar="ID", help="grade only this exercise (repeatable)")
     _add_grading_options(batch)
     batch.set_defaults(func=_cmd_grade_batch)
+
+    calibrate = commands.add_parser("calibrate", help="course staff: time the reference on this machine, so that "
+                                                      "each test's time limit follows from it (and fill the "
+                                                      "compile cache)")
+    calibrate.add_argument("--isolation", default="auto",
+                           choices=["auto", "strict", "bubblewrap", "landlock", "process"],
+                           help="as grading will run (default auto)")
+    calibrate.add_argument("--memory-limit", type=float, default=6.0, metavar="GIB", help="as for grade")
+    calibrate.set_defaults(func=_cmd_calibrate, test_timeout=None)
+    _add_speed_options(calibrate)
 
     release = commands.add_parser("release", help="write the student handout to OUT: the stubs, the visible tests, "
                                                   "the grader and a CI grading workflow, never a solution or a "

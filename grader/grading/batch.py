@@ -23,6 +23,7 @@ from pathlib import Path
 import psutil
 
 from grader.course import catalog
+from grader.course.devices import cores
 from grader.grading import process, timing_lock
 
 REPORT = "report.json"
@@ -113,7 +114,9 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, *, jobs: int = 1, 
                 grade_args: list[str] = (), timeout: float = 3600.0, progress=None) -> BatchSummary:
     """Grade every submission in `submissions_dir` into `out`/<student>/ and write `out`/grades.csv.
 
-    `progress(student, outcome)` is called as each student finishes (the CLI draws a bar with it)."""
+    Every core is kept busy: `jobs` students at once, each with cores / jobs harnesses (unless grade_args
+    say --parallel). `progress(student, outcome)` is called as each student finishes (the CLI draws a bar
+    with it)."""
     started = time.monotonic()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -123,6 +126,8 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, *, jobs: int = 1, 
     env = dict(os.environ) | {"PYTHONDONTWRITEBYTECODE": "1"}   # grading writes nothing into the checkout
     if jobs > 1:   # a lock already set (several batches, or a test suite, sharing the machine) is kept
         env.setdefault(timing_lock.LOCK_DIR, str(out / ".timing-lock"))
+    if not any(arg.startswith("--parallel") for arg in grade_args):
+        grade_args = [*grade_args, f"--parallel={max(1, cores() // max(1, jobs))}"]
     summary = BatchSummary()
     failures: dict[str, str] = {}
     rows: dict[str, dict] = {}

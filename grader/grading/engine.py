@@ -1,8 +1,13 @@
-"""Grading one submission: a harness process (pytest with --isolate) runs every chosen exercise's tests,
+"""Grading one submission: harness processes (pytest with --isolate) run the chosen exercises' tests,
 which reach the student's modules through confined workers, so that a crash or a hang costs only
 the test it happened in (the harness or the worker is started again for the rest).
 
-    grade_submission("alice.zip", out="graded/alice")
+    grade_submission("alice.zip", parallel=2)
+
+With `parallel` N, the exercises are shared among N harnesses running at once (each with its own
+worker), balanced by the reference's measured time; a speedup test still measures alone, through the
+timing lock (grader.grading.timing_lock). Every harness uses the course's compile cache
+(grader.grading.compile_cache) and each test's own time limit (grader.grading.time_limits).
 
 Data flows one way: the catalog names the exercises, the tests produce per-test entries (through the
 harness's event stream), grader.grading.results scores them, grader.reports.writers writes them out.
@@ -11,27 +16,29 @@ harness's event stream), grader.grading.results scores them, grader.reports.writ
 from __future__ import annotations
 
 import dataclasses
+import os
 import platform
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
 from grader.course import catalog
 from grader.course.devices import HOST_DEVICES, cores
-from grader.grading import process
+from grader.grading import process, time_limits as time_limits_module, timing_lock
+from grader.grading.compile_cache import CompileCache, refuse_if_visible
 from grader.grading.results import GradingResults, TestResult, score_exercise
 from grader.grading.submission import PreparedSubmission, cleanup, prepare_submission
+from grader.grading.time_limits import MAX_TIMEOUTS_PER_EXERCISE, TimeLimits
 from grader.harness.collection import GradingError, collect_tests
 from grader.harness.outcomes import Category
 from grader.worker import confinement
 from grader.worker.remote import describe_death
 
-MAX_TIMEOUTS_PER_EXERCISE = 2   # after two hung tests the rest of the exercise is not run
 
-
-def environment(timing: str, limits: process.Limits, isolation: dict) -> dict:
+def environment(timing: str, limits: process.Limits, isolation: dict, **extra) -> dict:
     versions = {}
     for package in ("shardlab", "jax", "jaxlib", "numpy", "pytest", "hypothesis"):
         try:
@@ -41,7 +48,7 @@ def environment(timing: str, limits: process.Limits, isolation: dict) -> dict:
     return {"python": platform.python_version(), "platform": platform.platform(), "versions": versions,
             "devices": HOST_DEVICES, "cores": cores(), "timing": timing,
             "limits": {"test_timeout": limits.test_timeout, "memory_bytes": limits.memory_bytes},
-            "isolation": isolation}
+            "isolation": isolation, **extra}
 
 
 class _Run:
@@ -51,13 +58,16 @@ class _Run:
     def __init__(self, exercises: list[catalog.Exercise], prepared: PreparedSubmission, workdir: Path,
                  options: dict):
         self.exercises, self.prepared, self.workdir, self.options = exercises, prepared, workdir, options
+        workdir.mkdir(parents=True, exist_ok=True)
         self.meta: dict[str, dict] | None = None   # learned from the first harness's collection
         self.done: dict[str, dict] = {}
         self.output = ""
-        self.timeouts: Counter = Counter()         # per exercise
+        self.timeouts: Counter = Counter()         # per exercise: tests that timed out, in any harness
+        self.cache_counts: Counter = Counter()     # summed over this run's harnesses
 
-    def finish(self, nodeid: str, category: Category, message: str) -> None:
-        self.done[nodeid] = self.meta[nodeid] | {"category": category.value, "message": message}
+    def finish(self, nodeid: str, category: Category, message: str, duration: float = 0.0) -> None:
+        self.done[nodeid] = self.meta[nodeid] | {"category": category.value, "message": message,
+                                                 "duration": duration}
 
     def finish_all(self, category: Category, message: str, exercise: str | None = None) -> None:
         for nodeid, test in self.meta.items():
@@ -74,20 +84,26 @@ class _Run:
                 return
             outcome = process.run_pytest_child(
                 targets=[str(e.tests_dir()) for e in self.exercises], modules_dir=self.prepared.modules_dir,
-                workdir=self.workdir, deselect=sorted(self.done), deadline=deadline, **self.options)
+                workdir=self.workdir, deselect=sorted(self.done), deadline=deadline,
+                prior_timeouts=sorted(self.timeouts.elements()), **self.options)
             self.output += outcome.output
+            self.cache_counts.update(outcome.compile_cache)
             if self.meta is None:   # collection runs no student code: without it, grading itself failed
                 if outcome.collected is None:
                     raise GradingError("the tests could not be collected:\n" + outcome.output[-3000:])
                 self.meta = {t["nodeid"]: t for t in outcome.collected}
-            self.done |= {k: v for k, v in outcome.results.items() if k in self.meta}
+            fresh = {k: v for k, v in outcome.results.items() if k in self.meta}
+            self.done |= fresh
+            self.timeouts.update(entry["exercise"] for entry in fresh.values()
+                                 if entry.get("category") == Category.TIMEOUT.value
+                                 and not str(entry.get("message", "")).startswith("not run:"))
             if outcome.running in self.meta:
                 exercise = self.meta[outcome.running]["exercise"]
                 if outcome.stopped == "test timeout":
                     self.timeouts[exercise] += 1
                     self.finish(outcome.running, Category.TIMEOUT,
-                                f"timeout: the test ran longer than {self.options['limits'].test_timeout:.0f} s "
-                                "(an endless loop, or far too much work?)")
+                                f"timeout: the test ran longer than {outcome.limit(outcome.running):.0f} s "
+                                "(an endless loop, or far too much work?)", outcome.limit(outcome.running))
                     if self.timeouts[exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
                         self.finish_all(Category.TIMEOUT, "not run: earlier tests of this exercise timed out",
                                         exercise)
@@ -111,11 +127,17 @@ def _tail(output: str) -> str:
 
 def grade_submission(submission: str | Path, *, visible_only: bool = False, timing: str = "enforce",
                      limits: process.Limits | None = None, time_limit: float = 1800.0,
-                     exercises: list[str] | None = None) -> GradingResults:
-    """Grade a folder or .zip; every catalog exercise (or those named) gets a result, whatever happens."""
+                     exercises: list[str] | None = None, cache: CompileCache | None = None,
+                     time_limits: TimeLimits | None = None, parallel: int = 1) -> GradingResults:
+    """Grade a folder or .zip; every catalog exercise (or those named) gets a result, whatever happens.
+
+    cache: the compile cache (default: off); time_limits: each test's limit (default: the calibration in
+    the cache's folder, or limits.test_timeout for every test when that is set); parallel: harnesses at once."""
     started = time.monotonic()
     deadline = started + time_limit
     limits = limits or process.Limits()
+    cache = cache or CompileCache(None)
+    time_limits = time_limits or time_limits_module.load(cache.folder, limits.test_timeout)
     try:   # chosen once here, so every exercise's workers run at the same, recorded level
         level = confinement.choose_isolation(limits.isolation)
     except confinement.IsolationUnavailable as exc:
@@ -123,30 +145,67 @@ def grade_submission(submission: str | Path, *, visible_only: bool = False, timi
     limits = dataclasses.replace(limits, isolation=level.value)
     process.become_subreaper()
     chosen = [catalog.get(name) for name in exercises] if exercises else list(catalog.EXERCISES)
-    options = {"timing": timing, "visible_only": visible_only, "limits": limits}
     with tempfile.TemporaryDirectory(prefix="shardlab-grade-") as tmp:
         workdir = Path(tmp)
         prepared = prepare_submission(submission, workdir)
         try:
-            # One harness for every chosen exercise: it runs no student code, so it need not be one per
-            # exercise; a missing module's tests end at once as not attempted.
-            run = _Run(chosen, prepared, workdir, options)
-            run.run(deadline)
+            env = _harness_environment(cache, prepared, workdir, parallel)
+            options = {"timing": timing, "visible_only": visible_only, "limits": limits, "env": env,
+                       "time_limits": time_limits.save(workdir / "time-limits.json")}
+            # A harness runs no student code, so one serves several exercises; a missing module's tests
+            # end at once as not attempted.
+            runs = [_Run(group, prepared, workdir / f"harness-{i}", options)
+                    for i, group in enumerate(_share(chosen, parallel, time_limits))]
+            with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+                for finished in [pool.submit(run.run, deadline) for run in runs]:
+                    finished.result()   # a GradingError in any group is the whole grading's
+            done = {k: v for run in runs for k, v in run.done.items()}
+            meta = {k: v for run in runs for k, v in run.meta.items()}
             results = {}
             for exercise in chosen:
                 note = "" if exercise.id in prepared.found else \
                     f"{exercise.module_file} is not in the submission: not attempted"
-                entries = [TestResult(**_fields(run.done[nodeid] | ({"message": f"not attempted: {note}"}
-                                                                      if note else {})))
-                           for nodeid, test in run.meta.items() if test["exercise"] == exercise.id]
+                entries = [TestResult(**_fields(done[nodeid] | ({"message": f"not attempted: {note}"}
+                                                                  if note else {})))
+                           for nodeid, test in meta.items() if test["exercise"] == exercise.id]
                 results[exercise.id] = score_exercise(exercise, entries, note)
         finally:
             cleanup(prepared)
+    counts = sum((run.cache_counts for run in runs), Counter())
     return GradingResults(
         submission=str(submission), exercises=results,
-        environment=environment(timing, limits, confinement.describe(level)),
-        problems=prepared.problems, output=process.truncate(run.output, limits.output_chars),
+        environment=environment(timing, limits, confinement.describe(level), compile_cache=cache.describe(counts),
+                                time_limits=time_limits.describe(), parallel=len(runs)),
+        problems=prepared.problems, output=process.truncate("".join(run.output for run in runs), limits.output_chars),
         duration=time.monotonic() - started, visible_only=visible_only)
+
+
+def _harness_environment(cache: CompileCache, prepared: PreparedSubmission, workdir: Path,
+                         parallel: int) -> dict[str, str]:
+    """The compile cache (never where the student's code can read it) and, for harnesses running side by
+    side, a timing lock of their own unless a batch's is already set."""
+    if cache.folder is not None:
+        try:
+            refuse_if_visible(cache.folder, [prepared.modules_dir])
+        except ValueError as exc:
+            raise GradingError(str(exc)) from None
+    env = cache.environment()
+    if parallel > 1 and timing_lock.LOCK_DIR not in os.environ:
+        env[timing_lock.LOCK_DIR] = str(workdir / "timing-lock")
+    return env
+
+
+def _share(chosen: list[catalog.Exercise], parallel: int, limits: TimeLimits) -> list[list[catalog.Exercise]]:
+    """At most `parallel` groups of exercises with about equal reference time (the longest first, each to
+    the least loaded group), each group in catalog order."""
+    groups: list[list[catalog.Exercise]] = [[] for _ in range(max(1, min(parallel, len(chosen))))]
+    load = [0.0] * len(groups)
+    for exercise in sorted(chosen, key=lambda e: -(limits.exercise_seconds(e.id) or 1.0)):
+        i = load.index(min(load))
+        groups[i].append(exercise)
+        load[i] += limits.exercise_seconds(exercise.id) or 1.0
+    order = {e.id: i for i, e in enumerate(catalog.EXERCISES)}
+    return [sorted(g, key=lambda e: order[e.id]) for g in groups if g]
 
 
 def _fields(entry: dict) -> dict:

@@ -14,6 +14,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +23,13 @@ import psutil
 
 from grader.course import paths
 from grader.grading import events, timing_lock
+from grader.grading.time_limits import FALLBACK_SECONDS
 from grader.worker.confinement import become_subreaper, reap_orphans  # noqa: F401  (become_subreaper: for callers)
 
 
 @dataclass(frozen=True)
 class Limits:
-    test_timeout: float = 120.0        # seconds one test may run
+    test_timeout: float | None = None  # seconds every test may run; None: each test's own (time_limits)
     memory_bytes: int | None = 6 << 30  # address space; jax with 8 host devices runs in 4 GiB
     file_bytes: int = 256 << 20        # largest file the child may write (pytest's capture included)
     isolation: str = "auto"            # the workers' confinement: auto, strict or a level's name
@@ -42,6 +44,17 @@ class ChildOutcome:
     returncode: int | None = None
     stopped: str | None = None                   # "test timeout" or "deadline" when the parent killed it
     output: str = ""
+    compile_cache: dict = field(default_factory=dict)   # the harness's cache hits and misses
+    limits: dict[str, float] = field(default_factory=dict)   # each test's limit, as the harness computed it
+
+    def limit(self, nodeid: str) -> float:
+        return self.limits.get(nodeid) or FALLBACK_SECONDS
+
+
+# Harnesses running now, in any thread: parallel exercise groups of one submission each reap what their
+# harness left, and must not take another group's running harness for a stray.
+_RUNNING: set[int] = set()
+_SPAWNING = threading.Lock()
 
 
 def _child_environment(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -67,8 +80,11 @@ def truncate(text: str, limit: int) -> str:
 
 def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, deselect: list[str] = (),
                      timing: str = "enforce", visible_only: bool = False, collect_only: bool = False,
-                     limits: Limits | None = None, deadline: float = float("inf")) -> ChildOutcome:
-    """Run pytest on `targets` against the modules in `modules_dir`; `deadline` is a time.monotonic()."""
+                     limits: Limits | None = None, deadline: float = float("inf"), time_limits: Path | None = None,
+                     prior_timeouts: list[str] = (), env: dict[str, str] | None = None) -> ChildOutcome:
+    """Run pytest on `targets` against the modules in `modules_dir`; `deadline` is a time.monotonic().
+    time_limits: the file of per-test limits (grader.grading.time_limits) unless limits.test_timeout
+    overrides it; env: added to the harness's environment (the compile cache, a timing lock)."""
     limits = limits or Limits()
     cwd = workdir / "cwd"
     cwd.mkdir(parents=True, exist_ok=True)
@@ -77,19 +93,22 @@ def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, de
                str(limits.file_bytes), "--", *targets, "-q", "--no-header", "-p", "no:cacheprovider",
                "--tb=no",   # messages travel as events; tracebacks would show hidden tests' source in the output
                f"--rootdir={paths.REPO_ROOT}", "-c", str(paths.REPO_ROOT / "pyproject.toml"),
-               f"--impl={modules_dir}", f"--timing={timing}", "--isolate", f"--isolation={limits.isolation}",
-               f"--test-timeout={limits.test_timeout}"]
+               f"--impl={modules_dir}", f"--timing={timing}", "--isolate", f"--isolation={limits.isolation}"]
+    command += [f"--test-timeout={limits.test_timeout}"] if limits.test_timeout is not None else []
+    command += [f"--time-limits={time_limits}"] if time_limits is not None else []
+    command += [f"--prior-timeouts={exercise}" for exercise in prior_timeouts]
     command += [f"--deselect={nodeid}" for nodeid in deselect]
     command += ["--visible-only"] if visible_only else []
     command += ["--collect-only"] if collect_only else []
-    env = _child_environment(workdir, {events.EVENTS_FD: str(events_w)})
-    keep = {child.pid for child in psutil.Process().children()}
+    child_env = _child_environment(workdir, {**(env or {}), events.EVENTS_FD: str(events_w)})
     output_path = workdir / "child-output.txt"
     outcome = ChildOutcome()
-    with open(output_path, "wb") as output:
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output,
+    with _SPAWNING, open(output_path, "wb") as output:
+        keep = {child.pid for child in psutil.Process().children()}
+        process = subprocess.Popen(command, cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=output,
                                    stderr=subprocess.STDOUT, pass_fds=(events_w,),
                                    start_new_session=True)
+        _RUNNING.add(process.pid)
     os.close(events_w)
     try:
         _follow(process, events_r, outcome, limits, deadline)
@@ -100,7 +119,9 @@ def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, de
         except ProcessLookupError:
             pass
         outcome.returncode = process.wait()
-        reap_orphans(keep)
+        with _SPAWNING:
+            _RUNNING.discard(process.pid)
+            reap_orphans(keep | _RUNNING)
     outcome.output = truncate(output_path.read_text(errors="replace"), limits.output_chars)
     return outcome
 
@@ -120,7 +141,7 @@ def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float)
         now = time.monotonic()
         if readable and not chunk or process.poll() is not None and not readable:
             return   # EOF, or the child is gone (a grandchild may still hold the pipe open)
-        if outcome.running and now - started_at > limits.test_timeout:
+        if outcome.running and now - started_at > outcome.limit(outcome.running):
             outcome.stopped = "test timeout"
             return
         if now > deadline:
@@ -133,6 +154,7 @@ def _apply_event(event: dict, outcome: ChildOutcome) -> bool:
     kind = event.get("e")
     if kind == "collected":
         outcome.collected = event["tests"]
+        outcome.limits = {t["nodeid"]: t.get("limit") for t in outcome.collected}
     elif kind == "start":
         outcome.running = event["nodeid"]
         return True
@@ -142,4 +164,6 @@ def _apply_event(event: dict, outcome: ChildOutcome) -> bool:
         entry = {k: v for k, v in event.items() if k != "e"}
         outcome.results[entry["nodeid"]] = entry
         outcome.running = None
+    elif kind == "compile_cache":
+        outcome.compile_cache = {k: v for k, v in event.items() if k != "e"}
     return False

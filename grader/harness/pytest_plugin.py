@@ -23,8 +23,9 @@ import pytest
 
 from grader.course import catalog, paths
 from grader.course.devices import DeviceCountError, verify_host_devices
-from grader.grading import timing_lock
+from grader.grading import compile_cache, timing_lock
 from grader.grading.events import EventStream
+from grader.grading.time_limits import MAX_TIMEOUTS_PER_EXERCISE, TimeLimits
 from grader.harness.implementations import NotAttempted, load_module, resolve_source
 from grader.harness.outcomes import Category, categorize, student_message
 
@@ -39,6 +40,9 @@ EVENTS = pytest.StashKey[EventStream]()
 META = pytest.StashKey[dict]()   # what the grader must know of a test before it runs
 ISOLATION = pytest.StashKey[object]()   # the worker's confinement level with --isolate, else None
 WORKER = pytest.StashKey[object]()      # with --isolate, the worker serving the implementation's modules
+LIMITS = pytest.StashKey[TimeLimits]()
+CACHE_COUNTS = pytest.StashKey[object]()   # the compile cache's hits and misses, when the cache is on
+DEADLINE = pytest.StashKey[float]()     # when the running test must end (time.monotonic())
 
 
 def pytest_addoption(parser):
@@ -63,8 +67,14 @@ def pytest_addoption(parser):
     group.addoption("--isolation", default="auto",
                     help="with --isolate: auto (the best this machine has), strict (refuse without a sandbox), "
                          "bubblewrap, landlock or process")
-    group.addoption("--test-timeout", type=float, default=120.0, metavar="SECONDS",
-                    help="with --isolate: how long one test may wait for the worker")
+    group.addoption("--test-timeout", type=float, default=None, metavar="SECONDS",
+                    help="with --isolate: how long every test may run (default: from --time-limits, else "
+                         "120 s)")
+    group.addoption("--time-limits", metavar="PATH",
+                    help="with --isolate: each test's limit from the reference's durations "
+                         "(grader.grading.time_limits; the grading process writes this file)")
+    group.addoption("--prior-timeouts", action="append", default=[], metavar="ID",
+                    help="an exercise one of whose tests timed out in an earlier harness (repeatable)")
 
 
 def pytest_configure(config):
@@ -92,7 +102,12 @@ def pytest_configure(config):
         except confinement.IsolationUnavailable as exc:
             raise pytest.UsageError(str(exc)) from None
         confinement.become_subreaper()   # a worker's daemon comes back here to be killed
-    config.stash[RECORDER] = Recorder(config.stash[EVENTS])
+    config.stash[LIMITS] = TimeLimits.for_harness(config.getoption("--time-limits"),
+                                                  config.getoption("--test-timeout"))
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):   # set by the grading process (grader.grading.compile_cache)
+        config.stash[CACHE_COUNTS] = compile_cache.Counter().install()
+    config.stash[RECORDER] = Recorder(config.stash[EVENTS], config.getoption("--prior-timeouts"),
+                                      config.stash.get(CACHE_COUNTS, None))
     config.pluginmanager.register(config.stash[RECORDER], "shardlab-recorder")
     config.stash[MODULES] = {}
     if config.stash[ISOLATION] is not None and not config.getoption("collectonly") \
@@ -132,6 +147,7 @@ def pytest_collection_modifyitems(config, items):
             "hidden": item.get_closest_marker("hidden") is not None,
             "slow": item.get_closest_marker("slow") is not None,
             "weight": (float(marker.args[0]) if marker else 1.0) / cases[_function_id(item)],
+            "limit": config.stash[LIMITS].limit(item.nodeid),
         }
 
 
@@ -221,7 +237,7 @@ def run_processes(request):
         if key not in _CLUSTER_RUNS:
             from grader.worker.cluster import LIMIT_SECONDS, run_cluster
 
-            limit = min(LIMIT_SECONDS, config.getoption("--test-timeout") - TIMEOUT_MARGIN)
+            limit = min(LIMIT_SECONDS, config.stash.get(DEADLINE, float("inf")) - time.monotonic())
             try:
                 _CLUSTER_RUNS[key] = run_cluster(path, isolation=config.stash[ISOLATION], limit_seconds=limit,
                                                  **options)
@@ -254,18 +270,35 @@ def _worker_paused(config):
             worker.resume()
 
 
+def _start_clock(item) -> None:
+    """The test's deadline, for the worker and for runs of several processes (ex12's start in a fixture):
+    the grading process's clock for the test runs from its setup, and starts again once the timing lock
+    is held."""
+    deadline = time.monotonic() + item.stash[META]["limit"] - TIMEOUT_MARGIN
+    item.config.stash[DEADLINE] = deadline
+    if WORKER in item.config.stash:
+        item.config.stash[WORKER].deadline = deadline
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _start_clock(item)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     """Speedup tests measure alone: other graders sharing the machine wait at their next test. Only
     exercise tests take the lock: a test of the grader itself may start a grader whose tests take it."""
     hold = timing_lock.hold(exclusive="speedup" in item.fixturenames) if exercise_of(item.path) \
         else contextlib.nullcontext()
+    exercise = exercise_of(item.path)
+    if exercise is not None and item.config.stash[RECORDER].timeouts[exercise.id] >= MAX_TIMEOUTS_PER_EXERCISE:
+        from grader.worker.remote import WorkerTimeout
+
+        raise WorkerTimeout("not run: earlier tests of this exercise timed out")
     with hold:
         item.config.stash[EVENTS].send({"e": "running", "nodeid": item.nodeid})
-        # The worker's clock starts with the test's, after the lock: waiting for it is never charged.
-        deadline = time.monotonic() + item.config.getoption("--test-timeout") - TIMEOUT_MARGIN
-        if WORKER in item.config.stash:
-            item.config.stash[WORKER].deadline = deadline
+        _start_clock(item)   # after the lock: waiting for it is never charged
         return (yield)
 
 
@@ -323,11 +356,14 @@ _RANK = [Category.PASSED, Category.SKIPPED, Category.FAILED, Category.NOT_ATTEMP
 
 class Recorder:
     """One entry per test, merged over its setup, call and teardown phases (the worst phase wins);
-    each finished entry is also sent to the grader's event stream, if there is one."""
+    each finished entry is also sent to the grader's event stream, if there is one, with the compile
+    cache's counts so far. It counts each exercise's timed-out tests (two, and the rest is not run)."""
 
-    def __init__(self, events: EventStream):
+    def __init__(self, events: EventStream, prior_timeouts: list[str] = (), cache_counts=None):
         self.entries: dict[str, dict] = {}
         self.events = events
+        self.timeouts = Counter(prior_timeouts)
+        self.cache_counts = cache_counts
 
     def pytest_collection_finish(self, session):
         self.events.send({"e": "collected", "tests": [item.stash[META] for item in session.items]})
@@ -336,8 +372,15 @@ class Recorder:
         self.events.send({"e": "start", "nodeid": nodeid})
 
     def pytest_runtest_logfinish(self, nodeid, location):
-        if nodeid in self.entries:
-            self.events.send({"e": "result", **self.entries[nodeid]})
+        entry = self.entries.get(nodeid)
+        if entry is None:
+            return
+        if entry["category"] == Category.TIMEOUT.value and entry["exercise"] \
+                and not entry["message"].startswith("not run:"):
+            self.timeouts[entry["exercise"]] += 1
+        self.events.send({"e": "result", **entry})
+        if self.cache_counts is not None:
+            self.events.send({"e": "compile_cache", **self.cache_counts.as_dict()})
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):

@@ -2,8 +2,10 @@
 routes of every corpus submission, dev-check, the flake tests): they share one XLA compilation cache,
 fresh for each session, so that a program compiled once is not compiled again by the next run.
 
-Only this test suite's subprocesses see it (they inherit the environment). Grading itself builds the
-harness's and the worker's environments from scratch, so `shardlab grade` never reads or writes it."""
+Only this test suite's plain pytest subprocesses see it (they inherit the environment). `shardlab
+grade` builds the harness's and the worker's environments from scratch: the graders the suite starts
+use their own compile cache (grader.grading.compile_cache), here a session folder too (SHARDLAB_CACHE),
+never the user's."""
 
 import atexit
 import os
@@ -15,6 +17,9 @@ from jax._src import compilation_cache
 
 _CACHE = tempfile.mkdtemp(prefix="shardlab-tests-xla-cache-")
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+if "SHARDLAB_CACHE" not in os.environ:   # one per pytest process (each xdist worker has its own)
+    os.environ["SHARDLAB_CACHE"] = tempfile.mkdtemp(prefix="shardlab-tests-grading-cache-")
+    atexit.register(shutil.rmtree, os.environ["SHARDLAB_CACHE"], ignore_errors=True)
 os.environ.update({
     "JAX_COMPILATION_CACHE_DIR": _CACHE,
     # Cache every program: the tests' programs are small and each compiles in well under a second.

@@ -3,7 +3,7 @@ every step; a run that hangs is stopped and says where each process stood; a pro
 reported; nothing is left running and no port stays open afterwards, also when runs overlap.
 
 The hostile modules are the reference with one twist each. The hang tests stop a run after 6 s of
-silence instead of grading's 20 (grader.worker.cluster.QUIET_SECONDS), to keep the suite short."""
+silence instead of grading's 10 (grader.worker.cluster.QUIET_SECONDS), to keep the suite short."""
 
 from __future__ import annotations
 

@@ -37,6 +37,8 @@ GRADED = [EX01, EX02, EX03, EX04]
 TEST_TIMEOUT = 10
 MARKER = "shardlab-hostile-daemon-7f3a"   # in the daemon's command line, to find it afterwards
 PORT = "__SHARDLAB_LISTENER_PORT__"       # replaced by the port of a listener the fixture opens
+CACHE = "__SHARDLAB_COMPILE_CACHE__"      # replaced by the graders' compile cache folder (SHARDLAB_CACHE)
+PLANTED = "planted-by-a-student-cache"    # an entry's name as jax writes them (<key>-cache)
 
 
 def source(exercise, stub: bool = False) -> str:
@@ -431,6 +433,26 @@ REACHES_THE_NETWORK = code(f"""
         raise RuntimeError(f"shardlab-hostile: connected to {{_reached}}")
 """)
 
+# The graders' compile cache, its folder known (the worst case): an entry planted there would be loaded
+# by a classmate's grading, and what is there is what the reference and classmates compiled.
+REACHES_THE_COMPILE_CACHE = code(f"""
+    import os
+    _reached = []
+    for _folder in ("{CACHE}", os.path.join("{CACHE}", "xla")):
+        try:
+            _reached.append(("listed", _folder, len(os.listdir(_folder))))
+        except OSError:
+            pass
+        try:
+            with open(os.path.join(_folder, "{PLANTED}"), "wb") as _entry:
+                _entry.write(b"not a compiled program")
+            _reached.append(("wrote", _folder))
+        except OSError:
+            pass
+    if _reached:
+        raise RuntimeError(f"shardlab-hostile: reached the compile cache: {{_reached}}")
+""")
+
 # --- gaming the checks -----------------------------------------------------------------------------
 
 EQUAL_TO_ANYTHING = code("""
@@ -613,6 +635,7 @@ CASES: dict[str, Case] = {
     "leaks_hidden_tests_in_an_error": only_ex01(REF1 + LEAKS_HIDDEN_TESTS, expect(ex01=named("test_place", "error")),
                                                 {"error": "ValueError"}),
     "reaches_the_network": only_ex01(STUB1 + REACHES_THE_NETWORK, expect(ex01=every("not attempted"))),
+    "reaches_the_compile_cache": only_ex01(STUB1 + REACHES_THE_COMPILE_CACHE, expect(ex01=every("not attempted"))),
     # -- gaming the checks --
     "objects_equal_to_anything": Case(
         {EX01.module_file: EX01_EQUAL_TO_ANYTHING, EX02.module_file: EX02_EQUAL_TO_ANYTHING},
@@ -699,7 +722,8 @@ def graded(tmp_path_factory):
     for name, case in CASES.items():
         (class_dir / name).mkdir()
         for filename, text in case.files.items():
-            (class_dir / name / filename).write_text(text.replace(PORT, port))
+            (class_dir / name / filename).write_text(text.replace(PORT, port)
+                                                     .replace(CACHE, os.environ["SHARDLAB_CACHE"]))
     out = tmp_path_factory.mktemp("graded")
     checkout_before, environment_before = checkout(), environment()
     started = time.monotonic()
@@ -815,6 +839,15 @@ def test_the_network_was_not_reached(graded):
         return
     connection.close()
     raise AssertionError(f"a submission connected to the listener on 127.0.0.1 from {address}")
+
+
+@pytest.mark.slow
+def test_the_compile_cache_holds_only_what_the_graders_compiled(graded):
+    honest = graded.results["zz_honest_classmate"].environment["compile_cache"]
+    assert honest["enabled"] and honest["folder"].startswith(os.environ["SHARDLAB_CACHE"])
+    assert honest["entries"] > 0 and honest["hits"] + honest["misses"] > 0, honest
+    planted = list(Path(os.environ["SHARDLAB_CACHE"]).rglob(f"*{PLANTED}*"))
+    assert not planted, planted
 
 
 @pytest.mark.slow
