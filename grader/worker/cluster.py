@@ -35,10 +35,13 @@ from grader.worker import confinement, protocol
 from grader.worker.cluster_process import STEPS
 from grader.worker.remote import WorkerCrashed, WorkerTimeout, describe_death, remote_exception
 
-# No report from any process for this long: the run hangs. An honest run's longest silence is jax's
-# import and the processes joining, 1 to 4 s here with two grading jobs on two cores; 10 s keeps a hang
-# in both of ex12's configurations within 30 s (grader.grading.time_limits).
+# No report from any process for this long, once every process has started: the run hangs. An honest
+# run's longest silence after that is the processes joining, about a second; 10 s keeps a hang in both
+# of ex12's configurations within 30 s (grader.grading.time_limits).
 QUIET_SECONDS = 10.0
+# Until then the processes import jax, the grader's own start-up: 1 to 4 s here with two grading jobs on
+# two cores, far more when several gradings share them.
+STARTUP_SECONDS = 60.0
 LIMIT_SECONDS = 120.0    # the whole run, whatever it reports
 OUTPUT_CHARS = 8000
 
@@ -60,6 +63,7 @@ class ClusterRun:
     reports: dict[tuple[int, str], dict] = field(default_factory=dict)   # (process, step) -> its answer
     started: dict[int, str] = field(default_factory=dict)   # the last step each process began
     exits: dict[int, int] = field(default_factory=dict)
+    ready: set[int] = field(default_factory=set)   # processes that imported jax (before the student's module)
     import_error: str | None = None
     stopped_after: float | None = None     # seconds, when the run was killed for hanging
     seconds: float = 0.0
@@ -153,6 +157,9 @@ def _record(run: ClusterRun, raw: dict, when: float) -> None:
         return
     if not isinstance(message, dict):
         return
+    if message.get("ready") is True:
+        run.ready.add(process)
+        return
     if isinstance(message.get("import_error"), str) and run.import_error is None:
         run.import_error = message["import_error"]
     step = message.get("step")
@@ -209,7 +216,8 @@ def run_cluster(module_path: Path, *, processes: int = 2, devices_per_process: i
         while True:
             left = limit_seconds - (time.monotonic() - begun)
             try:
-                raw = messages.get(timeout=max(0.0, min(quiet_seconds, left)))
+                silence = quiet_seconds if len(run.ready) == run.processes else max(quiet_seconds, STARTUP_SECONDS)
+                raw = messages.get(timeout=max(0.0, min(silence, left)))
             except queue.Empty:
                 run.stopped_after = time.monotonic() - begun
                 break
