@@ -383,6 +383,8 @@ def test_autograde_gives_full_none_and_exactly_the_partial_score(course, capsys)
         graded = nbformat.read(course["root"] / "autograded/ref" / exercise.id / f"{exercise.id}.ipynb", 4)
         for cell in cells_of(graded, "test", "hidden"):
             kinds = [o.output_type if o.output_type != "stream" else o.name for o in cell.outputs]
+            # A loaded kernel may send one print in two stdout messages: what matters is no stderr.
+            kinds = [k for i, k in enumerate(kinds) if i == 0 or k != kinds[i - 1]]
             assert kinds == ["stdout", "execute_result"], (cell.metadata.nbgrader["grade_id"], cell.outputs)
             assert float(cell.outputs[-1].data["text/plain"]) == cell.metadata.nbgrader["points"]
     with capsys.disabled():
