@@ -31,7 +31,7 @@ from grader.grading import process, time_limits as time_limits_module, timing_lo
 from grader.grading.compile_cache import CompileCache, refuse_if_visible
 from grader.grading.results import GradingResults, TestResult, score_exercise
 from grader.grading.submission import PreparedSubmission, cleanup, prepare_submission
-from grader.grading.time_limits import MAX_TIMEOUTS_PER_EXERCISE, TimeLimits
+from grader.grading.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits, is_strike
 from grader.harness.collection import GradingError, collect_tests
 from grader.harness.outcomes import Category
 from grader.worker import confinement
@@ -94,9 +94,7 @@ class _Run:
                 self.meta = {t["nodeid"]: t for t in outcome.collected}
             fresh = {k: v for k, v in outcome.results.items() if k in self.meta}
             self.done |= fresh
-            self.timeouts.update(entry["exercise"] for entry in fresh.values()
-                                 if entry.get("category") == Category.TIMEOUT.value
-                                 and not str(entry.get("message", "")).startswith("not run:"))
+            self.timeouts.update(entry["exercise"] for entry in fresh.values() if is_strike(entry))
             if outcome.running in self.meta:
                 exercise = self.meta[outcome.running]["exercise"]
                 if outcome.stopped == "test timeout":
@@ -105,8 +103,7 @@ class _Run:
                                 f"timeout: the test ran longer than {outcome.limit(outcome.running):.0f} s "
                                 "(an endless loop, or far too much work?)", outcome.limit(outcome.running))
                     if self.timeouts[exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
-                        self.finish_all(Category.TIMEOUT, "not run: earlier tests of this exercise timed out",
-                                        exercise)
+                        self.finish_all(Category.TIMEOUT, STOPPED, exercise)
                 elif outcome.stopped == "deadline":
                     self.finish_all(Category.TIMEOUT, "not run: the submission's time limit was reached")
                     return
@@ -200,10 +197,11 @@ def _share(chosen: list[catalog.Exercise], parallel: int, limits: TimeLimits) ->
     the least loaded group), each group in catalog order."""
     groups: list[list[catalog.Exercise]] = [[] for _ in range(max(1, min(parallel, len(chosen))))]
     load = [0.0] * len(groups)
-    for exercise in sorted(chosen, key=lambda e: -(limits.exercise_seconds(e.id) or 1.0)):
+    seconds = {e.id: limits.exercise_seconds(e.id) or 1.0 for e in chosen}
+    for exercise in sorted(chosen, key=lambda e: -seconds[e.id]):
         i = load.index(min(load))
         groups[i].append(exercise)
-        load[i] += limits.exercise_seconds(exercise.id) or 1.0
+        load[i] += seconds[exercise.id]
     order = {e.id: i for i, e in enumerate(catalog.EXERCISES)}
     return [sorted(g, key=lambda e: order[e.id]) for g in groups if g]
 

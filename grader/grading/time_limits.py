@@ -37,6 +37,13 @@ FLOOR_SECONDS = 10.0
 MULTIPLIER = 5.0
 FALLBACK_SECONDS = 120.0
 MAX_TIMEOUTS_PER_EXERCISE = 2   # after two tests of an exercise timed out, the rest of it is not run
+STOPPED = "not run: earlier tests of this exercise timed out"
+
+
+def is_strike(entry: dict) -> bool:
+    """A test entry that counts towards MAX_TIMEOUTS_PER_EXERCISE: it timed out, it was not left unrun."""
+    return entry.get("category") == "timeout" and bool(entry.get("exercise")) \
+        and not str(entry.get("message", "")).startswith("not run:")
 FILE_NAME = "time-limits.json"
 
 

@@ -25,7 +25,7 @@ from grader.course import catalog, paths
 from grader.course.devices import DeviceCountError, verify_host_devices
 from grader.grading import compile_cache, timing_lock
 from grader.grading.events import EventStream
-from grader.grading.time_limits import MAX_TIMEOUTS_PER_EXERCISE, TimeLimits
+from grader.grading.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits, is_strike
 from grader.harness.implementations import NotAttempted, load_module, resolve_source
 from grader.harness.outcomes import Category, categorize, student_message
 
@@ -295,7 +295,7 @@ def pytest_runtest_call(item):
     if exercise is not None and item.config.stash[RECORDER].timeouts[exercise.id] >= MAX_TIMEOUTS_PER_EXERCISE:
         from grader.worker.remote import WorkerTimeout
 
-        raise WorkerTimeout("not run: earlier tests of this exercise timed out")
+        raise WorkerTimeout(STOPPED)
     with hold:
         item.config.stash[EVENTS].send({"e": "running", "nodeid": item.nodeid})
         _start_clock(item)   # after the lock: waiting for it is never charged
@@ -375,8 +375,7 @@ class Recorder:
         entry = self.entries.get(nodeid)
         if entry is None:
             return
-        if entry["category"] == Category.TIMEOUT.value and entry["exercise"] \
-                and not entry["message"].startswith("not run:"):
+        if is_strike(entry):
             self.timeouts[entry["exercise"]] += 1
         self.events.send({"e": "result", **entry})
         if self.cache_counts is not None:
