@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from grader.checks import inputs
 from grader.checks.numerics import compare
 
 
@@ -35,7 +36,7 @@ _one_device_step = jax.jit(sgd_step)
 def make_problem(n_batch: int, sizes: tuple[int, ...], seed: int = 0):
     """(params, x, y) as float32 NumPy arrays: params drawn like init_mlp's (0.1 * normal; NumPy here, which
     costs no compilation), and a regression target y = sin(x @ A) that the MLP can learn."""
-    rng = np.random.default_rng(seed)
+    rng = inputs.rng(seed)
     params = [((0.1 * rng.standard_normal((n_in, n_out))).astype(np.float32),
                (0.1 * rng.standard_normal(n_out)).astype(np.float32)) for n_in, n_out in zip(sizes[:-1], sizes[1:])]
     x = rng.standard_normal((n_batch, sizes[0]), dtype=np.float32)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import assert_collectives, assert_sharded_like, test_mesh
+from grader.checks import assert_collectives, assert_sharded_like, inputs, test_mesh
 
 pytestmark = pytest.mark.hidden
 
@@ -58,7 +58,7 @@ def _placed(data, mesh, spec):
 @pytest.mark.parametrize("axis_type", ["auto", "explicit"])
 def test_sin_layer_keeps_sharding(impl, n_devices, axis_type):
     mesh = test_mesh(MESH_SHAPES[n_devices], ("x", "y"), axis_type)
-    rng = np.random.default_rng(n_devices)
+    rng = inputs.rng(n_devices)
     cases = [((16, 24), P("x", "y")), ((16, 24), P("y", "x")), ((16, 24), P(None, "y")),
              ((16, 24), P(("x", "y"), None)), ((16, 24), P()), ((32,), P(("y", "x"))),
              ((8, 4, 6), P("y", None, "x"))]
@@ -74,7 +74,7 @@ def test_sin_layer_keeps_sharding(impl, n_devices, axis_type):
 
 def test_column_sum_values_and_sharding(impl, n_devices):
     mesh = test_mesh(MESH_SHAPES[n_devices], ("x", "y"), "auto")
-    rng = np.random.default_rng(10 + n_devices)
+    rng = inputs.rng(10 + n_devices)
     for shape in [(16, 32), (6, 12), (64, 8)]:
         data = rng.standard_normal(shape, dtype=np.float32)
         out = impl.column_sum(_placed(data, mesh, P("x", "y")))
@@ -84,7 +84,7 @@ def test_column_sum_values_and_sharding(impl, n_devices):
 
 def test_column_sum_uses_all_reduce(impl, n_devices):
     mesh = test_mesh(ALL_REDUCE_MESH_SHAPES[n_devices], ("x", "y"), "auto")
-    data = np.random.default_rng(20 + n_devices).standard_normal((16, 32), dtype=np.float32)
+    data = inputs.rng(20 + n_devices).standard_normal((16, 32), dtype=np.float32)
     x = _placed(data, mesh, P("x", "y"))
     assert_collectives(impl.column_sum, x, present=("all-reduce",), expected=data.astype(np.float64).sum(axis=0),
                        rtol=1e-5, atol=1e-4, what=f"column_sum on a {mesh.shape['x']}x{mesh.shape['y']} mesh")

@@ -18,6 +18,7 @@ from grader.checks import (
     assert_sharded_like,
     collective_ops,
     compare,
+    inputs,
     test_mesh,
 )
 from grader.checks.hlo import mesh_axes_of
@@ -66,7 +67,7 @@ _one_device_step = jax.jit(sgd_step)
 def _problem(seed=0):
     """(params, x, y) as float32 NumPy arrays: params drawn like init_params's (NumPy here, which costs
     no compilation) and a target y = sin(x @ A) that the MLP can learn."""
-    rng = np.random.default_rng(seed)
+    rng = inputs.rng(seed)
     f32 = lambda a: np.asarray(a, np.float32)   # noqa: E731
     params = {"W1": f32(rng.standard_normal((N_IN, N_HIDDEN)) / np.sqrt(N_IN)),
               "b1": f32(0.1 * rng.standard_normal(N_HIDDEN)),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import assert_sharded_like, assert_sharding
+from grader.checks import assert_sharded_like, assert_sharding, inputs
 
 CAP = 8   # rows per device in every test's input: the same shapes for every example, one compile per test
 
@@ -18,7 +18,7 @@ def _padded(slabs, n, *, cap=CAP, seed=0):
     """pos (n * cap, 3) float32 and num (n,) int32 for device i holding len(slabs[i]) valid particles, the
     j-th of them with first coordinate in slab slabs[i][j] % n, i.e. in [s / n, (s + 1) / n). Padding rows
     hold garbage well outside [0, 1), which changes any mean or slab it leaks into."""
-    rng = np.random.default_rng(seed)
+    rng = inputs.rng(seed)
     pos = rng.uniform(-9.0, 9.0, (n * cap, 3)).astype(np.float32)
     pos[:, 0] = np.where(rng.random(n * cap) < 0.5, -1.0, 1.0) * rng.uniform(2.0, 9.0, n * cap)
     num = np.zeros(n, np.int32)
@@ -34,7 +34,7 @@ def _padded(slabs, n, *, cap=CAP, seed=0):
 
 
 def _random_slabs(n, counts, seed):
-    rng = np.random.default_rng(seed)
+    rng = inputs.rng(seed)
     return [list(rng.integers(0, n, c)) for c in counts]
 
 
