@@ -28,6 +28,13 @@ read XLA's per-device memory figures too: the bytes of the arguments (params pla
 `shard_params`, plus the batch) must be at most 1/n of a replicated data-parallel step's, plus the
 biases and the batch block, which both versions hold whole. The temporary bytes are reported beside
 them, for information.
+
+Grading: 20 points. shard_params 2. fsdp_train_step's values and layouts 7 (one step, five and the
+ten of the worked example, against one device). Its compiled program 8: the weights all-gathered,
+every weight's gradient reduce-scattered (each device receives its 1/n of each), and no weight's
+whole gradient all-reduced. This is what makes FSDP: a step that all-reduces the gradients and then
+keeps its own rows computes the same values and layouts, and earns none of these 8. Its argument
+bytes 3. Both the program and the memory test check the values of the program they read.
 """
 
 import functools

@@ -23,6 +23,14 @@ Graded on meshes of 2, 4 and 8 devices; the hidden tests draw counts and positio
 (property-based: the same particles must come out as went in, each on its right device), with a
 few rows per device (8). Positions are float32 in [0, 1) for valid rows; values are compared at
 rtol=1e-5, atol=1e-6 (a mean) or exactly (moved particles are copied, never computed).
+
+Grading: 20 points. expanding_shard_map 4 (one output and several, P() outputs, under jax.jit);
+masked_mean 4 (values with garbage padding and empty devices 3; no particle at all gives zeros 1,
+checked after a case with particles). redistribute_by_slab 12: every particle arrives on its slab's
+device when nothing overflows 4; overflow 6 (1 in the visible tests): reported whenever a bucket is
+too small, never when none is, and then only the particles that did not fit are missing; an
+all-to-all in the compiled program that also redistributes right 2. Losing particles without
+saying so is the mistake this exercise is about: it costs those 6 points.
 """
 
 from functools import partial

@@ -115,6 +115,28 @@ def _limits(args):
                   memory_bytes=int(args.memory_limit * (1 << 30)) if args.memory_limit else None)
 
 
+def _memory_gib(text: str) -> float:
+    """--memory-limit: refused at once when no worker could start with it (every test would crash)."""
+    from grader.grading.process import MIN_WORKER_MEMORY_BYTES
+
+    gib = float(text)
+    minimum = MIN_WORKER_MEMORY_BYTES / (1 << 30)
+    if gib != 0 and not gib >= minimum:
+        raise argparse.ArgumentTypeError(
+            f"{text} GiB is too small: the student's worker needs at least {minimum:g} GiB of address space to "
+            f"start jax on its host devices and run the course's tests (0: no limit)")
+    return gib
+
+
+def _add_memory_option(parser) -> None:
+    from grader.grading.process import HARNESS_MEMORY_BYTES, MIN_WORKER_MEMORY_BYTES
+
+    parser.add_argument("--memory-limit", type=_memory_gib, default=6.0, metavar="GIB",
+                        help=f"address-space limit of the student's worker process in GiB, at least "
+                             f"{MIN_WORKER_MEMORY_BYTES / (1 << 30):g}, 0 for none (default 6); the grader's own "
+                             f"harness keeps {HARNESS_MEMORY_BYTES / (1 << 30):g} GiB")
+
+
 def _cache(args, default: Path | None = None):
     from grader.grading.compile_cache import CompileCache, default_folder
 
@@ -171,6 +193,8 @@ def _cmd_calibrate(args) -> int:
         print(f"shardlab calibrate: {exc}", file=sys.stderr)
         return 1
     print(f"{limits.source}; wrote {Path(folder) / time_limits.FILE_NAME}")
+    if getattr(args, "ship", False):
+        print(f"wrote {time_limits.ship(limits)}: the limits wherever this course is graded without a calibration")
     return 0
 
 
@@ -215,11 +239,11 @@ def _add_grading_options(parser) -> None:
                         help="speedup thresholds: enforce (default), report the figures only, or skip")
     parser.add_argument("--test-timeout", type=float, default=None, metavar="S",
                         help="seconds every test may run (default: each test's own limit, from the reference's "
-                             "time measured by `shardlab calibrate`; 120 without a calibration)")
+                             "time measured here by `shardlab calibrate`, else from its timings shipped with the "
+                             "course; 120 for a test neither knows)")
     parser.add_argument("--time-limit", type=float, default=1800.0, metavar="S",
                         help="seconds one submission may take in all (default 1800)")
-    parser.add_argument("--memory-limit", type=float, default=6.0, metavar="GIB",
-                        help="address-space limit of the grading process in GiB, 0 for none (default 6)")
+    _add_memory_option(parser)
     parser.add_argument("--isolation", default="auto",
                         choices=["auto", "strict", "bubblewrap", "landlock", "process"],
                         help="how the student's code is confined: auto (the best this machine has: bubblewrap, "
@@ -291,7 +315,11 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--isolation", default="auto",
                            choices=["auto", "strict", "bubblewrap", "landlock", "process"],
                            help="as grading will run (default auto)")
-    calibrate.add_argument("--memory-limit", type=float, default=6.0, metavar="GIB", help="as for grade")
+    calibrate.add_argument("--ship", action="store_true",
+                           help="course authors: also write the timings into the package "
+                                "(grader/grading/reference_times.json), the limits of every machine without a "
+                                "calibration of its own; run it again after changing tests")
+    _add_memory_option(calibrate)
     calibrate.set_defaults(func=_cmd_calibrate, test_timeout=None)
     _add_speed_options(calibrate)
 

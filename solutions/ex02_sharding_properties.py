@@ -15,7 +15,10 @@ Grading: 10 points, describe 2, shard_shape 4, bytes_per_device 1, replicate_alo
 comparison is exact (shapes, counts, bytes, placed values). The hidden tests use meshes of 2, 4 and
 8 devices, Explicit and Auto, and cross-check `shard_shape` and `bytes_per_device` on many random
 meshes and specs against `NamedSharding(mesh, spec).shard_shape(shape)`, including the ValueError
-cases.
+cases. Of shard_shape's 4 points, 1.5 are for its ValueError (raised, naming the dimension). Each
+error test first checks shard_shape on a valid layout (the same mesh and spec on an array that
+divides, or the spec without its repeated axis) and earns only when that answer is right too: a
+shard_shape that raises everywhere earns nothing. A ValueError on a valid layout is a wrong answer.
 """
 
 import math

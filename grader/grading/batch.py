@@ -25,6 +25,7 @@ import psutil
 from grader.course import catalog
 from grader.course.devices import cores
 from grader.grading import process, timing_lock
+from grader.worker import cgroups
 
 REPORT = "report.json"
 
@@ -150,6 +151,7 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, *, jobs: int = 1, 
                 outcome = future.result()
             except Exception as exc:   # the batch goes on whatever one student's grading does
                 outcome = StudentOutcome(student, "failed", detail=f"{type(exc).__name__}: {exc}")
+            cgroups.sweep()   # a grading killed on timeout leaves its groups, its harnesses still in them
             if outcome.status == "failed":
                 failures[student] = outcome.detail
             else:

@@ -49,7 +49,7 @@ class CompileCache:
         if self.folder is None:
             return {}
         self.xla_folder.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.folder, 0o700)   # nobody (the workers' user) cannot even look in
+        os.chmod(self.folder, 0o700)   # a sandbox's uid (each worker's own) cannot even look in
         return {"JAX_COMPILATION_CACHE_DIR": str(self.xla_folder),
                 # Every program, however small or quick to compile: the tests compile hundreds of small ones.
                 "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",

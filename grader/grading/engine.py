@@ -27,18 +27,26 @@ from pathlib import Path
 
 from grader.course import catalog
 from grader.course.devices import HOST_DEVICES, cores
-from grader.grading import process, time_limits as time_limits_module, timing_lock
+from grader.grading import preflight, process, time_limits as time_limits_module, timing_lock
 from grader.grading.compile_cache import CompileCache, refuse_if_visible
 from grader.grading.results import GradingResults, TestResult, score_exercise
 from grader.grading.submission import PreparedSubmission, cleanup, prepare_submission
 from grader.grading.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits, is_strike
 from grader.harness.collection import GradingError, collect_tests
 from grader.harness.outcomes import Category
-from grader.worker import confinement
+from grader.worker import cgroups, confinement
 from grader.worker.remote import describe_death
 
+# What one harness and the workers it starts may hold together (resident memory, in the submission's
+# memory cgroup where the machine has one; the workers are killed first). Measured: the reference's
+# whole course peaked at 1.1 to 1.4 GiB with two harnesses (ex12's runs of 4 processes alone: 0.5 GiB).
+MEMORY_PER_HARNESS = 4 << 30
 
-def environment(timing: str, limits: process.Limits, isolation: dict, **extra) -> dict:
+
+def environment(timing: str, limits: process.Limits, isolation: dict, worker_memory_bytes: int | None = None,
+                **extra) -> dict:
+    """For report.json. worker_memory_bytes: the worker's address-space limit as read inside a confined
+    worker (grader.grading.preflight); the harness's is the one its child process applies."""
     versions = {}
     for package in ("shardlab", "jax", "jaxlib", "numpy", "pytest", "hypothesis"):
         try:
@@ -47,7 +55,8 @@ def environment(timing: str, limits: process.Limits, isolation: dict, **extra) -
             versions[package] = None
     return {"python": platform.python_version(), "platform": platform.platform(), "versions": versions,
             "devices": HOST_DEVICES, "cores": cores(), "timing": timing,
-            "limits": {"test_timeout": limits.test_timeout, "memory_bytes": limits.memory_bytes},
+            "limits": {"test_timeout": limits.test_timeout, "worker_memory_bytes": worker_memory_bytes,
+                       "harness_memory_bytes": limits.harness_memory_bytes},
             "isolation": isolation, **extra}
 
 
@@ -64,6 +73,7 @@ class _Run:
         self.output = ""
         self.timeouts: Counter = Counter()         # per exercise: tests that timed out, in any harness
         self.cache_counts: Counter = Counter()     # summed over this run's harnesses
+        self.cgroups: list[str] = []               # its harnesses' leaf of the submission's memory group
 
     def finish(self, nodeid: str, category: Category, message: str, duration: float = 0.0) -> None:
         self.done[nodeid] = self.meta[nodeid] | {"category": category.value, "message": message,
@@ -85,7 +95,7 @@ class _Run:
             outcome = process.run_pytest_child(
                 targets=[str(e.tests_dir()) for e in self.exercises], modules_dir=self.prepared.modules_dir,
                 workdir=self.workdir, deselect=sorted(self.done), deadline=deadline,
-                prior_timeouts=sorted(self.timeouts.elements()), **self.options)
+                prior_timeouts=sorted(self.timeouts.elements()), cgroups=self.cgroups, **self.options)
             self.output += outcome.output
             self.cache_counts.update(outcome.compile_cache)
             if self.meta is None:   # collection runs no student code: without it, grading itself failed
@@ -108,8 +118,13 @@ class _Run:
                     self.finish_all(Category.TIMEOUT, "not run: the submission's time limit was reached")
                     return
                 else:
+                    # A harness that died ran the student's program: a crash counts as a strike like a
+                    # timeout, so a program that corrupts the harness cannot restart it without end.
+                    self.timeouts[exercise] += 1
                     self.finish(outcome.running, Category.CRASHED,
                                 f"crashed: {describe_death(outcome.returncode)} during this test")
+                    if self.timeouts[exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
+                        self.finish_all(Category.TIMEOUT, STOPPED, exercise)
             elif len(self.done) < len(self.meta):
                 # The harness ended between tests or before running any: nothing to blame on one test.
                 self.finish_all(Category.CRASHED, f"crashed: {describe_death(outcome.returncode)} before this "
@@ -139,10 +154,16 @@ def grade_submission(submission: str | Path, *, visible_only: bool = False, timi
         level = confinement.choose_isolation(limits.isolation)
     except confinement.IsolationUnavailable as exc:
         raise GradingError(str(exc)) from None
+    try:   # before the first student: a worker that cannot start here would give every test 0
+        proof = preflight.prove_worker(level, process.worker_limits(limits.memory_bytes))
+    except preflight.PreflightError as exc:
+        raise GradingError(str(exc)) from None
     limits = dataclasses.replace(limits, isolation=level.value)
     process.become_subreaper()
     chosen = [catalog.get(name) for name in exercises] if exercises else list(catalog.EXERCISES)
-    with tempfile.TemporaryDirectory(prefix="shardlab-grade-") as tmp:
+    harnesses = max(1, min(parallel, len(chosen)))
+    with cgroups.submission_memory(harnesses * MEMORY_PER_HARNESS) as memory, \
+            tempfile.TemporaryDirectory(prefix="shardlab-grade-") as tmp:
         workdir = Path(tmp)
         prepared = prepare_submission(submission, workdir)
         try:
@@ -153,6 +174,8 @@ def grade_submission(submission: str | Path, *, visible_only: bool = False, timi
             # end at once as not attempted.
             runs = [_Run(group, prepared, workdir / f"harness-{i}", options)
                     for i, group in enumerate(_share(chosen, parallel, time_limits))]
+            for run in runs:
+                run.cgroups = memory.harness()
             with ThreadPoolExecutor(max_workers=len(runs)) as pool:
                 for finished in [pool.submit(run.run, deadline) for run in runs]:
                     finished.result()   # a GradingError in any group is the whole grading's
@@ -171,7 +194,9 @@ def grade_submission(submission: str | Path, *, visible_only: bool = False, timi
     counts = sum((run.cache_counts for run in runs), Counter())
     return GradingResults(
         submission=str(submission), exercises=results,
-        environment=environment(timing, limits, confinement.describe(level), compile_cache=cache.describe(counts),
+        environment=environment(timing, limits, confinement.describe(level) | {"memory": memory.describe()},
+                                proof.memory_bytes,
+                                compile_cache=cache.describe(counts),
                                 time_limits=time_limits.describe(), parallel=len(runs)),
         problems=prepared.problems, output=process.truncate("".join(run.output for run in runs), limits.output_chars),
         duration=time.monotonic() - started, visible_only=visible_only)

@@ -10,6 +10,7 @@ happened in, never the grading.
 from __future__ import annotations
 
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -24,16 +25,38 @@ import psutil
 from grader.course import paths
 from grader.grading import events, timing_lock
 from grader.grading.time_limits import FALLBACK_SECONDS
-from grader.worker.confinement import become_subreaper, reap_orphans  # noqa: F401  (become_subreaper: for callers)
+from grader.worker.confinement import (
+    WorkerLimits,
+    become_subreaper,  # noqa: F401  (for callers)
+    reap_orphans,
+)
+from grader.worker.containment import launcher
+
+# The harness's own address space. It runs the grader's code: the tests' references and baselines, and the
+# student's exported programs on the tests' inputs, so its need is the course's, not a choice per student:
+# it does not follow --memory-limit (a small limit would break the grader itself, not limit the student).
+HARNESS_MEMORY_BYTES = 6 << 30
+# The smallest worker limit grading accepts. Measured (2 cores, bubblewrap): jax's backend on 8 host devices
+# cannot start its threads in 1.5 GiB and starts in 1.75; the reference passes every test of the course with
+# a 2 GiB worker. A machine that needs more (more cores, more threads) is caught by the preflight.
+MIN_WORKER_MEMORY_BYTES = 2 << 30
 
 
 @dataclass(frozen=True)
 class Limits:
     test_timeout: float | None = None  # seconds every test may run; None: each test's own (time_limits)
-    memory_bytes: int | None = 6 << 30  # address space; jax with 8 host devices runs in 4 GiB
+    # The student's worker and its zygote (RLIMIT_AS; None: no limit): --memory-limit.
+    memory_bytes: int | None = WorkerLimits.memory_bytes
+    harness_memory_bytes: int | None = HARNESS_MEMORY_BYTES
     file_bytes: int = 256 << 20        # largest file the child may write (pytest's capture included)
     isolation: str = "auto"            # the workers' confinement: auto, strict or a level's name
     output_chars: int = 20_000         # how much of the child's own stdout/stderr is kept
+
+
+def worker_limits(memory_bytes: int | None) -> WorkerLimits:
+    """The worker's limits for an address space of `memory_bytes` (None or 0: none, which is said
+    explicitly: a worker would otherwise inherit its harness's own limit)."""
+    return WorkerLimits(memory_bytes=memory_bytes or resource.RLIM_INFINITY)
 
 
 @dataclass
@@ -50,6 +73,10 @@ class ChildOutcome:
     def limit(self, nodeid: str) -> float:
         return self.limits.get(nodeid) or FALLBACK_SECONDS
 
+
+# A harness whose tests all have their results exits at once; one still running after this long is
+# busy with something no test asked for (a student's program left running), and is killed.
+EXIT_SECONDS = 10.0
 
 # Harnesses running now, in any thread: parallel exercise groups of one submission each reap what their
 # harness left, and must not take another group's running harness for a stray.
@@ -81,25 +108,31 @@ def truncate(text: str, limit: int) -> str:
 def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, deselect: list[str] = (),
                      timing: str = "enforce", visible_only: bool = False, collect_only: bool = False,
                      limits: Limits | None = None, deadline: float = float("inf"), time_limits: Path | None = None,
-                     prior_timeouts: list[str] = (), env: dict[str, str] | None = None) -> ChildOutcome:
+                     prior_timeouts: list[str] = (), env: dict[str, str] | None = None,
+                     cgroups: list[str] = ()) -> ChildOutcome:
     """Run pytest on `targets` against the modules in `modules_dir`; `deadline` is a time.monotonic().
     time_limits: the file of per-test limits (grader.grading.time_limits) unless limits.test_timeout
-    overrides it; env: added to the harness's environment (the compile cache, a timing lock)."""
+    overrides it; env: added to the harness's environment (the compile cache, a timing lock); cgroups:
+    the cgroup.procs files the harness joins before it starts (the submission's memory group)."""
     limits = limits or Limits()
     cwd = workdir / "cwd"
     cwd.mkdir(parents=True, exist_ok=True)
     events_r, events_w = os.pipe()
-    command = [sys.executable, "-I", "-B", "-m", "grader.grading.child", str(limits.memory_bytes or 0),
-               str(limits.file_bytes), "--", *targets, "-q", "--no-header", "-p", "no:cacheprovider",
+    command = [sys.executable, "-I", "-B", "-m", "grader.grading.child", str(limits.harness_memory_bytes or 0),
+               str(limits.memory_bytes or 0), str(limits.file_bytes), "--", *targets, "-q", "--no-header",
+               "-p", "no:cacheprovider",
                "--tb=no",   # messages travel as events; tracebacks would show hidden tests' source in the output
                f"--rootdir={paths.REPO_ROOT}", "-c", str(paths.REPO_ROOT / "pyproject.toml"),
-               f"--impl={modules_dir}", f"--timing={timing}", "--isolate", f"--isolation={limits.isolation}"]
+               f"--impl={modules_dir}", f"--timing={timing}", "--isolate", f"--isolation={limits.isolation}",
+               f"--worker-memory={limits.memory_bytes or 0}"]
     command += [f"--test-timeout={limits.test_timeout}"] if limits.test_timeout is not None else []
     command += [f"--time-limits={time_limits}"] if time_limits is not None else []
     command += [f"--prior-timeouts={exercise}" for exercise in prior_timeouts]
     command += [f"--deselect={nodeid}" for nodeid in deselect]
     command += ["--visible-only"] if visible_only else []
     command += ["--collect-only"] if collect_only else []
+    if cgroups:   # joined by the launcher, before the harness runs anything: all it starts is counted there
+        command = launcher({"cgroups": list(cgroups)}, command)
     child_env = _child_environment(workdir, {**(env or {}), events.EVENTS_FD: str(events_w)})
     output_path = workdir / "child-output.txt"
     outcome = ChildOutcome()
@@ -128,7 +161,7 @@ def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, de
 
 def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float) -> None:
     """Read events until the child ends, killing it when a test or the whole run takes too long."""
-    buffer, started_at = b"", time.monotonic()
+    buffer, started_at, finished_at = b"", time.monotonic(), None
     while True:
         readable, _, _ = select.select([fd], [], [], 0.25)
         chunk = os.read(fd, 1 << 16) if readable else b""
@@ -141,6 +174,11 @@ def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float)
         now = time.monotonic()
         if readable and not chunk or process.poll() is not None and not readable:
             return   # EOF, or the child is gone (a grandchild may still hold the pipe open)
+        if finished_at is None and outcome.collected is not None and not outcome.running \
+                and len(outcome.results) >= len(outcome.collected):
+            finished_at = now
+        if finished_at is not None and now - finished_at > EXIT_SECONDS:
+            return   # every test has its result: whatever still runs in the harness is killed, not waited for
         if outcome.running and now - started_at > outcome.limit(outcome.running):
             outcome.stopped = "test timeout"
             return

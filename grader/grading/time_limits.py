@@ -15,13 +15,26 @@ limit = max(FLOOR, MULTIPLIER x the reference's duration of that test). Why thes
   slowest test used 0.2 of its limit; two jobs on two cores can double a test's time again.
 
 A calibration belongs to one version of the course on one machine: it records a fingerprint of the
-tests, the solutions, jax's version and the core count, and a mismatch is ignored (the limits fall back
-to FALLBACK_SECONDS per test, and report.json says so). A test the calibration does not know gets the
-fallback too. `--test-timeout S` sets every test's limit to S instead.
+tests, the solutions, jax's version and the core count, and a mismatch is ignored (report.json says so).
+`--test-timeout S` sets every test's limit to S instead.
+
+Without a calibration of this machine, the limits come from the reference's timings shipped in the
+package (SHIPPED_FILE, written by `shardlab calibrate --ship` on a course author's machine), with
+SHIPPED_MULTIPLIER in place of MULTIPLIER: so `shardlab grade` stops an endless loop in seconds from the
+first grading, without a manual calibration. Shipped rather than calibrated on first use, because a
+calibration cannot run where students and platforms grade (the handout and the Gradescope autograder
+hold no solutions, and a Gradescope container starts afresh for every submission), and grading the
+reference first would add its minute and a half to a newcomer's first `shardlab grade` (and to every
+test process of the suite that grades through the command line). The price: another machine's
+timings, hence the doubled multiplier; where the floor applies (most tests) nothing changes. Each
+shipped timing is keyed by a hash of the test's id and of its file and conftest.py as they were
+measured: a test changed since, or new, gets FALLBACK_SECONDS, never a limit measured on other code
+(and the keys name no hidden test: the table ships in the handout).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -36,8 +49,8 @@ from grader.course.devices import cores
 FLOOR_SECONDS = 10.0
 MULTIPLIER = 5.0
 FALLBACK_SECONDS = 120.0
-MAX_TIMEOUTS_PER_EXERCISE = 2   # after two tests of an exercise timed out, the rest of it is not run
-STOPPED = "not run: earlier tests of this exercise timed out"
+MAX_TIMEOUTS_PER_EXERCISE = 2   # after two tests of an exercise timed out (or crashed the harness), the rest is not run
+STOPPED = "not run: earlier tests of this exercise timed out or crashed the grader"
 
 
 def is_strike(entry: dict) -> bool:
@@ -45,6 +58,8 @@ def is_strike(entry: dict) -> bool:
     return entry.get("category") == "timeout" and bool(entry.get("exercise")) \
         and not str(entry.get("message", "")).startswith("not run:")
 FILE_NAME = "time-limits.json"
+SHIPPED_FILE = Path(__file__).with_name("reference_times.json")
+SHIPPED_MULTIPLIER = 2 * MULTIPLIER   # timings from another machine, which may be twice as fast as this one
 
 
 class CalibrationError(RuntimeError):
@@ -61,31 +76,59 @@ def fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
+def shipped_key(nodeid: str) -> str:
+    """A test's key in the shipped timings: its folder, then a hash of its id and of its file and the
+    folder's conftest.py as they are now (unreadable: a key no table holds)."""
+    file = nodeid.split("::", 1)[0]
+    return f"{Path(file).parent.as_posix()}/{hashlib.sha256(_files_digest(file) + nodeid.encode()).hexdigest()[:20]}"
+
+
+@functools.cache
+def _files_digest(file: str) -> bytes:
+    path = paths.REPO_ROOT / file
+    digest = hashlib.sha256()
+    for part in (path, path.parent / "conftest.py"):
+        try:
+            digest.update(part.read_bytes() + b"\0")
+        except OSError:
+            digest.update(b"missing\0")
+    return digest.digest()
+
+
 @dataclass(frozen=True)
 class TimeLimits:
-    reference: dict[str, float] = field(default_factory=dict)   # nodeid -> the reference's seconds
+    reference: dict[str, float] = field(default_factory=dict)   # nodeid -> the reference's seconds, here
     override: float | None = None                               # --test-timeout: this for every test
     source: str = "not calibrated"                              # said in report.json
+    shipped: dict[str, float] = field(default_factory=dict)     # shipped_key -> the reference's seconds, there
 
     def limit(self, nodeid: str) -> float:
         if self.override is not None:
             return self.override
-        seconds = self.reference.get(nodeid)
-        return FALLBACK_SECONDS if seconds is None else max(FLOOR_SECONDS, MULTIPLIER * seconds)
+        if (seconds := self.reference.get(nodeid)) is not None:
+            return max(FLOOR_SECONDS, MULTIPLIER * seconds)
+        if self.shipped and (seconds := self.shipped.get(shipped_key(nodeid))) is not None:
+            # Never longer than without them: they exist to stop a loop sooner.
+            return min(FALLBACK_SECONDS, max(FLOOR_SECONDS, SHIPPED_MULTIPLIER * seconds))
+        return FALLBACK_SECONDS
 
     def exercise_seconds(self, exercise_id: str) -> float:
         """The reference's time for one exercise (for sharing exercises among parallel harnesses)."""
-        return sum(s for nodeid, s in self.reference.items() if f"/{exercise_id}/" in nodeid)
+        for timings in (self.reference, self.shipped):
+            if found := [s for key, s in timings.items() if f"/{exercise_id}/" in key]:
+                return sum(found)
+        return 0.0
 
     def describe(self) -> dict:
         return {"source": self.source, "floor_seconds": FLOOR_SECONDS, "multiplier": MULTIPLIER,
                 "override_seconds": self.override, "fallback_seconds": FALLBACK_SECONDS,
-                "calibrated_tests": len(self.reference)}
+                "calibrated_tests": len(self.reference), "shipped_tests": len(self.shipped),
+                "shipped_multiplier": SHIPPED_MULTIPLIER}
 
     def save(self, path: Path) -> Path:
         """As a calibration (fingerprinted), or, for a harness, as the limits it must apply."""
         payload = {"fingerprint": fingerprint(), "measured": self.source, "reference_seconds": self.reference,
-                   "override": self.override}
+                   "override": self.override, "shipped_seconds": self.shipped}
         tmp = path.with_suffix(".tmp")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(payload, indent=1, sort_keys=True))
@@ -99,29 +142,63 @@ class TimeLimits:
             return cls(override=override)
         data = json.loads(Path(path).read_text())
         return cls(reference=data["reference_seconds"], override=override if override is not None
-                   else data.get("override"), source=data.get("measured", ""))
+                   else data.get("override"), source=data.get("measured", ""), shipped=data.get("shipped_seconds", {}))
 
 
 def load(folder: Path | None, override: float | None = None) -> TimeLimits:
-    """The calibration in `folder` if it is for this course and machine; else the fallback (or override)."""
+    """The calibration in `folder` if it is for this course and machine; else the shipped timings (see the
+    module's docstring), or the fallback; `override` for every test if given."""
     if override is not None:
         return TimeLimits(override=override, source=f"--test-timeout {override:g} s for every test")
     if folder is None:
-        return TimeLimits(source=f"not calibrated (no cache folder): {FALLBACK_SECONDS:g} s per test")
+        return _uncalibrated("not calibrated on this machine (no cache folder)")
     path = Path(folder) / FILE_NAME
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        return TimeLimits(source=f"not calibrated (run `shardlab calibrate`): {FALLBACK_SECONDS:g} s per test")
+        return _uncalibrated("not calibrated on this machine (`shardlab calibrate` does it)")
     except (OSError, ValueError) as exc:
-        return TimeLimits(source=f"unreadable calibration {path} ({exc}): {FALLBACK_SECONDS:g} s per test")
+        return _uncalibrated(f"unreadable calibration {path} ({exc})")
     if not isinstance(data, dict) or data.get("fingerprint") != fingerprint():
-        return TimeLimits(source=f"calibration {path} is for another version of the course or machine: "
-                                 f"{FALLBACK_SECONDS:g} s per test (run `shardlab calibrate` again)")
+        return _uncalibrated(f"calibration {path} is for another version of the course or machine "
+                             "(run `shardlab calibrate` again)")
     seconds = data.get("reference_seconds")
     if not isinstance(seconds, dict) or not all(isinstance(v, (int, float)) for v in seconds.values()):
-        return TimeLimits(source=f"malformed calibration {path}: {FALLBACK_SECONDS:g} s per test")
-    return TimeLimits(reference={str(k): float(v) for k, v in seconds.items()}, source=str(data.get("measured")))
+        return _uncalibrated(f"malformed calibration {path}")
+    return TimeLimits(reference={str(k): float(v) for k, v in seconds.items()}, source=str(data.get("measured")),
+                      shipped=shipped_timings()[1])
+
+
+def _uncalibrated(why: str) -> TimeLimits:
+    measured, shipped = shipped_timings()
+    if not shipped:
+        return TimeLimits(source=f"{why}: {FALLBACK_SECONDS:g} s per test")
+    return TimeLimits(shipped=shipped, source=f"{why}: the reference's timings shipped with the course (x"
+                                              f"{SHIPPED_MULTIPLIER:g}, {measured}), {FALLBACK_SECONDS:g} s for a "
+                                              "test they do not know")
+
+
+@functools.cache
+def shipped_timings() -> tuple[str, dict[str, float]]:
+    """(where and when they were measured, {shipped_key: seconds}) from SHIPPED_FILE; none if unreadable."""
+    try:
+        data = json.loads(SHIPPED_FILE.read_text())
+        seconds = {str(k): float(v) for k, v in data["seconds"].items()}
+        return str(data.get("measured", "")), seconds
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "", {}
+
+
+def ship(limits: TimeLimits, path: Path = SHIPPED_FILE) -> Path:
+    """Write a calibration of this machine as the package's shipped timings (course authors, after
+    changing tests: `shardlab calibrate --ship`)."""
+    seconds = {shipped_key(nodeid): s for nodeid, s in sorted(limits.reference.items())}
+    payload = {"measured": f"{limits.source}; {cores()} cores, jax {metadata.version('jax')}", "seconds": seconds}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=0, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    shipped_timings.cache_clear()
+    return path
 
 
 def calibrate(folder: Path, **grading) -> TimeLimits:

@@ -34,7 +34,8 @@ def _chain(exc: BaseException):
         todo.extend(getattr(e, "exceptions", ()))
 
 
-def categorize(exc: BaseException) -> Category:
+def categorize(exc: BaseException, source: Path | None = None) -> Category:
+    """source: the implementation's folder, where an exception raised in-process is the student's."""
     from grader.worker.remote import WorkerCrashed, WorkerTimeout
 
     chain = list(_chain(exc))
@@ -46,14 +47,26 @@ def categorize(exc: BaseException) -> Category:
         return Category.NOT_ATTEMPTED
     if isinstance(exc, ImplementationImportError):
         return Category.ERROR
-    if isinstance(exc, AssertionError) or type(exc).__name__ in ("Failed", "Exit"):
-        return Category.FAILED
+    if isinstance(exc, AssertionError) and not _raised_by_student(exc, source) \
+            or type(exc).__name__ in ("Failed", "Exit"):
+        return Category.FAILED   # the tests' own verdict on a result
     return Category.ERROR
+
+
+def _raised_by_student(exc: BaseException, source: Path | None) -> bool:
+    """The student's code raised `exc` (an `assert` of theirs, say): it came back from their worker, or,
+    in-process, its innermost frame is in their folder."""
+    from grader.worker.remote import RemoteError
+
+    if isinstance(exc, RemoteError):
+        return True
+    frames = traceback.extract_tb(exc.__traceback__) if source is not None else []
+    return bool(frames) and Path(frames[-1].filename).resolve().is_relative_to(Path(source).resolve())
 
 
 def student_message(exc: BaseException, source: Path | None = None) -> str:
     """What went wrong, in the student's terms: the assertion text, or the error and the student's line."""
-    category = categorize(exc)
+    category = categorize(exc, source)
     if category is Category.NOT_ATTEMPTED:
         stub = next(e for e in _chain(exc) if isinstance(e, NotImplementedError))
         text = f"not attempted: {stub}" if str(stub) else "not attempted (NotImplementedError)"
@@ -61,7 +74,7 @@ def student_message(exc: BaseException, source: Path | None = None) -> str:
             or isinstance(exc, ImplementationImportError):
         text = str(exc)
     else:
-        text = f"{type(exc).__name__}: {exc}"
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__   # a bare `assert` has no text
         where = _student_frame(exc, source)
         if where:
             text += f"\n  raised at {where}"

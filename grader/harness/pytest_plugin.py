@@ -75,6 +75,9 @@ def pytest_addoption(parser):
                          "(grader.grading.time_limits; the grading process writes this file)")
     group.addoption("--prior-timeouts", action="append", default=[], metavar="ID",
                     help="an exercise one of whose tests timed out in an earlier harness (repeatable)")
+    group.addoption("--worker-memory", type=int, default=None, metavar="BYTES",
+                    help="with --isolate: the worker's address-space limit, 0 for none (default: "
+                         "grader.worker.confinement.WorkerLimits; `shardlab grade --memory-limit` sets it)")
 
 
 def pytest_configure(config):
@@ -95,7 +98,10 @@ def pytest_configure(config):
     config.stash[EVENTS] = EventStream.from_environment()
     config.stash[ISOLATION] = None
     if config.getoption("--isolate"):
+        from grader.checks import inputs
         from grader.worker import confinement
+
+        inputs.use_secret()   # before the tests are imported: what they draw, the student cannot foresee
 
         try:
             config.stash[ISOLATION] = confinement.choose_isolation(config.getoption("--isolation"))
@@ -137,6 +143,17 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    if config.getoption("--isolate"):
+        # Visible tests first: no worker that served a hidden test (and could have noted its calls)
+        # serves a visible one, whose messages a student sees before the due date.
+        items.sort(key=lambda item: item.get_closest_marker("hidden") is not None)
+    from grader.checks.inputs import grading_secret
+
+    secret = grading_secret()
+    if secret is not None:   # property tests draw their examples from the grading's secret too
+        for function in {item.obj for item in items if hasattr(getattr(item, "obj", None), "hypothesis")}:
+            digest = hashlib.sha256(f"{secret}:{function.__module__}.{function.__qualname__}".encode()).digest()
+            function._hypothesis_internal_use_seed = int.from_bytes(digest[:8], "big")
     # A test function's points(weight) is shared equally by its parametrized cases.
     cases = Counter(_function_id(item) for item in items)
     for item in items:
@@ -211,9 +228,13 @@ def _load(config, exercise):
 def _worker(config):
     """With --isolate, the one confined worker that serves the implementation's modules."""
     if WORKER not in config.stash:
+        from grader.grading.process import worker_limits
+        from grader.worker.confinement import WorkerLimits
         from grader.worker.remote import Worker
 
-        config.stash[WORKER] = Worker(config.stash[IMPL], isolation=config.stash[ISOLATION])
+        memory = config.getoption("--worker-memory")
+        limits = WorkerLimits() if memory is None else worker_limits(memory)
+        config.stash[WORKER] = Worker(config.stash[IMPL], isolation=config.stash[ISOLATION], limits=limits)
     return config.stash[WORKER]
 
 
@@ -299,7 +320,13 @@ def pytest_runtest_call(item):
     with hold:
         item.config.stash[EVENTS].send({"e": "running", "nodeid": item.nodeid})
         _start_clock(item)   # after the lock: waiting for it is never charged
-        return (yield)
+        try:
+            return (yield)
+        finally:
+            if exercise is not None and item.config.stash[ISOLATION] is not None:
+                from grader.harness.device_work import wait_until_idle
+
+                wait_until_idle()   # a program the test left running is this test's: it times out here
 
 
 @pytest.fixture
@@ -340,7 +367,7 @@ def pytest_runtest_makereport(item, call):
     if report.skipped:
         category, message = Category.SKIPPED, str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else ""
     elif exc is not None and report.failed:
-        category = categorize(exc)
+        category = categorize(exc, item.config.stash[IMPL])
         message = student_message(exc, item.config.stash[IMPL])
         if category is Category.NOT_ATTEMPTED or call.when == "setup":
             report.longrepr = message   # the stub's traceback teaches nothing

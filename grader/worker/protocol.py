@@ -6,6 +6,11 @@ tuples, lists, dicts, slices, dtypes, PartitionSpecs, meshes, devices, NumPy arr
 sharding) that the worker traces with. Decoding rebuilds plain Python, NumPy and jax objects and
 checks everything it is given: the harness decodes what an untrusted worker sent, so a malformed
 tree raises `ProtocolError` and never builds anything else.
+
+A message is bounded before it is decoded: its size (checked on its header, before it is read), its
+JSON outside strings (the objects parsing builds) and how deep its brackets nest (counted, not
+recursed into); a `Budget` bounds all the bytes one sender may send. Whatever fails while reading or
+decoding a message, a RecursionError or MemoryError included, is a `ProtocolError`.
 """
 
 from __future__ import annotations
@@ -14,14 +19,22 @@ import base64
 import json
 import math
 import os
+import select
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-MAX_MESSAGE_BYTES = 256 << 20   # a worker's answer larger than this is refused, not read into memory
-MAX_DEPTH = 64
+# Measured over a whole reference grading (jax 0.10.2, every exercise, both partitioners): the largest
+# message either way is 32 KB, with under 1 KB of JSON outside strings, nested 16 deep; a worker sends
+# 2.8 MB in all over the whole course. The bounds leave room for honest solutions that send more.
+MAX_MESSAGE_BYTES = 16 << 20        # one message; a larger one is refused on its header, never read
+MAX_STRUCTURE_BYTES = 1 << 20       # its JSON outside strings: bounds the objects parsing builds
+MAX_DEPTH = 64                      # levels of an encoded value
+MAX_JSON_DEPTH = 3 * MAX_DEPTH + 8  # brackets nested: an encoded level takes at most 3 (a dict's pairs)
+MAX_WORKER_BYTES = 64 << 20         # all the messages one worker may send the harness in its life
 _HEADER = struct.Struct(">Q")
 
 # Array element types that may cross: numbers and bools (no objects, no strings, no structured types).
@@ -31,6 +44,19 @@ DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16"
 
 class ProtocolError(ValueError):
     """A message that does not follow the protocol (from a worker: broken or forged)."""
+
+
+@dataclass
+class Budget:
+    """The bytes one sender may still send, its messages' headers included (one per worker: a worker that
+    spends it is discarded, and the next starts with a budget of its own)."""
+    total: int = MAX_WORKER_BYTES
+    spent: int = 0
+
+    def spend(self, count: int) -> None:
+        self.spent += count
+        if self.spent > self.total:
+            raise ProtocolError(f"the worker sent more than the {self.total} bytes it may send in all")
 
 
 class UnsupportedValue(TypeError):
@@ -56,11 +82,19 @@ def map_leaves(tree, is_leaf, replacement):
 
 # --- framing -------------------------------------------------------------------------------------
 
-def send(fd: int, message: dict) -> None:
+def send(fd: int, message: dict, deadline: float = math.inf) -> None:
+    """Write one message. On a non-blocking fd, wait for room until `deadline` (a time.monotonic()), then
+    raise TimeoutError: a reader that stopped reading costs the writer no more than that."""
     data = json.dumps(message, separators=(",", ":")).encode()
-    data = _HEADER.pack(len(data)) + data
+    data = memoryview(_HEADER.pack(len(data)) + data)
     while data:
-        data = data[os.write(fd, data):]
+        try:
+            data = data[os.write(fd, data):]
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the other side does not read its messages") from None
+            select.select([], [fd], [], min(left, 0.5))
 
 
 def read_exactly(fd: int, count: int) -> bytes:
@@ -74,16 +108,40 @@ def read_exactly(fd: int, count: int) -> bytes:
     return b"".join(chunks)
 
 
-def receive(fd: int, limit: int = MAX_MESSAGE_BYTES) -> dict:
+def receive(fd: int, limit: int = MAX_MESSAGE_BYTES, budget: Budget | None = None) -> dict:
+    """One message, its size checked on its header before it is read (and spent from `budget`)."""
     (size,) = _HEADER.unpack(read_exactly(fd, _HEADER.size))
     if size > limit:
         raise ProtocolError(f"a message of {size} bytes is larger than the limit of {limit} bytes")
+    if budget is not None:
+        budget.spend(_HEADER.size + size)
+    return parse(read_exactly(fd, size))
+
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def parse(data: bytes) -> dict:
+    """A message's JSON object, checked before it is parsed: ASCII (as json.dumps writes it), with at most
+    MAX_STRUCTURE_BYTES outside strings and brackets nested at most MAX_JSON_DEPTH deep, so that parsing
+    builds a bounded number of objects and recurses a bounded depth. (JSON that is not valid may be
+    measured wrong past its first error, where parsing stops.)"""
+    _need(data.isascii(), "a message is not ASCII JSON")
+    # Without its escapes (pairs read left to right, as JSON reads them), every quote opens or closes a string.
+    plain = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    quotes = plain.count(b'"')   # a string's quotes count as its structure
+    outside = b"".join(plain.split(b'"')[0::2]) if quotes <= MAX_STRUCTURE_BYTES else b""
+    _need(quotes + len(outside) <= MAX_STRUCTURE_BYTES,
+          f"a message has more than {MAX_STRUCTURE_BYTES} bytes of JSON outside strings (the limit)")
+    brackets = np.frombuffer(outside.translate(None, _NOT_BRACKETS), np.uint8)
+    steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
+    _need(np.cumsum(steps).max(initial=0) <= MAX_JSON_DEPTH,
+          f"a message is nested more than {MAX_JSON_DEPTH} levels deep")
     try:
-        message = json.loads(read_exactly(fd, size))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProtocolError(f"a message is not JSON: {exc}") from None
-    if not isinstance(message, dict):
-        raise ProtocolError("a message must be a JSON object")
+        message = json.loads(data.decode("ascii"))
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise ProtocolError(f"a message is not JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
+    _need(isinstance(message, dict), "a message must be a JSON object")
     return message
 
 
@@ -274,9 +332,18 @@ def decode_sharding(tree: dict):
     raise ProtocolError(f"unknown sharding kind {tree.get('kind')!r}")
 
 
-def decode(tree: Any, *, depth: int = 0, functions=None) -> Any:
+def decode(tree: Any, *, functions=None) -> Any:
     """The value `tree` encodes; raises ProtocolError for anything malformed. `functions(i)` gives the
     stand-in for the other side's i-th function reference (without it, a reference is refused)."""
+    try:
+        return _decode(tree, depth=0, functions=functions)
+    except ProtocolError:
+        raise
+    except Exception as exc:   # jax or NumPy refusing what it was handed: malformed all the same
+        raise ProtocolError(f"a value could not be decoded: {type(exc).__name__}: {str(exc)[:300]}") from None
+
+
+def _decode(tree: Any, *, depth: int, functions) -> Any:
     import jax
 
     _need(depth <= MAX_DEPTH, f"a value nested more than {MAX_DEPTH} levels deep")
@@ -292,22 +359,22 @@ def decode(tree: Any, *, depth: int = 0, functions=None) -> Any:
         return float(tree["v"])
     if tag in ("tuple", "list"):
         _need(isinstance(tree.get("v"), list), f"a {tag} needs items")
-        items = [decode(v, depth=down, functions=functions) for v in tree["v"]]
+        items = [_decode(v, depth=down, functions=functions) for v in tree["v"]]
         return tuple(items) if tag == "tuple" else items
     if tag == "dict":
         _need(isinstance(tree.get("v"), list) and all(isinstance(p, list) and len(p) == 2 for p in tree["v"]),
               "a dict needs [key, value] pairs")
         out = {}
         for k, v in tree["v"]:
-            key = decode(k, depth=down, functions=functions)
+            key = _decode(k, depth=down, functions=functions)
             _need(key is None or isinstance(key, (str, int, float, bool, tuple)), "a dict key must be plain data")
-            out[key] = decode(v, depth=down, functions=functions)
+            out[key] = _decode(v, depth=down, functions=functions)
         return out
     if tag == "slot":
         return Slot(_int(tree.get("i"), "a slot"))
     if tag == "slice":
         _need(isinstance(tree.get("v"), list) and len(tree["v"]) == 3, "a slice needs start, stop, step")
-        parts = [decode(v, depth=down, functions=functions) for v in tree["v"]]
+        parts = [_decode(v, depth=down, functions=functions) for v in tree["v"]]
         _need(all(p is None or type(p) is int for p in parts), "a slice's parts must be integers or None")
         return slice(*parts)
     if tag == "spec":
@@ -347,11 +414,14 @@ def decode(tree: Any, *, depth: int = 0, functions=None) -> Any:
 
 # --- traced programs ---------------------------------------------------------------------------
 
-def export_traced(fn, args, kwargs, *, functions: list | None = None) -> dict:
+def export_traced(fn, args, kwargs, *, functions: list | None = None, anonymous: bool = False) -> dict:
     """Trace fn on the abstract arrays (ShapeDtypeStructs) among args, the rest fixed, and export it.
     Arrays among the results become the program's outputs; everything else comes back as data, with
-    a Slot where each output goes."""
+    a Slot where each output goes. anonymous: strip the program of every source location, scope and
+    function name of the code traced (grader.worker.programs.anonymous), for a reader not to see them."""
     import jax
+
+    from grader.worker import programs
 
     structs = []
 
@@ -374,6 +444,8 @@ def export_traced(fn, args, kwargs, *, functions: list | None = None) -> dict:
         return tuple(outputs)
 
     exported = jax.export.export(jax.jit(traced))(*structs)
+    if anonymous:
+        exported = programs.anonymous(exported)
     return {"artifact": base64.b64encode(exported.serialize()).decode("ascii"),
             "out": encode(layout["out"], functions=functions)}
 

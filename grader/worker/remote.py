@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-import re
 import select
 import shutil
 import socket
@@ -30,13 +29,12 @@ from pathlib import Path
 import psutil
 
 from grader.checks.tracing import layout_hint
-from grader.worker import confinement, protocol
+from grader.worker import confinement, programs, protocol
 
 STARTUP_SECONDS = 120.0          # a confined Python importing jax (a new zygote)
 WARM_STARTUP_SECONDS = 10.0      # a worker forked from a ready zygote: later than this, start a new sandbox
 REPLACE_SECONDS = 2.0            # for the zygote to reap a replaced worker's processes, once killed
 EXIT_STATUS_SECONDS = 2.0        # for the zygote to report how a worker that closed its pipe ended
-MAX_ARTIFACT_BYTES = 64 << 20
 OUTPUT_CHARS_PER_CALL = 4000
 
 
@@ -61,7 +59,7 @@ class WorkerBrokeProtocol(WorkerFailure):
 
 
 class UntrustedProgram(RuntimeError):
-    """A traced program the harness refuses to compile (unknown custom calls, wrong platform)."""
+    """A traced program the harness refuses to compile (see grader.worker.programs; wrong platform)."""
 
 
 class RemoteError:
@@ -74,7 +72,7 @@ _ERROR_CLASSES: dict[tuple[str, str], type] = {}
 
 def remote_exception(report: dict) -> BaseException:
     """The student's exception, rebuilt: a class named like theirs, deriving from the nearest builtin."""
-    name = report.get("type") if isinstance(report.get("type"), str) else "Exception"
+    name = report.get("type")[:100] if isinstance(report.get("type"), str) else "Exception"   # classes are kept
     base = protocol.BUILTIN_ERRORS.get(report.get("base"), Exception)
     if not name.isidentifier():
         name = base.__name__
@@ -88,43 +86,34 @@ def remote_exception(report: dict) -> BaseException:
     return exc
 
 
-# The custom calls jax itself guarantees stable in exported programs; any other target (a host
-# callback, say) could run code in the harness, so a program naming one is refused.
-_CUSTOM_CALL = re.compile(r'custom_call\s*@([\w.$-]+)|call_target_name\s*=\s*"([^"]*)"')
-
-
-def _allowed_custom_calls() -> frozenset[str]:
-    from jax._src.export import _export
-
-    return frozenset(t for t in _export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE if "callback" not in t.lower())
-
-
 def _need(condition: bool, why: str) -> None:
     if not condition:
         raise UntrustedProgram(why)
 
 
 def checked_program(artifact: str):
-    """Deserialize a worker's exported program and refuse anything the harness should not compile."""
+    """Deserialize a worker's exported program and refuse anything the harness should not compile: see
+    grader.worker.programs (custom calls, host transfers, huge buffers, dynamic shapes), and a program
+    for another platform, for more devices than exist, or carrying a derivative of its own (which
+    jax.grad of it would compile unchecked; the worker never sends one)."""
     import jax
 
-    _need(isinstance(artifact, str), "the traced program is missing")
+    _need(isinstance(artifact, str), "the traced program is missing")   # its size: bounded as its message's
     try:
         raw = base64.b64decode(artifact, validate=True)
     except ValueError:
         raise UntrustedProgram("the traced program is not base64") from None
-    _need(len(raw) <= MAX_ARTIFACT_BYTES, f"the traced program is larger than {MAX_ARTIFACT_BYTES} bytes")
     try:
         exported = jax.export.deserialize(bytearray(raw))
+        found = programs.exported_facts(exported)
     except Exception as exc:
         raise UntrustedProgram(f"the traced program could not be read: {type(exc).__name__}: {exc}") from None
     _need(tuple(exported.platforms) == (jax.default_backend(),),
           f"the traced program is for {exported.platforms}, not {jax.default_backend()}")
     _need(exported.nr_devices <= jax.device_count(), "the traced program needs more devices than exist")
-    targets = {a or b for a, b in _CUSTOM_CALL.findall(exported.mlir_module())}
-    unknown = sorted(targets - _allowed_custom_calls())
-    _need(not unknown, f"the traced program calls {', '.join(unknown)}: host callbacks and custom kernels are "
-                       "not allowed in graded functions")
+    _need(not exported.has_vjp(), "the traced program carries a derivative of its own")
+    why = programs.refusal(found)
+    _need(why is None, why or "")
     return exported
 
 
@@ -215,6 +204,10 @@ class Worker:
         self._output = None                        # what the sandbox prints, read back after each call
         self.callbacks: list = []                  # the tests' functions passed to the student's, by reference
         self.deadline = float("inf")               # time.monotonic() by which the current test must end
+
+    # What the worker now serving may still send (protocol.Budget), and which worker (self._forked) that is.
+    _budget: protocol.Budget | None = None
+    _budget_of: int = 0
 
     # --- the processes -------------------------------------------------------------------------
 
@@ -449,12 +442,19 @@ class Worker:
         return answer
 
     def _receive(self, deadline: float, what: str) -> dict:
-        """The worker's answer, serving its callbacks (a test's function to trace) meanwhile."""
+        """The worker's answer, serving its callbacks (a test's function to trace) meanwhile. A worker
+        that stops reading the programs it asked for costs the harness no more than the test's time."""
         while True:
             message = self._next_message(deadline, what)
             if "callback" not in message:
                 return message
-            protocol.send(self._request_w, self._serve_callback(message))
+            answer = self._serve_callback(message)
+            os.set_blocking(self._request_w, False)   # protocol.send then waits for room only until the deadline
+            try:
+                protocol.send(self._request_w, answer, deadline)
+            except TimeoutError:
+                self._discard_worker()
+                raise _timeout(what, what.startswith("importing")) from None
 
     def _next_message(self, deadline: float, what: str) -> dict:
         importing = what.startswith("importing")
@@ -466,16 +466,22 @@ class Worker:
             readable, _, _ = select.select([self._response_r], [], [], min(left, 0.5))
             if readable:
                 break
+        if self._budget_of != self._forked:   # a worker started since: a budget of its own
+            self._budget, self._budget_of = protocol.Budget(), self._forked
         try:
-            return protocol.receive(self._response_r)
+            return protocol.receive(self._response_r, budget=self._budget)
         except protocol.ProtocolError as exc:
-            self._discard_worker()   # a worker that breaks the protocol is not asked again
-            raise WorkerBrokeProtocol(f"the worker broke the protocol while {what} (did your code write to its "
-                                      f"pipes?): {exc}", importing) from None
+            raise self.broke_protocol(what, exc) from None
         except EOFError:
             returncode = self._exit_status()
             self._discard_worker()
             raise WorkerCrashed(f"crashed: {describe_death(returncode)} while {what}", importing) from None
+
+    def broke_protocol(self, what: str, exc: protocol.ProtocolError) -> WorkerBrokeProtocol:
+        """Discard the worker (one that breaks the protocol is not asked again) and say why, to be raised."""
+        self._discard_worker()
+        return WorkerBrokeProtocol(f"the worker broke the protocol while {what} (did your code write to its "
+                                   f"pipes?): {exc}", what.startswith("importing"))
 
     def _exit_status(self) -> int | None:
         """How the worker that closed its pipe ended, as its zygote reports it (it only words the
@@ -501,12 +507,15 @@ class Worker:
 
     def _serve_callback(self, message: dict) -> dict:
         """The worker calls a function of the tests: trace it here, on the arrays described, and send the
-        program (the tests' code is traced by the harness, never shipped as code)."""
+        program (the tests' code is traced by the harness, never shipped as code), stripped of every
+        location and name of the tests' code: the student's code can read it."""
         try:
-            fn = self.callbacks[message["callback"]]
+            index = message["callback"]
+            if type(index) is not int or not 0 <= index < len(self.callbacks):
+                raise protocol.ProtocolError(f"no function of the tests is numbered {str(index)[:20]}")
             args = protocol.decode(message.get("args"))
             kwargs = protocol.decode(message.get("kwargs"))
-            return protocol.export_traced(fn, args, kwargs)
+            return protocol.export_traced(self.callbacks[index], args, kwargs, anonymous=True)
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
 
@@ -573,11 +582,16 @@ class RemoteModule:
         if "error" in response:
             raise remote_exception(response["error"] if isinstance(response["error"], dict) else {})
         if "ok" not in response:
-            raise protocol.ProtocolError("the worker's answer has neither a result nor an error")
+            raise self._worker.broke_protocol("this call", protocol.ProtocolError(
+                "the answer has neither a result nor an error"))
         return self._decode(response["ok"]) if encoded else response["ok"]
 
     def _decode(self, tree):
-        return protocol.decode(tree, functions=lambda ref: RemoteFunction(self, {"ref": ref}))
+        """What the worker sent, rebuilt; anything malformed discards the worker."""
+        try:
+            return protocol.decode(tree, functions=lambda ref: RemoteFunction(self, {"ref": ref}))
+        except protocol.ProtocolError as exc:
+            raise self._worker.broke_protocol("this call", exc) from None
 
     def _traced_call(self, target: dict, args: tuple, kwargs: dict):
         abstract, arrays = protocol.abstract_arrays(args, kwargs, _abstract)
@@ -586,7 +600,7 @@ class RemoteModule:
         if key not in self._programs:
             answer = self._answer(self.request(message), encoded=False)
             if not isinstance(answer, dict) or "artifact" not in answer:
-                raise protocol.ProtocolError("the worker's traced program is malformed")
+                raise self._worker.broke_protocol("this call", protocol.ProtocolError("a malformed program"))
             self._programs[key] = (checked_program(answer["artifact"]), self._decode(answer.get("out")))
         exported, layout = self._programs[key]
         return protocol.call_exported(exported, layout, arrays)

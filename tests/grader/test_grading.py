@@ -3,6 +3,7 @@ exit codes, resuming, and a batch that one broken submission does not stop."""
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,8 +14,10 @@ import pytest
 
 from grader.cli import main
 from grader.course import catalog, paths
+from grader.grading import time_limits
 from grader.grading.batch import grade_batch
 from grader.grading.engine import grade_submission
+from grader.harness.collection import collect_tests
 
 pytestmark = pytest.mark.xdist_group("test_grading")   # its module-scoped fixture does the heavy work once
 
@@ -161,3 +164,64 @@ def test_a_missing_sandbox_is_refused_with_exit_2(one_module, tmp_path):
     assert done.returncode == 2, done.stderr
     assert "bubblewrap is not installed" in done.stderr and "apt-get install bubblewrap" in done.stderr
     assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_without_a_calibration_the_shipped_timings_set_each_limit(tmp_path):
+    shipped_at, shipped = time_limits.shipped_timings()
+    assert len(shipped) > 400 and "cores" in shipped_at
+    limits = time_limits.load(tmp_path / "never-calibrated")
+    assert "not calibrated on this machine" in limits.source and "shipped with the course" in limits.source
+    nodeid = next(n for n in _nodeids(EX01) if time_limits.shipped_key(n) in shipped)
+    seconds = shipped[time_limits.shipped_key(nodeid)]
+    assert limits.limit(nodeid) == min(time_limits.FALLBACK_SECONDS,
+                                       max(time_limits.FLOOR_SECONDS, time_limits.SHIPPED_MULTIPLIER * seconds))
+    assert limits.limit(nodeid + "-new") == time_limits.FALLBACK_SECONDS   # a test they do not know
+    assert limits.describe()["shipped_tests"] == len(shipped) and limits.exercise_seconds(EX01.id) > 0
+
+
+def test_a_changed_test_file_loses_its_shipped_timing(tmp_path, monkeypatch):
+    """Keyed by the test file's and conftest's contents: a test changed since it was timed gets the fallback."""
+    nodeid = _nodeids(EX01)[0]
+    copy = tmp_path / "course"
+    shutil.copytree(EX01.tests_dir(), copy / EX01.tests_dir().relative_to(paths.REPO_ROOT))
+    monkeypatch.setattr(time_limits.paths, "REPO_ROOT", copy)
+    time_limits._files_digest.cache_clear()
+    try:
+        shipped = time_limits.TimeLimits(shipped={time_limits.shipped_key(nodeid): 3.0})
+        assert shipped.limit(nodeid) == 3.0 * time_limits.SHIPPED_MULTIPLIER
+        test_file = copy / nodeid.split("::")[0]
+        test_file.write_text(test_file.read_text() + "\n# changed\n")
+        time_limits._files_digest.cache_clear()
+        assert shipped.limit(nodeid) == time_limits.FALLBACK_SECONDS
+    finally:
+        time_limits._files_digest.cache_clear()
+
+
+def test_the_shipped_timings_know_every_test_of_the_course():
+    """Run `shardlab calibrate --ship` after changing tests: a test it does not know costs 120 s per timeout."""
+    _, shipped = time_limits.shipped_timings()
+    unknown = [t["nodeid"] for t in collect_tests() if time_limits.shipped_key(t["nodeid"]) not in shipped]
+    assert not unknown, f"{len(unknown)} tests have no shipped timing (run `shardlab calibrate --ship`): {unknown[:5]}"
+
+
+@pytest.mark.slow
+def test_an_endless_loop_costs_seconds_without_a_calibration(tmp_path):
+    """`shardlab grade` as a newcomer runs it (a fresh cache folder, never calibrated): an ex01 function that
+    loops forever costs its exercise two timeouts at the shipped limits, not two of 120 s."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / EX01.module_file).write_text(
+        EX01.solution_path().read_text() + "\n\ndef make_data_mesh(n, name='data'):\n    while True:\n        pass\n")
+    done = subprocess.run([sys.executable, "-m", "grader.cli", "grade", str(tmp_path / "sub"), "--out",
+                           str(tmp_path / "out"), "--exercise", "ex01", "--quiet"], capture_output=True, text=True,
+                          env=dict(os.environ, SHARDLAB_CACHE=str(tmp_path / "fresh-cache")))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    tests = report["exercises"][EX01.id]["tests"]
+    timed_out = [t for t in tests if t["category"] == "timeout" and not t["message"].startswith("not run")]
+    assert len(timed_out) == 2, [(t["nodeid"], t["category"]) for t in tests]
+    assert sum(t["duration"] for t in tests) <= 30, [(t["nodeid"], t["duration"]) for t in tests]
+    assert "shipped with the course" in report["environment"]["time_limits"]["source"]
+
+
+def _nodeids(exercise) -> list[str]:
+    return [t["nodeid"] for t in collect_tests([exercise])]

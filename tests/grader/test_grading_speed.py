@@ -20,7 +20,7 @@ from grader.course import catalog
 from grader.grading import time_limits
 from grader.grading.compile_cache import CompileCache
 from grader.grading.engine import GradingError, _share, grade_submission
-from grader.grading.time_limits import FALLBACK_SECONDS, FLOOR_SECONDS, MULTIPLIER, TimeLimits
+from grader.grading.time_limits import FALLBACK_SECONDS, FLOOR_SECONDS, MULTIPLIER, STOPPED, TimeLimits
 
 pytestmark = pytest.mark.xdist_group("test_grading_speed")   # one calibration for the whole file
 
@@ -119,7 +119,7 @@ def test_an_endless_loop_costs_seconds_per_exercise(calibrated, tmp_path):
     assert len(timed_out) == 2, [(t.nodeid, t.category, t.message) for t in tests]
     assert all("did not finish" in t.message for t in timed_out)
     assert {t.message for t in tests if t.message.startswith("not run")} == \
-        {"not run: earlier tests of this exercise timed out"}
+        {STOPPED}
     assert sum(t.duration for t in tests) <= LOOP_BUDGET, [(t.nodeid, t.duration) for t in tests]
     assert results.exercises[EX13.id].score == pytest.approx(EX13.points)   # the other exercise is untouched
     assert results.environment["time_limits"]["calibrated_tests"] > 20
@@ -158,7 +158,7 @@ def test_a_loop_in_a_compiled_program_also_stops_after_two_timeouts(tmp_path):
     timed_out = [t for t in tests if t.category == "timeout" and not t.message.startswith("not run")]
     assert len(timed_out) == 2, [(t.nodeid, t.category, t.message[:80]) for t in tests]
     assert all(t.message.startswith("timeout: the test ran longer than") for t in timed_out), timed_out
-    stopped = [t for t in tests if t.message == "not run: earlier tests of this exercise timed out"]
+    stopped = [t for t in tests if t.message == STOPPED]
     assert stopped and all(t.category == "timeout" for t in stopped)
     assert [t for t in tests if t.nodeid.split("::")[-1].startswith("test_layer_shard_map_values")
             and t.category == "passed"], "direct calls, which do not loop, keep their verdicts"

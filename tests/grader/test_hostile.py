@@ -47,7 +47,7 @@ def source(exercise, stub: bool = False) -> str:
 
 
 REF1, REF2, REF3, REF4 = (source(e) for e in GRADED)
-STUB1 = source(EX01, stub=True)
+STUB1, STUB4 = source(EX01, stub=True), source(EX04, stub=True)
 
 
 def code(text: str) -> str:
@@ -418,6 +418,27 @@ LEAKS_HIDDEN_TESTS = SECRET_READER + code("""
         raise ValueError(text or "shardlab-hostile: the hidden tests could not be read")
 """)
 
+# Notes every call of place (in memory and in files that outlive a worker) and raises with all it has
+# noted: a visible test's message, which students see before the due date, would carry the hidden tests'
+# calls if a worker that had served them served it.
+NOTES_HIDDEN_CALLS = code("""
+    import os as _os
+    _noted = []
+    _place = place
+
+    def place(x, mesh, spec):
+        _noted.append(f"note:{tuple(x.shape)}:{spec}")
+        for folder in ("/tmp", _os.environ.get("HOME", "/tmp")):
+            try:
+                with open(_os.path.join(folder, "shardlab-notes"), "a+") as notes:
+                    notes.write(_noted[-1] + "\\n")
+                    notes.seek(0)
+                    _noted.extend(line.strip() for line in notes if line.strip() not in _noted)
+            except OSError:
+                pass
+        raise ValueError(" ".join(dict.fromkeys(_noted)))
+""")
+
 # At import: connect to a listener the test opened on 127.0.0.1, and to 8.8.8.8:53; a connection that
 # worked is reported by a distinctive error (and the listener sees it).
 REACHES_THE_NETWORK = code(f"""
@@ -574,12 +595,61 @@ TRACED_EX04 = ("test_layer_auto_has_no_collectives", "test_layer_shard_map_has_n
                "test_layer_shard_map_speedup_over_replicated", "test_layer_shard_map_speedup_over_one_device")
 
 
+# Reads the handout's tests and generators, and computes at trace time the answers for the inputs it
+# predicts (the tests' own generator, seeds 0-9, matched by the traced shapes); its program only looks
+# the answer up, per device (no collective; a dummy all-reduce where one is asked for). Direct calls raise
+# the stub's error. With inputs drawn from the grading's secret, no prediction matches.
+PREDICTS_THE_INPUTS = STUB4 + code("""
+    import numpy as _np
+    from jax import numpy as _jnp
+
+    def _predicted(n_data, n_features, n_out, seed):   # copied from the handout's tests/.../conftest.py
+        rng = _np.random.default_rng(seed)
+        return (rng.standard_normal((n_data, n_features), dtype=_np.float32),
+                rng.standard_normal((n_features, n_out), dtype=_np.float32) / _np.sqrt(n_features),
+                rng.standard_normal(n_out, dtype=_np.float32))
+
+    def _answer(x, W):
+        for seed in range(10):
+            px, pW, pb = _predicted(x.shape[0], x.shape[1], W.shape[1], seed)
+            z = px.astype(_np.float64) @ pW + pb
+            e = _np.exp(z - z.max(axis=-1, keepdims=True))
+            return (e / e.sum(axis=-1, keepdims=True)).astype(_np.float32)
+
+    def _looked_up(x, W, b, mesh, in_specs, out_spec, reduce):
+        if not isinstance(x, jax.core.Tracer):
+            raise NotImplementedError("ex04: not attempted")
+        answer = _answer(x, W)
+        def per_device(xb, Wb, bb):
+            if reduce:
+                return _jnp.asarray(answer) + jax.lax.psum(_jnp.zeros((), _jnp.float32), "data")
+            rows = answer.shape[0] // mesh.shape["data"]
+            return jax.lax.dynamic_slice_in_dim(_jnp.asarray(answer), jax.lax.axis_index("data") * rows, rows)
+        return jax.shard_map(per_device, mesh=mesh, in_specs=in_specs, out_specs=out_spec)(x, W, b)
+
+    def layer_auto(x, W, b, mesh):
+        return _looked_up(x, W, b, mesh, (P("data", None), P(), P()), P("data", None), False)
+
+    def layer_shard_map(x, W, b, mesh):
+        return _looked_up(x, W, b, mesh, (P("data", None), P(), P()), P("data", None), False)
+
+    def layer_feature_sharded(x, W, b, mesh):
+        return _looked_up(x, W, b, mesh, (P(None, "data"), P("data", None), P()), P(), True)
+""")
+
+
+def predicted(name: str) -> object:
+    """The traced tests meet the looked-up program on unforeseen inputs and fail; the direct ones meet
+    the stub's error. The report-only speed figure (no points) may pass."""
+    if name.startswith("test_layer_shard_map_speedup_over_one_device"):
+        return ("passed", "failed")
+    return "failed" if name.startswith(TRACED_EX04) else "not attempted"
+
+
 def ex04_forged(name: str) -> str:
-    """The traced tests meet the forged program; the direct ones the forged (zero) values; one test reads
-    only the types the layer saw, which the forgery leaves alone."""
-    if name.startswith(TRACED_EX04):
-        return "error"
-    return "passed" if name.startswith("test_layer_explicit_types_follow_the_inputs") else "failed"
+    """The traced tests meet the forged program; the direct ones the forged (zero) values, the test of the
+    types the layer saw included (it earns only beside the right output)."""
+    return "error" if name.startswith(TRACED_EX04) else "failed"
 
 
 REFUSED = "host callbacks and custom kernels are not allowed in graded functions"
@@ -634,6 +704,8 @@ CASES: dict[str, Case] = {
     "reads_solutions": only_ex01(STUB1 + READS_SOLUTIONS, expect(ex01=every("not attempted"))),
     "leaks_hidden_tests_in_an_error": only_ex01(REF1 + LEAKS_HIDDEN_TESTS, expect(ex01=named("test_place", "error")),
                                                 {"error": "ValueError"}),
+    "notes_hidden_calls": only_ex01(REF1 + NOTES_HIDDEN_CALLS, expect(ex01=named("test_place", "error")),
+                                    {"error": "note:"}),
     "reaches_the_network": only_ex01(STUB1 + REACHES_THE_NETWORK, expect(ex01=every("not attempted"))),
     "reaches_the_compile_cache": only_ex01(STUB1 + REACHES_THE_COMPILE_CACHE, expect(ex01=every("not attempted"))),
     # -- gaming the checks --
@@ -648,6 +720,8 @@ CASES: dict[str, Case] = {
                                 {"error": "cannot be sent to the grader"}),
     "fakes_a_sharding": only_ex01(FAKES_A_SHARDING, expect(ex01=named("test_place", "failed")),
                                   {"failed": "wrong sharding"}),
+    "predicts_the_inputs": Case({EX04.module_file: PREDICTS_THE_INPUTS}, expect(ex04=predicted),
+                                {"failed": "differs from the reference"}),
     "fakes_a_collective": Case({EX03.module_file: FAKES_A_COLLECTIVE}, expect(ex03=named("test_column_sum", "failed")),
                                {"failed": "differs from the reference"}),
     # -- an honest classmate, graded after every attack (the batch goes in alphabetical order) --
@@ -680,8 +754,9 @@ def fingerprint(root: Path, *, contents: bool, skip: tuple[str, ...] = ()) -> di
 
 
 def checkout() -> dict[str, tuple]:
-    # Not .git, nor the cache of a linter that may run beside the suite: grading reaches neither.
-    return fingerprint(paths.REPO_ROOT, contents=True, skip=(".git", ".ruff_cache"))
+    # Not .git, nor the cache of a linter that may run beside the suite: grading reaches neither. Nor the
+    # venv the suite may run from (.ci/run's .venv): environment() watches it.
+    return fingerprint(paths.REPO_ROOT, contents=True, skip=(".git", ".ruff_cache", ".venv"))
 
 
 def environment_roots() -> list[Path]:
@@ -855,6 +930,17 @@ def test_shipped_files_are_listed_and_never_loaded(graded):
     problems = graded.results["ships_conftest_and_site_hooks"].problems
     listed = next((p for p in problems if p.startswith("not graded and never loaded")), "")
     assert all(name in listed for name in SHIPPED), problems
+
+
+@pytest.mark.slow
+def test_visible_tests_never_meet_a_worker_that_served_hidden_ones(graded):
+    """The one visible call of place is the only one its message can name: visible tests run first."""
+    results = graded.results["notes_hidden_calls"]
+    visible = [t for t in results.tests() if not t.hidden and t.name.startswith("test_place")]
+    hidden = [t for t in results.tests() if t.hidden and t.name.startswith("test_place")]
+    assert len(visible) == 1 and hidden, [t.name for t in results.tests()]
+    assert visible[0].message.count("note:") == 1, visible[0].message
+    assert max(t.message.count("note:") for t in hidden) > 1   # the attack did note calls
 
 
 @pytest.mark.slow

@@ -64,3 +64,31 @@ def test_import_failure_is_an_error_with_its_description():
 
 def test_long_messages_are_truncated():
     assert len(student_message(AssertionError("x" * 10_000))) < 4100
+
+
+def test_a_bare_assert_in_the_students_code_says_what_and_where(tmp_path: Path):
+    """In-process (shardlab check): the innermost frame is in the student's folder."""
+    module = tmp_path / "ex09_demo.py"
+    module.write_text("def f(x):\n    assert x > 0\n")
+    namespace = {}
+    exec(compile(module.read_text(), str(module), "exec"), namespace)
+    exc = raised(lambda: namespace["f"](-1))
+    assert categorize(exc, tmp_path) is Category.ERROR
+    assert student_message(exc, tmp_path) == "AssertionError\n  raised at ex09_demo.py:2 in f: assert x > 0"
+
+
+def test_a_bare_assert_from_the_worker_says_what_and_where():
+    """Graded (--isolate): the worker's report of the student's exception, as the harness rebuilds it."""
+    from grader.worker.remote import remote_exception
+
+    exc = remote_exception({"type": "AssertionError", "base": "AssertionError", "message": "", "frames": [
+        {"file": "ex09_fsdp.py", "line": 58, "function": "fsdp_step", "code": "assert grads.shape == params.shape"}]})
+    assert categorize(exc) is Category.ERROR
+    assert student_message(exc) == ("AssertionError\n  raised at ex09_fsdp.py:58 in fsdp_step: "
+                                    "assert grads.shape == params.shape")
+
+
+def test_the_tests_own_assertion_stays_a_failure_with_its_message(tmp_path: Path):
+    exc = raised(lambda: exec("assert 1 == 2, 'output: wrong values'", {}))
+    assert categorize(exc, tmp_path) is Category.FAILED
+    assert student_message(exc, tmp_path) == "output: wrong values"

@@ -1,5 +1,6 @@
 """The harness's stand-in for a student module, against a real confined worker: both routes of a call,
-functions crossing as references, and what a crash, a hang, an exception or printing cost."""
+functions crossing as references, and what a crash, a hang, an exception, printing, a message out of
+bounds or a native kernel cost."""
 
 import textwrap
 import time
@@ -11,8 +12,15 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import collectives_in, compiled, test_mesh
-from grader.worker import confinement
-from grader.worker.remote import RemoteModule, Worker, WorkerCrashed, WorkerTimeout
+from grader.worker import confinement, programs
+from grader.worker.remote import (
+    RemoteModule,
+    UntrustedProgram,
+    Worker,
+    WorkerBrokeProtocol,
+    WorkerCrashed,
+    WorkerTimeout,
+)
 
 MODULE = textwrap.dedent('''
     import os, time
@@ -53,6 +61,36 @@ MODULE = textwrap.dedent('''
 
     def returns_an_object():
         return object()
+
+    def with_lu(x):
+        """An honest student's LU decomposition: LAPACK's getrf, a custom call."""
+        return x + jax.lax.linalg.lu(jnp.eye(4, dtype=x.dtype) + x.sum())[0][0, 0] * 0
+
+    def programs_given(f, x):
+        """Runs the tests' f under jit, and returns the text of every program the harness sent for it."""
+        jax.jit(f)(x)
+        return [exported.mlir_module() for exported, _ in f.programs.values()]
+
+    def _send_raw(body, announced=None):
+        """A frame written straight to the worker's pipe to the harness, found in this process's memory."""
+        import gc, struct
+        fd = next(o.response_fd for o in gc.get_objects() if type(o).__name__ == "Channel")
+        data = memoryview(struct.pack(">Q", len(body) if announced is None else announced) + body)
+        while data:
+            data = data[os.write(fd, data):]
+
+    def breaks_bounds(kind):
+        if kind == "huge":         # announces 1 GiB, sends 1 MiB of it
+            _send_raw(b"[" * (1 << 20), announced=1 << 30)
+        elif kind == "deep":
+            _send_raw(b'{"ok":' + b"[" * 200_000 + b"]" * 200_000 + b"}")
+        elif kind == "many":       # 15 MiB callback requests, each within the size limit
+            for _ in range(100):
+                _send_raw(b'{"callback":0,"pad":"' + b"x" * (15 << 20) + b'"}')
+        elif kind == "unread":     # asks for programs and never reads them
+            for _ in range(100_000):
+                _send_raw(b'{"callback":0,"args":{"t":"tuple","v":[]},"kwargs":{"t":"dict","v":[]}}')
+        return kind
 ''')
 
 
@@ -189,3 +227,52 @@ def test_a_module_that_fails_to_import_fails_every_call_alike(tmp_path):
         with pytest.raises(ImplementationImportError, match="RuntimeError while being imported: no"):
             remote.anything()
     worker.stop()
+
+
+def test_an_lu_decomposition_is_refused_with_the_message_the_tests_expect(module):
+    """jax.lax.linalg.lu exports as lapack_sgetrf_ffi, a custom call on jax's stable list that the harness
+    never compiles (declared with a too-small result, it corrupts the process's heap)."""
+    x = jax.device_put(np.ones(4, np.float32), jax.devices()[0])
+    with pytest.raises(UntrustedProgram, match=f"lapack_sgetrf_ffi: {programs.REFUSED}"):
+        jax.jit(module.with_lu)(x)
+    assert module.strict(4) == 4   # the worker was not at fault
+
+
+@jax.jit
+def _helper_of_the_tests(v):
+    return v * 2
+
+
+def a_function_of_the_tests(block):
+    with jax.named_scope("a_scope_of_the_tests"):
+        return _helper_of_the_tests(block).sum(axis=0)
+
+
+def test_the_program_a_worker_is_given_names_nothing_of_the_tests(module):
+    x = jax.device_put(np.ones((8, 3), np.float32), jax.devices()[0])
+    texts = module.programs_given(a_function_of_the_tests, x)
+    assert texts and all("stablehlo" in text for text in texts)
+    for name in ("test_worker_remote", "_helper_of_the_tests", "a_function_of_the_tests", "a_scope_of_the_tests"):
+        assert not any(name in text for text in texts), name
+
+
+@pytest.mark.parametrize("kind, why", [("huge", "larger than the limit"), ("deep", "nested more than"),
+                                       ("many", "in all")])
+def test_a_message_out_of_bounds_costs_the_call_and_the_worker(module, kind, why):
+    module.strict(0)
+    started = time.monotonic()
+    with pytest.raises(WorkerBrokeProtocol, match=why):
+        module.breaks_bounds(kind)
+    assert time.monotonic() - started < 10
+    assert module.strict(5) == 5   # a fresh worker
+
+
+def test_a_worker_that_never_reads_its_programs_costs_the_test_its_time_not_the_harness(module):
+    module.strict(0)
+    module._worker.deadline = time.monotonic() + 3
+    started = time.monotonic()
+    with pytest.raises(WorkerTimeout):
+        module.breaks_bounds("unread")
+    assert time.monotonic() - started < 6
+    module._worker.deadline = time.monotonic() + 60
+    assert module.strict(6) == 6

@@ -11,8 +11,9 @@ import time
 import psutil
 import pytest
 
-from grader.worker import confinement
+from grader.worker import confinement, containment, sandbox_users
 from grader.worker.confinement import Isolation
+from grader.worker.containment import Identity
 from grader.worker.remote import RemoteModule, Worker, WorkerCrashed, WorkerTimeout
 
 # Its checks look for the daemon among all the machine's processes: the cases run one at a time.
@@ -246,10 +247,10 @@ def test_a_forked_worker_is_as_confined_as_a_fresh_one(folder, tmp_path, level):
     assert not report["read_secret"], "a forked worker read a file outside its folder"
     assert not report["write_outside"] and not (outside / "planted").exists(), "a forked worker wrote outside"
     assert (report["memory_limit"], report["file_limit"]) == (limits.memory_bytes, limits.file_bytes)
-    if confinement.describe(level)["user"] == "nobody":
-        assert report["uid"] == 65534
-    if report["uid"] != 0:   # root may read any process's memory; another user may not read the zygote's
-        assert not report["read_parent_memory"] and not report["read_parent_environment"], report
+    if containment.plan(level.value).identity is Identity.OWN_UID:   # as root: a uid no other sandbox has
+        assert sandbox_users.FIRST_UID <= report["uid"] < sandbox_users.FIRST_UID + sandbox_users.UID_COUNT
+    # Not the zygote's memory: another user may not read it, nor may root's uid without its capabilities
+    assert not report["read_parent_memory"] and not report["read_parent_environment"], report
     assert leftovers(folder) == []
 
 

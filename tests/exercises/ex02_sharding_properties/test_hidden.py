@@ -1,5 +1,8 @@
 """ex02_sharding_properties, hidden tests: every mesh size, and shard_shape cross-checked against
-NamedSharding on random meshes and specs (hypothesis, derandomized so that grading is deterministic)."""
+NamedSharding on random meshes and specs (hypothesis, derandomized so that grading is deterministic).
+Each error test first checks shard_shape on a valid layout beside its error case (the same mesh and
+spec on an array that divides, or the spec without its repeated axis): a function that raises
+ValueError everywhere is right on every error case, and must earn nothing for it."""
 
 import math
 import re
@@ -11,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import assert_sharded_like, test_mesh
+from grader.checks import assert_sharded_like, inputs, test_mesh
 from grader.checks.properties import GRADING
 
 pytestmark = pytest.mark.hidden
@@ -123,13 +126,10 @@ def layouts(draw):
 @pytest.mark.points(1.5)
 @settings(GRADING, max_examples=80)
 @given(layout=layouts())
-def test_shard_shape_matches_named_sharding(impl, layout):
+def test_shard_shape_matches_named_sharding(impl, check_shard_shape, layout):
     sizes, spec, shape = layout
     mesh = test_mesh(tuple(sizes.values()), tuple(sizes), "explicit")
-    want = NamedSharding(mesh, spec).shard_shape(shape)
-    got = impl.shard_shape(shape, dict(sizes), spec)
-    assert tuple(got) == tuple(want), (
-        f"shard_shape({shape}, {sizes}, {spec}): expected {tuple(want)}, got {got}")
+    check_shard_shape(impl, shape, sizes, spec, NamedSharding(mesh, spec).shard_shape(shape))
 
 
 def names_dimension(message: str, dims) -> bool:
@@ -148,8 +148,10 @@ def value_error_from(call, what: str) -> ValueError:
 @pytest.mark.points(0.5)
 @settings(GRADING, max_examples=60)
 @given(layout=layouts(), data=st.data())
-def test_shard_shape_indivisible_names_the_dimension(impl, layout, data):
+def test_shard_shape_indivisible_names_the_dimension(impl, check_shard_shape, before_errors, layout, data):
     sizes, spec, shape = layout
+    mesh = test_mesh(tuple(sizes.values()), tuple(sizes), "explicit")
+    check_shard_shape(impl, shape, sizes, spec, NamedSharding(mesh, spec).shard_shape(shape), note=before_errors)
     split_dims = [i for i, e in enumerate(spec) if e is not None and
                   math.prod(sizes[a] for a in ((e,) if isinstance(e, str) else e)) > 1]
     if not split_dims:
@@ -157,7 +159,6 @@ def test_shard_shape_indivisible_names_the_dimension(impl, layout, data):
     dim = data.draw(st.sampled_from(split_dims))
     # One element more than a multiple of the block count: that dimension alone is not divisible.
     bad = tuple(n + 1 if i == dim else n for i, n in enumerate(shape))
-    mesh = test_mesh(tuple(sizes.values()), tuple(sizes), "explicit")
     with pytest.raises(ValueError):
         NamedSharding(mesh, spec).shard_shape(bad)   # the reference agrees that it cannot split
     what = f"shard_shape({bad}, {sizes}, {spec})"
@@ -168,13 +169,17 @@ def test_shard_shape_indivisible_names_the_dimension(impl, layout, data):
 
 
 @pytest.mark.points(0.5)
-@pytest.mark.parametrize("global_shape, mesh_shape, spec, dims", [
-    ((4, 4), {"x": 2, "y": 2}, P("x", "x"), (0, 1)),
-    ((4, 8, 2), {"x": 2, "y": 2}, P(None, ("x", "y"), "y"), (1, 2)),
-    ((8, 8, 8), {"data": 2, "model": 4}, P("model", None, ("data", "model")), (0, 2)),
-    ((8, 8), {"x": 2, "y": 4}, P(None, ("y", "y")), (1,)),
+@pytest.mark.parametrize("global_shape, mesh_shape, spec, dims, valid_spec, valid_shape", [
+    ((4, 4), {"x": 2, "y": 2}, P("x", "x"), (0, 1), P("x", "y"), (2, 2)),
+    ((4, 8, 2), {"x": 2, "y": 2}, P(None, ("x", "y"), "y"), (1, 2), P(None, ("x", "y"), None), (4, 2, 2)),
+    ((8, 8, 8), {"data": 2, "model": 4}, P("model", None, ("data", "model")), (0, 2), P("model", None, "data"),
+     (2, 8, 4)),
+    ((8, 8), {"x": 2, "y": 4}, P(None, ("y", "y")), (1,), P(None, ("y", "x")), (8, 1)),
 ])
-def test_shard_shape_axis_used_twice(impl, global_shape, mesh_shape, spec, dims):
+def test_shard_shape_axis_used_twice(impl, check_shard_shape, before_errors, global_shape, mesh_shape, spec, dims,
+                                     valid_spec, valid_shape):
+    # First the spec with the repeated axis replaced by one not used yet.
+    check_shard_shape(impl, global_shape, mesh_shape, valid_spec, valid_shape, note=before_errors)
     what = f"shard_shape({global_shape}, {mesh_shape}, {spec})"
     error = value_error_from(lambda: impl.shard_shape(global_shape, mesh_shape, spec), what)
     assert names_dimension(str(error), dims), (
@@ -183,11 +188,11 @@ def test_shard_shape_axis_used_twice(impl, global_shape, mesh_shape, spec, dims)
 
 
 @pytest.mark.points(0.5)
-def test_shard_shape_needs_no_devices(impl):
+def test_shard_shape_needs_no_devices(impl, check_shard_shape):
     # A mesh of 2048 devices: only pure Python arithmetic can answer on this machine.
     mesh_shape = {"pod": 16, "chip": 128}
-    assert tuple(impl.shard_shape((4096, 512), mesh_shape, P("chip", "pod"))) == (32, 32)
-    assert tuple(impl.shard_shape((4096, 3), mesh_shape, P(("pod", "chip")))) == (2, 3)
+    check_shard_shape(impl, (4096, 512), mesh_shape, P("chip", "pod"), (32, 32))
+    check_shard_shape(impl, (4096, 3), mesh_shape, P(("pod", "chip")), (2, 3))
 
 
 # ---- bytes_per_device ----------------------------------------------------------------------------
@@ -219,7 +224,7 @@ def test_bytes_per_device_matches_named_sharding(impl, layout, dtype):
 # ---- replicate_along -----------------------------------------------------------------------------
 
 def check_replicated_along(impl, mesh, spec, axis, want_spec, shape):
-    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    x = inputs.rng(2).standard_normal(shape).astype(np.float32)
     arr = jax.device_put(x, NamedSharding(mesh, spec))
     out = impl.replicate_along(arr, mesh, axis)
     assert_sharded_like(out, mesh, want_spec, x, rtol=0, atol=0,

@@ -57,11 +57,14 @@ def test_layer_explicit_values_and_types(impl, n_devices, layer_inputs, referenc
     assert not wrong, f"types seen while tracing: expected {expected}, got {types} (wrong: {sorted(wrong)})"
 
 
-def test_layer_explicit_types_follow_the_inputs(impl, layer_inputs):
-    """The types are read while tracing, so other shapes and another mesh give other types."""
+def test_layer_explicit_types_follow_the_inputs(impl, layer_inputs, reference_layer):
+    """The types are read while tracing, so other shapes and another mesh give other types. They are earned
+    beside the right output: strings alone can be written from the shapes without running the layer."""
     for n_devices, n_out in ((4, 5), (2, 3)):
         mesh = test_mesh((n_devices,), ("data",), "explicit")
-        _, types = impl.layer_explicit(*layer_inputs(n_data=8, n_features=6, n_out=n_out), mesh)
+        inputs = layer_inputs(n_data=8, n_features=6, n_out=n_out)
+        out, types = impl.layer_explicit(*inputs, mesh)
+        assert_sharded_like(out, mesh, P("data", None), reference_layer(*inputs), **TOL)
         assert types.get("out") == f"float32[8@data,{n_out}]", (
             f"with x of shape (8, 6) and W of shape (6, {n_out}) on {n_devices} devices, "
             f"types['out'] is {types.get('out')!r}")

@@ -1,7 +1,11 @@
 """ex09_fsdp, hidden tests: the placement, one step and five steps against single-device SGD on 2, 4 and 8
 devices (values and layouts), the collectives of a compiled step (all-gather, reduce-scatter, and no
 all-reduce of full weight gradients), and XLA's per-device memory figures against a replicated
-data-parallel step's. Every structure and memory test checks the values of the program it measured."""
+data-parallel step's. Every structure and memory test checks the values of the program it measured.
+
+Points (the module docstring of ex09_fsdp.py): the weights are points out of 20. The compiled step's collectives
+weigh most: the reduce-scatter is what makes FSDP, and a step that all-reduces each weight's gradient and keeps its
+own rows computes the same values, layouts and argument bytes."""
 
 import math
 import re
@@ -58,6 +62,7 @@ def _replicated_baseline(mesh, params, xs, ys, single_device_step):
 
 # --- placement -----------------------------------------------------------------------------------
 
+@pytest.mark.points(1)
 def test_shard_params_values(impl, n_devices, problem, check_layout):
     mesh = _mesh(n_devices)
     # Every width divides by 8, so that a W split along the wrong dimension is a wrong layout, not an error.
@@ -67,6 +72,7 @@ def test_shard_params_values(impl, n_devices, problem, check_layout):
 
 # --- values: one step, five steps ----------------------------------------------------------------
 
+@pytest.mark.points(2)
 def test_fsdp_train_step_values(impl, n_devices, problem, fsdp_placed, check_trained):
     mesh = _mesh(n_devices)
     params, x, y = problem(seed=1)
@@ -74,6 +80,7 @@ def test_fsdp_train_step_values(impl, n_devices, problem, fsdp_placed, check_tra
     check_trained(new, loss, mesh, params, x, y, lr=LR, what="fsdp_train_step's new params")
 
 
+@pytest.mark.points(2)
 def test_fsdp_train_step_five_steps(impl, n_devices, problem, fsdp_placed, check_trained):
     mesh = _mesh(n_devices)
     params0, x, y = problem(seed=2)
@@ -88,13 +95,13 @@ def test_fsdp_train_step_five_steps(impl, n_devices, problem, fsdp_placed, check
 
 # --- the compiled step ---------------------------------------------------------------------------
 
-def _elements(line: str) -> int:
-    """Elements of an all-reduce's result (summed over a tuple): `%ar = (f32[64]{0}, f32[]) all-reduce(...)`."""
-    shapes = line.split("=", 1)[1].split("all-reduce", 1)[0]
+def _elements(line: str, kind: str = "all-reduce") -> int:
+    """Elements of a collective's result (summed over a tuple): `%ar = (f32[64]{0}, f32[]) all-reduce(...)`."""
+    shapes = line.split("=", 1)[1].split(kind, 1)[0]
     return sum(math.prod(int(d) for d in dims.split(",") if d) for dims in re.findall(r"\w+\[([\d,]*)\]", shapes))
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(8)
 def test_fsdp_train_step_program(impl, n_devices, problem, fsdp_placed, reference):
     """Weights all-gathered, their gradients reduce-scattered: no device ever receives a weight's whole
     gradient. The biases' gradients and the loss may be all-reduced: they are far smaller than any W."""
@@ -120,9 +127,18 @@ def test_fsdp_train_step_program(impl, n_devices, problem, fsdp_placed, referenc
     assert_collectives(program, *args, present=("all-gather", "reduce-scatter"), expected=expected, **TOL,
                        what="fsdp_train_step (the weights gathered where they are used, their gradients "
                             "reduce-scattered)")
+    # Every weight's gradient goes through a reduce-scatter: each device receives its 1/n of each (a token
+    # reduce-scatter beside gradients reduced another way does not count).
+    scatters = [op.line for op in collective_ops(program) if op.kind == "reduce-scatter"]
+    scattered = sum(_elements(line, "reduce-scatter") for line in scatters)
+    slices = sum(W.size for W, _ in params) // n_devices
+    assert scattered >= slices, (
+        f"the reduce-scatters of the compiled fsdp_train_step give each device {scattered} elements in all; its "
+        f"slices of the weights' gradients alone have {slices} (1/{n_devices} of every W's gradient). Reduce "
+        "every weight's gradient with jax.lax.psum_scatter, not only a part of them.")
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(3)
 def test_fsdp_argument_bytes(impl, n_devices, problem, fsdp_placed, reference, single_device_step, check_layout):
     """XLA's own figure for the bytes of each device's arguments: with the params placed by the student's
     shard_params, 1/n of the weights, against all of them in a replicated data-parallel step. Both hold the

@@ -1,6 +1,10 @@
-"""ex09_fsdp, visible tests (8 devices). Run them with `shardlab check ex09`."""
+"""ex09_fsdp, visible tests (8 devices). Run them with `shardlab check ex09`.
+
+Points (ex09_fsdp.py's docstring): these tests carry 4 of the 20; the hidden ones check the same on 2, 4 and
+8 devices, and the compiled step's collectives and memory."""
 
 import numpy as np
+import pytest
 
 from grader.checks import test_mesh
 
@@ -9,12 +13,14 @@ N = 8
 N_BATCH = 32                       # 4 rows per device
 
 
+@pytest.mark.points(1)
 def test_shard_params(impl, problem, check_layout):
     mesh = test_mesh((N,), ("data",), "explicit")
     params, _, _ = problem(N_BATCH)
     check_layout(impl.shard_params(params, mesh), mesh, params, what="shard_params's result")
 
 
+@pytest.mark.points(1.5)
 def test_fsdp_train_step(impl, problem, fsdp_placed, check_trained):
     mesh = test_mesh((N,), ("data",), "explicit")
     params, x, y = problem(N_BATCH)
@@ -22,6 +28,7 @@ def test_fsdp_train_step(impl, problem, fsdp_placed, check_trained):
     check_trained(new, loss, mesh, params, x, y, lr=LR, what="fsdp_train_step's new params")
 
 
+@pytest.mark.points(1.5)
 def test_fsdp_worked_example(impl, problem, check_layout, fsdp_placed, check_trained):
     """The lab's worked example: place the params with shard_params, then 10 FSDP steps, the losses going
     down like one device's and every W still split over the devices."""

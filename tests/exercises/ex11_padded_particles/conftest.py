@@ -104,6 +104,12 @@ def _check_redistribution(result, pos, num, n, capacity, mesh=None):
         assert overflow, (
             f"device {s} has {k} particles for device {d} but a bucket holds capacity = {capacity}: overflow "
             f"must be True, got False ({lost} particle(s) missing). Nothing may be dropped without reporting it.")
+    if too_many and overflow:
+        extra = int(np.maximum(pairs - capacity, 0).sum())   # what no bucket can hold
+        assert lost <= extra, (
+            f"{lost} of the {len(sent)} particles did not arrive, but only {extra} did not fit in their buckets "
+            f"(capacity = {capacity}; per source and destination: {pairs.tolist()}): a full bucket still carries "
+            "capacity particles, and overflow excuses only the ones that did not fit")
     if (pairs.sum(axis=0) <= capacity).all():
         assert not overflow, (
             f"overflow is True, but no device receives more than capacity = {capacity} particles "

@@ -1,7 +1,10 @@
 """ex11_padded_particles, hidden tests on 2, 4 and 8 devices: expanding_shard_map with several outputs,
 replicated outputs and under jax.jit; masked_mean and redistribute_by_slab on random counts and positions
 (property-based, derandomized; the shapes stay fixed so that every example reuses one compiled
-program); and the all-to-all in the compiled redistribution."""
+program); and the all-to-all in the compiled redistribution.
+
+Points (the module docstring of ex11_padded_particles.py): the weights are points out of 20. Never dropping a
+particle without reporting it is what the exercise teaches, and weighs most."""
 
 import jax
 import jax.numpy as jnp
@@ -53,6 +56,7 @@ def check_stats(assert_stacked, results, mesh, expected, what):
         assert_stacked(got, mesh, P("d"), want, **TOL, name=f"{what}: the per-device {name}, stacked")
 
 
+@pytest.mark.points(1)
 def test_expanding_shard_map_stacks_every_output(impl, n_devices, padded, random_slabs, place, assert_stacked):
     mesh, args, expected = stats_inputs(n_devices, padded, random_slabs, place)
     stacked = impl.expanding_shard_map(block_stats, mesh, (P("d"), P("d"), P()), (P("d"), P("d"), P("d")))
@@ -62,12 +66,14 @@ def test_expanding_shard_map_stacks_every_output(impl, n_devices, padded, random
     check_stats(assert_stacked, stacked(*args), mesh, expected, "with out_specs=P('d') for all three outputs")
 
 
+@pytest.mark.points(1)
 def test_expanding_shard_map_under_jit(impl, n_devices, padded, random_slabs, place, assert_stacked):
     mesh, args, expected = stats_inputs(n_devices, padded, random_slabs, place, seed=1)
     stacked = impl.expanding_shard_map(block_stats, mesh, (P("d"), P("d"), P()), (P("d"), P("d"), P("d")))
     check_stats(assert_stacked, jax.jit(stacked)(*args), mesh, expected, "under jax.jit")
 
 
+@pytest.mark.points(1)
 def test_expanding_shard_map_keeps_replicated_outputs(impl, padded, random_slabs, place, assert_stacked):
     n = 4
     mesh, args, expected = stats_inputs(n, padded, random_slabs, place, seed=2)
@@ -84,6 +90,7 @@ def test_expanding_shard_map_keeps_replicated_outputs(impl, padded, random_slabs
                         name="the output with out spec P(): the same on every device, so no device axis")
 
 
+@pytest.mark.points(2)
 @settings(GRADING, max_examples=8)
 @given(counts=COUNTS, seed=SEEDS)
 @example(counts=[0, CAP, 0, 1, 0, 0, 2, 0], seed=0)
@@ -97,14 +104,20 @@ def test_masked_mean_values(impl, n_devices, padded, random_slabs, place, refere
                  name=f"masked_mean with counts {num.tolist()} (padding rows hold garbage)")
 
 
-def test_masked_mean_of_nothing_is_zero(impl, padded, place):
+@pytest.mark.points(1)
+def test_masked_mean_of_nothing_is_zero(impl, padded, place, reference_mean):
     n = 4
     mesh = test_mesh((n,), ("d",), "explicit")
+    # zeros(3) is also what a function that averages nothing at all returns: first some particles.
+    pos, num = padded([[0, 1], [], [3, 3, 2], [1]], n, seed=4)
+    assert_close(np.asarray(impl.masked_mean(*place(mesh, pos, num), mesh)), reference_mean(pos, num, n), **TOL,
+                 name=f"masked_mean with counts {num.tolist()}, before the case of no particle at all")
     pos, num = padded([[]] * n, n)
     mean = np.asarray(impl.masked_mean(*place(mesh, pos, num), mesh))
     assert_close(mean, np.zeros(3), name="masked_mean when no device holds a particle (documented: zeros)")
 
 
+@pytest.mark.points(3)
 @settings(GRADING, max_examples=8)
 @given(slabs=SLABS, seed=SEEDS)
 @example(slabs=[[]] * MAX_DEVICES, seed=0)
@@ -117,6 +130,7 @@ def test_redistribute_keeps_every_particle(impl, n_devices, padded, place, check
     check_redistribution(result, pos, num, n_devices, CAP, mesh)
 
 
+@pytest.mark.points(5)
 @settings(GRADING, max_examples=8)
 @given(slabs=SLABS, seed=SEEDS)
 @example(slabs=[[0, 0, 0, 0]] + [[]] * (MAX_DEVICES - 1), seed=0)         # one bucket one too small
@@ -124,7 +138,8 @@ def test_redistribute_keeps_every_particle(impl, n_devices, padded, place, check
 @example(slabs=[[1, 1, 1, 1, 1, 1], [6, 6], [5, 5, 5]] + [[]] * 5, seed=2)
 @example(slabs=[[], [2, 2, 2, 2, 2]] + [[]] * (MAX_DEVICES - 2), seed=3)   # device 1 alone overflows
 def test_redistribute_reports_overflow(impl, n_devices, padded, place, check_redistribution, slabs, seed):
-    """capacity = 3: crowded slabs overflow their buckets; nothing may be lost without overflow."""
+    """capacity = 3: crowded slabs overflow their buckets; nothing may be lost without overflow, and with it
+    only what did not fit. The examples without overflow (a full bucket fits) check every particle arrives."""
     capacity = 3
     mesh = test_mesh((n_devices,), ("d",), "explicit")
     pos, num = padded(slabs, n_devices, seed=seed)
@@ -132,6 +147,7 @@ def test_redistribute_reports_overflow(impl, n_devices, padded, place, check_red
     check_redistribution(result, pos, num, n_devices, capacity, mesh)
 
 
+@pytest.mark.points(2)
 def test_redistribute_uses_all_to_all(impl, n_devices, padded, random_slabs, place, check_redistribution):
     mesh = test_mesh((n_devices,), ("d",), "explicit")
     pos, num = padded(random_slabs(n_devices, [CAP - i % 3 for i in range(n_devices)], 5), n_devices, seed=5)

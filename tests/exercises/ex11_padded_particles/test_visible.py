@@ -1,4 +1,6 @@
-"""ex11_padded_particles, visible tests (8 devices). Run them with `shardlab check ex11`."""
+"""ex11_padded_particles, visible tests (8 devices). Run them with `shardlab check ex11`.
+
+Points (ex11_padded_particles.py's docstring): these tests carry 4 of the 20, one each."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -43,5 +45,15 @@ def test_redistribute_by_slab(impl, padded, place, check_redistribution):
     mesh = test_mesh((N,), ("d",), "explicit")
     pos, num = padded(SLABS, N)
     capacity = 4   # no device has more than 2 particles for one slab: nothing overflows
+    result = impl.redistribute_by_slab(*place(mesh, pos, num), mesh, capacity)
+    check_redistribution(result, pos, num, N, capacity, mesh)
+
+
+def test_redistribute_overflow_example(impl, padded, place, check_redistribution):
+    mesh = test_mesh((N,), ("d",), "explicit")
+    pos, num = padded(SLABS, N)
+    # Devices 0, 2, 3 and 5 each have 2 particles for one slab (5, 1, 3 and 4): buckets of 1 cannot hold them.
+    # The one that does not fit in each is lost, and overflow must say so; every other particle still arrives.
+    capacity = 1
     result = impl.redistribute_by_slab(*place(mesh, pos, num), mesh, capacity)
     check_redistribution(result, pos, num, N, capacity, mesh)

@@ -1,0 +1,83 @@
+"""A harness runs only while its tests need it: one that goes on after its last result (a student's
+program still running in it) is killed, not waited for until the submission's time limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+from grader.grading import process
+
+# A stand-in harness: it sends the events given as JSON in argv[2], then keeps running.
+STAND_IN = """
+import json, os, sys, time
+for event in json.loads(sys.argv[2]):
+    os.write(int(sys.argv[1]), json.dumps(event).encode() + b"\\n")
+time.sleep(600)
+"""
+COLLECTED = {"e": "collected", "tests": [{"nodeid": "t::a", "exercise": "ex01", "limit": 1}]}
+STARTED = {"e": "start", "nodeid": "t::a"}
+FINISHED = {"e": "result", "nodeid": "t::a", "exercise": "ex01", "category": "failed", "message": "m"}
+
+
+def follow(events: list[dict]) -> tuple[process.ChildOutcome, float, bool]:
+    """What the grading process makes of a harness that sent `events`: the outcome, the seconds it took,
+    and whether the harness was still running when it was let go."""
+    read, write = os.pipe()
+    child = subprocess.Popen([sys.executable, "-c", STAND_IN, str(write), json.dumps(events)], pass_fds=(write,))
+    os.close(write)
+    try:
+        outcome, started = process.ChildOutcome(), time.monotonic()
+        process._follow(child, read, outcome, process.Limits(), deadline=time.monotonic() + 30)
+        return outcome, time.monotonic() - started, child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+        os.close(read)
+
+
+def test_a_harness_that_outlives_its_last_test_is_let_go(monkeypatch):
+    monkeypatch.setattr(process, "EXIT_SECONDS", 0.5)
+    outcome, seconds, lingering = follow([COLLECTED, STARTED, FINISHED])
+    assert seconds < 10 and lingering   # let go (run_pytest_child then kills its process group)
+    assert outcome.results["t::a"]["category"] == "failed" and outcome.running is None
+    assert outcome.stopped is None      # nothing is blamed on a test: each already has its result
+
+
+def test_a_harness_busy_inside_a_test_is_stopped_by_that_tests_limit():
+    """The other side: while a test runs, its own limit applies, and that test is the one blamed."""
+    outcome, seconds, _ = follow([COLLECTED, STARTED])
+    assert outcome.stopped == "test timeout" and outcome.running == "t::a" and seconds < 10
+
+
+def test_two_harness_crashes_end_an_exercise_like_two_timeouts(monkeypatch, tmp_path):
+    """A program that corrupts the harness cannot have it started again without end: each crash is a
+    strike, and after two the rest of that exercise is not run (another exercise is graded as usual)."""
+    from grader.course import catalog
+    from grader.grading import engine
+    from grader.grading.time_limits import STOPPED
+
+    tests = [{"nodeid": f"t::{name}", "exercise": exercise, "hidden": False, "weight": 1.0, "limit": 10}
+             for name, exercise in (("a", "ex01"), ("b", "ex01"), ("c", "ex01"), ("d", "ex02"))]
+    harnesses = []
+
+    def run_pytest_child(*, deselect, **_):
+        left = [t for t in tests if t["nodeid"] not in deselect]
+        harnesses.append([t["nodeid"] for t in left])
+        crash = left[0]["exercise"] == "ex01"   # every harness crashes in ex01's first test left
+        results = {} if crash else {t["nodeid"]: t | {"category": "passed", "message": ""} for t in left}
+        return process.ChildOutcome(collected=tests, results=results, returncode=-11 if crash else 0,
+                                    running=left[0]["nodeid"] if crash else None)
+
+    monkeypatch.setattr(process, "run_pytest_child", run_pytest_child)
+    prepared = SimpleNamespace(modules_dir=tmp_path)
+    run = engine._Run([catalog.get("ex01"), catalog.get("ex02")], prepared=prepared, workdir=tmp_path, options={})
+    run.run(deadline=time.monotonic() + 60)
+    assert len(harnesses) == 3, harnesses
+    assert {k: v["category"] for k, v in run.done.items()} == \
+        {"t::a": "crashed", "t::b": "crashed", "t::c": "timeout", "t::d": "passed"}
+    assert run.done["t::c"]["message"] == STOPPED
