@@ -4,7 +4,7 @@ Runs the reference's processes N times (2 processes of 4 host devices, the visib
 last two of them side by side as two grading jobs would, at the best isolation this machine has and,
 with --also-process, at the plain process level (where the ports are the machine's own). After every
 run it looks for any process of the run still alive and any socket still open on the run's
-coordinator port.
+coordinator port, and counts the runs in which the grader saw every process join its coordinator.
 
     python bench/cluster_runs.py [--runs 10] [--also-process]
 """
@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from grader.course import catalog
 from grader.worker import confinement
 from grader.worker.cluster import run_cluster
-from grader.worker.cluster_process import STEPS
+from grader.worker.cluster_process import STEPS, USE_STEP
 
 EX12 = catalog.get("ex12_multi_controller")
 
@@ -28,8 +28,10 @@ def one(isolation) -> dict:
     begun = time.monotonic()
     run = run_cluster(EX12.solution_path(), isolation=isolation)
     wall = time.monotonic() - begun
-    complete = all((p, s) in run.reports and "ok" in run.reports[(p, s)] for p in range(run.processes) for s in STEPS)
-    return {"wall": wall, "complete": complete, "stopped": run.stopped_after is not None, "run": run}
+    complete = all((p, s) in run.reports and "ok" in run.reports[(p, s)]
+                   for p in range(run.processes) for s in (*STEPS, USE_STEP))
+    joined = all(run.not_joined(p) is None for p in range(run.processes))
+    return {"wall": wall, "complete": complete, "joined": joined, "stopped": run.stopped_after is not None, "run": run}
 
 
 def series(isolation, runs: int) -> None:
@@ -43,6 +45,7 @@ def series(isolation, runs: int) -> None:
     print(f"  wall per run: median {statistics.median(walls):.2f} s, min {min(walls):.2f} s, max {max(walls):.2f} s"
           f" (side by side: {walls[-2]:.2f} s and {walls[-1]:.2f} s)")
     print(f"  every step reported by every process: {sum(r['complete'] for r in results)}/{runs};"
+          f" every process seen joining the grader's coordinator: {sum(r['joined'] for r in results)}/{runs};"
           f" stopped for hanging: {sum(r['stopped'] for r in results)}")
     print(f"  coordinator ports: {len({r['run'].coordinator for r in results})} distinct of {runs}")
     print(f"  left behind after the runs: {sum(a for a, _ in left)} processes, {sum(s for _, s in left)} open sockets")

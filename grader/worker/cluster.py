@@ -1,17 +1,22 @@
 """The harness's side of a multi-controller run (ex12): the student's module in several processes.
 
-One sandbox (grader.worker.confinement) holds a launcher (grader.worker.cluster_launch) and the P
-processes it starts (grader.worker.cluster_process), each with its own forced host devices, joined by
-the student's `initialize` over the sandbox's network: under bubblewrap a loopback of their own, so
-parallel grading jobs never meet on a port. The harness gives each process only its own rows (drawn
-here, at random, per run), reads what each reports, and kills the whole tree when the run ends or
-when no process has reported anything for `quiet_seconds`.
+One sandbox (grader.worker.confinement) holds a launcher (grader.worker.cluster_launch), the grader's
+coordinator (grader.worker.cluster_coordinator) and the P processes (grader.worker.cluster_process), each
+with its own forced host devices and a folder and Landlock ruleset of its own, joined by the student's
+`initialize` over the sandbox's network (a loopback of its own, so parallel grading jobs never meet on a
+port). The harness draws each process's rows here, at random, per run, and gives each process only its
+own; it reads what each reports, and kills the whole tree when the run ends or when no process has
+reported anything for `quiet_seconds`.
 
-What the verdicts rest on: the processes' reports are data from the student's side (the student's
-code could rewrite the reporting code), so they only pass by being the right answer. A sum or a gather
-is right in process i only if the other processes' rows reached it; the layout of the array
-global_from_local built (sharding, addressability, the blocks each process holds) is as each process
-describes it.
+What the verdicts rest on. A process's reports are data from the student's side (the student's code can
+rewrite the reporting code), so they pass only by being the right answer, and the harness checks what
+it can see itself (ClusterRun.not_joined): that every process joined jax's coordination service, which
+the grader runs and observes (every process registered, its jax published devices of its own there), and
+held its own connection to it when its initialize returned (read from /proc by the harness). A sum or a
+gather is right in process i only if the other processes' rows reached it: they share no writable file,
+so they came over the network. The layout of the array global_from_local built is judged from the blocks
+every process says it holds, and its rows (drawn for that call only) must come back whole in every
+process when the grader gathers that array.
 """
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ import numpy as np
 import psutil
 
 from grader.harness.implementations import ImplementationImportError, NotAttempted
-from grader.worker import confinement, protocol
-from grader.worker.cluster_process import STEPS
+from grader.worker import cluster_census, confinement, protocol
+from grader.worker.cluster_process import STEPS, USE_STEP
 from grader.worker.remote import WorkerCrashed, WorkerTimeout, describe_death, remote_exception
 
 # No report from any process for this long, once every process has started: the run hangs. An honest
@@ -44,6 +49,7 @@ QUIET_SECONDS = 10.0
 STARTUP_SECONDS = 60.0
 LIMIT_SECONDS = 120.0    # the whole run, whatever it reports
 OUTPUT_CHARS = 8000
+REPORT_BYTES = 4 << 20   # the largest message relayed from a run (a report holds a few small arrays)
 
 
 class ClusterTimeout(WorkerTimeout):
@@ -54,11 +60,16 @@ class ClusterCrashed(WorkerCrashed):
     """This process died before it finished this step."""
 
 
+class NotJoined(AssertionError):
+    """The step returned, but the grader did not see this process join the others."""
+
+
 @dataclass
 class ClusterRun:
     processes: int
     devices_per_process: int
-    rows: list[np.ndarray]                 # what each process was given; the harness's secret
+    rows: list[np.ndarray]                 # each process's rows for global_from_local; the harness's secret
+    given_rows: list[np.ndarray]           # each process's rows of the grader's array (global_sum, gather)
     isolation: str
     reports: dict[tuple[int, str], dict] = field(default_factory=dict)   # (process, step) -> its answer
     started: dict[int, str] = field(default_factory=dict)   # the last step each process began
@@ -69,32 +80,72 @@ class ClusterRun:
     seconds: float = 0.0
     output: str = ""                       # what the processes printed, truncated
     coordinator: str = ""                  # "127.0.0.1:port", as the launcher chose it
-    workdir: str = ""                      # the run's private folder: every process's working directory
+    workdir: str = ""                      # the run's folder: each process works in a folder of its own in it
     late_process: int = 0                  # arrives `lateness` seconds late at the barrier (drawn per run)
     lateness: float = 0.0
     seen: dict[tuple[int, str, str], float] = field(default_factory=dict)   # (process, step, "started" or
     #                                        "done") -> when the harness received it, in seconds from the start
+    # What the grader saw itself, rather than a process's word:
+    separated: bool = False                # each process had a Landlock ruleset of its own (no common file)
+    sandbox_pids: dict[int, int] = field(default_factory=dict)   # process -> its pid in the sandbox (the launcher's)
+    registered: bool = False               # the grader's coordinator saw every process register
+    published: dict[int, list[int]] = field(default_factory=dict)   # process -> the global ids of the devices its
+    #                                        jax published to the grader's coordinator
+    connection: dict[int, str | None] = field(default_factory=dict)   # process -> None when the harness saw it
+    #                                        hold a connection to the coordinator as its initialize returned
+    service_error: str | None = None       # the grader's coordinator failed (the grader's fault, not the student's)
 
     @property
     def expected(self) -> np.ndarray:
-        """The global array: process i's rows are block i."""
+        """The global array global_from_local builds: process i's rows are block i."""
         return np.concatenate(self.rows)
 
+    @property
+    def given(self) -> np.ndarray:
+        """The grader's global array, given to global_sum and gather_to_host."""
+        return np.concatenate(self.given_rows)
+
+    def not_joined(self, process: int) -> str | None:
+        """None when the grader saw `process` join the others through its coordinator, else why not."""
+        where = f"the coordinator at {self.coordinator}"
+        seen = self.connection.get(process, "its initialize never returned")
+        if seen is not None:
+            return f"process {process} was not connected to {where} when its initialize returned ({seen})"
+        if not self.registered:
+            return f"not every process registered with {where}"
+        devices = self.published.get(process)
+        if devices is None:
+            return f"process {process}'s jax never published its devices to {where}"
+        if len(devices) != self.devices_per_process:
+            return (f"process {process}'s jax published {len(devices)} devices to {where}, "
+                    f"not {self.devices_per_process}")
+        return None
+
     def result(self, process: int, step: str):
-        """What `step` returned in `process`; raises what it raised, or why it never finished."""
+        """What `step` returned in `process`; raises what it raised, or why it never finished, or
+        NotJoined when the grader did not see the process join the others (nothing it returns counts then)."""
         if self.import_error is not None:
             raise ImplementationImportError(self.import_error)
         report = self.reports.get((process, step))
+        if report is not None and "error" in report:
+            raise remote_exception(report["error"])
+        reason = self.not_joined(process) if report is not None else None
+        if self.service_error is not None and (report is None or reason is not None):
+            raise ClusterCrashed(f"the grader's coordinator failed, so the run could not be observed: "
+                                 f"{self.service_error}")
         if report is None:
             raise self._unfinished(process, step)
-        if "error" in report:
-            raise remote_exception(report["error"])
+        if reason is not None:
+            raise NotJoined(f"{reason}: the grader did not see process {process} join the others, so nothing it "
+                            f"reports counts (initialize must join them with jax.distributed.initialize)")
         return report["ok"]
 
     def left_behind(self) -> tuple[list[psutil.Process], list]:
         """What of the finished run is still there: its processes (each worked in the run's folder) and
         the sockets open on its coordinator's port. Both empty once run_cluster has returned."""
-        processes = [p for p in psutil.process_iter(["cmdline", "cwd"]) if p.info["cwd"] == self.workdir
+        inside = self.workdir + os.sep
+        processes = [p for p in psutil.process_iter(["cmdline", "cwd"])
+                     if (p.info["cwd"] == self.workdir or (p.info["cwd"] or "").startswith(inside))
                      and any("grader.worker.cluster" in part for part in p.info["cmdline"] or ())]
         port = int(self.coordinator.rsplit(":", 1)[1]) if self.coordinator else None
         sockets = [c for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port
@@ -124,25 +175,48 @@ class ClusterRun:
         return ClusterCrashed(f"process {process} ended without reporting {step}()")
 
 
-def _tasks(run: ClusterRun) -> bytes:
-    return json.dumps([{"process_id": i, "processes": run.processes, "devices": run.devices_per_process,
-                        "rows": protocol.encode(r), "barrier_sleep": run.lateness if i == run.late_process else 0.0}
-                       for i, r in enumerate(run.rows)]).encode()
+def _spec(run: ClusterRun, module_path: Path) -> bytes:
+    """What the launcher is given: each process's task, and what each process may read and write."""
+    tasks = [{"process_id": i, "processes": run.processes, "devices": run.devices_per_process,
+              "rows": protocol.encode(rows), "given": protocol.encode(given),
+              "barrier_sleep": run.lateness if i == run.late_process else 0.0}
+             for i, (rows, given) in enumerate(zip(run.rows, run.given_rows))]
+    readable = [*confinement.SYSTEM_PATHS, *confinement.python_paths(), str(module_path.parent), "/proc", "/sys",
+                *confinement.DEVICES[2:]]
+    return json.dumps({"tasks": tasks, "readable": readable, "writable": list(confinement.DEVICES[:2])}).encode()
 
 
 def _read_reports(fd: int, into: queue.Queue) -> None:
     try:
         while True:
-            into.put(protocol.receive(fd))
-    except (EOFError, protocol.ProtocolError, OSError):
+            into.put(protocol.receive(fd, REPORT_BYTES))
+    except (EOFError, protocol.ProtocolError, RecursionError, OSError):
         pass
     into.put(None)
 
 
-def _record(run: ClusterRun, raw: dict, when: float) -> None:
+def _observe_service(run: ClusterRun, message: dict) -> None:
+    """A report of the grader's coordinator (relayed by the launcher)."""
+    if message.get("registered") is True:
+        run.registered = True
+    elif isinstance(message.get("failed"), str) and not run.registered and run.service_error is None:
+        run.service_error = message["failed"][:500]
+    process, devices = message.get("topology"), message.get("devices")
+    if (type(process) is int and 0 <= process < run.processes and message.get("node") == process
+            and isinstance(devices, list) and all(type(d) is int for d in devices)):
+        run.published[process] = devices
+
+
+def _record(run: ClusterRun, raw: dict, when: float, sandbox: confinement.ConfinedProcess) -> None:
     """One relayed message, checked: anything malformed is ignored (it can only cost the student)."""
     if isinstance(raw.get("coordinator"), str):
         run.coordinator = raw["coordinator"][:100]
+        return
+    if isinstance(raw.get("separated"), bool):
+        run.separated = raw["separated"]
+        return
+    if isinstance(raw.get("service"), dict):
+        _observe_service(run, raw["service"])
         return
     process = raw.get("process")
     if type(process) is not int or not 0 <= process < run.processes:
@@ -151,9 +225,13 @@ def _record(run: ClusterRun, raw: dict, when: float) -> None:
         if type(raw["exit"]) is int:
             run.exits[process] = raw["exit"]
         return
+    if "pid" in raw:
+        if type(raw["pid"]) is int:
+            run.sandbox_pids[process] = raw["pid"]
+        return
     try:
         message = protocol.decode(raw.get("report"))
-    except (protocol.ProtocolError, TypeError, ValueError):
+    except (protocol.ProtocolError, TypeError, ValueError, RecursionError):
         return
     if not isinstance(message, dict):
         return
@@ -163,7 +241,7 @@ def _record(run: ClusterRun, raw: dict, when: float) -> None:
     if isinstance(message.get("import_error"), str) and run.import_error is None:
         run.import_error = message["import_error"]
     step = message.get("step")
-    if step not in STEPS:
+    if step not in (*STEPS, USE_STEP):
         return
     if message.get("started") is True:
         run.started[process] = step
@@ -171,6 +249,22 @@ def _record(run: ClusterRun, raw: dict, when: float) -> None:
     elif ("ok" in message or isinstance(message.get("error"), dict)) and isinstance(message.get("seconds"), float):
         run.reports[(process, step)] = message
         run.seen[(process, step, "done")] = when
+        if step == "initialize" and "ok" in message and process not in run.connection:
+            run.connection[process] = _connection(run, process, sandbox)
+
+
+def _connection(run: ClusterRun, process: int, sandbox: confinement.ConfinedProcess) -> str | None:
+    """The harness's own look, as the process's initialize has just returned: None when it holds a
+    connection to the coordinator, else what the harness saw."""
+    pid = run.sandbox_pids.get(process)
+    launcher = cluster_census.launcher_pid(sandbox.pid)
+    if pid is None or launcher is None:
+        return "the grader found no launcher in the sandbox" if launcher is None else "the launcher named no pid"
+    host = cluster_census.host_pid(launcher, pid)
+    if host is None:
+        return f"the grader found no process of pid {pid} among the launcher's children"
+    port = run.coordinator.rpartition(":")[2]
+    return cluster_census.connected_to(host, int(port)) if port.isdigit() else "the run had no coordinator"
 
 
 def run_cluster(module_path: Path, *, processes: int = 2, devices_per_process: int = 4,
@@ -186,9 +280,9 @@ def run_cluster(module_path: Path, *, processes: int = 2, devices_per_process: i
     # Unseeded: no process can know another's rows in advance, nor which process comes late to the
     # barrier and by how much (only that one is told, so a barrier that just sleeps cannot pass).
     rng = np.random.default_rng()
-    rows = [rng.normal(size=(rows_per_process, 3)).astype(np.float32) for _ in range(processes)]
-    run = ClusterRun(processes, devices_per_process, rows, level.value, late_process=int(rng.integers(processes)),
-                     lateness=float(rng.uniform(*lateness)))
+    draw = lambda: [rng.normal(size=(rows_per_process, 3)).astype(np.float32) for _ in range(processes)]   # noqa: E731
+    run = ClusterRun(processes, devices_per_process, draw(), draw(), level.value,
+                     late_process=int(rng.integers(processes)), lateness=float(rng.uniform(*lateness)))
     workdir = Path(tempfile.mkdtemp(prefix="cluster-", dir=scratch))
     run.workdir = str(workdir)
     output_path = workdir.parent / f"{workdir.name}.out"
@@ -209,7 +303,7 @@ def run_cluster(module_path: Path, *, processes: int = 2, devices_per_process: i
     reader.start()
     try:
         try:
-            os.write(tasks_w, _tasks(run))
+            os.write(tasks_w, _spec(run, module_path))
         except BrokenPipeError:
             pass
         os.close(tasks_w)
@@ -223,7 +317,7 @@ def run_cluster(module_path: Path, *, processes: int = 2, devices_per_process: i
                 break
             if raw is None:
                 break
-            _record(run, raw, time.monotonic() - begun)
+            _record(run, raw, time.monotonic() - begun, process)
     finally:
         process.kill_tree()   # whatever is left of the run, the sandbox's loopback with it
         reader.join(timeout=10)

@@ -1,12 +1,15 @@
-"""Multi-controller runs (ex12) for real: the reference's processes join over a loopback and report
-every step; a run that hangs is stopped and says where each process stood; a process that dies is
-reported; nothing is left running and no port stays open afterwards, also when runs overlap.
+"""Multi-controller runs (ex12) for real: the reference's processes join the grader's coordinator over a
+loopback and report every step, and the grader sees them join; each process writes only a folder of its
+own and reads no other's; a run that hangs is stopped and says where each process stood; a process that
+dies is reported; nothing is left running and no port stays open afterwards, also when runs overlap.
 
 The hostile modules are the reference with one twist each. The hang tests stop a run after 6 s of
 silence instead of grading's 10 (grader.worker.cluster.QUIET_SECONDS), to keep the suite short."""
 
 from __future__ import annotations
 
+import os
+import socket
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,8 +21,11 @@ from grader.course import catalog
 from grader.harness.implementations import ImplementationImportError
 from grader.worker import confinement
 from grader.worker.cluster import ClusterCrashed, ClusterTimeout, run_cluster
-from grader.worker.cluster_process import STEPS
+from grader.worker.cluster_census import connected_to
+from grader.worker.cluster_coordinator import read_topology
+from grader.worker.cluster_process import STEPS, USE_STEP
 from grader.worker.confinement import Isolation
+from grader.worker.launch import landlock_abi
 
 EX12 = catalog.get("ex12_multi_controller")
 QUIET = 6.0
@@ -57,7 +63,79 @@ def test_the_reference_joins_reports_every_step_and_leaves_nothing(level):
             run.result(process, step)   # raises what the step raised, or why it never finished
     assert run.result(1, "process_summary")["device_count"] == 8
     assert run.coordinator.startswith("127.0.0.1:")
+    # What the grader saw itself: both registered with its coordinator, each published 4 devices of its
+    # own, each held a connection to it; each had a Landlock ruleset of its own where the kernel has one.
+    assert run.registered and [run.not_joined(p) for p in range(2)] == [None, None]
+    assert [len(run.published[p]) for p in range(2)] == [4, 4] and set(run.published[0]).isdisjoint(run.published[1])
+    assert run.separated == (landlock_abi() >= 1)
+    for process in range(2):
+        assert (run.result(process, USE_STEP)["value"] == run.expected).all()
+        assert (run.result(process, "gather_to_host")["value"] == run.given).all()
     assert_nothing_left(run)
+
+
+# Process i writes a file into its own folder, then tries every other place it might share with the
+# other process, and the other's file: it reports what it could do (as its process_summary).
+SNOOP = """
+    import os as _os, time as _time
+    def process_summary():
+        here, me = _os.getcwd(), jax.process_index()
+        run_folder, other = _os.path.dirname(here), 1 - jax.process_index()
+        with open(_os.path.join(here, f"mine-{me}"), "w") as mine:
+            mine.write("rows")
+        wrote, read = [], []
+        for place in (here, run_folder, _os.path.join(run_folder, f"process-{other}"), "/tmp", "/dev/shm"):
+            try:
+                with open(_os.path.join(place, f"probe-{me}"), "w") as probe:
+                    probe.write("rows")
+                wrote.append(place)
+            except OSError:
+                pass
+        _time.sleep(1)   # the other process has written its own file by now
+        try:
+            read.append(open(_os.path.join(run_folder, f"process-{other}", f"mine-{other}")).read())
+        except OSError:
+            pass
+        return {"here": here, "wrote": wrote, "read": read}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(landlock_abi() < 1, reason="each process's own folder needs Landlock")
+def test_each_process_writes_only_its_own_folder_and_reads_no_other(tmp_path):
+    run = run_cluster(module(tmp_path, SNOOP), isolation=sandbox(), quiet_seconds=QUIET)
+    assert run.separated
+    for process in range(2):
+        seen = run.result(process, "process_summary")
+        assert seen["here"] == os.path.join(run.workdir, f"process-{process}")
+        assert seen["wrote"] == [seen["here"]] and seen["read"] == [], seen
+    assert_nothing_left(run)
+
+
+# What jax 0.10's CPU client published for processes 0 and 1 of a run of 2 x 4 devices (captured).
+BOOT = b"\x12$b3217682-2ea3-4325-8710-0097c1362d79"
+PUBLISHED = {
+    0: BOOT + b"\x1a\x1dB\x03cpuJ\x0fCpuDevice(id=0)R\x05cpu:0\x1a!\x08\x01 \x01B\x03cpuJ\x0fCpuDevice(id=1)"
+          b"R\x05cpu:1\x1a!\x08\x02 \x02B\x03cpuJ\x0fCpuDevice(id=2)R\x05cpu:2\x1a!\x08\x03 \x03B\x03cpu"
+          b"J\x0fCpuDevice(id=3)R\x05cpu:3",
+    1: b"\x08\x01" + BOOT + b"\x1a& \x80\x10B\x03cpuJ\x12CpuDevice(id=2048)R\x08cpu:2048\x1a(\x08\x01 \x81\x10B\x03cpu"
+          b"J\x12CpuDevice(id=2049)R\x08cpu:2049\x1a(\x08\x02 \x82\x10B\x03cpuJ\x12CpuDevice(id=2050)R\x08cpu:2050"
+          b"\x1a(\x08\x03 \x83\x10B\x03cpuJ\x12CpuDevice(id=2051)R\x08cpu:2051",
+}
+
+
+def test_the_devices_a_process_publishes_are_read():
+    assert read_topology(PUBLISHED[0]) == (0, [0, 1, 2, 3])   # node 0 and device 0: fields left out, as 0
+    assert read_topology(PUBLISHED[1]) == (1, [2048, 2049, 2050, 2051])
+
+
+def test_the_census_sees_a_connection_only_to_its_port():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)):
+            assert connected_to(os.getpid(), port) is None
+            elsewhere = port + 1 if port < 65535 else 1
+            assert "none connected to the coordinator's port" in connected_to(os.getpid(), elsewhere)
 
 
 HANG_IN_SUM = """
@@ -117,5 +195,5 @@ def test_runs_side_by_side_never_meet_on_a_port():
         runs = list(pool.map(lambda _: run_cluster(EX12.solution_path(), isolation=None), range(2)))
     for run in runs:
         assert run.stopped_after is None, run.output[-2000:]
-        assert run.result(0, "global_sum")["value"] == pytest.approx(float(run.expected.sum()), rel=1e-5, abs=1e-4)
+        assert run.result(0, "global_sum")["value"] == pytest.approx(float(run.given.sum()), rel=1e-5, abs=1e-4)
         assert_nothing_left(run)
