@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -52,7 +53,7 @@ class ExerciseResult:
 
     @property
     def score(self) -> float:
-        return sum(t.score for t in self.tests)
+        return math.fsum(t.score for t in self.tests)   # exact: the same total in any test order
 
     def count(self, category: Category) -> int:
         return sum(t.category == category for t in self.tests)
@@ -70,12 +71,12 @@ class GradingResults:
 
     @property
     def score(self) -> float:
-        return sum(e.score for e in self.exercises.values())
+        return math.fsum(e.score for e in self.exercises.values())
 
     @property
     def max_score(self) -> float:
         """The course's maximum: a bonus exercise adds to the score only."""
-        return sum(e.max_score for e in self.exercises.values() if not e.bonus)
+        return math.fsum(e.max_score for e in self.exercises.values() if not e.bonus)
 
     def tests(self) -> list[TestResult]:
         return [t for e in self.exercises.values() for t in e.tests]
@@ -103,7 +104,7 @@ class GradingResults:
 def score_exercise(exercise: catalog.Exercise, tests: list[TestResult], note: str = "") -> ExerciseResult:
     """Share the exercise's catalog points among its tests by weight; a passed (or skipped) test earns its
     share."""
-    total_weight = sum(t.weight for t in tests)
+    total_weight = math.fsum(t.weight for t in tests)
     for test in tests:
         test.max_score = exercise.points * test.weight / total_weight if total_weight else 0.0
         # A test skipped by the timing policy or because the platform does not report a figure earns its

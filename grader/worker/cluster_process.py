@@ -64,7 +64,8 @@ def use_global_array(arr):
 
     if not isinstance(arr, jax.Array):
         raise TypeError(f"global_from_local returned a {type(arr).__qualname__}, not a jax.Array")
-    return np.asarray(multihost_utils.process_allgather(arr, tiled=True))
+    whole = multihost_utils.process_allgather(arr, tiled=True)
+    return np.asarray(whole)
 
 
 def describe_host_array(value) -> dict:
