@@ -219,9 +219,13 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
     sampler = threading.Thread(target=watch, args=(attacker.pid, seen, stop), daemon=True)
     sampler.start()
     try:
-        while not (seen.samples and seen.samples[-1][1] >= 0.9 * BUDGET) and time.monotonic() - started < 120:
+        # The classmate starts once the bomb holds its budget and its hogs have already run out of their
+        # submission's memory (the hogs are slow on a loaded machine: waiting beats hoping it happens later).
+        while not (seen.samples and seen.samples[-1][1] >= 0.9 * BUDGET and seen.samples[-1][3] > 0) \
+                and time.monotonic() - started < 120:
             time.sleep(0.5)
         assert seen.samples and seen.samples[-1][1] >= 0.9 * BUDGET, f"the bomb never filled its budget: {seen}"
+        assert seen.samples[-1][3] > 0, f"the hogs never ran out of their submission's memory: {seen.samples[-5:]}"
         classmate_started = time.monotonic()
         classmate = grade(honest, tmp_path / "out-honest", "--exercise", "ex01")
         classmate_log, _ = classmate.communicate(timeout=600)
@@ -245,7 +249,8 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
     assert sorted(tasks)[len(tasks) // 2] >= 0.9 * BUDGET, f"the bomb let go while the classmate was graded: {tasks}"
     assert max(sample[1] for sample in seen.samples) <= BUDGET, "the bomb's sandbox went past its budget"
     assert seen.memory_limit == engine.MEMORY_PER_HARNESS
-    assert kills > 0, "the hogs never ran out of their submission's memory while the classmate was graded"
+    # Still holding much of it meanwhile (each hog killed out of memory starts again).
+    assert sorted(memory)[len(memory) // 2] >= 0.4 * seen.memory_limit, f"the hogs let go: {memory}"
     assert max(sample[2] for sample in seen.samples) <= seen.memory_limit
     # The bomb itself earns nothing, and leaves nothing: its groups, its uid and its processes are gone.
     assert attacker.returncode == 0, attacker_log[-3000:]
