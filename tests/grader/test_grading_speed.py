@@ -162,7 +162,9 @@ def test_a_loop_in_a_compiled_program_also_stops_after_two_timeouts(tmp_path):
     assert stopped and all(t.category == "timeout" for t in stopped)
     assert [t for t in tests if t.nodeid.split("::")[-1].startswith("test_layer_shard_map_values")
             and t.category == "passed"], "direct calls, which do not loop, keep their verdicts"
-    assert sum(t.duration for t in tests) <= LOOP_BUDGET
+    # What the loop costs: its timed-out tests (the rest is not run). The visible tests, which run first and
+    # pass, are the submission's honest work, not the loop's.
+    assert sum(t.duration for t in timed_out + stopped) <= LOOP_BUDGET, [(t.nodeid, t.duration) for t in tests]
 
 
 def test_parallel_harnesses_give_the_same_verdicts(tmp_path):
