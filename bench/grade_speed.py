@@ -29,10 +29,11 @@ import time
 from pathlib import Path
 
 from grader.course import catalog, paths
-from grader.grading import time_limits
 from grader.grading.batch import grade_batch
+from grader.grading.calibration import calibrate
 from grader.grading.compile_cache import CompileCache
 from grader.grading.engine import grade_submission
+from grader.harness import time_limits
 
 CORPUS = paths.REPO_ROOT / "tests" / "grader" / "submissions"
 LOOPING = "ex05_collectives"   # the exercise the endless loop is in
@@ -92,7 +93,7 @@ def main() -> None:
         tmp = Path(tmp)
         course = tmp / "course-cache"
         started = time.monotonic()
-        calibration = time_limits.calibrate(course, cache=CompileCache(course))
+        calibration = calibrate(course, cache=CompileCache(course))
         print(f"calibrate (reference timed, cache filled):          {time.monotonic() - started:5.1f} s "
               f"({len(calibration.reference)} tests)")
 

@@ -27,7 +27,7 @@ def _cmd_stubs(args) -> int:
     from grader.course import stubs
 
     if args.check:
-        from grader.course.devcheck import Findings, check_stubs_current
+        from grader.commands.devcheck import Findings, check_stubs_current
 
         findings = Findings()
         check_stubs_current(findings)
@@ -71,7 +71,7 @@ def _cmd_gradescope_build(args) -> int:
 
 
 def _cmd_nbgrader_build(args) -> int:
-    from grader.harness.collection import GradingError
+    from grader.grading.collection import GradingError
     from grader.platforms.nbgrader_course import build_course, parse_groups
 
     try:
@@ -101,7 +101,7 @@ def _add_nbgrader_commands(commands) -> None:
 
 
 def _cmd_dev_check(args) -> int:
-    from grader.course.devcheck import dev_check, report
+    from grader.commands.devcheck import dev_check, report
 
     findings = dev_check(run_tests_too=not args.no_tests)
     print(report(findings))
@@ -151,9 +151,9 @@ def _parallel(args) -> int:
 
 
 def _cmd_grade(args) -> int:
-    from grader.grading import time_limits
     from grader.grading.engine import GradingError, grade_submission
     from grader.grading.submission import SubmissionError
+    from grader.harness import time_limits
     from grader.reports.writers import print_summary, write_all
 
     cache, folder = _cache(args)
@@ -182,13 +182,14 @@ def _cmd_grade(args) -> int:
 
 
 def _cmd_calibrate(args) -> int:
-    from grader.grading import time_limits
+    from grader.grading.calibration import calibrate
     from grader.grading.engine import GradingError
+    from grader.harness import time_limits
 
     cache, folder = _cache(args)
     print("timing the reference solutions on this machine (once per course version and machine) ...")
     try:
-        limits = time_limits.calibrate(folder, cache=cache, parallel=_parallel(args), limits=_limits(args))
+        limits = calibrate(folder, cache=cache, parallel=_parallel(args), limits=_limits(args))
     except (time_limits.CalibrationError, GradingError) as exc:
         print(f"shardlab calibrate: {exc}", file=sys.stderr)
         return 1
@@ -201,8 +202,8 @@ def _cmd_calibrate(args) -> int:
 def _cmd_grade_batch(args) -> int:
     from rich.progress import Progress
 
-    from grader.grading import time_limits
     from grader.grading.batch import find_submissions, grade_batch
+    from grader.harness import time_limits
 
     cache, folder = _cache(args, default=args.out / ".cache")
     if args.test_timeout is None and not time_limits.load(folder).reference and paths.SOLUTIONS_DIR.is_dir():
@@ -317,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="as grading will run (default auto)")
     calibrate.add_argument("--ship", action="store_true",
                            help="course authors: also write the timings into the package "
-                                "(grader/grading/reference_times.json), the limits of every machine without a "
+                                "(grader/harness/reference_times.json), the limits of every machine without a "
                                 "calibration of its own; run it again after changing tests")
     _add_memory_option(calibrate)
     calibrate.set_defaults(func=_cmd_calibrate, test_timeout=None)

@@ -25,9 +25,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from grader.core.results import Category
 from grader.course import catalog, paths, stubs
-from grader.harness.implementations import resolve_source
-from grader.harness.outcomes import Category
+from grader.course.implementations import resolve_source
 from grader.harness.runner import RunFailed, run_tests
 
 STATUS_FILE = Path(".shardlab") / "status.json"

@@ -3,7 +3,7 @@ a fresh process, N at a time, with a progress bar. Resumable: a student whose re
 skipped unless forced. One broken or hostile submission never stops the batch.
 
 Speedup tests stay fair with several jobs: every grading child shares a timing lock
-(grader.grading.timing_lock) and a speedup measurement holds it alone, so no other test runs on the cores
+(grader.harness.timing_lock) and a speedup measurement holds it alone, so no other test runs on the cores
 while one is being timed.
 """
 
@@ -24,7 +24,8 @@ import psutil
 
 from grader.course import catalog
 from grader.course.devices import cores
-from grader.grading import process, timing_lock
+from grader.grading import process
+from grader.harness import timing_lock
 from grader.worker import cgroups
 
 REPORT = "report.json"

@@ -23,7 +23,6 @@ from pathlib import Path
 
 CACHE_ENV = "SHARDLAB_CACHE"   # where the course's cache lives, unless --cache says otherwise
 DEFAULT_MAX_BYTES = 1 << 30     # a whole course's programs take a few MB; a class of odd ones stays far below
-HIT, MISS = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"   # a miss: compiled and written
 
 
 def default_folder() -> Path:
@@ -84,26 +83,3 @@ def refuse_if_visible(folder: Path, readable: list[Path]) -> None:
         if real == seen or seen in real.parents:
             raise ValueError(f"the compile cache {folder} is inside {seen}, which the student's code can read: "
                              "choose another folder (--cache)")
-
-
-class Counter:
-    """Counts the cache's hits and misses in this process (jax's own "time saved" figure is not usable
-    here: it is negative for the small programs the tests compile)."""
-
-    def __init__(self):
-        self.hits = self.misses = 0
-
-    def install(self) -> Counter:
-        import jax
-
-        jax.monitoring.register_event_listener(self._event)
-        return self
-
-    def as_dict(self) -> dict:
-        return {"hits": self.hits, "misses": self.misses}
-
-    def _event(self, name: str, *args, **kwargs) -> None:
-        if name == HIT:
-            self.hits += 1
-        elif name == MISS:
-            self.misses += 1

@@ -6,8 +6,8 @@ the test it happened in (the harness or the worker is started again for the rest
 
 With `parallel` N, the exercises are shared among N harnesses running at once (each with its own
 worker), balanced by the reference's measured time; a speedup test still measures alone, through the
-timing lock (grader.grading.timing_lock). Every harness uses the course's compile cache
-(grader.grading.compile_cache) and each test's own time limit (grader.grading.time_limits).
+timing lock (grader.harness.timing_lock). Every harness uses the course's compile cache
+(grader.grading.compile_cache) and each test's own time limit (grader.harness.time_limits).
 
 Data flows one way: the catalog names the exercises, the tests produce per-test entries (through the
 harness's event stream), grader.grading.results scores them, grader.reports.writers writes them out.
@@ -25,15 +25,16 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
+from grader.core.results import Category, TestResult
 from grader.course import catalog
 from grader.course.devices import HOST_DEVICES, cores
-from grader.grading import preflight, process, time_limits as time_limits_module, timing_lock
+from grader.grading import preflight, process
+from grader.grading.collection import GradingError, collect_tests
 from grader.grading.compile_cache import CompileCache, refuse_if_visible
-from grader.grading.results import GradingResults, TestResult, score_exercise
+from grader.grading.results import GradingResults, score_exercise
 from grader.grading.submission import PreparedSubmission, cleanup, prepare_submission
-from grader.grading.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits, is_strike
-from grader.harness.collection import GradingError, collect_tests
-from grader.harness.outcomes import Category
+from grader.harness import time_limits as time_limits_module, timing_lock
+from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits, is_strike
 from grader.worker import cgroups, confinement
 from grader.worker.remote import describe_death
 
@@ -155,7 +156,7 @@ def grade_submission(submission: str | Path, *, visible_only: bool = False, timi
     except confinement.IsolationUnavailable as exc:
         raise GradingError(str(exc)) from None
     try:   # before the first student: a worker that cannot start here would give every test 0
-        proof = preflight.prove_worker(level, process.worker_limits(limits.memory_bytes))
+        proof = preflight.prove_worker(level, confinement.worker_limits(limits.memory_bytes))
     except preflight.PreflightError as exc:
         raise GradingError(str(exc)) from None
     limits = dataclasses.replace(limits, isolation=level.value)

@@ -10,7 +10,6 @@ happened in, never the grading.
 from __future__ import annotations
 
 import os
-import resource
 import select
 import signal
 import subprocess
@@ -23,8 +22,8 @@ from pathlib import Path
 import psutil
 
 from grader.course import paths
-from grader.grading import events, timing_lock
-from grader.grading.time_limits import FALLBACK_SECONDS
+from grader.harness import events, timing_lock
+from grader.harness.time_limits import FALLBACK_SECONDS
 from grader.worker.confinement import (
     WorkerLimits,
     become_subreaper,  # noqa: F401  (for callers)
@@ -51,12 +50,6 @@ class Limits:
     file_bytes: int = 256 << 20        # largest file the child may write (pytest's capture included)
     isolation: str = "auto"            # the workers' confinement: auto, strict or a level's name
     output_chars: int = 20_000         # how much of the child's own stdout/stderr is kept
-
-
-def worker_limits(memory_bytes: int | None) -> WorkerLimits:
-    """The worker's limits for an address space of `memory_bytes` (None or 0: none, which is said
-    explicitly: a worker would otherwise inherit its harness's own limit)."""
-    return WorkerLimits(memory_bytes=memory_bytes or resource.RLIM_INFINITY)
 
 
 @dataclass
@@ -111,7 +104,7 @@ def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, de
                      prior_timeouts: list[str] = (), env: dict[str, str] | None = None,
                      cgroups: list[str] = ()) -> ChildOutcome:
     """Run pytest on `targets` against the modules in `modules_dir`; `deadline` is a time.monotonic().
-    time_limits: the file of per-test limits (grader.grading.time_limits) unless limits.test_timeout
+    time_limits: the file of per-test limits (grader.harness.time_limits) unless limits.test_timeout
     overrides it; env: added to the harness's environment (the compile cache, a timing lock); cgroups:
     the cgroup.procs files the harness joins before it starts (the submission's memory group)."""
     limits = limits or Limits()

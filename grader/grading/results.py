@@ -7,39 +7,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from grader.core.results import Category, TestResult
 from grader.course import catalog
-from grader.harness.outcomes import Category
-
-
-@dataclass
-class TestResult:
-    nodeid: str
-    exercise: str
-    hidden: bool
-    weight: float                 # the test's share of its exercise (see grader.harness.pytest_plugin)
-    category: str                 # a grader.harness.outcomes.Category value
-    message: str = ""             # what the student should see
-    duration: float = 0.0
-    speedup: dict[str, Any] | None = None   # the timing figures of a speedup test
-    output: str = ""              # what the student's code printed during the test, truncated
-    score: float = 0.0
-    max_score: float = 0.0
-
-    __test__ = False   # not a pytest test class
-
-    @property
-    def name(self) -> str:
-        """"test_hidden.py::test_layer_auto_values[4dev]" -> "test_layer_auto_values[4dev]"."""
-        return self.nodeid.rsplit("::", 1)[-1]
-
-    @property
-    def passed(self) -> bool:
-        return self.category == Category.PASSED
-
-    @property
-    def earns(self) -> bool:
-        """It earns its share: passed, or skipped by policy or platform (see score_exercise)."""
-        return self.category in (Category.PASSED, Category.SKIPPED)
 
 
 @dataclass

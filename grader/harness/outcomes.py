@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import re
 import traceback
-from enum import StrEnum
 from pathlib import Path
 
-from grader.harness.implementations import ImplementationImportError
+from grader.core.results import Category
+from grader.course.implementations import ImplementationImportError
 
 MAX_MESSAGE = 4000
-
-
-class Category(StrEnum):
-    PASSED = "passed"
-    FAILED = "failed"              # an assertion about the student's result
-    ERROR = "error"                # student code raised
-    TIMEOUT = "timeout"
-    CRASHED = "crashed"            # the process died: exit, segfault, out of memory
-    NOT_ATTEMPTED = "not attempted"
-    SKIPPED = "skipped"
 
 
 def _chain(exc: BaseException):

@@ -21,13 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.results import Category
 from grader.course import catalog, paths
 from grader.course.devices import DeviceCountError, verify_host_devices
-from grader.grading import compile_cache, timing_lock
-from grader.grading.events import EventStream
-from grader.grading.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits, is_strike
-from grader.harness.implementations import NotAttempted, load_module, resolve_source
-from grader.harness.outcomes import Category, categorize, student_message
+from grader.course.implementations import NotAttempted, load_module, resolve_source
+from grader.harness import compile_counts, timing_lock
+from grader.harness.events import EventStream
+from grader.harness.outcomes import categorize, student_message
+from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits, is_strike
 
 # The worker gives up this long before the grader stops the whole test, so a hung call is reported
 # as this test's timeout while the harness lives on.
@@ -72,7 +73,7 @@ def pytest_addoption(parser):
                          "120 s)")
     group.addoption("--time-limits", metavar="PATH",
                     help="with --isolate: each test's limit from the reference's durations "
-                         "(grader.grading.time_limits; the grading process writes this file)")
+                         "(grader.harness.time_limits; the grading process writes this file)")
     group.addoption("--prior-timeouts", action="append", default=[], metavar="ID",
                     help="an exercise one of whose tests timed out in an earlier harness (repeatable)")
     group.addoption("--worker-memory", type=int, default=None, metavar="BYTES",
@@ -111,7 +112,7 @@ def pytest_configure(config):
     config.stash[LIMITS] = TimeLimits.for_harness(config.getoption("--time-limits"),
                                                   config.getoption("--test-timeout"))
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):   # set by the grading process (grader.grading.compile_cache)
-        config.stash[CACHE_COUNTS] = compile_cache.Counter().install()
+        config.stash[CACHE_COUNTS] = compile_counts.Counter().install()
     config.stash[RECORDER] = Recorder(config.stash[EVENTS], config.getoption("--prior-timeouts"),
                                       config.stash.get(CACHE_COUNTS, None))
     config.pluginmanager.register(config.stash[RECORDER], "shardlab-recorder")
@@ -228,8 +229,7 @@ def _load(config, exercise):
 def _worker(config):
     """With --isolate, the one confined worker that serves the implementation's modules."""
     if WORKER not in config.stash:
-        from grader.grading.process import worker_limits
-        from grader.worker.confinement import WorkerLimits
+        from grader.worker.confinement import WorkerLimits, worker_limits
         from grader.worker.remote import Worker
 
         memory = config.getoption("--worker-memory")

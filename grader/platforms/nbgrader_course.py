@@ -129,7 +129,7 @@ def build_course(course_dir: str | Path, *, groups: dict[str, list[catalog.Exerc
     chosen += [e for members in groups.values() for e in members if e not in chosen]
     plan = assignments(chosen, groups)
     if tests is None:
-        from grader.harness.collection import collect_tests
+        from grader.grading.collection import collect_tests
 
         tests = collect_tests(chosen)
     root = Path(course_dir)

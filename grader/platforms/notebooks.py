@@ -169,7 +169,7 @@ def test_file_parts(source: str) -> TestFileParts:
 
 def function_points(exercise: catalog.Exercise, tests: list[dict]) -> dict[tuple[str, str], float]:
     """(test file, function) -> its share of the exercise's catalog points: a function weighs the sum
-    of its cases' weights (from collection, grader.harness.collection.collect_tests)."""
+    of its cases' weights (from collection, grader.grading.collection.collect_tests)."""
     weights: dict[tuple[str, str], float] = {}
     for test in tests:
         if test["exercise"] == exercise.id:

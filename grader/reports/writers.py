@@ -21,8 +21,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader.grading.results import ExerciseResult, GradingResults, TestResult
-from grader.harness.outcomes import Category
+from grader.core.results import Category, TestResult
+from grader.grading.results import ExerciseResult, GradingResults
 
 # Gradescope's visibility values (gradescope-autograders.readthedocs.io/en/latest/specs/).
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")

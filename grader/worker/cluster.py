@@ -35,14 +35,14 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from grader.harness.implementations import ImplementationImportError, NotAttempted
+from grader.course.implementations import ImplementationImportError, NotAttempted
 from grader.worker import cluster_census, confinement, protocol
 from grader.worker.cluster_process import STEPS, USE_STEP
 from grader.worker.remote import WorkerCrashed, WorkerTimeout, describe_death, remote_exception
 
 # No report from any process for this long, once every process has started: the run hangs. An honest
 # run's longest silence after that is the processes joining, about a second; 10 s keeps a hang in both
-# of ex12's configurations within 30 s (grader.grading.time_limits).
+# of ex12's configurations within 30 s (grader.harness.time_limits).
 QUIET_SECONDS = 10.0
 # Until then the processes import jax, the grader's own start-up: 1 to 4 s here with two grading jobs on
 # two cores, far more when several gradings share them.

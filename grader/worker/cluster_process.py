@@ -93,7 +93,7 @@ def run(task: dict, module_path: Path, report) -> None:
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from grader.harness.implementations import load_file
+    from grader.course.implementations import load_file
     from grader.worker import protocol
 
     rows, given_rows = protocol.decode(task["rows"]), protocol.decode(task["given"])

@@ -23,6 +23,7 @@ import ctypes
 import functools
 import json
 import os
+import resource
 import shutil
 import signal
 import site
@@ -69,6 +70,12 @@ class WorkerLimits:
     # cgroup's pids.max. A jax worker on 8 host devices runs about 40 threads, ex12's run of several
     # processes about 150; 512 stops a fork bomb, which then takes nothing from any other sandbox.
     processes: int = 512
+
+
+def worker_limits(memory_bytes: int | None) -> WorkerLimits:
+    """The worker's limits for an address space of `memory_bytes` (None or 0: none, which is said
+    explicitly: a worker would otherwise inherit its harness's own limit)."""
+    return WorkerLimits(memory_bytes=memory_bytes or resource.RLIM_INFINITY)
 
 
 def bwrap_path() -> str | None:

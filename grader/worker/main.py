@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
     force_host_devices()
     import jax  # noqa: F401  (started before any student module, as in the harness)
 
-    from grader.harness import implementations  # noqa: F401
+    from grader.course import implementations  # noqa: F401
 
     return serve(int(argv[0]), int(argv[1]), Path(argv[2]))
 
@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
 def serve(request_fd: int, response_fd: int, folder: Path) -> int:
     """Say "ready", then answer requests on these pipes until the harness closes them. jax and the
     grader's modules are imported already: here (main) or in the zygote this worker was forked from."""
-    from grader.harness.implementations import ImplementationImportError, load_file
+    from grader.course.implementations import ImplementationImportError, load_file
 
     for fd in (request_fd, response_fd):   # a program the student's code runs must not keep the pipes open
         os.set_inheritable(fd, False)

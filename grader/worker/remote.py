@@ -558,7 +558,7 @@ class RemoteModule:
                 self._fatal = exc
             raise
         if "import_error" in answer:
-            from grader.harness.implementations import ImplementationImportError
+            from grader.course.implementations import ImplementationImportError
 
             self._fatal = ImplementationImportError(str(answer["import_error"]))
             raise self._fatal

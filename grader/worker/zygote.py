@@ -128,7 +128,7 @@ def main(argv: list[str]) -> int:
     import jax  # noqa: F401  (no backend: jax.devices() would start threads that a fork loses)
     import numpy  # noqa: F401
 
-    from grader.harness import implementations  # noqa: F401
+    from grader.course import implementations  # noqa: F401
     from grader.worker import main as worker_main, protocol  # noqa: F401
 
     _prctl(PR_SET_CHILD_SUBREAPER, 1)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from grader.course import catalog
-from grader.harness.implementations import ImplementationImportError
+from grader.course.implementations import ImplementationImportError
 from grader.worker import confinement
 from grader.worker.cluster import ClusterCrashed, ClusterTimeout, run_cluster
 from grader.worker.cluster_census import connected_to

@@ -3,7 +3,8 @@
 import pytest
 
 from grader.cli import main
-from grader.course import devcheck, paths
+from grader.commands import devcheck
+from grader.course import paths
 
 
 def test_layout_and_stubs_are_consistent():

@@ -14,10 +14,10 @@ import pytest
 
 from grader.cli import main
 from grader.course import catalog, paths
-from grader.grading import time_limits
 from grader.grading.batch import grade_batch
+from grader.grading.collection import collect_tests
 from grader.grading.engine import grade_submission
-from grader.harness.collection import collect_tests
+from grader.harness import time_limits
 
 pytestmark = pytest.mark.xdist_group("test_grading")   # its module-scoped fixture does the heavy work once
 
@@ -141,7 +141,7 @@ def test_a_spent_time_limit_still_lists_every_test_as_timed_out(one_module):
 def test_the_batch_timing_lock_reaches_the_grading_children(one_module, tmp_path, monkeypatch):
     """grade-batch sets the lock folder in the grader's environment; the tests that take the lock run
     in children whose environment is built from scratch, so it must be passed on to them."""
-    from grader.grading import timing_lock
+    from grader.harness import timing_lock
 
     monkeypatch.setenv(timing_lock.LOCK_DIR, str(tmp_path / "locks"))
     grade_submission(one_module, exercises=["ex01"])

@@ -54,16 +54,16 @@ def test_the_worker_sees_every_import_path_of_its_python_and_nothing_of_the_test
 
 def test_the_preflight_proves_the_worker_and_reads_its_memory_limit():
     level = confinement.choose_isolation("auto")
-    proof = preflight.prove_worker(level, process.worker_limits(5 * GIB))
+    proof = preflight.prove_worker(level, confinement.worker_limits(5 * GIB))
     assert proof.level == level.value and proof.devices == 8 and proof.memory_bytes == 5 * GIB
-    assert preflight.prove_worker(level, process.worker_limits(None)).memory_bytes is None   # none means none
+    assert preflight.prove_worker(level, confinement.worker_limits(None)).memory_bytes is None   # none means none
 
 
 def test_a_worker_that_cannot_start_stops_grading_with_the_reason():
     """1.5 GiB: jax's backend cannot start its threads (measured here: it starts from 1.75 GiB)."""
     level = confinement.choose_isolation("auto")
     with pytest.raises(preflight.PreflightError) as raised:
-        preflight.prove_worker(level, process.worker_limits(int(1.5 * GIB)))
+        preflight.prove_worker(level, confinement.worker_limits(int(1.5 * GIB)))
     message = str(raised.value)
     assert f"a confined worker ({level.value}, memory limit 1.5 GiB) does not work here" in message
     assert "exited with status" in message and "No student is graded" in message

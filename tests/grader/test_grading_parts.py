@@ -4,7 +4,7 @@ import os
 import threading
 import time
 
-from grader.grading import events, timing_lock
+from grader.harness import events, timing_lock
 
 
 def test_events_travel_as_json_lines_and_the_variable_is_removed(monkeypatch):

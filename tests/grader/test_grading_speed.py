@@ -17,10 +17,11 @@ import pytest
 
 import grader
 from grader.course import catalog
-from grader.grading import time_limits
+from grader.grading.calibration import calibrate
 from grader.grading.compile_cache import CompileCache
 from grader.grading.engine import GradingError, _share, grade_submission
-from grader.grading.time_limits import FALLBACK_SECONDS, FLOOR_SECONDS, MULTIPLIER, STOPPED, TimeLimits
+from grader.harness import time_limits
+from grader.harness.time_limits import FALLBACK_SECONDS, FLOOR_SECONDS, MULTIPLIER, STOPPED, TimeLimits
 
 pytestmark = pytest.mark.xdist_group("test_grading_speed")   # one calibration for the whole file
 
@@ -41,7 +42,7 @@ def submission(folder, *exercises, twist: str = ""):
 def calibrated(tmp_path_factory):
     """ex01's tests timed on the reference here, into a cache folder of their own."""
     folder = tmp_path_factory.mktemp("course-cache")
-    return folder, time_limits.calibrate(folder, cache=CompileCache(folder), exercises=[EX01.id])
+    return folder, calibrate(folder, cache=CompileCache(folder), exercises=[EX01.id])
 
 
 def test_calibration_gives_each_test_a_limit_from_the_reference(calibrated):
@@ -76,7 +77,7 @@ def test_test_timeout_overrides_the_calibration(calibrated):
 def test_a_calibration_needs_a_reference_that_passes(tmp_path, monkeypatch):
     monkeypatch.setattr(time_limits.paths, "SOLUTIONS_DIR", tmp_path / "missing")
     with pytest.raises(time_limits.CalibrationError, match="no solutions/ folder"):
-        time_limits.calibrate(tmp_path, exercises=[EX01.id])
+        calibrate(tmp_path, exercises=[EX01.id])
 
 
 def test_a_second_grading_compiles_nothing_again(tmp_path):

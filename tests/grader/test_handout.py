@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.results import TestResult
 from grader.course import catalog, paths, stubs
-from grader.grading.results import GradingResults, TestResult, score_exercise
+from grader.grading.results import GradingResults, score_exercise
 from grader.platforms.handout import (
     INSTRUCTOR_ONLY,
     HandoutError,

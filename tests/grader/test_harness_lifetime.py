@@ -59,7 +59,7 @@ def test_two_harness_crashes_end_an_exercise_like_two_timeouts(monkeypatch, tmp_
     strike, and after two the rest of that exercise is not run (another exercise is graded as usual)."""
     from grader.course import catalog
     from grader.grading import engine
-    from grader.grading.time_limits import STOPPED
+    from grader.harness.time_limits import STOPPED
 
     tests = [{"nodeid": f"t::{name}", "exercise": exercise, "hidden": False, "weight": 1.0, "limit": 10}
              for name, exercise in (("a", "ex01"), ("b", "ex01"), ("c", "ex01"), ("d", "ex02"))]

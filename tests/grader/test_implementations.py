@@ -3,7 +3,7 @@
 import pytest
 
 from grader.course import catalog, paths
-from grader.harness.implementations import ImplementationImportError, NotAttempted, load_module, resolve_source
+from grader.course.implementations import ImplementationImportError, NotAttempted, load_module, resolve_source
 
 EX01 = catalog.get("ex01")
 

@@ -17,7 +17,7 @@ from nbgrader.nbgraderformat import MetadataValidator
 from traitlets.config.loader import PyFileConfigLoader
 
 from grader.course import catalog
-from grader.harness.collection import collect_tests
+from grader.grading.collection import collect_tests
 from grader.platforms import notebooks
 from grader.platforms.nbgrader_course import (
     NOISE_PATTERN,

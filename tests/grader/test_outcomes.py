@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.harness.implementations import ImplementationImportError, NotAttempted
-from grader.harness.outcomes import Category, categorize, student_message
+from grader.core.results import Category
+from grader.course.implementations import ImplementationImportError, NotAttempted
+from grader.harness.outcomes import categorize, student_message
 
 
 def raised(fn):

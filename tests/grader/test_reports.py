@@ -15,9 +15,9 @@ from hypothesis import given, settings, strategies as st
 from rich.console import Console
 
 from grader.checks.properties import GRADING
+from grader.core.results import Category, TestResult
 from grader.course import catalog
-from grader.grading.results import GradingResults, TestResult, score_exercise
-from grader.harness.outcomes import Category
+from grader.grading.results import GradingResults, score_exercise
 from grader.reports import writers as reports
 
 # -- sample results ----------------------------------------------------------------------------------

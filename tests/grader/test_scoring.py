@@ -3,9 +3,9 @@ platform, never by a failure, and never by a report-only test (weight 0)."""
 
 import pytest
 
+from grader.core.results import Category, TestResult
 from grader.course import catalog
-from grader.grading.results import TestResult, score_exercise
-from grader.harness.outcomes import Category
+from grader.grading.results import score_exercise
 
 EX04 = catalog.get("ex04_sharded_layer")
 

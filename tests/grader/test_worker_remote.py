@@ -221,7 +221,7 @@ def test_a_module_that_fails_to_import_fails_every_call_alike(tmp_path):
     worker = Worker(tmp_path / "submission", isolation=confinement.choose_isolation("auto"), scratch=tmp_path)
     worker.deadline = time.monotonic() + 60
     remote = RemoteModule(tmp_path / "submission" / "broken.py", worker)
-    from grader.harness.implementations import ImplementationImportError
+    from grader.course.implementations import ImplementationImportError
 
     for _ in range(2):
         with pytest.raises(ImplementationImportError, match="RuntimeError while being imported: no"):

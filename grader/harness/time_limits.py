@@ -1,6 +1,6 @@
 """Each test's time limit, from how long the reference solution takes on the grading machine.
 
-    shardlab calibrate            # grades solutions/ once, writes <cache>/time-limits.json
+    shardlab calibrate            # grades solutions/ once (grader.grading.calibration), writes <cache>/time-limits.json
 
 limit = max(FLOOR, MULTIPLIER x the reference's duration of that test). Why these two numbers:
 
@@ -38,7 +38,6 @@ import functools
 import hashlib
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -199,26 +198,3 @@ def ship(limits: TimeLimits, path: Path = SHIPPED_FILE) -> Path:
     os.replace(tmp, path)
     shipped_timings.cache_clear()
     return path
-
-
-def calibrate(folder: Path, **grading) -> TimeLimits:
-    """Grade the reference here as students are graded (same cache, isolation and parallelism) and keep
-    each test's duration. Speedup tests measure as in grading but only report (a noisy measurement must
-    not stop a calibration); every other test must pass: a reference that fails on this machine has no
-    limits to give, and grading on it would be wrong anyway."""
-    from grader.grading.engine import grade_submission
-
-    if not paths.SOLUTIONS_DIR.is_dir():
-        raise CalibrationError("there is no solutions/ folder here: time limits are calibrated on the reference")
-    started = time.strftime("%Y-%m-%d %H:%M")
-    grading.setdefault("timing", "report")
-    results = grade_submission(paths.SOLUTIONS_DIR, time_limits=load(None, override=FALLBACK_SECONDS), **grading)
-    failing = [t.nodeid for e in results.exercises.values() for t in e.tests
-               if t.category not in ("passed", "skipped")]
-    if failing:
-        raise CalibrationError(f"the reference does not pass {len(failing)} test(s) here, e.g. {failing[:3]}")
-    measured = {t.nodeid: round(t.duration, 3) for e in results.exercises.values() for t in e.tests}
-    limits = TimeLimits(reference=measured, source=f"calibrated {started} on this machine: the reference took "
-                                                   f"{results.duration:.0f} s, {len(measured)} tests")
-    limits.save(Path(folder) / FILE_NAME)
-    return limits

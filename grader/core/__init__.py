@@ -1,0 +1,1 @@
+"""What every layer of the grader shares: the typed result of a test, the options, the exception base."""

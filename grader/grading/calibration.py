@@ -1,0 +1,32 @@
+"""`shardlab calibrate`: grade the reference on this machine, as students are graded, and keep each test's
+duration; grader.harness.time_limits turns those durations into limits."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from grader.course import paths
+from grader.grading.engine import grade_submission
+from grader.harness.time_limits import FALLBACK_SECONDS, FILE_NAME, CalibrationError, TimeLimits, load
+
+
+def calibrate(folder: Path, **grading) -> TimeLimits:
+    """Grade the reference here as students are graded (same cache, isolation and parallelism) and keep
+    each test's duration. Speedup tests measure as in grading but only report (a noisy measurement must
+    not stop a calibration); every other test must pass: a reference that fails on this machine has no
+    limits to give, and grading on it would be wrong anyway."""
+    if not paths.SOLUTIONS_DIR.is_dir():
+        raise CalibrationError("there is no solutions/ folder here: time limits are calibrated on the reference")
+    started = time.strftime("%Y-%m-%d %H:%M")
+    grading.setdefault("timing", "report")
+    results = grade_submission(paths.SOLUTIONS_DIR, time_limits=load(None, override=FALLBACK_SECONDS), **grading)
+    failing = [t.nodeid for e in results.exercises.values() for t in e.tests
+               if t.category not in ("passed", "skipped")]
+    if failing:
+        raise CalibrationError(f"the reference does not pass {len(failing)} test(s) here, e.g. {failing[:3]}")
+    measured = {t.nodeid: round(t.duration, 3) for e in results.exercises.values() for t in e.tests}
+    limits = TimeLimits(reference=measured, source=f"calibrated {started} on this machine: the reference took "
+                                                   f"{results.duration:.0f} s, {len(measured)} tests")
+    limits.save(Path(folder) / FILE_NAME)
+    return limits
