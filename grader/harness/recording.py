@@ -1,0 +1,126 @@
+"""Recording what every test did: its category and the message a student sees (from the exception),
+merged over its phases; each finished test sent to the grading process's event stream, written to the
+--shardlab-results file, and the speedup figures in the terminal summary."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from grader.core.results import Category
+from grader.harness.events import EventStream
+from grader.harness.outcomes import categorize, student_message
+from grader.harness.session import META, SESSION as SESSION_KEY, session_of
+from grader.harness.time_limits import is_strike
+
+_RANK = [Category.PASSED, Category.SKIPPED, Category.FAILED, Category.NOT_ATTEMPTED, Category.ERROR, Category.TIMEOUT,
+         Category.CRASHED]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    exc = call.excinfo.value if call.excinfo else None
+    impl = session_of(item.config).impl
+    if report.skipped:
+        category, message = Category.SKIPPED, str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else ""
+    elif exc is not None and report.failed:
+        category = categorize(exc, impl)
+        message = student_message(exc, impl)
+        if category is Category.NOT_ATTEMPTED or call.when == "setup":
+            report.longrepr = message   # the stub's traceback teaches nothing
+    else:
+        category, message = Category.PASSED, ""
+    report.shardlab = {"category": category.value, "message": message}
+    return report
+
+
+class Recorder:
+    """One entry per test, merged over its setup, call and teardown phases (the worst phase wins);
+    each finished entry is also sent to the grader's event stream, if there is one, with the compile
+    cache's counts so far. It counts each exercise's timed-out tests (two, and the rest is not run)."""
+
+    def __init__(self, events: EventStream, prior_timeouts: list[str] = (), cache_counts=None):
+        self.entries: dict[str, dict] = {}
+        self.events = events
+        self.timeouts = Counter(prior_timeouts)
+        self.cache_counts = cache_counts
+
+    def pytest_collection_finish(self, session):
+        self.events.send({"e": "collected", "tests": [item.stash[META] for item in session.items]})
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.events.send({"e": "start", "nodeid": nodeid})
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        entry = self.entries.get(nodeid)
+        if entry is None:
+            return
+        if is_strike(entry):
+            self.timeouts[entry["exercise"]] += 1
+        self.events.send({"e": "result", **entry})
+        if self.cache_counts is not None:
+            self.events.send({"e": "compile_cache", **self.cache_counts.as_dict()})
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        self.entries[item.nodeid] = {
+            **item.stash[META], "category": Category.PASSED.value, "message": "", "duration": 0.0,
+            "speedup": None, "output": "",
+        }
+
+    def pytest_runtest_logreport(self, report):
+        entry = self.entries.get(report.nodeid)
+        outcome = getattr(report, "shardlab", None)
+        if entry is None or outcome is None:
+            return
+        entry["duration"] += report.duration
+        if report.when == "call" and (report.capstdout or report.capstderr):
+            entry["output"] = _truncated(report.capstdout + report.capstderr, 2000)
+        for name, value in report.user_properties:
+            if name == "speedup":
+                entry["speedup"] = value
+        if _RANK.index(Category(outcome["category"])) > _RANK.index(Category(entry["category"])):
+            entry.update(outcome)
+
+
+def _truncated(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
+
+
+def pytest_sessionfinish(session):
+    target = session.config.getoption("--shardlab-results")
+    if not target:
+        return
+    harness = session_of(session.config)
+    payload = {
+        "isolation": _isolation_report(harness.isolation),
+        "implementation": str(harness.impl),
+        "timing": session.config.getoption("--timing"),
+        "tests": list(harness.recorder.entries.values()),
+    }
+    Path(target).write_text(json.dumps(payload, indent=1))
+
+
+def _isolation_report(level) -> dict:
+    if level is None:
+        return {"level": "in-process", "detail": "the implementation ran inside the test process"}
+    from grader.worker import confinement
+
+    return confinement.describe(level)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    harness = config.stash.get(SESSION_KEY, None)
+    entries = harness.recorder.entries.values() if harness is not None and harness.recorder is not None else []
+    figures = [e["speedup"] for e in entries if e.get("speedup")]
+    if figures:
+        terminalreporter.section("shardlab speedup figures")
+        for fig in figures:
+            terminalreporter.write_line(
+                f"{fig['label']}: {fig['speedup']:.2f}x (IQR {fig['spread'][0]:.2f}-{fig['spread'][1]:.2f}) "
+                f"threshold {fig['threshold']:.2f}x, {fig['repeats']} repeats, {fig['devices']} devices / "
+                f"{fig['cores']} cores [{fig['policy']}: {'met' if fig['met'] else 'NOT met'}]")

@@ -1,0 +1,84 @@
+"""Which tests run, in what order, and what the grader knows of each before it runs: the catalog's
+markers and device counts, slow and hidden tests, the points weights, and each test's time limit."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from grader.course import catalog
+from grader.harness.session import META, session_of
+
+
+def exercise_of(path: Path) -> catalog.Exercise | None:
+    """Exercise tests live in a folder named by the exercise's id."""
+    try:
+        return catalog.get(path.parent.name)
+    except KeyError:
+        return None
+
+
+def function_id(nodeid: str) -> str:
+    """A test function's id without its parameters: "f.py::test_x[2dev]" -> "f.py::test_x"."""
+    return nodeid.split("[", 1)[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    run_slow = config.getoption("--slow")
+    visible_only = config.getoption("--visible-only")
+    kept, dropped = [], []
+    for item in items:
+        exercise = exercise_of(item.path)
+        if exercise is not None:
+            item.add_marker(exercise.id)
+        if item.get_closest_marker("slow") and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="slow test: run with --slow"))
+        (dropped if visible_only and item.get_closest_marker("hidden") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    if config.getoption("--isolate"):
+        # Visible tests first: no worker that served a hidden test (and could have noted its calls)
+        # serves a visible one, whose messages a student sees before the due date.
+        items.sort(key=lambda item: item.get_closest_marker("hidden") is not None)
+    _seed_property_tests(items)
+    # A test function's points(weight) is shared equally by its parametrized cases.
+    cases = Counter(function_id(item.nodeid) for item in items)
+    limits = session_of(config).limits
+    for item in items:
+        marker = item.get_closest_marker("points")
+        exercise = exercise_of(item.path)
+        item.stash[META] = {
+            "nodeid": item.nodeid, "exercise": exercise.id if exercise else None,
+            "hidden": item.get_closest_marker("hidden") is not None,
+            "slow": item.get_closest_marker("slow") is not None,
+            "weight": (float(marker.args[0]) if marker else 1.0) / cases[function_id(item.nodeid)],
+            "limit": limits.limit(item.nodeid),
+        }
+
+
+def _seed_property_tests(items) -> None:
+    """Property tests draw their examples from the grading's secret too."""
+    from grader.checks.inputs import grading_secret
+
+    secret = grading_secret()
+    if secret is None:
+        return
+    for function in {item.obj for item in items if hasattr(getattr(item, "obj", None), "hypothesis")}:
+        digest = hashlib.sha256(f"{secret}:{function.__module__}.{function.__qualname__}".encode()).digest()
+        function._hypothesis_internal_use_seed = int.from_bytes(digest[:8], "big")
+
+
+def pytest_generate_tests(metafunc):
+    """`n_devices` takes every mesh size the catalog grades the exercise at; --repeat N runs N copies."""
+    if "n_devices" in metafunc.fixturenames:
+        exercise = exercise_of(Path(metafunc.definition.path))
+        counts = exercise.devices if exercise else (2, 4, 8)
+        metafunc.parametrize("n_devices", counts, ids=[f"{n}dev" for n in counts])
+    repeat = metafunc.config.getoption("--repeat")
+    if repeat > 1:
+        metafunc.fixturenames.append("_shardlab_repeat")
+        metafunc.parametrize("_shardlab_repeat", range(repeat), ids=[f"repeat{i}" for i in range(repeat)])

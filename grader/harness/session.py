@@ -1,0 +1,96 @@
+"""The harness's state for one pytest session, in one object: what is under test, how it is confined,
+the worker serving it, the time limits and the running test's deadline, and where results go."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from grader.harness.events import EventStream
+from grader.harness.time_limits import TimeLimits
+
+# The worker gives up this long before the grader stops the whole test, so a hung call is reported
+# as this test's timeout while the harness lives on.
+TIMEOUT_MARGIN = 2.0
+
+
+@dataclass
+class HarnessSession:
+    impl: Path                          # the folder of modules under test
+    events: EventStream                 # to the grading process, when there is one
+    limits: TimeLimits
+    isolation: object | None = None     # the worker's confinement level with --isolate, else None
+    worker_memory: int | None = None    # --worker-memory: the worker's address space (None: its default)
+    cache_counts: object | None = None  # the compile cache's hits and misses, when the cache is on
+    recorder: object | None = None      # grader.harness.recording.Recorder
+    modules: dict = field(default_factory=dict)   # exercise id -> module, stand-in or the error loading it
+    worker: object | None = None        # with --isolate, the worker serving the implementation's modules
+    deadline: float = float("inf")      # when the running test must end (time.monotonic())
+
+    def load(self, exercise):
+        """The module under test for `exercise` (or the error loading it, raised again), loaded once."""
+        if exercise.id not in self.modules:
+            try:
+                self.modules[exercise.id] = self._load(exercise)
+            except Exception as exc:   # NotAttempted, ImplementationImportError: every test reports it
+                self.modules[exercise.id] = exc
+        found = self.modules[exercise.id]
+        if isinstance(found, Exception):
+            raise found.with_traceback(None)   # else every test would add its frames to one traceback
+        return found
+
+    def _load(self, exercise):
+        from grader.course.implementations import NotAttempted, load_module
+
+        if self.isolation is None:
+            return load_module(exercise, self.impl)
+        from grader.worker.remote import RemoteModule
+
+        path = self.impl / exercise.module_file
+        if not path.is_file():
+            raise NotAttempted(f"{exercise.number}: {exercise.module_file} is missing from {self.impl}")
+        return RemoteModule(path, self.the_worker())
+
+    def the_worker(self):
+        """With --isolate, the one confined worker that serves the implementation's modules."""
+        if self.worker is None:
+            from grader.worker.confinement import WorkerLimits, worker_limits
+            from grader.worker.remote import Worker
+
+            limits = WorkerLimits() if self.worker_memory is None else worker_limits(self.worker_memory)
+            self.worker = Worker(self.impl, isolation=self.isolation, limits=limits)
+        return self.worker
+
+    def start_clock(self, limit: float) -> None:
+        """The running test's deadline, for the worker and for runs of several processes."""
+        self.deadline = time.monotonic() + limit - TIMEOUT_MARGIN
+        if self.worker is not None:
+            self.worker.deadline = self.deadline
+
+    @contextlib.contextmanager
+    def worker_paused(self):
+        """While a speedup test measures (in this process), the worker is stopped: whatever the student's
+        code left running there takes no core from the measurement."""
+        if self.worker is not None:
+            self.worker.suspend()
+        try:
+            yield
+        finally:
+            if self.worker is not None:
+                self.worker.resume()
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+
+
+SESSION = pytest.StashKey[HarnessSession]()
+META = pytest.StashKey[dict]()   # what the grader must know of a test before it runs
+
+
+def session_of(config) -> HarnessSession:
+    return config.stash[SESSION]
