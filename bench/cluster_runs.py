@@ -19,17 +19,18 @@ from concurrent.futures import ThreadPoolExecutor
 from grader.course import catalog
 from grader.worker import confinement
 from grader.worker.cluster import run_cluster
-from grader.worker.cluster_process import STEPS, USE_STEP
+from grader.worker.cluster_driver import load_driver
 
 EX12 = catalog.get("ex12_multi_controller")
+DRIVER = load_driver(EX12.tests_dir() / "driver.py")
 
 
 def one(isolation) -> dict:
     begun = time.monotonic()
-    run = run_cluster(EX12.solution_path(), isolation=isolation)
+    run = run_cluster(DRIVER, EX12.solution_path(), isolation=isolation)
     wall = time.monotonic() - begun
     complete = all((p, s) in run.reports and "ok" in run.reports[(p, s)]
-                   for p in range(run.processes) for s in (*STEPS, USE_STEP))
+                   for p in range(run.processes) for s in run.steps)
     joined = all(run.not_joined(p) is None for p in range(run.processes))
     return {"wall": wall, "complete": complete, "joined": joined, "stopped": run.stopped_after is not None, "run": run}
 

@@ -74,9 +74,8 @@ def make_class(folder: Path, students: int) -> list[str]:
 
 
 def batch(submissions: Path, out: Path, cache_folder: Path, jobs: int, exercises: list[str]) -> tuple[float, dict]:
-    args = [*(f"--exercise={e}" for e in exercises), f"--cache={cache_folder}"]
     started = time.monotonic()
-    summary = grade_batch(submissions, out, jobs=jobs, force=True, grade_args=args)
+    summary = grade_batch(submissions, out, jobs=jobs, force=True, exercises=exercises, cache=cache_folder)
     seconds = time.monotonic() - started
     assert summary.count("graded") == len(summary.outcomes), [o.detail for o in summary.outcomes if o.detail]
     return seconds, {o.student: o.seconds for o in summary.outcomes}

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
+from grader.core.options import CALIBRATE, GRADE, GRADE_BATCH, MAX_PARALLEL, GradingOptions, add_arguments
 from grader.course import catalog, paths
-
-MAX_PARALLEL = 4   # harnesses per submission: more than the cores only adds start-up work
 
 
 def _cmd_check(args) -> int:
@@ -108,46 +108,19 @@ def _cmd_dev_check(args) -> int:
     return 0 if findings.ok else 1
 
 
-def _limits(args):
-    from grader.grading.process import Limits
-
-    return Limits(test_timeout=args.test_timeout, isolation=args.isolation,
-                  memory_bytes=int(args.memory_limit * (1 << 30)) if args.memory_limit else None)
-
-
-def _memory_gib(text: str) -> float:
-    """--memory-limit: refused at once when no worker could start with it (every test would crash)."""
-    from grader.grading.process import MIN_WORKER_MEMORY_BYTES
-
-    gib = float(text)
-    minimum = MIN_WORKER_MEMORY_BYTES / (1 << 30)
-    if gib != 0 and not gib >= minimum:
-        raise argparse.ArgumentTypeError(
-            f"{text} GiB is too small: the student's worker needs at least {minimum:g} GiB of address space to "
-            f"start jax on its host devices and run the course's tests (0: no limit)")
-    return gib
-
-
-def _add_memory_option(parser) -> None:
-    from grader.grading.process import HARNESS_MEMORY_BYTES, MIN_WORKER_MEMORY_BYTES
-
-    parser.add_argument("--memory-limit", type=_memory_gib, default=6.0, metavar="GIB",
-                        help=f"address-space limit of the student's worker process in GiB, at least "
-                             f"{MIN_WORKER_MEMORY_BYTES / (1 << 30):g}, 0 for none (default 6); the grader's own "
-                             f"harness keeps {HARNESS_MEMORY_BYTES / (1 << 30):g} GiB")
-
-
-def _cache(args, default: Path | None = None):
-    from grader.grading.compile_cache import CompileCache, default_folder
-
-    folder = args.cache or default or default_folder()
-    return CompileCache(None if args.no_compile_cache else folder, max_bytes=int(args.cache_max_mb * (1 << 20))), folder
-
-
-def _parallel(args) -> int:
+def _options(args, command: str) -> GradingOptions:
+    """What `command` was asked, typed; --parallel's default (the cores, at most MAX_PARALLEL) filled in."""
     from grader.course.devices import cores
 
-    return args.parallel or max(1, min(cores(), MAX_PARALLEL))
+    options = GradingOptions.from_args(args, command)
+    return dataclasses.replace(options, parallel=options.parallel or max(1, min(cores(), MAX_PARALLEL)))
+
+
+def _cache(options: GradingOptions, default: Path | None = None):
+    from grader.grading.compile_cache import CompileCache, default_folder
+
+    folder = options.cache or default or default_folder()
+    return CompileCache(None if options.no_compile_cache else folder, max_bytes=options.cache_max_bytes), folder
 
 
 def _cmd_grade(args) -> int:
@@ -156,12 +129,11 @@ def _cmd_grade(args) -> int:
     from grader.harness import time_limits
     from grader.reports.writers import print_summary, write_all
 
-    cache, folder = _cache(args)
+    options = _options(args, GRADE)
+    cache, folder = _cache(options)
     try:
-        results = grade_submission(args.submission, visible_only=args.visible_only, timing=args.timing,
-                                   limits=_limits(args), time_limit=args.time_limit, exercises=args.exercise,
-                                   cache=cache, time_limits=time_limits.load(folder, args.test_timeout),
-                                   parallel=_parallel(args))
+        results = grade_submission(args.submission, options, cache=cache,
+                                   time_limits=time_limits.load(folder, options.test_timeout))
     except (SubmissionError, GradingError, catalog.UnknownExercise) as exc:
         print(f"shardlab grade: {exc}", file=sys.stderr)
         return 2
@@ -182,19 +154,24 @@ def _cmd_grade(args) -> int:
 
 
 def _cmd_calibrate(args) -> int:
+    return _calibrate(_options(args, CALIBRATE), ship=args.ship)
+
+
+def _calibrate(options: GradingOptions, ship: bool = False) -> int:
     from grader.grading.calibration import calibrate
     from grader.grading.engine import GradingError
     from grader.harness import time_limits
 
-    cache, folder = _cache(args)
+    options = options.for_command(CALIBRATE)   # from grade-batch: the whole course, whatever it grades
+    cache, folder = _cache(options)
     print("timing the reference solutions on this machine (once per course version and machine) ...")
     try:
-        limits = calibrate(folder, cache=cache, parallel=_parallel(args), limits=_limits(args))
+        limits = calibrate(folder, options, cache=cache)
     except (time_limits.CalibrationError, GradingError) as exc:
         print(f"shardlab calibrate: {exc}", file=sys.stderr)
         return 1
     print(f"{limits.source}; wrote {Path(folder) / time_limits.FILE_NAME}")
-    if getattr(args, "ship", False):
+    if ship:
         print(f"wrote {time_limits.ship(limits)}: the limits wherever this course is graded without a calibration")
     return 0
 
@@ -205,20 +182,15 @@ def _cmd_grade_batch(args) -> int:
     from grader.grading.batch import find_submissions, grade_batch
     from grader.harness import time_limits
 
-    cache, folder = _cache(args, default=args.out / ".cache")
-    if args.test_timeout is None and not time_limits.load(folder).reference and paths.SOLUTIONS_DIR.is_dir():
+    options = GradingOptions.from_args(args, GRADE_BATCH)   # --parallel: grade_batch's cores / jobs
+    _, folder = _cache(options, default=args.out / ".cache")
+    options = dataclasses.replace(options, cache=folder)
+    if options.test_timeout is None and not time_limits.load(folder).reference and paths.SOLUTIONS_DIR.is_dir():
         # Limits from the reference before the first student: this also fills the compile cache with the
         # programs every student's tests compile (the baselines and references).
-        if _cmd_calibrate(argparse.Namespace(**{**vars(args), "cache": folder})) != 0:
+        if _calibrate(dataclasses.replace(_options(args, GRADE_BATCH), cache=folder)) != 0:
             print(f"shardlab grade-batch: grading with {time_limits.FALLBACK_SECONDS:g} s per test instead",
                   file=sys.stderr)
-    grade_args = [f"--timing={args.timing}", f"--time-limit={args.time_limit}", f"--memory-limit={args.memory_limit}",
-                  f"--isolation={args.isolation}", f"--cache={folder}", f"--cache-max-mb={args.cache_max_mb}"]
-    grade_args += [f"--parallel={args.parallel}"] if args.parallel else []
-    grade_args += [f"--test-timeout={args.test_timeout}"] if args.test_timeout is not None else []
-    grade_args += ["--no-compile-cache"] if args.no_compile_cache else []
-    grade_args += ["--visible-only"] if args.visible_only else []
-    grade_args += [f"--exercise={exercise}" for exercise in args.exercise or ()]
     total = len(find_submissions(Path(args.submissions)))
     with Progress(transient=False) as bar:
         task = bar.add_task("grading", total=total)
@@ -227,42 +199,11 @@ def _cmd_grade_batch(args) -> int:
             bar.console.print(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip())
             bar.advance(task)
 
-        summary = grade_batch(args.submissions, args.out, jobs=args.jobs, force=args.force, grade_args=grade_args,
-                              timeout=args.time_limit + 300, progress=advance)
+        summary = grade_batch(args.submissions, args.out, options, jobs=args.jobs, force=args.force,
+                              timeout=options.time_limit + 300, progress=advance)
     print(f"{summary.count('graded')} graded, {summary.count('skipped')} already graded, "
           f"{summary.count('failed')} failed in {summary.seconds:.0f} s; grades in {summary.grades_csv}")
     return 0
-
-
-def _add_grading_options(parser) -> None:
-    parser.add_argument("--visible-only", action="store_true", help="run only the visible tests")
-    parser.add_argument("--timing", choices=["enforce", "report", "skip"], default="enforce",
-                        help="speedup thresholds: enforce (default), report the figures only, or skip")
-    parser.add_argument("--test-timeout", type=float, default=None, metavar="S",
-                        help="seconds every test may run (default: each test's own limit, from the reference's "
-                             "time measured here by `shardlab calibrate`, else from its timings shipped with the "
-                             "course; 120 for a test neither knows)")
-    parser.add_argument("--time-limit", type=float, default=1800.0, metavar="S",
-                        help="seconds one submission may take in all (default 1800)")
-    _add_memory_option(parser)
-    parser.add_argument("--isolation", default="auto",
-                        choices=["auto", "strict", "bubblewrap", "landlock", "process"],
-                        help="how the student's code is confined: auto (the best this machine has: bubblewrap, "
-                             "then landlock, then a plain process), strict (refuse to grade without bubblewrap "
-                             "or landlock), or one level")
-    _add_speed_options(parser)
-
-
-def _add_speed_options(parser) -> None:
-    parser.add_argument("--cache", type=Path, metavar="DIR",
-                        help="the compile cache and the calibrated time limits (default: $SHARDLAB_CACHE or "
-                             "~/.cache/shardlab; grade-batch: OUT/.cache). Only the grader reads and writes it.")
-    parser.add_argument("--no-compile-cache", action="store_true", help="compile every program afresh")
-    parser.add_argument("--cache-max-mb", type=float, default=1024, metavar="MB",
-                        help="the compile cache's size cap: least recently used entries go first (default 1024)")
-    parser.add_argument("--parallel", type=int, default=None, metavar="N",
-                        help=f"harnesses grading one submission's exercises at once (default: the cores, at most "
-                             f"{MAX_PARALLEL}; grade-batch: cores / jobs)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -291,13 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     grade = commands.add_parser("grade", help="grade one submission (a folder or a .zip of exNN_name.py modules)")
     grade.add_argument("submission", help="the submission folder or .zip")
     grade.add_argument("--out", required=True, type=Path, help="where report.json, results.json, junit.xml go")
-    grade.add_argument("--exercise", action="append", metavar="ID", help="grade only this exercise (repeatable)")
     grade.add_argument("--fail-under", type=float, metavar="SCORE", help="exit 1 when the score is lower (CI)")
     grade.add_argument("--quiet", action="store_true", help="no summary table")
     grade.add_argument("--gradebook", metavar="DB_URL", help="also record the scores in this nbgrader gradebook "
                        "(e.g. sqlite:///course/gradebook.db), as nbgrader autograde would")
     grade.add_argument("--student", help="the student id for --gradebook (default: the submission's name)")
-    _add_grading_options(grade)
+    add_arguments(grade, GRADE)
     grade.set_defaults(func=_cmd_grade)
 
     batch = commands.add_parser("grade-batch", help="grade a class: one folder or .zip per student")
@@ -306,23 +246,18 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--jobs", type=int, default=1,
                        help="submissions graded at once (default 1; each gets cores / jobs harnesses)")
     batch.add_argument("--force", action="store_true", help="grade again students already graded")
-    batch.add_argument("--exercise", action="append", metavar="ID", help="grade only this exercise (repeatable)")
-    _add_grading_options(batch)
+    add_arguments(batch, GRADE_BATCH)
     batch.set_defaults(func=_cmd_grade_batch)
 
     calibrate = commands.add_parser("calibrate", help="course staff: time the reference on this machine, so that "
                                                       "each test's time limit follows from it (and fill the "
                                                       "compile cache)")
-    calibrate.add_argument("--isolation", default="auto",
-                           choices=["auto", "strict", "bubblewrap", "landlock", "process"],
-                           help="as grading will run (default auto)")
     calibrate.add_argument("--ship", action="store_true",
                            help="course authors: also write the timings into the package "
                                 "(grader/harness/reference_times.json), the limits of every machine without a "
                                 "calibration of its own; run it again after changing tests")
-    _add_memory_option(calibrate)
-    calibrate.set_defaults(func=_cmd_calibrate, test_timeout=None)
-    _add_speed_options(calibrate)
+    add_arguments(calibrate, CALIBRATE)
+    calibrate.set_defaults(func=_cmd_calibrate)
 
     release = commands.add_parser("release", help="write the student handout to OUT: the stubs, the visible tests, "
                                                   "the grader and a CI grading workflow, never a solution or a "

@@ -16,6 +16,9 @@ import numpy as np
 
 from grader.checks.numerics import assert_computes
 from grader.checks.tracing import compiling_for
+from grader.core import facts
+from grader.core.errors import ShardlabError
+from grader.core.results import Collective, CollectivesCheck
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 
@@ -29,7 +32,7 @@ _MESH_AXIS = re.compile(r"'?([^'=,\s]+)'?=(\d+)")
 _AXIS_REF = re.compile(r"^'?([^':]+)'?(?::\((\d+)\)(\d+))?$")
 
 
-class NotReported(RuntimeError):
+class NotReported(ShardlabError, RuntimeError):
     """The platform's compiler does not report this figure."""
 
 
@@ -232,11 +235,8 @@ def assert_collectives(fn_or_text, *args, exactly: dict[str, int] | None = None,
     that does nothing has no collectives at all)."""
     program = fn_or_text if isinstance(fn_or_text, (str, jax.stages.Compiled)) else compiled(fn_or_text, *args,
                                                                                               **kwargs)
-    if expected is not None:
-        if isinstance(program, str):
-            raise TypeError("assert_collectives(expected=...) needs the function, not its HLO text")
-        assert_computes(program(*args), expected, rtol=rtol, atol=atol, what=what)
-    counts = collectives_in(program)
+    ops = collective_ops(program)   # before the values are checked: the fact is recorded either way
+    counts = Counter(op.kind for op in ops)
     problems = []
     if exactly is not None:
         want = Counter({k: v for k, v in exactly.items() if v})
@@ -248,6 +248,15 @@ def assert_collectives(fn_or_text, *args, exactly: dict[str, int] | None = None,
         extra = sorted(k for k in counts if k not in only)
         if extra or not any(counts[k] for k in only):
             problems.append(f"expected only {' / '.join(only)}")
+    mesh = _program_mesh(program, args, kwargs)
+    facts.record_collectives(CollectivesCheck(
+        what=what, found=tuple(_collective_fact(op, mesh) for op in ops), passed=not problems,
+        exactly=dict(exactly) if exactly is not None else None, present=tuple(present), absent=tuple(absent),
+        only=tuple(only) if only is not None else None))
+    if expected is not None:
+        if isinstance(program, str):
+            raise TypeError("assert_collectives(expected=...) needs the function, not its HLO text")
+        assert_computes(program(*args), expected, rtol=rtol, atol=atol, what=what)
     if problems:
         raise AssertionError(
             f"the compiled program of {what} uses {_fmt(counts)}; " + "; ".join(problems) + ".\n"
@@ -255,6 +264,25 @@ def assert_collectives(fn_or_text, *args, exactly: dict[str, int] | None = None,
             "code asks for (or which one the compiler inserts to make your shardings work)."
         )
     return counts
+
+
+def _program_mesh(program, args, kwargs) -> jax.sharding.Mesh | None:
+    """The mesh the program's arguments live on (its device assignment, for mesh_axes_of), if any."""
+    shardings = []
+    if isinstance(program, jax.stages.Compiled):
+        try:
+            shardings = jax.tree.leaves(program.input_shardings)
+        except Exception:   # noqa: BLE001  (a program that states none: no mesh to name axes by)
+            shardings = []
+    shardings += [getattr(leaf, "sharding", None) for leaf in jax.tree.leaves((args, kwargs))]
+    return next((s.mesh for s in shardings if isinstance(s, jax.sharding.NamedSharding)
+                 and isinstance(s.mesh, jax.sharding.Mesh)), None)
+
+
+def _collective_fact(op: CollectiveOp, mesh: jax.sharding.Mesh | None) -> Collective:
+    return Collective(op=op.kind, group_size=op.group_size,
+                      mesh_axes=mesh_axes_of(op, mesh) if mesh is not None else None,
+                      line=_METADATA.sub("", op.line))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from grader.checks.numerics import compare
+from grader.core import facts
+from grader.core.results import Block, Layout, LayoutCheck
 
 
 def format_index(index: tuple[slice, ...]) -> str:
@@ -59,6 +61,23 @@ def describe_sharding(sharding: jax.sharding.Sharding) -> str:
     return type(sharding).__name__ + f" on devices {sorted(d.id for d in sharding.device_set)}"
 
 
+def layout_of(shape: tuple[int, ...], sharding: jax.sharding.Sharding, *, blocks: bool = True) -> Layout:
+    """The layout as a fact for the test's result: the sharding and which devices hold each block."""
+    named = isinstance(sharding, NamedSharding)
+    found: dict[tuple[tuple[int, int], ...], list[int]] = {}
+    if blocks:
+        for device, index in sharding.devices_indices_map(tuple(shape)).items():
+            span = tuple((s.start or 0, size if s.stop is None else s.stop) for s, size in zip(index, shape))
+            found.setdefault(span, []).append(device.id)
+    return Layout(
+        global_shape=tuple(int(n) for n in shape), sharding=type(sharding).__name__,
+        spec=str(sharding.spec) if named else None,
+        mesh_axes=tuple(str(a) for a in sharding.mesh.axis_names) if named else (),
+        mesh_sizes=tuple(int(n) for n in sharding.mesh.devices.shape) if named else (),
+        mesh_devices=tuple(int(d.id) for d in sharding.mesh.devices.flat) if named else (),
+        blocks=tuple(Block(span, tuple(sorted(ids))) for span, ids in sorted(found.items())))
+
+
 def _layout_message(name, arr, expected_sharding, headline) -> str:
     return (
         f"{name}: {headline}\n"
@@ -70,10 +89,34 @@ def _layout_message(name, arr, expected_sharding, headline) -> str:
 
 
 def assert_sharding(arr, mesh, spec: PartitionSpec, *, name: str = "output") -> None:
-    """The array's sharding is equivalent to NamedSharding(mesh, spec), and each shard has its shape."""
+    """The array's sharding is equivalent to NamedSharding(mesh, spec), and each shard has its shape.
+    The expected and actual layouts are recorded for the test's result whatever the verdict."""
+    expected = NamedSharding(mesh, spec)
+    try:
+        _check_sharding(arr, expected, spec, name)
+    except AssertionError:
+        _record(name, arr, expected, passed=False)
+        raise
+    _record(name, arr, expected, passed=True)
+
+
+def _record(name: str, arr, expected: NamedSharding, *, passed: bool) -> None:
+    if isinstance(arr, jax.Array):
+        shape = tuple(arr.shape)
+        try:
+            expected.shard_shape(shape)
+            splits = True
+        except ValueError:
+            splits = False
+        want, actual = layout_of(shape, expected, blocks=splits), layout_of(shape, arr.sharding)
+    else:   # not an array on devices: no actual layout, and no shape to lay the expected one out on
+        want, actual = layout_of((), expected, blocks=False), None
+    facts.record_layout(LayoutCheck(name, want, actual, passed))
+
+
+def _check_sharding(arr, expected: NamedSharding, spec: PartitionSpec, name: str) -> None:
     if not isinstance(arr, jax.Array):
         raise AssertionError(f"{name} should be a jax.Array placed on the mesh, got {type(arr).__name__}")
-    expected = NamedSharding(mesh, spec)
     try:
         expected.shard_shape(arr.shape)
     except ValueError as exc:

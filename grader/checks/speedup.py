@@ -21,6 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from grader.core import facts
+from grader.core.results import SpeedFigures
 from grader.course.devices import cores
 
 
@@ -62,6 +64,17 @@ class SpeedupResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self) | {"met": self.met}
+
+    def figures(self, policy: TimingPolicy) -> SpeedFigures:
+        """The figures as a fact of the test's result, with the policy that judged them."""
+        return SpeedFigures(**self.as_dict(), policy=policy.value)
+
+
+def record(result: SpeedupResult, policy: TimingPolicy) -> SpeedFigures:
+    """Record the measurement for the running test's result (whatever the verdict): its figures."""
+    figures = result.figures(policy)
+    facts.record_speedup(figures)
+    return figures
 
 
 def _timed(fn: Callable[[], Any]) -> float:

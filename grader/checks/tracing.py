@@ -1,7 +1,7 @@
 """The concrete arguments a check is compiling a function for.
 
 On an Auto mesh a tracer carries no layout (its type shows the mesh, not the split), so a stand-in
-for a student module (grader.worker.remote), asked to trace the student's function elsewhere, looks
+for a student module (grader.worker.stand_in), asked to trace the student's function elsewhere, looks
 here for the layout of the argument it was handed: the program traced there then gets the input
 layout the check's own jit gives it, and compiles to the same collectives.
 """

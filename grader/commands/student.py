@@ -25,7 +25,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader.core.results import Category
+from grader.core.errors import ShardlabError
+from grader.core.results import Category, TestResult
 from grader.course import catalog, paths, stubs
 from grader.course.implementations import resolve_source
 from grader.harness.runner import RunFailed, run_tests
@@ -42,7 +43,7 @@ class Status(StrEnum):
     MISSING = "missing"
 
 
-class CheckUsageError(ValueError):
+class CheckUsageError(ShardlabError, ValueError):
     """The command line asked for something that cannot be checked; the message says what."""
 
 
@@ -54,16 +55,16 @@ class ExerciseCheck:
     """One exercise's visible tests, run against one module."""
 
     exercise: catalog.Exercise
-    tests: list[dict]               # grader.harness.pytest_plugin's entries, in run order
+    tests: list[TestResult]         # grader.harness.recording's results, in run order
     module_hash: str | None         # of the module as it was when checked (None: missing)
     crash: str = ""                 # pytest's output when the run ended without results
 
     @property
     def ok(self) -> bool:
-        return not self.crash and all(t["category"] in OK_CATEGORIES for t in self.tests)
+        return not self.crash and all(t.category in OK_CATEGORIES for t in self.tests)
 
     def count(self, category: Category) -> int:
-        return sum(t["category"] == category.value for t in self.tests)
+        return sum(t.category == category.value for t in self.tests)
 
     def summary(self) -> str:
         """"all 4 visible tests pass" or "1 of 8 visible tests pass (2 failed, 5 not attempted)"."""
@@ -111,7 +112,7 @@ def check_exercises(exercises: list[catalog.Exercise], source: Path, *,
         if len(exercises) > 1:   # one module took the process down: run each alone to find which
             return [check for e in exercises for check in check_exercises([e], source, seconds_each=seconds_each)]
         return [ExerciseCheck(exercises[0], [], digests[0], crash=str(exc))]
-    return [ExerciseCheck(e, [t for t in run.tests if t["exercise"] == e.id], digest)
+    return [ExerciseCheck(e, [t for t in run.results if t.exercise == e.id], digest)
             for e, digest in zip(exercises, digests)]
 
 
@@ -177,7 +178,7 @@ def record_checks(report: CheckReport) -> Path:
     for item in report.checks:
         categories: dict[str, int] = {}
         for test in item.tests:
-            categories[test["category"]] = categories.get(test["category"], 0) + 1
+            categories[test.category] = categories.get(test.category, 0) + 1
         folder[item.exercise.id] = {"ok": item.ok, "sha256": item.module_hash, "categories": categories,
                                     "crashed": bool(item.crash), "checked_at": now}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -255,12 +256,11 @@ def _indented(message: str, spaces: int) -> str:
     return "\n".join(pad + line for line in message.splitlines())
 
 
-def render_test(test: dict, console: Console) -> None:
-    category = Category(test["category"])
+def render_test(test: TestResult, console: Console) -> None:
+    category = Category(test.category)
     mark, style = _MARKS[category]
-    name = test["nodeid"].rsplit("::", 1)[-1]
-    line = Text.assemble("  ", (mark, style), " ", name)
-    message = test["message"].strip()
+    line = Text.assemble("  ", (mark, style), " ", test.name)
+    message = test.message.strip()
     if category is Category.NOT_ATTEMPTED and "\n" not in message:
         line.append(f"  {message}", style="yellow")   # one short line: the stub's own words
         message = ""

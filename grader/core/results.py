@@ -1,11 +1,18 @@
 """The result of one test, as every layer sees it: the harness records it, the grading process scores it,
-the reports write it."""
+the reports write it. With it, the facts the checks established while the test ran (what layout an array
+had, which collectives a program compiled to, how fast it ran), recorded whether the check passed or not.
+
+Every type here is a plain dataclass of JSON values, written by `to_dict` and read back by `from_dict`,
+which refuses a key it does not know: a result never loses a field silently on its way."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from grader.core.errors import ShardlabError
 
 
 class Category(StrEnum):
@@ -18,19 +25,212 @@ class Category(StrEnum):
     SKIPPED = "skipped"
 
 
+class MalformedResult(ShardlabError, ValueError):
+    """A result's JSON has a key its type does not know, or lacks one it needs."""
+
+
+def _keys(cls, data: dict[str, Any], ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`data`'s keys checked against the dataclass `cls`: unknown or missing required ones are an error."""
+    if not isinstance(data, dict):
+        raise MalformedResult(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields) - set(ignore))
+    if unknown:
+        raise MalformedResult(f"{cls.__name__}: unknown key(s) {', '.join(unknown)}")
+    missing = sorted(name for name, f in fields.items() if name not in data
+                     and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    if missing:
+        raise MalformedResult(f"{cls.__name__}: missing key(s) {', '.join(missing)}")
+    return {k: v for k, v in data.items() if k in fields}
+
+
+def _ints(values) -> tuple[int, ...]:
+    return tuple(int(v) for v in values)
+
+
+# -- layouts ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Block:
+    """One block of an array and the devices holding a copy of it."""
+    index: tuple[tuple[int, int], ...]   # (start, stop) in each dimension of the global array
+    devices: tuple[int, ...]             # device ids, ascending
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": [list(span) for span in self.index], "devices": list(self.devices)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Block:
+        data = _keys(cls, data)
+        return cls(tuple(_ints(span) for span in data["index"]), _ints(data["devices"]))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where an array's blocks live: its global shape, its sharding, and each block's devices."""
+    global_shape: tuple[int, ...]
+    sharding: str                        # the sharding's type: NamedSharding, SingleDeviceSharding...
+    spec: str | None = None              # the PartitionSpec, as written: "PartitionSpec('data', None)"
+    mesh_axes: tuple[str, ...] = ()      # a NamedSharding's mesh: its axis names
+    mesh_sizes: tuple[int, ...] = ()     # ... their sizes
+    mesh_devices: tuple[int, ...] = ()   # ... and its device ids, in the mesh's order (row-major)
+    blocks: tuple[Block, ...] = ()       # in index order; none when the spec cannot split the shape
+
+    def device_ids(self) -> dict[tuple[tuple[int, int], ...], tuple[int, ...]]:
+        """{block index: devices}: what two layouts are compared by."""
+        return {block.index: block.devices for block in self.blocks}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"global_shape": list(self.global_shape), "sharding": self.sharding, "spec": self.spec,
+                "mesh_axes": list(self.mesh_axes), "mesh_sizes": list(self.mesh_sizes),
+                "mesh_devices": list(self.mesh_devices), "blocks": [block.to_dict() for block in self.blocks]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Layout:
+        data = _keys(cls, data)
+        return cls(_ints(data["global_shape"]), data["sharding"], data.get("spec"),
+                   tuple(str(a) for a in data.get("mesh_axes", ())), _ints(data.get("mesh_sizes", ())),
+                   _ints(data.get("mesh_devices", ())), tuple(Block.from_dict(b) for b in data.get("blocks", ())))
+
+
+@dataclass(frozen=True)
+class LayoutCheck:
+    """A sharding check: the layout it asked for and the one the array had (None: not a jax.Array)."""
+    name: str                            # what the check called the array: "output", "params['w1']"...
+    expected: Layout
+    actual: Layout | None
+    passed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "expected": self.expected.to_dict(),
+                "actual": self.actual.to_dict() if self.actual is not None else None, "passed": self.passed}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LayoutCheck:
+        data = _keys(cls, data)
+        actual = data["actual"]
+        return cls(data["name"], Layout.from_dict(data["expected"]),
+                   Layout.from_dict(actual) if actual is not None else None, bool(data["passed"]))
+
+
+# -- collectives -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective of a compiled program."""
+    op: str                              # all-reduce, all-gather, reduce-scatter, collective-permute, all-to-all
+    group_size: int | None               # devices per replica group (pairs for a permute), if the op says
+    mesh_axes: tuple[str, ...] | None    # the mesh axes its groups run along; None: none found, or no mesh
+    line: str                            # the HLO instruction, its metadata left out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "group_size": self.group_size,
+                "mesh_axes": list(self.mesh_axes) if self.mesh_axes is not None else None, "line": self.line}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Collective:
+        data = _keys(cls, data)
+        axes = data["mesh_axes"]
+        return cls(data["op"], data["group_size"], tuple(str(a) for a in axes) if axes is not None else None,
+                   data["line"])
+
+
+@dataclass(frozen=True)
+class CollectivesCheck:
+    """A collectives check: what its rule asked for, and every collective the program compiled to."""
+    what: str                            # the program, as the message names it
+    found: tuple[Collective, ...]
+    passed: bool                         # the rule held (the program's values are checked apart)
+    exactly: dict[str, int] | None = None   # kind -> count (kinds not named: none)
+    present: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+    only: tuple[str, ...] | None = None
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for collective in self.found:
+            counts[collective.op] = counts.get(collective.op, 0) + 1
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"what": self.what, "found": [c.to_dict() for c in self.found], "passed": self.passed,
+                "exactly": dict(self.exactly) if self.exactly is not None else None,
+                "present": list(self.present), "absent": list(self.absent),
+                "only": list(self.only) if self.only is not None else None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CollectivesCheck:
+        data = _keys(cls, data)
+        exactly, only = data.get("exactly"), data.get("only")
+        return cls(data["what"], tuple(Collective.from_dict(c) for c in data["found"]), bool(data["passed"]),
+                   {str(k): int(v) for k, v in exactly.items()} if exactly is not None else None,
+                   tuple(data.get("present", ())), tuple(data.get("absent", ())),
+                   tuple(only) if only is not None else None)
+
+
+# -- speed -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SpeedFigures:
+    """A speedup test's measurement (grader.checks.speedup). Its keys are those report.json and
+    results.json have always carried under "speedup"."""
+    label: str
+    speedup: float                       # median(baseline) / median(candidate)
+    spread: tuple[float, float]          # interquartile range of the pairwise ratios
+    threshold: float
+    repeats: int
+    devices: int
+    cores: int
+    platform: str
+    met: bool
+    policy: str                          # enforce or report: what a miss did
+    baseline_s: float | None = None      # the medians, in seconds
+    candidate_s: float | None = None
+    near_threshold: bool = False         # the spread still straddled the threshold after the extra repeats
+    calibration: float | None = None     # what the calibration kernel achieved, when the threshold is scaled
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "speedup": self.speedup, "spread": list(self.spread),
+                "baseline_s": self.baseline_s, "candidate_s": self.candidate_s, "repeats": self.repeats,
+                "threshold": self.threshold, "devices": self.devices, "cores": self.cores,
+                "platform": self.platform, "near_threshold": self.near_threshold,
+                "calibration": self.calibration, "met": self.met, "policy": self.policy}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SpeedFigures:
+        data = _keys(cls, data)
+        low, high = data["spread"]
+        return cls(**(data | {"spread": (float(low), float(high))}))
+
+
+# -- the facts of one test -------------------------------------------------------------------------
+
+@dataclass
+class TestFacts:
+    """What the checks of one test recorded, in the order they ran."""
+    layouts: list[LayoutCheck] = field(default_factory=list)
+    collectives: list[CollectivesCheck] = field(default_factory=list)
+    speedup: SpeedFigures | None = None
+
+    __test__ = False   # not a pytest test class
+
+
 @dataclass
 class TestResult:
     nodeid: str
-    exercise: str
+    exercise: str | None          # None: a test in no exercise's folder (dev-check reports it)
     hidden: bool
     weight: float                 # the test's share of its exercise (see grader.harness.pytest_plugin)
-    category: str                 # a grader.harness.outcomes.Category value
+    category: str                 # a Category value
     message: str = ""             # what the student should see
     duration: float = 0.0
-    speedup: dict[str, Any] | None = None   # the timing figures of a speedup test
+    speedup: SpeedFigures | None = None   # the timing figures of a speedup test
     output: str = ""              # what the student's code printed during the test, truncated
     score: float = 0.0
     max_score: float = 0.0
+    strike: bool = False          # counts towards the exercise's timeouts (a timeout or a harness crash)
+    layouts: list[LayoutCheck] = field(default_factory=list)            # its sharding checks
+    collectives: list[CollectivesCheck] = field(default_factory=list)   # its collectives checks
 
     __test__ = False   # not a pytest test class
 
@@ -47,3 +247,26 @@ class TestResult:
     def earns(self) -> bool:
         """It earns its share: passed, or skipped by policy or platform (see score_exercise)."""
         return self.category in (Category.PASSED, Category.SKIPPED)
+
+    def with_facts(self, facts: TestFacts) -> TestResult:
+        return dataclasses.replace(self, layouts=list(facts.layouts), collectives=list(facts.collectives),
+                                   speedup=facts.speedup)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodeid": self.nodeid, "exercise": self.exercise, "hidden": self.hidden, "weight": self.weight,
+                "category": str(self.category), "message": self.message, "duration": self.duration,
+                "speedup": self.speedup.to_dict() if self.speedup is not None else None, "output": self.output,
+                "score": self.score, "max_score": self.max_score, "strike": self.strike,
+                "layouts": [check.to_dict() for check in self.layouts],
+                "collectives": [check.to_dict() for check in self.collectives]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], ignore: tuple[str, ...] = ()) -> TestResult:
+        """ignore: keys a reader knows are there and not a TestResult's (report.json's derived "name")."""
+        data = _keys(cls, data, ignore)
+        speedup = data.get("speedup")
+        return cls(**data | {
+            "speedup": SpeedFigures.from_dict(speedup) if speedup is not None else None,
+            "layouts": [LayoutCheck.from_dict(c) for c in data.get("layouts", ())],
+            "collectives": [CollectivesCheck.from_dict(c) for c in data.get("collectives", ())],
+        })

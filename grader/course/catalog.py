@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.errors import ShardlabError
 from grader.course import paths
 
 
@@ -40,6 +41,13 @@ class Exercise:
     def tests_dir(self, root: Path | None = None) -> Path:
         return (root or paths.EXERCISE_TESTS_DIR) / self.id
 
+    def support_files(self, root: Path | None = None) -> list[Path]:
+        """The files the exercise's tests run beside (its conftest.py, a multi-process exercise's
+        driver.py), as they exist under `root`'s tests: every student holds them with the visible tests."""
+        return [self.tests_dir(root) / name for name in SUPPORT_FILES if (self.tests_dir(root) / name).is_file()]
+
+
+SUPPORT_FILES = ("conftest.py", "driver.py")
 
 EXERCISES: tuple[Exercise, ...] = (
     Exercise(
@@ -159,7 +167,7 @@ EXERCISES: tuple[Exercise, ...] = (
 _BY_ID = {exercise.id: exercise for exercise in EXERCISES}
 
 
-class UnknownExercise(KeyError):
+class UnknownExercise(ShardlabError, KeyError):
     def __str__(self) -> str:
         known = ", ".join(e.id for e in EXERCISES)
         return f"no exercise {self.args[0]!r} in the catalog (known: {known})"

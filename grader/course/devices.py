@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 
+from grader.core.errors import ShardlabError
+
 HOST_DEVICES = 8
 _FLAG = "--xla_force_host_platform_device_count"
 
@@ -14,7 +16,7 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-class DeviceCountError(RuntimeError):
+class DeviceCountError(ShardlabError, RuntimeError):
     pass
 
 

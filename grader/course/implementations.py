@@ -13,17 +13,18 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
+from grader.core.errors import ShardlabError
 from grader.course import paths
 from grader.course.catalog import Exercise
 
 NAMED_SOURCES = {"reference": paths.SOLUTIONS_DIR, "exercises": paths.EXERCISES_DIR}
 
 
-class NotAttempted(NotImplementedError):
+class NotAttempted(ShardlabError, NotImplementedError):
     """The exercise's module is missing: graded like a stub that still raises NotImplementedError."""
 
 
-class ImplementationImportError(Exception):
+class ImplementationImportError(ShardlabError):
     """The exercise's module exists but importing it failed; the message says where and why."""
 
 

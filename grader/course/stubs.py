@@ -6,13 +6,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from grader.core.errors import ShardlabError
 from grader.course import catalog, paths
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 _DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)")
 
 
-class StubError(ValueError):
+class StubError(ShardlabError, ValueError):
     pass
 
 

@@ -10,6 +10,7 @@ while one is being timed.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from grader.core.options import GRADE, GradingOptions
 from grader.course import catalog
 from grader.course.devices import cores
 from grader.grading import process
@@ -61,15 +63,15 @@ def find_submissions(folder: Path) -> dict[str, Path]:
     return found
 
 
-def grade_one(student: str, submission: Path, out: Path, *, grade_args: list[str], timeout: float,
+def grade_one(student: str, submission: Path, out: Path, *, options: GradingOptions, timeout: float,
               env: dict[str, str]) -> StudentOutcome:
-    """`shardlab grade` in a session of its own, so that a timeout kills all it started."""
+    """`shardlab grade` with `options`, in a session of its own, so that a timeout kills all it started."""
     target = out / student
     target.mkdir(parents=True, exist_ok=True)
     (target / REPORT).unlink(missing_ok=True)
     started = time.monotonic()
     command = [sys.executable, "-m", "grader.cli", "grade", str(submission), "--out", str(target), "--quiet",
-               *grade_args]
+               *options.arguments(GRADE)]
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                              stdin=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -112,13 +114,16 @@ def write_grades_csv(out: Path, students: list[str], rows: dict[str, dict], fail
     return path
 
 
-def grade_batch(submissions_dir: str | Path, out: str | Path, *, jobs: int = 1, force: bool = False,
-                grade_args: list[str] = (), timeout: float = 3600.0, progress=None) -> BatchSummary:
+def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOptions | None = None, *,
+                jobs: int = 1, force: bool = False, timeout: float = 3600.0, progress=None,
+                **overrides) -> BatchSummary:
     """Grade every submission in `submissions_dir` into `out`/<student>/ and write `out`/grades.csv.
 
-    Every core is kept busy: `jobs` students at once, each with cores / jobs harnesses (unless grade_args
-    say --parallel). `progress(student, outcome)` is called as each student finishes (the CLI draws a bar
-    with it)."""
+    options: how each student is graded (grader.core.options.GradingOptions), with `overrides` by field
+    name (exercises=["ex01"]). Every core is kept busy: `jobs` students at once, each with cores / jobs
+    harnesses (unless options.parallel says otherwise). `progress(student, outcome)` is called as each
+    student finishes (the CLI draws a bar with it)."""
+    options = dataclasses.replace(options or GradingOptions(), **overrides)
     started = time.monotonic()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -128,8 +133,8 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, *, jobs: int = 1, 
     env = dict(os.environ) | {"PYTHONDONTWRITEBYTECODE": "1"}   # grading writes nothing into the checkout
     if jobs > 1:   # a lock already set (several batches, or a test suite, sharing the machine) is kept
         env.setdefault(timing_lock.LOCK_DIR, str(out / ".timing-lock"))
-    if not any(arg.startswith("--parallel") for arg in grade_args):
-        grade_args = [*grade_args, f"--parallel={max(1, cores() // max(1, jobs))}"]
+    if options.parallel is None:
+        options = dataclasses.replace(options, parallel=max(1, cores() // max(1, jobs)))
     summary = BatchSummary()
     failures: dict[str, str] = {}
     rows: dict[str, dict] = {}
@@ -144,7 +149,7 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, *, jobs: int = 1, 
         else:
             todo[student] = path
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(grade_one, s, p, out, grade_args=list(grade_args), timeout=timeout, env=env): s
+        futures = {pool.submit(grade_one, s, p, out, options=options, timeout=timeout, env=env): s
                    for s, p in todo.items()}
         for future in as_completed(futures):
             student = futures[future]

@@ -3,15 +3,19 @@ duration; grader.harness.time_limits turns those durations into limits."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
+from grader.core.options import GradingOptions
 from grader.course import paths
+from grader.grading.compile_cache import CompileCache
 from grader.grading.engine import grade_submission
 from grader.harness.time_limits import FALLBACK_SECONDS, FILE_NAME, CalibrationError, TimeLimits, load
 
 
-def calibrate(folder: Path, **grading) -> TimeLimits:
+def calibrate(folder: Path, options: GradingOptions | None = None, *, cache: CompileCache | None = None,
+              **overrides) -> TimeLimits:
     """Grade the reference here as students are graded (same cache, isolation and parallelism) and keep
     each test's duration. Speedup tests measure as in grading but only report (a noisy measurement must
     not stop a calibration); every other test must pass: a reference that fails on this machine has no
@@ -19,8 +23,9 @@ def calibrate(folder: Path, **grading) -> TimeLimits:
     if not paths.SOLUTIONS_DIR.is_dir():
         raise CalibrationError("there is no solutions/ folder here: time limits are calibrated on the reference")
     started = time.strftime("%Y-%m-%d %H:%M")
-    grading.setdefault("timing", "report")
-    results = grade_submission(paths.SOLUTIONS_DIR, time_limits=load(None, override=FALLBACK_SECONDS), **grading)
+    options = dataclasses.replace(options or GradingOptions(), **{"timing": "report", **overrides})
+    results = grade_submission(paths.SOLUTIONS_DIR, options, cache=cache,
+                               time_limits=load(None, override=FALLBACK_SECONDS))
     failing = [t.nodeid for e in results.exercises.values() for t in e.tests
                if t.category not in ("passed", "skipped")]
     if failing:

@@ -7,13 +7,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from grader.core.errors import ShardlabError
 from grader.course import catalog
 from grader.grading import process
 
 COLLECT_SECONDS = 120.0
 
 
-class GradingError(RuntimeError):
+class GradingError(ShardlabError, RuntimeError):
     """Grading itself failed (not the submission): the tests could not even be collected."""
 
 

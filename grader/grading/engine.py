@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
+from grader.core.options import GradingOptions
 from grader.core.results import Category, TestResult
 from grader.course import catalog
 from grader.course.devices import HOST_DEVICES, cores
@@ -34,9 +35,9 @@ from grader.grading.compile_cache import CompileCache, refuse_if_visible
 from grader.grading.results import GradingResults, score_exercise
 from grader.grading.submission import PreparedSubmission, cleanup, prepare_submission
 from grader.harness import time_limits as time_limits_module, timing_lock
-from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits, is_strike
+from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits
 from grader.worker import cgroups, confinement
-from grader.worker.remote import describe_death
+from grader.worker.failures import describe_death
 
 # What one harness and the workers it starts may hold together (resident memory, in the submission's
 # memory cgroup where the machine has one; the workers are killed first). Measured: the reference's
@@ -44,21 +45,22 @@ from grader.worker.remote import describe_death
 MEMORY_PER_HARNESS = 4 << 30
 
 
-def environment(timing: str, limits: process.Limits, isolation: dict, worker_memory_bytes: int | None = None,
-                **extra) -> dict:
-    """For report.json. worker_memory_bytes: the worker's address-space limit as read inside a confined
-    worker (grader.grading.preflight); the harness's is the one its child process applies."""
+def environment(options: GradingOptions, limits: process.Limits, isolation: dict,
+                worker_memory_bytes: int | None = None, **extra) -> dict:
+    """For report.json: the options as they describe themselves (grader.core.options), with the limits as
+    applied. worker_memory_bytes: the worker's address-space limit as read inside a confined worker
+    (grader.grading.preflight); the harness's is the one its child process applies."""
     versions = {}
     for package in ("shardlab", "jax", "jaxlib", "numpy", "pytest", "hypothesis"):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = None
+    described = options.describe()
+    described["limits"] |= {"worker_memory_bytes": worker_memory_bytes,
+                            "harness_memory_bytes": limits.harness_memory_bytes}
     return {"python": platform.python_version(), "platform": platform.platform(), "versions": versions,
-            "devices": HOST_DEVICES, "cores": cores(), "timing": timing,
-            "limits": {"test_timeout": limits.test_timeout, "worker_memory_bytes": worker_memory_bytes,
-                       "harness_memory_bytes": limits.harness_memory_bytes},
-            "isolation": isolation, **extra}
+            "devices": HOST_DEVICES, "cores": cores(), **described, "isolation": isolation, **extra}
 
 
 class _Run:
@@ -70,15 +72,20 @@ class _Run:
         self.exercises, self.prepared, self.workdir, self.options = exercises, prepared, workdir, options
         workdir.mkdir(parents=True, exist_ok=True)
         self.meta: dict[str, dict] | None = None   # learned from the first harness's collection
-        self.done: dict[str, dict] = {}
+        self.done: dict[str, TestResult] = {}
         self.output = ""
         self.timeouts: Counter = Counter()         # per exercise: tests that timed out, in any harness
         self.cache_counts: Counter = Counter()     # summed over this run's harnesses
         self.cgroups: list[str] = []               # its harnesses' leaf of the submission's memory group
 
-    def finish(self, nodeid: str, category: Category, message: str, duration: float = 0.0) -> None:
-        self.done[nodeid] = self.meta[nodeid] | {"category": category.value, "message": message,
-                                                 "duration": duration}
+    def finish(self, nodeid: str, category: Category, message: str, duration: float = 0.0, *,
+               strike: bool = False) -> None:
+        """A result the grading process gives a test its harness could not finish (strike: the test
+        counts towards its exercise's MAX_TIMEOUTS_PER_EXERCISE)."""
+        test = self.meta[nodeid]
+        self.done[nodeid] = TestResult(nodeid=nodeid, exercise=test["exercise"], hidden=test["hidden"],
+                                       weight=test["weight"], category=category.value, message=message,
+                                       duration=duration, strike=strike)
 
     def finish_all(self, category: Category, message: str, exercise: str | None = None) -> None:
         for nodeid, test in self.meta.items():
@@ -89,7 +96,7 @@ class _Run:
         while self.meta is None or len(self.done) < len(self.meta):
             if time.monotonic() > deadline:
                 if self.meta is None:   # listing the tests is the grader's work, not the submission's time
-                    tests = collect_tests(self.exercises, visible_only=self.options["visible_only"])
+                    tests = collect_tests(self.exercises, visible_only=self.options["options"].visible_only)
                     self.meta = {t["nodeid"]: t for t in tests}
                 self.finish_all(Category.TIMEOUT, "not run: the submission's time limit was reached")
                 return
@@ -105,14 +112,15 @@ class _Run:
                 self.meta = {t["nodeid"]: t for t in outcome.collected}
             fresh = {k: v for k, v in outcome.results.items() if k in self.meta}
             self.done |= fresh
-            self.timeouts.update(entry["exercise"] for entry in fresh.values() if is_strike(entry))
+            self.timeouts.update(result.exercise for result in fresh.values() if result.strike)
             if outcome.running in self.meta:
                 exercise = self.meta[outcome.running]["exercise"]
                 if outcome.stopped == "test timeout":
                     self.timeouts[exercise] += 1
                     self.finish(outcome.running, Category.TIMEOUT,
                                 f"timeout: the test ran longer than {outcome.limit(outcome.running):.0f} s "
-                                "(an endless loop, or far too much work?)", outcome.limit(outcome.running))
+                                "(an endless loop, or far too much work?)", outcome.limit(outcome.running),
+                                strike=True)
                     if self.timeouts[exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
                         self.finish_all(Category.TIMEOUT, STOPPED, exercise)
                 elif outcome.stopped == "deadline":
@@ -123,7 +131,7 @@ class _Run:
                     # timeout, so a program that corrupts the harness cannot restart it without end.
                     self.timeouts[exercise] += 1
                     self.finish(outcome.running, Category.CRASHED,
-                                f"crashed: {describe_death(outcome.returncode)} during this test")
+                                f"crashed: {describe_death(outcome.returncode)} during this test", strike=True)
                     if self.timeouts[exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
                         self.finish_all(Category.TIMEOUT, STOPPED, exercise)
             elif len(self.done) < len(self.meta):
@@ -138,30 +146,33 @@ def _tail(output: str) -> str:
     return ("\n  last output:\n    " + "\n    ".join(lines)) if lines else ""
 
 
-def grade_submission(submission: str | Path, *, visible_only: bool = False, timing: str = "enforce",
-                     limits: process.Limits | None = None, time_limit: float = 1800.0,
-                     exercises: list[str] | None = None, cache: CompileCache | None = None,
-                     time_limits: TimeLimits | None = None, parallel: int = 1) -> GradingResults:
+def grade_submission(submission: str | Path, options: GradingOptions | None = None, *,
+                     cache: CompileCache | None = None, time_limits: TimeLimits | None = None,
+                     **overrides) -> GradingResults:
     """Grade a folder or .zip; every catalog exercise (or those named) gets a result, whatever happens.
 
-    cache: the compile cache (default: off); time_limits: each test's limit (default: the calibration in
-    the cache's folder, or limits.test_timeout for every test when that is set); parallel: harnesses at once."""
+    options: how (grader.core.options.GradingOptions; default: its defaults), with `overrides` by field
+    name (exercises=["ex01"], timing="skip", parallel=2); parallel None: one harness (the CLI gives the
+    cores). cache: the compile cache (default: off); time_limits: each test's limit (default: the
+    calibration in the cache's folder, or options.test_timeout for every test when that is set)."""
+    options = dataclasses.replace(options or GradingOptions(), **overrides)
     started = time.monotonic()
-    deadline = started + time_limit
-    limits = limits or process.Limits()
+    deadline = started + options.time_limit
+    parallel = options.parallel or 1
+    limits = process.Limits()
     cache = cache or CompileCache(None)
-    time_limits = time_limits or time_limits_module.load(cache.folder, limits.test_timeout)
+    time_limits = time_limits or time_limits_module.load(cache.folder, options.test_timeout)
     try:   # chosen once here, so every exercise's workers run at the same, recorded level
-        level = confinement.choose_isolation(limits.isolation)
+        level = confinement.choose_isolation(options.isolation)
     except confinement.IsolationUnavailable as exc:
         raise GradingError(str(exc)) from None
     try:   # before the first student: a worker that cannot start here would give every test 0
-        proof = preflight.prove_worker(level, confinement.worker_limits(limits.memory_bytes))
+        proof = preflight.prove_worker(level, confinement.worker_limits(options.worker_memory_bytes))
     except preflight.PreflightError as exc:
         raise GradingError(str(exc)) from None
-    limits = dataclasses.replace(limits, isolation=level.value)
+    options = dataclasses.replace(options, isolation=level.value)
     process.become_subreaper()
-    chosen = [catalog.get(name) for name in exercises] if exercises else list(catalog.EXERCISES)
+    chosen = [catalog.get(name) for name in options.exercises] if options.exercises else list(catalog.EXERCISES)
     harnesses = max(1, min(parallel, len(chosen)))
     with cgroups.submission_memory(harnesses * MEMORY_PER_HARNESS) as memory, \
             tempfile.TemporaryDirectory(prefix="shardlab-grade-") as tmp:
@@ -169,11 +180,11 @@ def grade_submission(submission: str | Path, *, visible_only: bool = False, timi
         prepared = prepare_submission(submission, workdir)
         try:
             env = _harness_environment(cache, prepared, workdir, parallel)
-            options = {"timing": timing, "visible_only": visible_only, "limits": limits, "env": env,
+            harness = {"options": options, "limits": limits, "env": env,
                        "time_limits": time_limits.save(workdir / "time-limits.json")}
             # A harness runs no student code, so one serves several exercises; a missing module's tests
             # end at once as not attempted.
-            runs = [_Run(group, prepared, workdir / f"harness-{i}", options)
+            runs = [_Run(group, prepared, workdir / f"harness-{i}", harness)
                     for i, group in enumerate(_share(chosen, parallel, time_limits))]
             for run in runs:
                 run.cgroups = memory.harness()
@@ -186,21 +197,20 @@ def grade_submission(submission: str | Path, *, visible_only: bool = False, timi
             for exercise in chosen:
                 note = "" if exercise.id in prepared.found else \
                     f"{exercise.module_file} is not in the submission: not attempted"
-                entries = [TestResult(**_fields(done[nodeid] | ({"message": f"not attempted: {note}"}
-                                                                  if note else {})))
-                           for nodeid, test in meta.items() if test["exercise"] == exercise.id]
+                entries = [dataclasses.replace(done[nodeid], message=f"not attempted: {note}") if note
+                           else done[nodeid] for nodeid, test in meta.items() if test["exercise"] == exercise.id]
                 results[exercise.id] = score_exercise(exercise, entries, note)
         finally:
             cleanup(prepared)
     counts = sum((run.cache_counts for run in runs), Counter())
     return GradingResults(
         submission=str(submission), exercises=results,
-        environment=environment(timing, limits, confinement.describe(level) | {"memory": memory.describe()},
+        environment=environment(options, limits, confinement.describe(level) | {"memory": memory.describe()},
                                 proof.memory_bytes,
                                 compile_cache=cache.describe(counts),
                                 time_limits=time_limits.describe(), parallel=len(runs)),
         problems=prepared.problems, output=process.truncate("".join(run.output for run in runs), limits.output_chars),
-        duration=time.monotonic() - started, visible_only=visible_only)
+        duration=time.monotonic() - started, visible_only=options.visible_only)
 
 
 def _harness_environment(cache: CompileCache, prepared: PreparedSubmission, workdir: Path,
@@ -230,11 +240,6 @@ def _share(chosen: list[catalog.Exercise], parallel: int, limits: TimeLimits) ->
         load[i] += seconds[exercise.id]
     order = {e.id: i for i, e in enumerate(catalog.EXERCISES)}
     return [sorted(g, key=lambda e: order[e.id]) for g in groups if g]
-
-
-def _fields(entry: dict) -> dict:
-    known = TestResult.__dataclass_fields__
-    return {k: v for k, v in entry.items() if k in known and k not in ("score", "max_score")}
 
 
 __all__ = ["GradingError", "grade_submission", "environment"]

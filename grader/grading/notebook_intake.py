@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 
+from grader.core.errors import ShardlabError
 from grader.course import catalog
 
 MODULE_ROLES = ("given-", "solution-")
 
 
-class NotebookError(ValueError):
+class NotebookError(ShardlabError, ValueError):
     """The notebook cannot be read, or holds no cell of the course's notebook."""
 
 

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.errors import ShardlabError
 from grader.worker import confinement
 
 PROBE_SECONDS = 120.0   # jax's import and backend start take 1-3 s; a loaded machine, many times that
@@ -39,7 +40,7 @@ print(json.dumps({"devices": jax.device_count(), "total": total,
 """
 
 
-class PreflightError(RuntimeError):
+class PreflightError(ShardlabError, RuntimeError):
     """A confined worker cannot start here: no student can be graded."""
 
 
@@ -54,7 +55,7 @@ class WorkerProof:
 
 @functools.cache
 def prove_worker(level: confinement.Isolation, limits: confinement.WorkerLimits) -> WorkerProof:
-    """Start a worker's Python at `level` with `limits`, as grader.worker.remote.Worker does, and have it
+    """Start a worker's Python at `level` with `limits`, as grader.worker.supervisor.Worker does, and have it
     import jax and the grader and compute on the host devices; raise PreflightError saying why it could
     not. Once per process for each level and limits (a failure is tried again)."""
     started = time.monotonic()

@@ -9,6 +9,7 @@ happened in, never the grading.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import select
 import signal
@@ -21,41 +22,35 @@ from pathlib import Path
 
 import psutil
 
+from grader.core.options import (  # noqa: F401  (the memory constants: for callers)
+    HARNESS_MEMORY_BYTES,
+    MIN_WORKER_MEMORY_BYTES,
+    GradingOptions,
+)
+from grader.core.results import TestResult
 from grader.course import paths
 from grader.harness import events, timing_lock
 from grader.harness.time_limits import FALLBACK_SECONDS
 from grader.worker.confinement import (
-    WorkerLimits,
     become_subreaper,  # noqa: F401  (for callers)
     reap_orphans,
 )
 from grader.worker.containment import launcher
 
-# The harness's own address space. It runs the grader's code: the tests' references and baselines, and the
-# student's exported programs on the tests' inputs, so its need is the course's, not a choice per student:
-# it does not follow --memory-limit (a small limit would break the grader itself, not limit the student).
-HARNESS_MEMORY_BYTES = 6 << 30
-# The smallest worker limit grading accepts. Measured (2 cores, bubblewrap): jax's backend on 8 host devices
-# cannot start its threads in 1.5 GiB and starts in 1.75; the reference passes every test of the course with
-# a 2 GiB worker. A machine that needs more (more cores, more threads) is caught by the preflight.
-MIN_WORKER_MEMORY_BYTES = 2 << 30
-
 
 @dataclass(frozen=True)
 class Limits:
-    test_timeout: float | None = None  # seconds every test may run; None: each test's own (time_limits)
-    # The student's worker and its zygote (RLIMIT_AS; None: no limit): --memory-limit.
-    memory_bytes: int | None = WorkerLimits.memory_bytes
-    harness_memory_bytes: int | None = HARNESS_MEMORY_BYTES
+    """The harness process's own limits: the grader's, whatever the grading options (those, the test
+    timeout and the worker's memory included, are grader.core.options.GradingOptions)."""
+    harness_memory_bytes: int | None = HARNESS_MEMORY_BYTES   # its address space (grader.core.options)
     file_bytes: int = 256 << 20        # largest file the child may write (pytest's capture included)
-    isolation: str = "auto"            # the workers' confinement: auto, strict or a level's name
     output_chars: int = 20_000         # how much of the child's own stdout/stderr is kept
 
 
 @dataclass
 class ChildOutcome:
     collected: list[dict] | None = None          # every selected test's metadata, once collected
-    results: dict[str, dict] = field(default_factory=dict)
+    results: dict[str, TestResult] = field(default_factory=dict)   # by nodeid, as the harness made them
     running: str | None = None                   # the test that had started and not finished
     returncode: int | None = None
     stopped: str | None = None                   # "test timeout" or "deadline" when the parent killed it
@@ -98,31 +93,31 @@ def truncate(text: str, limit: int) -> str:
     return f"{text[:half]}\n... ({len(text) - limit} characters cut) ...\n{text[-half:]}"
 
 
-def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, deselect: list[str] = (),
-                     timing: str = "enforce", visible_only: bool = False, collect_only: bool = False,
-                     limits: Limits | None = None, deadline: float = float("inf"), time_limits: Path | None = None,
-                     prior_timeouts: list[str] = (), env: dict[str, str] | None = None,
-                     cgroups: list[str] = ()) -> ChildOutcome:
+def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, options: GradingOptions | None = None,
+                     deselect: list[str] = (), collect_only: bool = False, limits: Limits | None = None,
+                     deadline: float = float("inf"), time_limits: Path | None = None, prior_timeouts: list[str] = (),
+                     env: dict[str, str] | None = None, cgroups: list[str] = (), **overrides) -> ChildOutcome:
     """Run pytest on `targets` against the modules in `modules_dir`; `deadline` is a time.monotonic().
-    time_limits: the file of per-test limits (grader.harness.time_limits) unless limits.test_timeout
-    overrides it; env: added to the harness's environment (the compile cache, a timing lock); cgroups:
-    the cgroup.procs files the harness joins before it starts (the submission's memory group)."""
+    options: the grading options the harness takes (timing, visible_only, isolation, test_timeout, the
+    worker's memory), with `overrides` by field name (visible_only=True); time_limits: the file of per-test
+    limits (grader.harness.time_limits) unless options.test_timeout overrides it; env: added to the
+    harness's environment (the compile cache, a timing lock); cgroups: the cgroup.procs files the harness
+    joins before it starts (the submission's memory group)."""
+    options = dataclasses.replace(options or GradingOptions(), **overrides)
     limits = limits or Limits()
     cwd = workdir / "cwd"
     cwd.mkdir(parents=True, exist_ok=True)
     events_r, events_w = os.pipe()
+    # The child lowers its own RLIMIT_AS to the harness's and keeps the worker's as its hard limit.
     command = [sys.executable, "-I", "-B", "-m", "grader.grading.child", str(limits.harness_memory_bytes or 0),
-               str(limits.memory_bytes or 0), str(limits.file_bytes), "--", *targets, "-q", "--no-header",
+               str(options.worker_memory_bytes or 0), str(limits.file_bytes), "--", *targets, "-q", "--no-header",
                "-p", "no:cacheprovider",
                "--tb=no",   # messages travel as events; tracebacks would show hidden tests' source in the output
                f"--rootdir={paths.REPO_ROOT}", "-c", str(paths.REPO_ROOT / "pyproject.toml"),
-               f"--impl={modules_dir}", f"--timing={timing}", "--isolate", f"--isolation={limits.isolation}",
-               f"--worker-memory={limits.memory_bytes or 0}"]
-    command += [f"--test-timeout={limits.test_timeout}"] if limits.test_timeout is not None else []
+               f"--impl={modules_dir}", "--isolate", *options.harness_arguments()]
     command += [f"--time-limits={time_limits}"] if time_limits is not None else []
     command += [f"--prior-timeouts={exercise}" for exercise in prior_timeouts]
     command += [f"--deselect={nodeid}" for nodeid in deselect]
-    command += ["--visible-only"] if visible_only else []
     command += ["--collect-only"] if collect_only else []
     if cgroups:   # joined by the launcher, before the harness runs anything: all it starts is counted there
         command = launcher({"cgroups": list(cgroups)}, command)
@@ -191,9 +186,9 @@ def _apply_event(event: dict, outcome: ChildOutcome) -> bool:
         return True
     elif kind == "running":
         return True   # the timing lock was acquired: waiting for it does not count
-    elif kind == "result":
-        entry = {k: v for k, v in event.items() if k != "e"}
-        outcome.results[entry["nodeid"]] = entry
+    elif kind == "result":   # a malformed result is the grader's own bug: it stops grading (MalformedResult)
+        result = TestResult.from_dict({k: v for k, v in event.items() if k != "e"})
+        outcome.results[result.nodeid] = result
         outcome.running = None
     elif kind == "compile_cache":
         outcome.compile_cache = {k: v for k, v in event.items() if k != "e"}

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from grader.core.results import Category, TestResult
@@ -52,7 +52,9 @@ class GradingResults:
 
     def to_dict(self) -> dict[str, Any]:
         exercises = {
-            ex_id: asdict(ex) | {"score": ex.score, "tests": [asdict(t) | {"name": t.name} for t in ex.tests]}
+            ex_id: {"id": ex.id, "title": ex.title, "max_score": ex.max_score,
+                    "tests": [t.to_dict() | {"name": t.name} for t in ex.tests], "note": ex.note, "bonus": ex.bonus,
+                    "score": ex.score}
             for ex_id, ex in self.exercises.items()
         }
         return {"submission": self.submission, "score": self.score, "max_score": self.max_score,
@@ -61,9 +63,11 @@ class GradingResults:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GradingResults:
+        """From to_dict()'s form, as report.json holds it: this version's, or an older one's (whose tests
+        carry no strike and no facts). A test with a key TestResult does not know is an error."""
         exercises = {}
         for ex_id, ex in data["exercises"].items():
-            tests = [TestResult(**{k: v for k, v in t.items() if k != "name"}) for t in ex["tests"]]
+            tests = [TestResult.from_dict(t, ignore=("name",)) for t in ex["tests"]]
             exercises[ex_id] = ExerciseResult(ex["id"], ex["title"], ex["max_score"], tests, ex.get("note", ""),
                                               ex.get("bonus", False))
         return cls(data["submission"], exercises, data.get("environment", {}), data.get("problems", []),

@@ -13,6 +13,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from grader.core.errors import ShardlabError
 from grader.course import catalog
 from grader.grading.notebook_intake import NotebookError, module_from_notebook
 
@@ -22,7 +23,7 @@ MAX_NOTEBOOK_BYTES = 16 << 20       # notebooks carry outputs, so they may be la
 MODULE_NAMES = {e.module_file for e in catalog.EXERCISES}
 
 
-class SubmissionError(ValueError):
+class SubmissionError(ShardlabError, ValueError):
     """The submission cannot be read at all (not a folder or a zip, a corrupt zip)."""
 
 

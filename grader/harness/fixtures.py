@@ -34,23 +34,26 @@ def impl(request, exercise):
 
 
 class ProcessRuns:
-    """Runs of several processes by (exercise, module source, isolation, options): once per module and
-    configuration in this Python process, not per pytest session, so that a notebook's test cells, each
-    its own pytest session in one kernel, share them."""
+    """Runs of several processes by (exercise, driver, module source, isolation, options): once per module
+    and configuration in this Python process, not per pytest session, so that a notebook's test cells,
+    each its own pytest session in one kernel, share them."""
 
     def __init__(self):
         self._runs: dict[tuple, object] = {}
 
-    def get(self, session, exercise, **options):
+    def get(self, session, exercise, driver_path, **options):
+        from grader.worker.cluster import LIMIT_SECONDS, run_cluster
+        from grader.worker.cluster_driver import load_driver
+
+        driver = load_driver(driver_path)   # the course's, beside the exercise's tests
         path = session.impl / exercise.module_file
         source = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-        key = (exercise.id, source, str(session.isolation), tuple(sorted(options.items())))
+        key = (exercise.id, driver.digest, source, str(session.isolation), tuple(sorted(options.items())))
         if key not in self._runs:
-            from grader.worker.cluster import LIMIT_SECONDS, run_cluster
-
             limit = min(LIMIT_SECONDS, session.deadline - time.monotonic())
             try:
-                self._runs[key] = run_cluster(path, isolation=session.isolation, limit_seconds=limit, **options)
+                self._runs[key] = run_cluster(driver, path, isolation=session.isolation, limit_seconds=limit,
+                                              **options)
             except Exception as exc:   # NotAttempted: every test of the run reports it
                 self._runs[key] = exc
         found = self._runs[key]
@@ -64,12 +67,13 @@ PROCESS_RUNS = ProcessRuns()
 
 @pytest.fixture(scope="session")
 def run_processes(request):
-    """run(exercise, processes=2, devices_per_process=4) -> grader.worker.cluster.ClusterRun: the
-    exercise's module run by several processes (a multi-controller exercise), each confined like the
-    worker with --isolate, in a plain process tree of its own otherwise. Each configuration runs once;
-    a run that failed to start raises again in every test that asks for it."""
+    """run(exercise, driver_path, processes=2, devices_per_process=4) -> grader.worker.cluster.ClusterRun:
+    the exercise's module run by several processes (a multi-process exercise), each running the exercise's
+    driver (driver_path: a file beside its tests, see grader.worker.cluster_driver), confined like the
+    worker with --isolate, in a plain process tree of its own otherwise. Each configuration runs once; a
+    run that failed to start raises again in every test that asks for it."""
     session = session_of(request.config)
-    return lambda exercise, **options: PROCESS_RUNS.get(session, exercise, **options)
+    return lambda exercise, driver_path, **options: PROCESS_RUNS.get(session, exercise, driver_path, **options)
 
 
 @pytest.fixture
@@ -79,7 +83,7 @@ def speedup(request):
     properties whatever the outcome. `calibration` may be a function, measured only when timing is on."""
     import jax
 
-    from grader.checks.speedup import TimingPolicy, judge, measure_speedup
+    from grader.checks.speedup import TimingPolicy, judge, measure_speedup, record
 
     policy = TimingPolicy(request.config.getoption("--timing"))
     session = session_of(request.config)
@@ -96,7 +100,8 @@ def speedup(request):
         with session.worker_paused():
             result = measure_speedup(baseline, candidate, **kwargs)
         applied = TimingPolicy.REPORT if report_only else policy
-        request.node.user_properties.append(("speedup", result.as_dict() | {"policy": applied.value}))
+        figures = record(result, applied)   # the test's result carries them (grader.core.facts)
+        request.node.user_properties.append(("speedup", figures.to_dict()))
         print(result.summary())
         judge(result, applied)
         return result

@@ -27,7 +27,7 @@ def _chain(exc: BaseException):
 
 def categorize(exc: BaseException, source: Path | None = None) -> Category:
     """source: the implementation's folder, where an exception raised in-process is the student's."""
-    from grader.worker.remote import WorkerCrashed, WorkerTimeout
+    from grader.worker.failures import WorkerCrashed, WorkerTimeout
 
     chain = list(_chain(exc))
     if any(isinstance(e, WorkerTimeout) for e in chain):
@@ -47,7 +47,7 @@ def categorize(exc: BaseException, source: Path | None = None) -> Category:
 def _raised_by_student(exc: BaseException, source: Path | None) -> bool:
     """The student's code raised `exc` (an `assert` of theirs, say): it came back from their worker, or,
     in-process, its innermost frame is in their folder."""
-    from grader.worker.remote import RemoteError
+    from grader.worker.failures import RemoteError
 
     if isinstance(exc, RemoteError):
         return True

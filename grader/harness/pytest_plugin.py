@@ -4,7 +4,7 @@ written as JSON for the runner).
 
 The implementation is the student's module itself (plain pytest, `shardlab check`: a student's own
 laptop needs no sandbox) or, with --isolate (how `shardlab grade` runs), a stand-in whose functions
-run in a confined worker process (grader.worker.remote): then this process, the harness, never
+run in a confined worker process (grader.worker.stand_in): then this process, the harness, never
 imports, calls or traces student code, and decides every verdict itself.
 
 Each job is a module of its own, registered below: its options (grader.harness.options), which tests
@@ -100,7 +100,7 @@ def pytest_runtest_call(item):
     hold = timing_lock.hold(exclusive="speedup" in item.fixturenames) if exercise \
         else contextlib.nullcontext()
     if exercise is not None and session.recorder.timeouts[exercise.id] >= MAX_TIMEOUTS_PER_EXERCISE:
-        from grader.worker.remote import WorkerTimeout
+        from grader.worker.failures import WorkerTimeout
 
         raise WorkerTimeout(STOPPED)
     with hold:

@@ -1,20 +1,23 @@
 """Recording what every test did: its category and the message a student sees (from the exception),
-merged over its phases; each finished test sent to the grading process's event stream, written to the
---shardlab-results file, and the speedup figures in the terminal summary."""
+merged over its phases, with the facts its checks recorded; each finished test sent to the grading
+process's event stream as a TestResult, written to the --shardlab-results file, and the speedup figures
+in the terminal summary."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from grader.core.results import Category
+from grader.core import facts
+from grader.core.results import Category, TestResult
 from grader.harness.events import EventStream
 from grader.harness.outcomes import categorize, student_message
 from grader.harness.session import META, SESSION as SESSION_KEY, session_of
-from grader.harness.time_limits import is_strike
+from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE
 
 _RANK = [Category.PASSED, Category.SKIPPED, Category.FAILED, Category.NOT_ATTEMPTED, Category.ERROR, Category.TIMEOUT,
          Category.CRASHED]
@@ -39,15 +42,17 @@ def pytest_runtest_makereport(item, call):
 
 
 class Recorder:
-    """One entry per test, merged over its setup, call and teardown phases (the worst phase wins);
-    each finished entry is also sent to the grader's event stream, if there is one, with the compile
-    cache's counts so far. It counts each exercise's timed-out tests (two, and the rest is not run)."""
+    """One result per test, merged over its setup, call and teardown phases (the worst phase wins), with
+    the facts its checks recorded (grader.core.facts); each finished result is also sent to the grader's
+    event stream, if there is one, with the compile cache's counts so far. It counts each exercise's
+    strikes, its timed-out tests (two, and the rest is not run)."""
 
     def __init__(self, events: EventStream, prior_timeouts: list[str] = (), cache_counts=None):
-        self.entries: dict[str, dict] = {}
+        self.entries: dict[str, TestResult] = {}
         self.events = events
         self.timeouts = Counter(prior_timeouts)
         self.cache_counts = cache_counts
+        self._not_run: set[str] = set()   # tests that start with their exercise already stopped
 
     def pytest_collection_finish(self, session):
         self.events.send({"e": "collected", "tests": [item.stash[META] for item in session.items]})
@@ -59,32 +64,35 @@ class Recorder:
         entry = self.entries.get(nodeid)
         if entry is None:
             return
-        if is_strike(entry):
-            self.timeouts[entry["exercise"]] += 1
-        self.events.send({"e": "result", **entry})
+        # A timeout is a strike unless the test was not run at all (its exercise had had its strikes).
+        strike = entry.category == Category.TIMEOUT and bool(entry.exercise) and nodeid not in self._not_run
+        entry = self.entries[nodeid] = dataclasses.replace(entry.with_facts(facts.take()), strike=strike)
+        if entry.strike:
+            self.timeouts[entry.exercise] += 1
+        self.events.send({"e": "result", **entry.to_dict()})
         if self.cache_counts is not None:
             self.events.send({"e": "compile_cache", **self.cache_counts.as_dict()})
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
-        self.entries[item.nodeid] = {
-            **item.stash[META], "category": Category.PASSED.value, "message": "", "duration": 0.0,
-            "speedup": None, "output": "",
-        }
+        meta = item.stash[META]
+        facts.start()
+        if meta["exercise"] and self.timeouts[meta["exercise"]] >= MAX_TIMEOUTS_PER_EXERCISE:
+            self._not_run.add(item.nodeid)   # grader.harness.pytest_plugin stops it (STOPPED)
+        self.entries[item.nodeid] = TestResult(nodeid=meta["nodeid"], exercise=meta["exercise"],
+                                               hidden=meta["hidden"], weight=meta["weight"],
+                                               category=Category.PASSED.value)
 
     def pytest_runtest_logreport(self, report):
         entry = self.entries.get(report.nodeid)
         outcome = getattr(report, "shardlab", None)
         if entry is None or outcome is None:
             return
-        entry["duration"] += report.duration
+        entry.duration += report.duration
         if report.when == "call" and (report.capstdout or report.capstderr):
-            entry["output"] = _truncated(report.capstdout + report.capstderr, 2000)
-        for name, value in report.user_properties:
-            if name == "speedup":
-                entry["speedup"] = value
-        if _RANK.index(Category(outcome["category"])) > _RANK.index(Category(entry["category"])):
-            entry.update(outcome)
+            entry.output = _truncated(report.capstdout + report.capstderr, 2000)
+        if _RANK.index(Category(outcome["category"])) > _RANK.index(Category(entry.category)):
+            entry.category, entry.message = outcome["category"], outcome["message"]
 
 
 def _truncated(text: str, limit: int) -> str:
@@ -100,7 +108,7 @@ def pytest_sessionfinish(session):
         "isolation": _isolation_report(harness.isolation),
         "implementation": str(harness.impl),
         "timing": session.config.getoption("--timing"),
-        "tests": list(harness.recorder.entries.values()),
+        "tests": [entry.to_dict() for entry in harness.recorder.entries.values()],
     }
     Path(target).write_text(json.dumps(payload, indent=1))
 
@@ -116,11 +124,11 @@ def _isolation_report(level) -> dict:
 def pytest_terminal_summary(terminalreporter, config):
     harness = config.stash.get(SESSION_KEY, None)
     entries = harness.recorder.entries.values() if harness is not None and harness.recorder is not None else []
-    figures = [e["speedup"] for e in entries if e.get("speedup")]
+    figures = [e.speedup for e in entries if e.speedup is not None]
     if figures:
         terminalreporter.section("shardlab speedup figures")
         for fig in figures:
             terminalreporter.write_line(
-                f"{fig['label']}: {fig['speedup']:.2f}x (IQR {fig['spread'][0]:.2f}-{fig['spread'][1]:.2f}) "
-                f"threshold {fig['threshold']:.2f}x, {fig['repeats']} repeats, {fig['devices']} devices / "
-                f"{fig['cores']} cores [{fig['policy']}: {'met' if fig['met'] else 'NOT met'}]")
+                f"{fig.label}: {fig.speedup:.2f}x (IQR {fig.spread[0]:.2f}-{fig.spread[1]:.2f}) "
+                f"threshold {fig.threshold:.2f}x, {fig.repeats} repeats, {fig.devices} devices / "
+                f"{fig.cores} cores [{fig.policy}: {'met' if fig.met else 'NOT met'}]")

@@ -1,5 +1,5 @@
 """Running the exercise tests against an implementation in a fresh pytest process, and reading back
-the category of every test from the JSON the plugin writes."""
+every test's result from the JSON the plugin writes."""
 
 from __future__ import annotations
 
@@ -10,19 +10,27 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.errors import ShardlabError
+from grader.core.options import GradingOptions
+from grader.core.results import TestResult
 from grader.course import paths
 
 
 @dataclass(frozen=True)
 class TestRun:
-    tests: list[dict]       # one entry per test, as grader.harness.pytest_plugin records it
+    results: list[TestResult]   # one per test, as grader.harness.recording records it
     returncode: int
-    output: str             # pytest's terminal output, for when something went wrong
+    output: str                 # pytest's terminal output, for when something went wrong
 
-    __test__ = False        # not a pytest test class
+    __test__ = False            # not a pytest test class
+
+    @property
+    def tests(self) -> list[dict]:
+        """The results in their JSON form (TestResult.to_dict), for readers of plain data."""
+        return [result.to_dict() for result in self.results]
 
 
-class RunFailed(RuntimeError):
+class RunFailed(ShardlabError, RuntimeError):
     pass
 
 
@@ -33,9 +41,9 @@ def run_tests(impl: str | Path, *, tests: list[Path] | None = None, timing: str 
     targets = [str(t) for t in (tests or [paths.EXERCISE_TESTS_DIR])]
     with tempfile.TemporaryDirectory(prefix="shardlab-run-") as tmp:
         results = Path(tmp) / "results.json"
+        shared = GradingOptions(timing=timing, visible_only=visible_only).harness_arguments(("timing", "visible_only"))
         command = [sys.executable, "-m", "pytest", *targets, "-q", "--no-header", "-p", "no:cacheprovider",
-                   f"--impl={impl}", f"--timing={timing}", f"--shardlab-results={results}", *extra_args]
-        command += ["--visible-only"] if visible_only else []
+                   f"--impl={impl}", f"--shardlab-results={results}", *extra_args, *shared]
         command += ["--slow"] if slow else []
         try:
             done = subprocess.run(command, cwd=paths.REPO_ROOT, capture_output=True, text=True, timeout=timeout)
@@ -46,4 +54,4 @@ def run_tests(impl: str | Path, *, tests: list[Path] | None = None, timing: str 
             raise RunFailed(f"pytest wrote no results (exit {done.returncode}):\n{done.stdout[-3000:]}"
                             f"\n{done.stderr[-3000:]}")
         payload = json.loads(results.read_text())
-    return TestRun(payload["tests"], done.returncode, done.stdout + done.stderr)
+    return TestRun([TestResult.from_dict(t) for t in payload["tests"]], done.returncode, done.stdout + done.stderr)

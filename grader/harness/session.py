@@ -48,7 +48,7 @@ class HarnessSession:
 
         if self.isolation is None:
             return load_module(exercise, self.impl)
-        from grader.worker.remote import RemoteModule
+        from grader.worker.stand_in import RemoteModule
 
         path = self.impl / exercise.module_file
         if not path.is_file():
@@ -59,7 +59,7 @@ class HarnessSession:
         """With --isolate, the one confined worker that serves the implementation's modules."""
         if self.worker is None:
             from grader.worker.confinement import WorkerLimits, worker_limits
-            from grader.worker.remote import Worker
+            from grader.worker.supervisor import Worker
 
             limits = WorkerLimits() if self.worker_memory is None else worker_limits(self.worker_memory)
             self.worker = Worker(self.impl, isolation=self.isolation, limits=limits)

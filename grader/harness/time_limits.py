@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from grader.core.errors import ShardlabError
 from grader.course import paths
 from grader.course.devices import cores
 
@@ -50,18 +51,12 @@ MULTIPLIER = 5.0
 FALLBACK_SECONDS = 120.0
 MAX_TIMEOUTS_PER_EXERCISE = 2   # after two tests of an exercise timed out (or crashed the harness), the rest is not run
 STOPPED = "not run: earlier tests of this exercise timed out or crashed the grader"
-
-
-def is_strike(entry: dict) -> bool:
-    """A test entry that counts towards MAX_TIMEOUTS_PER_EXERCISE: it timed out, it was not left unrun."""
-    return entry.get("category") == "timeout" and bool(entry.get("exercise")) \
-        and not str(entry.get("message", "")).startswith("not run:")
 FILE_NAME = "time-limits.json"
 SHIPPED_FILE = Path(__file__).with_name("reference_times.json")
 SHIPPED_MULTIPLIER = 2 * MULTIPLIER   # timings from another machine, which may be twice as fast as this one
 
 
-class CalibrationError(RuntimeError):
+class CalibrationError(ShardlabError, RuntimeError):
     """The reference could not be timed (it failed a test here, or there is no reference)."""
 
 

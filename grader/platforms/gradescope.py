@@ -13,8 +13,9 @@ The zip holds the course as grading uses it: the grader package, every exercise'
 hidden, with their conftests), the root conftest.py, and pyproject.toml with the README it names, so
 that setup.sh can `pip install -e` the project with its pinned dependencies. It holds neither solutions/
 nor exercises/. Grading reads neither, since submissions bring their own modules, and the stubs belong
-to the student handout. verify_autograder_zip checks all this, and the build refuses any zip it finds
-fault with.
+to the student handout. verify_autograder_zip checks all this (what must not ship, with the check every
+builder uses: grader.platforms.no_secrets under its GRADESCOPE policy), and the build refuses any zip it
+finds fault with.
 
 On Gradescope, give the assignment more than the default resources (Autograder Settings): 2 CPUs for 8
 forced host devices, and 2 GB of memory, since a grading child peaked at 480 MB here, close to the
@@ -30,17 +31,18 @@ import stat
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from grader.course import catalog, paths, stubs
+from grader.core.errors import ShardlabError
+from grader.course import catalog, paths
+from grader.platforms import no_secrets
 
 TEMPLATES = Path(__file__).with_name("gradescope_templates")
 SCRIPTS = ("setup.sh", "run_autograder")              # at the zip's root, executable: Gradescope's entry points
 ROOT_FILES = ("pyproject.toml", "README.md", "conftest.py")   # pyproject names the README: pip needs both
 REQUIRED_GRADER_FILES = ("grader/__init__.py", "grader/cli.py", "grader/course/paths.py")
-MIN_SECRET_CHARS = 20   # shorter solution lines ("return out", "}") also occur in code that reveals nothing
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)   # the earliest a zip can hold: the same course gives the same bytes
 
 
-class GradescopeBuildError(RuntimeError):
+class GradescopeBuildError(ShardlabError, RuntimeError):
     """The autograder zip failed its verification; the problems are in `.problems`."""
 
     def __init__(self, path: Path, problems: list[str]):
@@ -85,50 +87,22 @@ def _write_zip(path: Path, files: dict[str, Path]) -> None:
             zf.writestr(_zip_info(name, executable=os.access(source, os.X_OK)), source.read_bytes())
 
 
-def build_gradescope_zip(out_zip: str | Path, *, solutions_dir: Path = paths.SOLUTIONS_DIR) -> Path:
-    """Write the autograder zip to `out_zip` and verify it. If verification finds a problem, nothing is
-    left at `out_zip` and GradescopeBuildError lists what is wrong."""
+def build_gradescope_zip(out_zip: str | Path, *, secrets: no_secrets.CourseSecrets | None = None) -> Path:
+    """Write the autograder zip to `out_zip` and verify it against `secrets` (the course's own by
+    default). If verification finds a problem, nothing is left at `out_zip` and GradescopeBuildError
+    lists what is wrong."""
     out_zip = Path(out_zip)
     out_zip.parent.mkdir(parents=True, exist_ok=True)
     partial = out_zip.with_name(f".{out_zip.name}.part")
     try:
         _write_zip(partial, course_files())
-        problems = verify_autograder_zip(partial, solutions_dir=solutions_dir)
+        problems = verify_autograder_zip(partial, secrets=secrets)
         if problems:
             raise GradescopeBuildError(out_zip, problems)
         os.replace(partial, out_zip)
     finally:
         partial.unlink(missing_ok=True)
     return out_zip
-
-
-# -- what must not go in: the reference solutions ----------------------------------------------------------
-
-def solution_lines(solutions_dir: Path = paths.SOLUTIONS_DIR) -> dict[str, str]:
-    """Every line between `### BEGIN SOLUTION` and `### END SOLUTION` of the references, stripped, with
-    where it is written ("ex01_meshes.py:77")."""
-    found: dict[str, str] = {}
-    for exercise in catalog.EXERCISES:
-        for number, line in stubs.solution_lines(exercise.solution_path(solutions_dir).read_text()):
-            found.setdefault(line, f"{exercise.module_file}:{number}")
-    return found
-
-
-def _lines_of_the_tests(root: Path = paths.REPO_ROOT) -> set[str]:
-    lines: set[str] = set()
-    for exercise in catalog.EXERCISES:
-        for path in _tree(exercise.tests_dir(root / "tests" / "exercises"), root).values():
-            lines |= {line.strip() for line in path.read_text(errors="replace").splitlines()}
-    return lines
-
-
-def secret_lines(solutions_dir: Path = paths.SOLUTIONS_DIR) -> dict[str, str]:
-    """The solution lines no file of the zip may contain (their comments included: they explain the
-    answer). Left out: short ones, and lines the course's own tests contain (a reference computation or
-    a visible test's set-up), which the zip ships by design and so cannot leak any further."""
-    public = _lines_of_the_tests()
-    return {line: where for line, where in solution_lines(solutions_dir).items()
-            if len(line) >= MIN_SECRET_CHARS and line not in public}
 
 
 # -- verification -------------------------------------------------------------------------------------------
@@ -147,17 +121,9 @@ def _missing(names: set[str]) -> list[str]:
             for name in _required_entries() if name not in names]
 
 
-def _forbidden(names: set[str]) -> list[str]:
-    problems = []
-    for name in sorted(names):
-        parts = PurePosixPath(name).parts
-        if parts[0] == "solutions":
-            problems.append(f"{name}: the reference solutions must not be shipped")
-        elif "__pycache__" in parts or name.endswith((".pyc", ".pyo")):
-            problems.append(f"{name}: compiled files must not be shipped")
-        elif name.startswith("/") or ".." in parts:
-            problems.append(f"{name}: unsafe path")
-    return problems
+def _unsafe(names: set[str]) -> list[str]:
+    return [f"{name}: unsafe path" for name in sorted(names)
+            if name.startswith("/") or ".." in PurePosixPath(name).parts]
 
 
 def _script_problems(zf: zipfile.ZipFile, names: set[str]) -> list[str]:
@@ -176,32 +142,24 @@ def _script_problems(zf: zipfile.ZipFile, names: set[str]) -> list[str]:
     return problems
 
 
-def _solution_text(zf: zipfile.ZipFile, secrets: dict[str, str]) -> list[str]:
-    problems = []
-    for info in zf.infolist():
-        if info.is_dir():
-            continue
-        lines = zf.read(info).decode("utf-8", errors="replace").splitlines()
-        leaked = [(number, line.strip()) for number, line in enumerate(lines, start=1) if line.strip() in secrets]
-        if leaked:
-            number, line = leaked[0]
-            problems.append(f"{info.filename}:{number} holds solution text {line!r} (solutions/{secrets[line]})"
-                            + (f" and {len(leaked) - 1} more line(s) of it" if len(leaked) > 1 else ""))
-    return problems
+def _leaks(zf: zipfile.ZipFile, secrets: no_secrets.CourseSecrets | None) -> list[str]:
+    """What the GRADESCOPE policy forbids (a solution line, a solutions folder, a compiled file), in
+    every entry, folders included."""
+    files = {info.filename: b"" if info.is_dir() else zf.read(info) for info in zf.infolist()}
+    return [str(leak) for leak in no_secrets.find_leaks(files, no_secrets.GRADESCOPE, secrets)]
 
 
-def verify_autograder_zip(path: str | Path, *, solutions_dir: Path = paths.SOLUTIONS_DIR) -> list[str]:
+def verify_autograder_zip(path: str | Path, *, secrets: no_secrets.CourseSecrets | None = None) -> list[str]:
     """What is wrong with an autograder zip, or [] when nothing is: required entries (Gradescope's two
-    scripts, executable, and every catalog exercise's visible and hidden tests), no solutions/, no
-    compiled files, and no line of a reference solution (see secret_lines) in any file."""
+    scripts, executable, and every catalog exercise's visible and hidden tests), no unsafe path, and
+    nothing the GRADESCOPE policy of grader.platforms.no_secrets forbids (no solutions/, no compiled
+    file, no line of a reference solution in any file) against `secrets` (the course's own by default)."""
     try:
         with zipfile.ZipFile(path) as zf:
             names = {info.filename for info in zf.infolist() if not info.is_dir()}
-            return (_missing(names) + _forbidden(names) + _script_problems(zf, names)
-                    + _solution_text(zf, secret_lines(solutions_dir)))
+            return _missing(names) + _unsafe(names) + _script_problems(zf, names) + _leaks(zf, secrets)
     except (OSError, zipfile.BadZipFile) as exc:
         return [f"{path} cannot be read as a zip: {exc}"]
 
 
-__all__ = ["GradescopeBuildError", "build_gradescope_zip", "course_files", "secret_lines", "solution_lines",
-           "verify_autograder_zip"]
+__all__ = ["GradescopeBuildError", "build_gradescope_zip", "course_files", "verify_autograder_zip"]

@@ -6,23 +6,23 @@ The handout holds the stubs (exercises/), the visible tests and their conftest.p
 conftest.py, the grader package (checks, pytest plugin, the student commands), a pyproject.toml whose
 dependencies are the course's pins, a README for students and a GitHub Actions workflow that grades
 exercises/ with the visible tests (.github/grade.sh, runnable locally). It never holds solutions/ or a
-hidden test: `verify_handout` scans every file for the reference's solution lines, the hidden tests' lines
-and definitions and the hidden-test marker, and `build_handout` refuses to finish when it finds any.
+hidden test: `verify_handout` scans every file with the check every builder uses (grader.platforms.no_secrets,
+under its HANDOUT policy), and `build_handout` refuses to finish when it finds anything.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import shutil
 import stat
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
+from grader.core.errors import ShardlabError
 from grader.course import catalog, paths, stubs
+from grader.platforms import no_secrets
 
 DEFAULT_COURSE_NAME = "shardlab"
 TEMPLATES_DIR = Path(__file__).parent / "templates" / "handout"
@@ -40,25 +40,20 @@ SUBSTITUTED = {"README.md", "pyproject.toml.in"}   # the others are shipped verb
 INSTRUCTOR_ONLY = {"nbgrader", "nbformat"}       # dependencies the students' commands never import
 # Course trees a handout must never be written into (nor the course itself be inside the handout).
 PROTECTED = ("grader", "solutions", "exercises", "tests", "examples")
-# Lines this short ("return out", "entries = []") are what anyone writes; longer ones identify their source.
-MIN_DISTINCTIVE = 20
-# Imports and bare names ("assert_sharded_like,") are the grader's public API, not a solution or a test.
-NOT_DISTINCTIVE = re.compile(r"(import|from)\s.*|[\w.]+,?\)?")
-# Written as a pattern so that this module, shipped in the handout's grader/, does not hold the marker.
-HIDDEN_MARKER = re.compile(r"pytest\s*\.\s*mark\s*\.\s*hidden\b")
 
 
-class HandoutError(RuntimeError):
+class HandoutError(ShardlabError, RuntimeError):
     """The handout cannot be written, or what was written holds something students must not see."""
 
 
 # ------------------------------------------------------------------------------------------- build
 
 
-def build_handout(out: str | Path, *, course_name: str = DEFAULT_COURSE_NAME, force: bool = False) -> Path:
+def build_handout(out: str | Path, *, course_name: str = DEFAULT_COURSE_NAME, force: bool = False,
+                  secrets: no_secrets.CourseSecrets | None = None) -> Path:
     """Write the student handout into `out` (new or empty; with force its contents are replaced),
-    verify it, and return its path. A handout that fails verification is deleted, and HandoutError
-    lists what was found."""
+    verify it against `secrets` (the course's own by default), and return its path. A handout that
+    fails verification is deleted, and HandoutError lists what was found."""
     out = Path(out).expanduser().resolve()
     check_destination(out)
     _check_stubs_current()
@@ -67,11 +62,11 @@ def build_handout(out: str | Path, *, course_name: str = DEFAULT_COURSE_NAME, fo
     _copy_tests(out)
     _copy_grader(out)
     _write_templates(out, course_name)
-    problems = verify_handout(out)
-    if problems:
+    leaks = no_secrets.find_leaks(handout_files(out), no_secrets.HANDOUT, secrets)
+    if leaks:
         shutil.rmtree(out)
-        shown = "\n  ".join(problems[:40]) + (f"\n  ... and {len(problems) - 40} more" if len(problems) > 40 else "")
-        raise HandoutError(f"the handout would reveal what students must not see, so it was deleted:\n  {shown}")
+        raise HandoutError(f"the handout would reveal what students must not see, so it was deleted:\n  "
+                           f"{no_secrets.listing(leaks)}")
     return out
 
 
@@ -118,13 +113,13 @@ def _copy_exercises(out: Path) -> None:
 
 
 def _copy_tests(out: Path) -> None:
-    """The root conftest.py, and each exercise's visible tests with the conftest.py they share."""
+    """The root conftest.py, and each exercise's visible tests with the files they run beside."""
     _copy(paths.REPO_ROOT / "conftest.py", out / "conftest.py")
     for exercise in catalog.EXERCISES:
         target = exercise.tests_dir(out / "tests" / "exercises")
         _copy(exercise.tests_dir() / "test_visible.py", target / "test_visible.py")
-        if (exercise.tests_dir() / "conftest.py").is_file():
-            _copy(exercise.tests_dir() / "conftest.py", target / "conftest.py")
+        for support in exercise.support_files():
+            _copy(support, target / support.name)
 
 
 def _copy_grader(out: Path) -> None:
@@ -182,87 +177,21 @@ def _toml(value) -> str:
 # ------------------------------------------------------------------------------------------ verify
 
 
-@dataclass(frozen=True)
-class Secrets:
-    """What must never appear in a handout, as found in the course tree."""
-
-    lines: dict[str, str]          # distinctive line (stripped) -> the file it comes from
-    hidden_names: frozenset[str]   # test functions and classes defined only in hidden test files
-
-    def definitions_pattern(self) -> re.Pattern | None:
-        """A hidden test defined again. Its name alone is no secret: students see it in their feedback."""
-        names = sorted(self.hidden_names, key=len, reverse=True)
-        return re.compile(r"\b(?:def|class)\s+(" + "|".join(map(re.escape, names)) + r")\b") if names else None
-
-
-def course_secrets(root: Path = paths.REPO_ROOT) -> Secrets:
-    """The reference's solution lines and the hidden tests' lines and names, less whatever the course
-    ships to students anyway (the stubs, the visible tests, the conftest files) and trivial lines."""
-    solutions = sorted((root / "solutions").glob("*.py"))
-    hidden = sorted((root / "tests" / "exercises").glob("*/test_hidden.py"))
-    if not solutions or not hidden:
-        raise HandoutError(f"verifying a handout needs the course's solutions/ and hidden tests: none under {root}")
-    public = _public_files(root)
-    shipped = {line.strip() for path in public for line in path.read_text().splitlines()}
-    lines: dict[str, str] = {}
-    for path in solutions:
-        for _, line in stubs.solution_lines(path.read_text()):
-            lines.setdefault(line, str(path.relative_to(root)))
-    for path in hidden:
-        for line in path.read_text().splitlines():
-            lines.setdefault(line.strip(), str(path.relative_to(root)))
-    distinctive = {line: source for line, source in lines.items() if _distinctive(line) and line not in shipped}
-    visible_names = {name for path in public for name in _test_names(path)}
-    hidden_names = {name for path in hidden for name in _test_names(path)} - visible_names
-    return Secrets(distinctive, frozenset(hidden_names))
+def handout_files(root: Path) -> dict[str, bytes]:
+    """Every file and folder ("name/") of the handout at `root`, by its path in it; .git is the
+    instructor's own (a handout may become a repository)."""
+    files: dict[str, bytes] = {}
+    for path in sorted(p for p in root.rglob("*") if ".git" not in p.relative_to(root).parts):
+        name = path.relative_to(root).as_posix()
+        if path.is_dir():
+            files[f"{name}/"] = b""
+        else:
+            files[name] = path.read_bytes()
+    return files
 
 
-def _distinctive(line: str) -> bool:
-    return len(line) >= MIN_DISTINCTIVE and not NOT_DISTINCTIVE.fullmatch(line)
-
-
-def _public_files(root: Path) -> list[Path]:
-    tests = root / "tests" / "exercises"
-    return [root / "conftest.py", *sorted((root / "exercises").glob("*.py")),
-            *sorted(tests.glob("*/test_visible.py")), *sorted(tests.glob("*/conftest.py"))]
-
-
-def _test_names(path: Path) -> set[str]:
-    """Test functions and classes a file defines, at any depth."""
-    tree = ast.parse(path.read_text(), str(path))
-    return {node.name for node in ast.walk(tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test")
-            or isinstance(node, ast.ClassDef) and node.name.startswith("Test")}
-
-
-def verify_handout(path: str | Path, *, course: Path = paths.REPO_ROOT) -> list[str]:
-    """Every problem found in the handout at `path`: hidden test files, a solutions folder, lines of
-    the reference's solutions or of the hidden tests, a hidden test's definition, the hidden-test marker.
-    Each problem is "file:line: what"; an empty list means the handout is clean."""
-    root = Path(path)
-    secrets = course_secrets(course)
-    definitions = secrets.definitions_pattern()
-    problems = []
-    for file in sorted(p for p in root.rglob("*") if ".git" not in p.relative_to(root).parts):
-        where = file.relative_to(root).as_posix()
-        if file.is_dir():
-            if file.name == "solutions":
-                problems.append(f"{where}/: a solutions folder")
-            continue
-        if file.name == "test_hidden.py":
-            problems.append(f"{where}: a hidden test file")
-        for number, line in enumerate(file.read_text(errors="replace").splitlines(), start=1):
-            problems += _line_problems(f"{where}:{number}", line, secrets, definitions)
-    return problems
-
-
-def _line_problems(where: str, line: str, secrets: Secrets, definitions: re.Pattern | None) -> list[str]:
-    found = []
-    stripped = line.strip()
-    if stripped in secrets.lines:
-        found.append(f"{where}: a line of {secrets.lines[stripped]}: {stripped[:80]}")
-    if HIDDEN_MARKER.search(line):
-        found.append(f"{where}: marks a test as hidden")
-    if definitions and (match := definitions.search(line)):
-        found.append(f"{where}: defines the hidden test {match.group(1)}")
-    return found
+def verify_handout(path: str | Path, *, secrets: no_secrets.CourseSecrets | None = None) -> list[str]:
+    """Every problem found in the handout at `path` under the handout's policy (grader.platforms.no_secrets:
+    no solution line, no hidden test, no solutions folder, no compiled file), each "file:line: what";
+    an empty list means the handout is clean. `secrets`: the course's own by default."""
+    return [str(leak) for leak in no_secrets.find_leaks(handout_files(Path(path)), no_secrets.HANDOUT, secrets)]

@@ -5,11 +5,14 @@ nbgrader_config.py, and the feedback preprocessor that keeps hidden test code ou
     cd COURSE_DIR && nbgrader generate_assignment ex04_sharded_layer   # then release, collect, autograde...
 
 By default each exercise is its own assignment, named by its id; a group puts several exercises'
-notebooks into one assignment.
+notebooks into one assignment. Before anything is written, each notebook as `nbgrader generate_assignment`
+will release it (nbgrader's own ClearSolutions and ClearHiddenTests) goes through the check every builder
+uses (grader.platforms.no_secrets, its NBGRADER_RELEASE policy): no solution line and no hidden test.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 
@@ -18,7 +21,7 @@ from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
 from grader.course import catalog
-from grader.platforms import notebooks
+from grader.platforms import no_secrets, notebooks
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -117,12 +120,32 @@ def nbgrader_config(course_id: str, *, timeout: int = 600) -> str:
     return CONFIG_TEMPLATE.format(course_id=course_id, timeout=timeout, pattern=NOISE_PATTERN)
 
 
+def released(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook as `nbgrader generate_assignment` releases it, as far as what it shows goes: nbgrader's
+    own preprocessors replace each solution block by the stub and remove each hidden test block."""
+    # Imported here, not above: importing nbgrader takes seconds, and only a build needs it.
+    from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions
+
+    notebook = copy.deepcopy(notebook)
+    for preprocessor in (ClearSolutions(), ClearHiddenTests()):
+        notebook, _ = preprocessor.preprocess(notebook, {})
+    return notebook
+
+
+def released_files(notebooks_by_name: dict[str, nbformat.NotebookNode]) -> dict[str, str]:
+    """Every cell of every released notebook, as "<notebook's name>#<cell id>" -> its source."""
+    return {f"{name}#{cell.id}": cell.source
+            for name, notebook in notebooks_by_name.items() for cell in released(notebook).cells}
+
+
 def build_course(course_dir: str | Path, *, groups: dict[str, list[catalog.Exercise]] | None = None,
                  exercises: list[str] | None = None, course_id: str = "shardlab",
-                 tests: list[dict] | None = None) -> list[Path]:
+                 tests: list[dict] | None = None, secrets: no_secrets.CourseSecrets | None = None) -> list[Path]:
     """Write source/<assignment>/<exercise id>.ipynb for every exercise (or those named) and
     nbgrader_config.py into `course_dir`; returns the files written. `tests` is collect_tests()'s
-    metadata, collected here when not given."""
+    metadata, collected here when not given. Raises no_secrets.LeaksFound, having written nothing, when
+    a notebook as released would hold a solution line or a hidden test of `secrets` (the course's own
+    by default)."""
     config = nbgrader_config(course_id)   # a bad course id fails before anything is written
     chosen = [catalog.get(name) for name in exercises] if exercises else list(catalog.EXERCISES)
     groups = groups or {}
@@ -132,14 +155,16 @@ def build_course(course_dir: str | Path, *, groups: dict[str, list[catalog.Exerc
         from grader.grading.collection import collect_tests
 
         tests = collect_tests(chosen)
+    built = {f"{assignment}/{exercise.id}.ipynb": notebooks.exercise_notebook(exercise, tests)
+             for assignment, members in plan.items() for exercise in members}
+    no_secrets.refuse_leaks(released_files({f"release/{name}": nb for name, nb in built.items()}),
+                            no_secrets.NBGRADER_RELEASE, secrets)
     root = Path(course_dir)
     written = []
-    for assignment, members in plan.items():
-        folder = root / "source" / assignment
-        folder.mkdir(parents=True, exist_ok=True)
-        for exercise in members:
-            path = folder / f"{exercise.id}.ipynb"
-            nbformat.write(notebooks.exercise_notebook(exercise, tests), path)
-            written.append(path)
+    for name, notebook in built.items():
+        path = root / "source" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, path)
+        written.append(path)
     (root / "nbgrader_config.py").write_text(config)
     return written + [root / "nbgrader_config.py"]

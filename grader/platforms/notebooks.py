@@ -42,6 +42,7 @@ from pathlib import Path
 
 import nbformat
 
+from grader.core.errors import ShardlabError
 from grader.course import catalog, stubs
 
 SCHEMA_VERSION = 3
@@ -213,10 +214,11 @@ verify_host_devices()   # fails here if jax had already started with another dev
 %load_ext grader.platforms.notebooks"""
 
 
-def tests_setup_source(exercise: catalog.Exercise, conftest: str | None, visible_module_code: str) -> str:
+def tests_setup_source(exercise: catalog.Exercise, support: dict[str, str], visible_module_code: str) -> str:
+    """support: the files the tests run beside (conftest.py, driver.py), by name."""
     sections = [f"%%{SETUP_MAGIC} {exercise.id}",
                 "# What the tests below need besides their own code: the files they run beside.",
-                *([f"# ---- conftest.py ----\n{conftest.strip()}"] if conftest else []),
+                *(f"# ---- {name} ----\n{text.strip()}" for name, text in support.items()),
                 f"# ---- test_visible.py ----\n{visible_module_code}"]
     return "\n".join(sections)
 
@@ -229,8 +231,7 @@ def exercise_notebook(exercise: catalog.Exercise, tests: list[dict]) -> nbformat
     """The exercise's notebook; `tests` is collect_tests()'s metadata (for each test function's points)."""
     parts = solution_parts(exercise.solution_path().read_text())
     files = {name: test_file_parts((exercise.tests_dir() / name).read_text()) for name in TEST_FILES}
-    conftest_path = exercise.tests_dir() / "conftest.py"
-    conftest = conftest_path.read_text() if conftest_path.is_file() else None
+    support = {path.name: path.read_text() for path in exercise.support_files()}
     points = function_points(exercise, tests)
     hidden = {test["nodeid"].split("[", 1)[0].rsplit("::", 1)[1] for test in tests
               if test["exercise"] == exercise.id and test["hidden"]}
@@ -240,7 +241,7 @@ def exercise_notebook(exercise: catalog.Exercise, tests: list[dict]) -> nbformat
     for role, name, source in parts.cells:
         cells.append(_cell(exercise, role, name, source, solution=role == "solution"))
     cells.append(_cell(exercise, "tests-setup", "",
-                       tests_setup_source(exercise, conftest, files["test_visible.py"].module_code)))
+                       tests_setup_source(exercise, support, files["test_visible.py"].module_code)))
     for file, role in (("test_visible.py", "test"), ("test_hidden.py", "hidden")):
         for function, code in files[file].functions.items():
             if (function in hidden) != (role == "hidden"):
@@ -296,7 +297,7 @@ def namespace_under_test() -> types.SimpleNamespace:
     return _namespace
 
 
-class TestCellFailed(AssertionError):
+class TestCellFailed(ShardlabError, AssertionError):
     """No test case of the cell passed. The message is the report; IPython shows it without a traceback."""
 
     __test__ = False   # not a pytest test class
@@ -421,7 +422,7 @@ def test_magic(line: str, cell: str, namespace: dict) -> float | None:
     setup = _setups.get(exercise_id)
     if setup is None:
         raise RuntimeError(f"run the tests-setup cell of {exercise_id} first (the cell above the tests)")
-    files = {"conftest.py": setup["conftest.py"]} if "conftest.py" in setup else {}
+    files = {name: setup[name] for name in catalog.SUPPORT_FILES if name in setup}
     files[file] = f"{setup['test_visible.py']}\n\n{cell}" if file == "test_visible.py" else cell
     result = run_tests(exercise_id, files, namespace, points=points, module_source=notebook_module(namespace))
     if not result.any_passed:

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader.core.results import Category, TestResult
+from grader.core.results import Category, SpeedFigures, TestResult
 from grader.grading.results import ExerciseResult, GradingResults
 
 # Gradescope's visibility values (gradescope-autograders.readthedocs.io/en/latest/specs/).
@@ -57,15 +57,17 @@ def points(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
-def speedup_figures(fig: dict[str, Any]) -> str:
-    """One line with a speedup test's measured figures (the dict of SpeedupResult.as_dict, from JSON)."""
-    low, high = fig["spread"]
-    calibration = f", calibration kernel {fig['calibration']:.2f}x" if fig.get("calibration") is not None else ""
-    policy = f", {fig['policy']}" if fig.get("policy") else ""
-    return (f"{fig['label']}: speedup {fig['speedup']:.2f}x (IQR {low:.2f}-{high:.2f}), threshold "
-            f"{fig['threshold']:.2f}x {'met' if fig['met'] else 'NOT met'}{policy}; "
-            f"{fig['baseline_s'] * 1e3:.2f} ms -> {fig['candidate_s'] * 1e3:.2f} ms over {fig['repeats']} "
-            f"interleaved repeats; {fig['devices']} devices on {fig['cores']} cores ({fig['platform']}){calibration}")
+def speedup_figures(fig: SpeedFigures) -> str:
+    """One line with a speedup test's measured figures."""
+    low, high = fig.spread
+    calibration = f", calibration kernel {fig.calibration:.2f}x" if fig.calibration is not None else ""
+    policy = f", {fig.policy}" if fig.policy else ""
+    medians = (f"{fig.baseline_s * 1e3:.2f} ms -> {fig.candidate_s * 1e3:.2f} ms over "
+               if fig.baseline_s is not None and fig.candidate_s is not None else "")
+    return (f"{fig.label}: speedup {fig.speedup:.2f}x (IQR {low:.2f}-{high:.2f}), threshold "
+            f"{fig.threshold:.2f}x {'met' if fig.met else 'NOT met'}{policy}; "
+            f"{medians}{fig.repeats} interleaved repeats; {fig.devices} devices on {fig.cores} cores "
+            f"({fig.platform}){calibration}")
 
 
 def verdict(test: TestResult) -> str:
@@ -127,11 +129,39 @@ def _json_text(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
+_ONE_LINE = 100   # characters
+
+
+def _compact_json_text(value: Any, indent: int = 0) -> str:
+    """Like json.dumps(indent=2), but a list or object that holds no object and fits in _ONE_LINE characters
+    is written on one line: a layout's blocks ({"index": [[0, 4], [0, 3]], "devices": [0]}) take one line
+    each instead of twelve, which keeps report.json about half as large. The data is the same."""
+    if not isinstance(value, (list, dict)) or not value:
+        return json.dumps(value)
+    items = list(value.values()) if isinstance(value, dict) else value
+    one_line = json.dumps(value)
+    if len(one_line) <= _ONE_LINE and not any(_holds_object(item) for item in items):
+        return one_line
+    pad = " " * (indent + 2)
+    if isinstance(value, dict):
+        lines = [f"{pad}{json.dumps(key)}: {_compact_json_text(item, indent + 2)}" for key, item in value.items()]
+        opening, closing = "{", "}"
+    else:
+        lines = [pad + _compact_json_text(item, indent + 2) for item in value]
+        opening, closing = "[", "]"
+    return opening + "\n" + ",\n".join(lines) + "\n" + " " * indent + closing
+
+
+def _holds_object(value: Any) -> bool:
+    return isinstance(value, dict) or isinstance(value, list) and any(_holds_object(item) for item in value)
+
+
 # -- shardlab's full result --------------------------------------------------------------------------
 
 def write_report_json(results: GradingResults, path: str | Path) -> Path:
-    """Everything grading found, as GradingResults.to_dict() (GradingResults.from_dict reads it back)."""
-    return _write_atomically(path, _json_text(results.to_dict()))
+    """Everything grading found, as GradingResults.to_dict() (GradingResults.from_dict reads it back): with
+    each test's strike and facts (its layouts, collectives and speedup figures)."""
+    return _write_atomically(path, _compact_json_text(results.to_dict()) + "\n")
 
 
 # -- Gradescope ----------------------------------------------------------------------------------------
@@ -174,7 +204,7 @@ def _gradescope_test(exercise: ExerciseResult, number: str, test: TestResult, sc
                      hidden_visibility: str) -> dict[str, Any]:
     extra: dict[str, Any] = {"nodeid": test.nodeid, "category": str(test.category), "duration": test.duration}
     if test.speedup:
-        extra["speedup"] = test.speedup
+        extra["speedup"] = test.speedup.to_dict()
     return {
         "score": score,
         "max_score": max_score,

@@ -1,22 +1,21 @@
-"""The harness's side of a multi-controller run (ex12): the student's module in several processes.
+"""The harness's side of a multi-process run (ex12): the student's module in several processes.
 
 One sandbox (grader.worker.confinement) holds a launcher (grader.worker.cluster_launch), the grader's
 coordinator (grader.worker.cluster_coordinator) and the P processes (grader.worker.cluster_process), each
 with its own forced host devices and a folder and Landlock ruleset of its own, joined by the student's
-`initialize` over the sandbox's network (a loopback of its own, so parallel grading jobs never meet on a
-port). The harness draws each process's rows here, at random, per run, and gives each process only its
-own; it reads what each reports, and kills the whole tree when the run ends or when no process has
-reported anything for `quiet_seconds`.
+join step over the sandbox's network (a loopback of its own, so parallel grading jobs never meet on a
+port). What the processes do is the exercise's driver (grader.worker.cluster_driver): the harness draws
+each process's inputs with it, at random, per run, gives each process only its own, and hands every
+process the driver's source; it reads what each reports, and kills the whole tree when the run ends or
+when no process has reported anything for `quiet_seconds`. Nothing here knows an exercise's functions.
 
 What the verdicts rest on. A process's reports are data from the student's side (the student's code can
-rewrite the reporting code), so they pass only by being the right answer, and the harness checks what
-it can see itself (ClusterRun.not_joined): that every process joined jax's coordination service, which
-the grader runs and observes (every process registered, its jax published devices of its own there), and
-held its own connection to it when its initialize returned (read from /proc by the harness). A sum or a
-gather is right in process i only if the other processes' rows reached it: they share no writable file,
-so they came over the network. The layout of the array global_from_local built is judged from the blocks
-every process says it holds, and its rows (drawn for that call only) must come back whole in every
-process when the grader gathers that array.
+rewrite the driver and the reporting code), so they pass only by being the right answer, and the harness
+checks what it can see itself (ClusterRun.not_joined): that every process joined jax's coordination
+service, which the grader runs and observes (every process registered, its jax published devices of its
+own there), and held its own connection to it when its join step returned (read from /proc by the
+harness). The processes share no writable file, so what one learned of another's inputs came over the
+network; the exercise's checks judge the answers against the draw (ClusterRun.inputs).
 """
 
 from __future__ import annotations
@@ -35,10 +34,11 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from grader.core.errors import ShardlabError
 from grader.course.implementations import ImplementationImportError, NotAttempted
 from grader.worker import cluster_census, confinement, protocol
-from grader.worker.cluster_process import STEPS, USE_STEP
-from grader.worker.remote import WorkerCrashed, WorkerTimeout, describe_death, remote_exception
+from grader.worker.cluster_driver import DrawnInputs, Driver
+from grader.worker.failures import WorkerCrashed, WorkerTimeout, describe_death, remote_exception
 
 # No report from any process for this long, once every process has started: the run hangs. An honest
 # run's longest silence after that is the processes joining, about a second; 10 s keeps a hang in both
@@ -60,7 +60,7 @@ class ClusterCrashed(WorkerCrashed):
     """This process died before it finished this step."""
 
 
-class NotJoined(AssertionError):
+class NotJoined(ShardlabError, AssertionError):
     """The step returned, but the grader did not see this process join the others."""
 
 
@@ -68,8 +68,8 @@ class NotJoined(AssertionError):
 class ClusterRun:
     processes: int
     devices_per_process: int
-    rows: list[np.ndarray]                 # each process's rows for global_from_local; the harness's secret
-    given_rows: list[np.ndarray]           # each process's rows of the grader's array (global_sum, gather)
+    steps: tuple[str, ...]                 # the driver's, the join first
+    inputs: DrawnInputs                    # the driver's draw for this run: each process got only its own part
     isolation: str
     reports: dict[tuple[int, str], dict] = field(default_factory=dict)   # (process, step) -> its answer
     started: dict[int, str] = field(default_factory=dict)   # the last step each process began
@@ -81,8 +81,6 @@ class ClusterRun:
     output: str = ""                       # what the processes printed, truncated
     coordinator: str = ""                  # "127.0.0.1:port", as the launcher chose it
     workdir: str = ""                      # the run's folder: each process works in a folder of its own in it
-    late_process: int = 0                  # arrives `lateness` seconds late at the barrier (drawn per run)
-    lateness: float = 0.0
     seen: dict[tuple[int, str, str], float] = field(default_factory=dict)   # (process, step, "started" or
     #                                        "done") -> when the harness received it, in seconds from the start
     # What the grader saw itself, rather than a process's word:
@@ -92,25 +90,19 @@ class ClusterRun:
     published: dict[int, list[int]] = field(default_factory=dict)   # process -> the global ids of the devices its
     #                                        jax published to the grader's coordinator
     connection: dict[int, str | None] = field(default_factory=dict)   # process -> None when the harness saw it
-    #                                        hold a connection to the coordinator as its initialize returned
+    #                                        hold a connection to the coordinator as its join step returned
     service_error: str | None = None       # the grader's coordinator failed (the grader's fault, not the student's)
 
     @property
-    def expected(self) -> np.ndarray:
-        """The global array global_from_local builds: process i's rows are block i."""
-        return np.concatenate(self.rows)
-
-    @property
-    def given(self) -> np.ndarray:
-        """The grader's global array, given to global_sum and gather_to_host."""
-        return np.concatenate(self.given_rows)
+    def join_step(self) -> str:
+        return self.steps[0]
 
     def not_joined(self, process: int) -> str | None:
         """None when the grader saw `process` join the others through its coordinator, else why not."""
         where = f"the coordinator at {self.coordinator}"
-        seen = self.connection.get(process, "its initialize never returned")
+        seen = self.connection.get(process, f"its {self.join_step} never returned")
         if seen is not None:
-            return f"process {process} was not connected to {where} when its initialize returned ({seen})"
+            return f"process {process} was not connected to {where} when its {self.join_step} returned ({seen})"
         if not self.registered:
             return f"not every process registered with {where}"
         devices = self.published.get(process)
@@ -124,6 +116,8 @@ class ClusterRun:
     def result(self, process: int, step: str):
         """What `step` returned in `process`; raises what it raised, or why it never finished, or
         NotJoined when the grader did not see the process join the others (nothing it returns counts then)."""
+        if step not in self.steps:
+            raise ValueError(f"{step!r} is not a step of this run's driver: {', '.join(self.steps)}")
         if self.import_error is not None:
             raise ImplementationImportError(self.import_error)
         report = self.reports.get((process, step))
@@ -137,7 +131,7 @@ class ClusterRun:
             raise self._unfinished(process, step)
         if reason is not None:
             raise NotJoined(f"{reason}: the grader did not see process {process} join the others, so nothing it "
-                            f"reports counts (initialize must join them with jax.distributed.initialize)")
+                            f"reports counts ({self.join_step} must join them with jax.distributed.initialize)")
         return report["ok"]
 
     def left_behind(self) -> tuple[list[psutil.Process], list]:
@@ -156,10 +150,10 @@ class ClusterRun:
         return float(self.reports[(process, step)]["seconds"])
 
     def _unfinished(self, process: int, step: str) -> BaseException:
-        init = self.reports.get((process, "initialize"))
-        if step != "initialize" and init is not None and "error" in init:
-            failure = remote_exception(init["error"])   # a stub's NotImplementedError stays "not attempted"
-            failure.args = (f"process {process} never got to {step}: initialize raised "
+        join = self.reports.get((process, self.join_step))
+        if step != self.join_step and join is not None and "error" in join:
+            failure = remote_exception(join["error"])   # a stub's NotImplementedError stays "not attempted"
+            failure.args = (f"process {process} never got to {step}: {self.join_step} raised "
                             f"{type(failure).__name__}: {failure}",)
             return failure
         where = self.started.get(process)
@@ -175,15 +169,15 @@ class ClusterRun:
         return ClusterCrashed(f"process {process} ended without reporting {step}()")
 
 
-def _spec(run: ClusterRun, module_path: Path) -> bytes:
-    """What the launcher is given: each process's task, and what each process may read and write."""
+def _spec(run: ClusterRun, driver: Driver, module_path: Path) -> bytes:
+    """What the launcher is given: each process's task, the driver every process runs, and what each
+    process may read and write."""
     tasks = [{"process_id": i, "processes": run.processes, "devices": run.devices_per_process,
-              "rows": protocol.encode(rows), "given": protocol.encode(given),
-              "barrier_sleep": run.lateness if i == run.late_process else 0.0}
-             for i, (rows, given) in enumerate(zip(run.rows, run.given_rows))]
+              "inputs": protocol.encode(run.inputs.for_process(i))} for i in range(run.processes)]
     readable = [*confinement.SYSTEM_PATHS, *confinement.python_paths(), str(module_path.parent), "/proc", "/sys",
                 *confinement.DEVICES[2:]]
-    return json.dumps({"tasks": tasks, "readable": readable, "writable": list(confinement.DEVICES[:2])}).encode()
+    return json.dumps({"tasks": tasks, "driver": {"source": driver.source, "name": f"<driver {driver.path.name}>"},
+                       "readable": readable, "writable": list(confinement.DEVICES[:2])}).encode()
 
 
 def _read_reports(fd: int, into: queue.Queue) -> None:
@@ -241,7 +235,7 @@ def _record(run: ClusterRun, raw: dict, when: float, sandbox: confinement.Confin
     if isinstance(message.get("import_error"), str) and run.import_error is None:
         run.import_error = message["import_error"]
     step = message.get("step")
-    if step not in (*STEPS, USE_STEP):
+    if step not in run.steps:
         return
     if message.get("started") is True:
         run.started[process] = step
@@ -249,12 +243,12 @@ def _record(run: ClusterRun, raw: dict, when: float, sandbox: confinement.Confin
     elif ("ok" in message or isinstance(message.get("error"), dict)) and isinstance(message.get("seconds"), float):
         run.reports[(process, step)] = message
         run.seen[(process, step, "done")] = when
-        if step == "initialize" and "ok" in message and process not in run.connection:
+        if step == run.join_step and "ok" in message and process not in run.connection:
             run.connection[process] = _connection(run, process, sandbox)
 
 
 def _connection(run: ClusterRun, process: int, sandbox: confinement.ConfinedProcess) -> str | None:
-    """The harness's own look, as the process's initialize has just returned: None when it holds a
+    """The harness's own look, as the process's join step has just returned: None when it holds a
     connection to the coordinator, else what the harness saw."""
     pid = run.sandbox_pids.get(process)
     launcher = cluster_census.launcher_pid(sandbox.pid)
@@ -267,43 +261,49 @@ def _connection(run: ClusterRun, process: int, sandbox: confinement.ConfinedProc
     return cluster_census.connected_to(host, int(port)) if port.isdigit() else "the run had no coordinator"
 
 
-def run_cluster(module_path: Path, *, processes: int = 2, devices_per_process: int = 4,
-                isolation: confinement.Isolation | None = None, rows_per_process: int = 8,
-                lateness: tuple[float, float] = (1.0, 2.0), quiet_seconds: float = QUIET_SECONDS,
+def _let_go(hold_w: int) -> None:
+    try:
+        os.write(hold_w, b"1")
+    except OSError:   # the launcher is gone
+        pass
+
+
+def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, devices_per_process: int = 4,
+                isolation: confinement.Isolation | None = None, quiet_seconds: float = QUIET_SECONDS,
                 limit_seconds: float = LIMIT_SECONDS, scratch: Path | None = None) -> ClusterRun:
-    """Run the student's module (ex12) in `processes` processes and collect what each reports.
-    isolation None: a plain process tree of its own (a student's `shardlab check`)."""
+    """Run the student's module in `processes` processes, each running `driver` (a course's driver, never a
+    submission's), and collect what each reports. isolation None: a plain process tree of its own (a
+    student's `shardlab check`)."""
     module_path = Path(module_path).resolve()
     if not module_path.is_file():
         raise NotAttempted(f"{module_path.name} is missing from {module_path.parent}")
     level = isolation or confinement.Isolation.PROCESS
-    # Unseeded: no process can know another's rows in advance, nor which process comes late to the
-    # barrier and by how much (only that one is told, so a barrier that just sleeps cannot pass).
-    rng = np.random.default_rng()
-    draw = lambda: [rng.normal(size=(rows_per_process, 3)).astype(np.float32) for _ in range(processes)]   # noqa: E731
-    run = ClusterRun(processes, devices_per_process, draw(), draw(), level.value,
-                     late_process=int(rng.integers(processes)), lateness=float(rng.uniform(*lateness)))
+    # Unseeded: no process can know another's inputs in advance.
+    inputs = driver.draw(np.random.default_rng(), processes, devices_per_process)
+    run = ClusterRun(processes, devices_per_process, driver.steps, inputs, level.value)
     workdir = Path(tempfile.mkdtemp(prefix="cluster-", dir=scratch))
     run.workdir = str(workdir)
     output_path = workdir.parent / f"{workdir.name}.out"
     report_r, report_w = os.pipe()
     tasks_r, tasks_w = os.pipe()
+    hold_r, hold_w = os.pipe()   # the harness's word that the processes may leave (cluster_launch)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
            "JAX_PLATFORMS": "cpu", "PYTHONDONTWRITEBYTECODE": "1"}
     argv = [sys.executable, "-I", "-B", "-m", "grader.worker.cluster_launch", str(report_w), str(tasks_r),
-            str(module_path)]
+            str(hold_r), str(module_path)]
     begun = time.monotonic()
     with open(output_path, "ab") as output:
         process = confinement.spawn_confined(argv, level=level, workdir=workdir, readable=[module_path.parent],
-                                             env=env, pass_fds=(report_w, tasks_r), stdout=output, network=True)
-    os.close(report_w)
-    os.close(tasks_r)
+                                             env=env, pass_fds=(report_w, tasks_r, hold_r), stdout=output,
+                                             network=True)
+    for fd in (report_w, tasks_r, hold_r):
+        os.close(fd)
     messages: queue.Queue = queue.Queue()
     reader = threading.Thread(target=_read_reports, args=(report_r, messages), daemon=True)
     reader.start()
     try:
         try:
-            os.write(tasks_w, _spec(run, module_path))
+            os.write(tasks_w, _spec(run, driver, module_path))
         except BrokenPipeError:
             pass
         os.close(tasks_w)
@@ -317,11 +317,15 @@ def run_cluster(module_path: Path, *, processes: int = 2, devices_per_process: i
                 break
             if raw is None:
                 break
+            if raw.get("finished") is True:   # every report before it is recorded, every census taken
+                _let_go(hold_w)
+                continue
             _record(run, raw, time.monotonic() - begun, process)
     finally:
         process.kill_tree()   # whatever is left of the run, the sandbox's loopback with it
         reader.join(timeout=10)
         os.close(report_r)
+        os.close(hold_w)
         run.seconds = time.monotonic() - begun
         text = output_path.read_bytes().decode(errors="replace")
         run.output = text if len(text) <= OUTPUT_CHARS else text[-OUTPUT_CHARS:]

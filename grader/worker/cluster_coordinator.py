@@ -1,4 +1,4 @@
-"""The coordinator of a multi-controller run (ex12): jax's coordination service, run by the grader.
+"""The coordinator of a multi-process run (ex12): jax's coordination service, run by the grader.
 
     python -I -B -m grader.worker.cluster_coordinator REPORT_FD ADDRESS PROCESSES
 

@@ -1,4 +1,4 @@
-"""Inside one sandbox: start the coordinator and the processes of a multi-controller run, relay their reports.
+"""Inside one sandbox: start the coordinator and the processes of a multi-process run, relay their reports.
 
 The sandbox's network is the run's own (a loopback no other grading job sees). The launcher picks the
 coordinator's port, starts the grader's coordinator there (grader.worker.cluster_coordinator) and the P
@@ -12,19 +12,23 @@ signal or read the memory of any process outside its own domain. Its output goes
 own into the launcher's. So nothing the processes can write is common to two of them: what one process
 learns of another's rows comes over the network.
 
-    python -I -B -m grader.worker.cluster_launch REPORT_FD TASKS_FD MODULE_PATH
+    python -I -B -m grader.worker.cluster_launch REPORT_FD TASKS_FD HOLD_FD MODULE_PATH
 
-TASKS_FD carries one JSON object: {"tasks": [one per process], "readable": [what every process may read],
-"writable": [devices every process may write]}. Relayed to REPORT_FD: {"coordinator": "host:port"},
+TASKS_FD carries one JSON object: {"tasks": [one per process], "driver": {"source", "name"} (the exercise's
+driver, added to every process's task), "readable": [what every process may read], "writable": [devices
+every process may write]}. Relayed to REPORT_FD: {"coordinator": "host:port"},
 {"separated": bool} (each process got a Landlock ruleset of its own), {"service": what the coordinator
-reported}, {"process": i, "pid": its pid here}, {"process": i, "report": ...}, {"process": i, "exit": code}.
-This ends when every process has.
+reported}, {"process": i, "pid": its pid here}, {"process": i, "report": ...}, {"process": i, "exit": code},
+and {"finished": true} once every process has finished: the processes then wait until the harness writes
+to HOLD_FD (or closes it), so that none leaves before the harness has looked at it (its census of each
+process's connection, taken when its report of the join step arrives). This ends when every process has.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -37,6 +41,7 @@ from grader.worker.launch import landlock_abi
 REPORT_LIMIT = 1 << 20          # a process's report holds a few small arrays; anything larger is dropped
 LISTEN_SECONDS = 120.0          # how long the processes wait for the coordinator before trying anyway
 COMPLETE_SECONDS = 5.0          # once every process has finished, how long the coordinator may still report
+HOLD_SECONDS = 10.0             # then how long the harness may take to read every report before they leave
 UNUSED_BIND_ADDRESS = "127.0.0.1:0"   # where the student's process 0 starts jax's service, which no one joins
 
 
@@ -109,7 +114,7 @@ def copy_output(fd: int, lock: threading.Lock) -> None:
 
 
 def main(argv: list[str]) -> int:
-    report_fd, module_path = int(argv[0]), argv[2]
+    report_fd, hold_fd, module_path = int(argv[0]), int(argv[2]), argv[3]
     with os.fdopen(int(argv[1]), "rb") as given:
         spec = json.loads(given.read())
     tasks = spec["tasks"]
@@ -147,7 +152,8 @@ def main(argv: list[str]) -> int:
     def serve(index: int, task: dict, child: subprocess.Popen, read_fd: int) -> None:
         events["listening"].wait(LISTEN_SECONDS)
         try:
-            child.stdin.write(json.dumps({**task, "coordinator": coordinator_address}).encode())
+            child.stdin.write(json.dumps({**task, "coordinator": coordinator_address,
+                                          "driver": spec["driver"]}).encode())
             child.stdin.close()
         except OSError:   # it died before reading its task
             pass
@@ -173,6 +179,9 @@ def main(argv: list[str]) -> int:
     # Every process has finished (or died): what the coordinator saw is reported before any leaves.
     if events["registered"].is_set() and not events["ended"].is_set():
         events["complete"].wait(COMPLETE_SECONDS)
+    relay({"finished": True})
+    select.select([hold_fd], [], [], HOLD_SECONDS)   # the harness's word (or its end)
+    os.close(hold_fd)
     os.close(release_w)
     for thread in threads:
         thread.join()

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import psutil
 
+from grader.core.errors import ShardlabError
+from grader.core.options import DEFAULTS as GRADING_DEFAULTS
 from grader.worker import cgroups, containment, sandbox_users
 from grader.worker.containment import Identity
 from grader.worker.launch import landlock_abi
@@ -57,13 +59,14 @@ class Isolation(StrEnum):
 SANDBOXES = (Isolation.BUBBLEWRAP, Isolation.LANDLOCK)
 
 
-class IsolationUnavailable(RuntimeError):
+class IsolationUnavailable(ShardlabError, RuntimeError):
     """The requested confinement does not work on this machine."""
 
 
 @dataclass(frozen=True)
 class WorkerLimits:
-    memory_bytes: int | None = 6 << 30   # RLIMIT_AS: jax on 8 forced host devices runs in 4 GiB
+    # RLIMIT_AS (jax on 8 forced host devices runs in 4 GiB): --memory-limit's default, declared once there.
+    memory_bytes: int | None = GRADING_DEFAULTS.worker_memory_bytes
     file_bytes: int = 256 << 20          # RLIMIT_FSIZE
     # Tasks (threads included) per sandbox: RLIMIT_NPROC where the sandbox has a user or a user namespace
     # of its own (it counts that user's tasks in that namespace: this sandbox's only), and its pids

@@ -29,6 +29,7 @@ import signal
 import struct
 import sys
 
+
 try:   # imported now: once the user has changed, Python's own files may be out of its reach
     from grader.worker import seccomp
 except ImportError:   # run by its path without site (grader.worker.containment.launcher): its folder is sys.path[0]
@@ -57,7 +58,7 @@ READ_RIGHTS = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 REFUSED_EXIT = 126
 
 
-class LaunchRefused(OSError):
+class LaunchRefused(OSError):   # not a ShardlabError: this file runs as a script, importing nothing of grader
     """A confinement step that was asked for could not be applied."""
 
 

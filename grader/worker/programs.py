@@ -1,8 +1,9 @@
 """Traced programs crossing the boundary: what the harness refuses to compile in a worker's program, and
 what it strips from the programs it sends a worker.
 
-The harness compiles and runs the student's traced programs itself (grader.worker.remote), so a program
-must be nothing but XLA's own operations on buffers of a sensible size:
+The harness compiles and runs the student's traced programs itself (grader.worker.stand_in), so a program
+must be nothing but XLA's own operations on buffers of a sensible size (`checked_program` vets one before
+the harness compiles it):
 
 - no custom call beyond the partitioner's annotations: every other target is a native kernel trusting
   the program to size its buffers (`lapack_sgetrf_ffi` declared with a 1x1 result for a 512x512 operand
@@ -20,9 +21,12 @@ can read the program it is given, and the hidden tests' file, lines and names ar
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import math
 from dataclasses import dataclass
+
+from grader.worker.failures import UntrustedProgram
 
 # The custom calls the course's programs need, measured over a whole reference grading: with Shardy
 # (jax's default partitioner) none at all; with GSPMD (jax_use_shardy_partitioner off, as a student's
@@ -51,7 +55,7 @@ class ProgramFacts:
 
 def _bytes(type_) -> int | None:
     """The bytes of a value of this MLIR type (tuples summed); None when a dimension is dynamic."""
-    from jax._src.lib.mlir import ir
+    from jax.extend.mlir import ir
 
     if isinstance(type_, ir.TupleType):
         parts = [_bytes(type_.get_type(i)) for i in range(type_.num_types)]
@@ -67,7 +71,7 @@ def _bytes(type_) -> int | None:
 
 def facts(module) -> ProgramFacts:
     """The facts of an MLIR module (an ir.Module, inside an MLIR context)."""
-    from jax._src.lib.mlir import ir
+    from jax.extend.mlir import ir
 
     custom_calls, host_transfers, sizes = set(), set(), []   # sizes: (bytes or None, type text)
 
@@ -96,8 +100,8 @@ def facts(module) -> ProgramFacts:
 
 def module_facts(text: str) -> ProgramFacts:
     """The facts of a module given as MLIR text."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir import ir
+    from jax.extend.mlir import ir
+    from jax.interpreters import mlir
 
     with mlir.make_ir_context():
         return facts(ir.Module.parse(text))
@@ -105,10 +109,41 @@ def module_facts(text: str) -> ProgramFacts:
 
 def exported_facts(exported) -> ProgramFacts:
     """The facts of a deserialized jax.export.Exported."""
-    from jax._src.interpreters import mlir
+    from jax.interpreters import mlir
 
     with mlir.make_ir_context():
         return facts(exported.mlir_module(serialized=False))
+
+
+def _need(condition: bool, why: str) -> None:
+    if not condition:
+        raise UntrustedProgram(why)
+
+
+def checked_program(artifact: str):
+    """Deserialize a worker's exported program and refuse anything the harness should not compile: see
+    the module's docstring (custom calls, host transfers, huge buffers, dynamic shapes), and a program
+    for another platform, for more devices than exist, or carrying a derivative of its own (which
+    jax.grad of it would compile unchecked; the worker never sends one)."""
+    import jax
+
+    _need(isinstance(artifact, str), "the traced program is missing")   # its size: bounded as its message's
+    try:
+        raw = base64.b64decode(artifact, validate=True)
+    except ValueError:
+        raise UntrustedProgram("the traced program is not base64") from None
+    try:
+        exported = jax.export.deserialize(bytearray(raw))
+        found = exported_facts(exported)
+    except Exception as exc:
+        raise UntrustedProgram(f"the traced program could not be read: {type(exc).__name__}: {exc}") from None
+    _need(tuple(exported.platforms) == (jax.default_backend(),),
+          f"the traced program is for {exported.platforms}, not {jax.default_backend()}")
+    _need(exported.nr_devices <= jax.device_count(), "the traced program needs more devices than exist")
+    _need(not exported.has_vjp(), "the traced program carries a derivative of its own")
+    why = refusal(found)
+    _need(why is None, why or "")
+    return exported
 
 
 REFUSED = "host callbacks and custom kernels are not allowed in graded functions"
@@ -144,9 +179,11 @@ def anonymous(exported):
     """The same program with no source location, scope or function name of the code that was traced:
     debug information stripped, private functions renamed f0, f1, ..., the module and the function
     called "program". Its computation, shardings and signature are unchanged."""
+    # Private, with no public equivalent: serializing a module as jax.export does (its StableHLO target
+    # version), which `mlir_module_serialized` must hold. Exported.serialize() writes the whole Exported.
     from jax._src.export import _export
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir import ir, passmanager
+    from jax.extend.mlir import ir, passmanager
+    from jax.interpreters import mlir
 
     with mlir.make_ir_context():
         module = exported.mlir_module(serialized=False)

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from grader.core.errors import ShardlabError
+
 # Measured over a whole reference grading (jax 0.10.2, every exercise, both partitioners): the largest
 # message either way is 32 KB, with under 1 KB of JSON outside strings, nested 16 deep; a worker sends
 # 2.8 MB in all over the whole course. The bounds leave room for honest solutions that send more.
@@ -42,7 +44,7 @@ DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16"
                     "float16", "bfloat16", "float32", "float64", "complex64", "complex128"})
 
 
-class ProtocolError(ValueError):
+class ProtocolError(ShardlabError, ValueError):
     """A message that does not follow the protocol (from a worker: broken or forged)."""
 
 
@@ -59,7 +61,7 @@ class Budget:
             raise ProtocolError(f"the worker sent more than the {self.total} bytes it may send in all")
 
 
-class UnsupportedValue(TypeError):
+class UnsupportedValue(ShardlabError, TypeError):
     """A value of a type that cannot cross the boundary."""
 
 

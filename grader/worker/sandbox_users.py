@@ -22,12 +22,14 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.errors import ShardlabError
+
 FIRST_UID = 1_990_000_000   # below 2**31 (some tools misread larger ids), far above accounts and subuid ranges
 UID_COUNT = 100_000
 LOCK_FOLDERS = (Path("/run/shardlab/sandbox-uids"), Path("/tmp/shardlab-sandbox-uids"))
 
 
-class NoSandboxUser(OSError):
+class NoSandboxUser(ShardlabError, OSError):
     """No uid of the range is free (or the lock folder cannot be made safely)."""
 
 

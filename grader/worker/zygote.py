@@ -3,7 +3,7 @@ worker, ready at once, each time the harness asks for one.
 
     python -I -B -m grader.worker.zygote CONTROL_FD MODULES_FOLDER
 
-grader.worker.remote.Worker starts it as it would start a worker (same confinement, folder, limits;
+grader.worker.supervisor.Worker starts it as it would start a worker (same confinement, folder, limits;
 one zygote per Worker, so per student). It forces the host devices and imports jax and the
 worker's modules, but never starts jax's backend: the backend's thread pools would not survive a fork
 (numpy's OpenBLAS pool does: OpenBLAS stops it before a fork). Then it serves its control socket, a

@@ -1,7 +1,8 @@
 """Multi-controller runs (ex12) for real: the reference's processes join the grader's coordinator over a
 loopback and report every step, and the grader sees them join; each process writes only a folder of its
 own and reads no other's; a run that hangs is stopped and says where each process stood; a process that
-dies is reported; nothing is left running and no port stays open afterwards, also when runs overlap.
+dies is reported; nothing is left running and no port stays open afterwards, also when runs overlap; and
+another exercise's driver runs through the same route.
 
 The hostile modules are the reference with one twist each. The hang tests stop a run after 6 s of
 silence instead of grading's 10 (grader.worker.cluster.QUIET_SECONDS), to keep the suite short."""
@@ -23,11 +24,13 @@ from grader.worker import confinement
 from grader.worker.cluster import ClusterCrashed, ClusterTimeout, run_cluster
 from grader.worker.cluster_census import connected_to
 from grader.worker.cluster_coordinator import read_topology
-from grader.worker.cluster_process import STEPS, USE_STEP
+from grader.worker.cluster_driver import DriverError, load_driver
 from grader.worker.confinement import Isolation
 from grader.worker.launch import landlock_abi
 
 EX12 = catalog.get("ex12_multi_controller")
+DRIVER = load_driver(EX12.tests_dir() / "driver.py")
+STEPS, USE_STEP = DRIVER.steps, DRIVER.module.USE_STEP
 QUIET = 6.0
 
 
@@ -55,7 +58,7 @@ def assert_nothing_left(run) -> None:
 
 @pytest.mark.parametrize("level", sorted({Isolation.PROCESS, sandbox()}, key=str))
 def test_the_reference_joins_reports_every_step_and_leaves_nothing(level):
-    run = run_cluster(EX12.solution_path(), processes=2, devices_per_process=4,
+    run = run_cluster(DRIVER, EX12.solution_path(), processes=2, devices_per_process=4,
                       isolation=None if level is Isolation.PROCESS else level)
     assert run.stopped_after is None and run.exits == {0: 0, 1: 0}, run.output[-2000:]
     for process in range(2):
@@ -69,8 +72,8 @@ def test_the_reference_joins_reports_every_step_and_leaves_nothing(level):
     assert [len(run.published[p]) for p in range(2)] == [4, 4] and set(run.published[0]).isdisjoint(run.published[1])
     assert run.separated == (landlock_abi() >= 1)
     for process in range(2):
-        assert (run.result(process, USE_STEP)["value"] == run.expected).all()
-        assert (run.result(process, "gather_to_host")["value"] == run.given).all()
+        assert (run.result(process, USE_STEP)["value"] == run.inputs.expected).all()
+        assert (run.result(process, "gather_to_host")["value"] == run.inputs.given).all()
     assert_nothing_left(run)
 
 
@@ -103,7 +106,7 @@ SNOOP = """
 @pytest.mark.slow
 @pytest.mark.skipif(landlock_abi() < 1, reason="each process's own folder needs Landlock")
 def test_each_process_writes_only_its_own_folder_and_reads_no_other(tmp_path):
-    run = run_cluster(module(tmp_path, SNOOP), isolation=sandbox(), quiet_seconds=QUIET)
+    run = run_cluster(DRIVER, module(tmp_path, SNOOP), isolation=sandbox(), quiet_seconds=QUIET)
     assert run.separated
     for process in range(2):
         seen = run.result(process, "process_summary")
@@ -148,7 +151,7 @@ HANG_IN_SUM = """
 
 def test_a_run_that_hangs_is_stopped_and_says_where_each_process_stood(tmp_path):
     begun = time.monotonic()
-    run = run_cluster(module(tmp_path, HANG_IN_SUM), isolation=sandbox(), quiet_seconds=QUIET)
+    run = run_cluster(DRIVER, module(tmp_path, HANG_IN_SUM), isolation=sandbox(), quiet_seconds=QUIET)
     assert run.stopped_after is not None and time.monotonic() - begun < QUIET + 20
     for process in range(2):
         for step in ("initialize", "process_summary", "global_from_local"):
@@ -172,7 +175,7 @@ def test_a_process_that_dies_is_reported_and_the_others_are_stopped(tmp_path):
                 _os._exit(3)
             return _original(local_rows, mesh)
     """
-    run = run_cluster(module(tmp_path, twist), isolation=sandbox(), quiet_seconds=QUIET)
+    run = run_cluster(DRIVER, module(tmp_path, twist), isolation=sandbox(), quiet_seconds=QUIET)
     with pytest.raises(ClusterCrashed, match=r"process 1 ended during global_from_local\(\).*exited with status 3"):
         run.result(1, "global_from_local")
     run.result(0, "global_from_local")   # building it needs no other process
@@ -182,7 +185,7 @@ def test_a_process_that_dies_is_reported_and_the_others_are_stopped(tmp_path):
 
 
 def test_a_module_that_fails_to_import_fails_every_step_alike(tmp_path):
-    run = run_cluster(module(tmp_path, "raise RuntimeError('broken on purpose')\n"), isolation=sandbox())
+    run = run_cluster(DRIVER, module(tmp_path, "raise RuntimeError('broken on purpose')\n"), isolation=sandbox())
     for step in ("initialize", "barrier"):
         with pytest.raises(ImplementationImportError, match="broken on purpose"):
             run.result(0, step)
@@ -192,8 +195,71 @@ def test_a_module_that_fails_to_import_fails_every_step_alike(tmp_path):
 def test_runs_side_by_side_never_meet_on_a_port():
     """Two grading jobs at once, at the plain process level, where the ports are the machine's own."""
     with ThreadPoolExecutor(2) as pool:
-        runs = list(pool.map(lambda _: run_cluster(EX12.solution_path(), isolation=None), range(2)))
+        runs = list(pool.map(lambda _: run_cluster(DRIVER, EX12.solution_path(), isolation=None), range(2)))
     for run in runs:
         assert run.stopped_after is None, run.output[-2000:]
-        assert run.result(0, "global_sum")["value"] == pytest.approx(float(run.given.sum()), rel=1e-5, abs=1e-4)
+        assert run.result(0, "global_sum")["value"] == pytest.approx(float(run.inputs.given.sum()), rel=1e-5, abs=1e-4)
         assert_nothing_left(run)
+
+
+# Another multi-process exercise, as a course author would add one: a driver and a module, nothing else.
+OTHER_DRIVER = """
+    from dataclasses import dataclass
+
+    STEPS = ("join", "count", "double")
+
+    @dataclass(frozen=True)
+    class Inputs:
+        numbers: list
+
+        def for_process(self, process):
+            return {"x": self.numbers[process]}
+
+    def draw(rng, processes, devices_per_process):
+        return Inputs([float(rng.integers(1, 1000)) for _ in range(processes)])
+
+    def run(process):
+        module = process.module
+        joined, _ = process.step("join", lambda: module.join(process.coordinator, process.count, process.index))
+        if joined:
+            process.step("count", module.count)
+            process.step("double", lambda: module.double(process.inputs["x"]), lambda value: {"doubled": value})
+"""
+OTHER_MODULE = """
+    import jax
+
+    def join(address, count, index):
+        jax.distributed.initialize(coordinator_address=address, num_processes=count, process_id=index)
+
+    def count():
+        return jax.device_count()
+
+    def double(x):
+        return 2 * x
+"""
+
+
+def test_another_exercise_s_driver_runs_through_the_same_route(tmp_path):
+    (tmp_path / "driver.py").write_text(textwrap.dedent(OTHER_DRIVER))
+    (tmp_path / "other.py").write_text(textwrap.dedent(OTHER_MODULE))
+    tmp_path.chmod(0o755)
+    run = run_cluster(load_driver(tmp_path / "driver.py"), tmp_path / "other.py", processes=2, devices_per_process=2,
+                      isolation=sandbox(), quiet_seconds=QUIET)
+    assert run.stopped_after is None and run.exits == {0: 0, 1: 0}, run.output[-2000:]
+    assert run.steps == ("join", "count", "double") and [run.not_joined(p) for p in range(2)] == [None, None]
+    for process in range(2):
+        assert run.result(process, "join") is None and run.result(process, "count") == 4
+        assert run.result(process, "double") == {"doubled": 2 * run.inputs.numbers[process]}
+    with pytest.raises(ValueError, match="not a step of this run's driver"):
+        run.result(0, "initialize")
+    assert_nothing_left(run)
+
+
+def test_a_driver_must_name_its_steps_and_define_draw_and_run(tmp_path):
+    for source, problem in (("def draw(): pass\ndef run(): pass\n", "STEPS must be"),
+                            ("STEPS = ('join', 'join')\ndef draw(): pass\ndef run(): pass\n", "STEPS must be"),
+                            ("STEPS = ('join',)\ndef draw(): pass\n", "no function run")):
+        path = tmp_path / "driver.py"
+        path.write_text(source)
+        with pytest.raises(DriverError, match=problem):
+            load_driver(path)

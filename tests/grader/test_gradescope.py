@@ -11,6 +11,7 @@ and every grading child (`python -I`) imports grader from the zip.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -24,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import catalog, paths
-from grader.platforms import gradescope
+from grader.course import catalog, paths, stubs
+from grader.platforms import gradescope, no_secrets
 
 pytestmark = pytest.mark.xdist_group("test_gradescope")   # its module-scoped fixture does the heavy work once
 
@@ -81,17 +82,19 @@ def test_the_zip_holds_no_solutions_stubs_or_compiled_files(built_zip):
 
 def test_no_file_of_the_zip_holds_a_line_of_a_solution(built_zip):
     """Scanned here independently of the verifier: a solution line may appear only if it is short, or
-    if the course's own tests already contain it (they ship in the zip by design)."""
-    tests_text = {line.strip() for path in paths.EXERCISE_TESTS_DIR.rglob("*.py")
-                  for line in path.read_text().splitlines()}
-    answers = gradescope.solution_lines()
-    assert len(gradescope.secret_lines()) > 40   # the check has something to find
+    if the course's own tests (they ship in the zip by design) or the stubs (students hold them) already
+    contain it."""
+    known = {line.strip() for path in [*paths.EXERCISE_TESTS_DIR.rglob("*.py"), *paths.EXERCISES_DIR.glob("*.py")]
+             for line in path.read_text().splitlines()}
+    answers = {line: path.name for path in paths.SOLUTIONS_DIR.glob("*.py")
+               for _, line in stubs.solution_lines(path.read_text())}
+    assert len(no_secrets.course_secrets().lines(no_secrets.GRADESCOPE)) > 40   # the check has something to find
     with zipfile.ZipFile(built_zip) as zf:
         for name in zf.namelist():
             for number, line in enumerate(zf.read(name).decode(errors="replace").splitlines(), start=1):
                 line = line.strip()
                 if line in answers:
-                    assert len(line) < gradescope.MIN_SECRET_CHARS or line in tests_text, (
+                    assert len(line) < no_secrets.MIN_DISTINCTIVE or line in known, (
                         f"{name}:{number} holds {line!r} from solutions/{answers[line]}")
 
 
@@ -124,7 +127,9 @@ def rewrite(source: Path, target: Path, *changes) -> Path:
 
 
 def a_secret_line() -> str:
-    return next(line for line, where in gradescope.secret_lines().items() if where.startswith(EX01.module_file))
+    """A line of ex01's reference that the Gradescope zip must not hold."""
+    secrets = no_secrets.course_secrets().lines(no_secrets.GRADESCOPE)
+    return next(line for line, where in secrets.items() if where.startswith(f"solutions/{EX01.module_file}:"))
 
 
 def add(name: str, text):
@@ -152,20 +157,20 @@ CONFTEST_EX04 = "tests/exercises/ex04_sharded_layer/conftest.py"
 PYC = "grader/__pycache__/catalog.cpython-311.pyc"
 BROKEN = {   # (change, texts the problems must contain)
     "the references": (add("solutions/ex01_meshes.py", EX01.solution_path().read_bytes),
-                       ["solutions/ex01_meshes.py: the reference solutions must not be shipped",
-                        "solutions/ex01_meshes.py:"]),
+                       ["solutions/: a solutions folder", "solutions/ex01_meshes.py:"]),
     "one line in the grader": (plant_a_secret_line("grader/course/catalog.py"),
-                               ["grader/course/catalog.py:", "holds solution text"]),
+                               ["grader/course/catalog.py:", ": a line of solutions/ex01_meshes.py:"]),
     "one line in a hidden test": (plant_a_secret_line(HIDDEN_EX03), [f"{HIDDEN_EX03}:"]),
     "a stub that kept an answer": (add("exercises/ex01_meshes.py", lambda: f"def f():\n    {a_secret_line()}".encode()),
-                                   ["exercises/ex01_meshes.py:2 holds solution text"]),
+                                   ["exercises/ex01_meshes.py:2: a line of solutions/ex01_meshes.py:"]),
     "hidden tests missing": (drop(HIDDEN_EX03), [f"missing {HIDDEN_EX03} (hidden tests)"]),
     "a conftest missing": (drop(CONFTEST_EX04), [f"missing {CONFTEST_EX04}"]),
     "run_autograder not executable": (set_mode("run_autograder", 0o644),
                                       ["run_autograder is not executable (mode 0o644)"]),
     "setup.sh with CRLF": (with_crlf("setup.sh"), ["setup.sh has CR line endings"]),
     "setup.sh missing": (drop("setup.sh"), ["missing setup.sh"]),
-    "a compiled file": (add(PYC, b"\0"), [f"{PYC}: compiled files must not be shipped"]),
+    "a compiled file": (add(PYC, b"\0"), [f"{PYC}: a compiled file"]),
+    "an unsafe path": (add("../outside.py", b""), ["../outside.py: unsafe path"]),
 }
 
 
@@ -183,17 +188,18 @@ def test_verification_of_something_that_is_not_a_zip(tmp_path):
 
 
 def test_the_build_refuses_to_write_a_zip_that_leaks(tmp_path):
-    """References whose answer is a line the grader contains: the build must fail loudly, and leave nothing."""
-    solutions = tmp_path / "solutions"
-    shutil.copytree(paths.SOLUTIONS_DIR, solutions)
-    leaked = "return _write_atomically(path, _json_text(results.to_dict()))"   # grader/reports/writers.py
-    reference = solutions / EX01.module_file
-    reference.write_text(reference.read_text().replace("### END SOLUTION", f"    {leaked}\n    ### END SOLUTION", 1))
+    """References whose answer is a line the grader contains: the build fails loudly and leaves nothing.
+    (tests/grader/test_no_secrets.py makes such references; here the course's own secrets plus one line.)"""
+    shipped = Path(gradescope.__file__).read_text().splitlines()
+    number, leaked = next((n, line.strip()) for n, line in enumerate(shipped, start=1)
+                          if line.startswith("def build_gradescope_zip("))
+    course = no_secrets.course_secrets()
+    secrets = dataclasses.replace(course, solution_lines=course.solution_lines | {leaked: "solutions/ex01_meshes.py:1"})
     out = tmp_path / "out" / "autograder.zip"
     with pytest.raises(gradescope.GradescopeBuildError) as raised:
-        gradescope.build_gradescope_zip(out, solutions_dir=solutions)
+        gradescope.build_gradescope_zip(out, secrets=secrets)
     problems = raised.value.problems
-    assert any(p.startswith("grader/reports/writers.py:") and leaked in p for p in problems), problems
+    assert f"grader/platforms/gradescope.py:{number}: a line of solutions/ex01_meshes.py:1: {leaked[:80]}" in problems
     assert list(out.parent.iterdir()) == []
 
 

@@ -105,7 +105,7 @@ def test_a_batch_survives_broken_submissions_and_resumes(one_module, tmp_path):
     (class_dir / "carol.zip").write_bytes(b"not a zip at all")
     (class_dir / "dave").mkdir()                                   # handed in nothing
     out = tmp_path / "graded"
-    summary = grade_batch(class_dir, out, jobs=2, grade_args=["--exercise=ex01"])
+    summary = grade_batch(class_dir, out, jobs=2, exercises=["ex01"])
     statuses = {o.student: o.status for o in summary.outcomes}
     assert statuses == {"alice": "graded", "bob": "graded", "carol": "failed", "dave": "graded"}
     rows = {row["student"]: row for row in csv.DictReader(open(out / "grades.csv"))}
@@ -114,7 +114,7 @@ def test_a_batch_survives_broken_submissions_and_resumes(one_module, tmp_path):
     assert rows["carol"]["status"].startswith("not graded") and "not a valid zip file" in rows["carol"]["status"]
     assert "not a valid zip file" in (out / "carol" / "grading.log").read_text()
 
-    again = grade_batch(class_dir, out, jobs=2, grade_args=["--exercise=ex01"])
+    again = grade_batch(class_dir, out, jobs=2, exercises=["ex01"])
     assert {o.student: o.status for o in again.outcomes} == {
         "alice": "skipped", "bob": "skipped", "carol": "failed", "dave": "skipped"}
     rows_again = {row["student"]: row for row in csv.DictReader(open(out / "grades.csv"))}

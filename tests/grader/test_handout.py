@@ -18,12 +18,12 @@ import pytest
 from grader.core.results import TestResult
 from grader.course import catalog, paths, stubs
 from grader.grading.results import GradingResults, score_exercise
+from grader.platforms import no_secrets
 from grader.platforms.handout import (
     INSTRUCTOR_ONLY,
     HandoutError,
     build_handout,
     check_destination,
-    course_secrets,
     verify_handout,
 )
 
@@ -59,8 +59,7 @@ def test_layout(handout):
     for exercise in catalog.EXERCISES:
         expected.add(f"exercises/{exercise.module_file}")
         expected.add(f"tests/exercises/{exercise.id}/test_visible.py")
-        if (exercise.tests_dir() / "conftest.py").is_file():
-            expected.add(f"tests/exercises/{exercise.id}/conftest.py")
+        expected |= {f"tests/exercises/{exercise.id}/{support.name}" for support in exercise.support_files()}
     assert files_outside_grader(handout) == expected
     for module in ("cli.py", "harness/pytest_plugin.py", "commands/student.py", "checks/__init__.py",
                    "course/devices.py"):
@@ -78,26 +77,25 @@ def test_stubs_and_tests_are_copied_as_committed(handout):
 
 
 def test_nothing_hidden_ships(handout):
+    """(The grader package alone, under every builder's policy: tests/grader/test_no_secrets.py.)"""
     assert not list(handout.rglob("test_hidden.py"))
     assert not list(handout.rglob("solutions"))
     assert verify_handout(handout) == []
-
-
-def test_the_grader_package_itself_holds_no_secret():
-    assert verify_handout(paths.REPO_ROOT / "grader") == []
 
 
 # -------------------------------------------------------------------------------- verify can fail
 
 
 def test_verify_flags_a_planted_solution_line(handout_copy):
-    secrets = course_secrets()
-    line = next(line for _, line in stubs.solution_lines(EX04.solution_path().read_text()) if line in secrets.lines)
+    secrets = no_secrets.course_secrets()
+    line = next(line for _, line in stubs.solution_lines(EX04.solution_path().read_text())
+                if line in secrets.solution_lines)
     stub = EX04.stub_path(handout_copy / "exercises")
     stub.write_text(stub.read_text() + f"\n\ndef helper():\n    {line}\n")
-    number = len(stub.read_text().splitlines())
-    assert verify_handout(handout_copy) == [
-        f"exercises/{EX04.module_file}:{number}: a line of solutions/{EX04.module_file}: {line[:80]}"]
+    where = len(stub.read_text().splitlines())
+    origin = secrets.solution_lines[line]
+    assert origin.startswith(f"solutions/{EX04.module_file}:")   # where it is written first ("...:77")
+    assert verify_handout(handout_copy) == [f"exercises/{EX04.module_file}:{where}: a line of {origin}: {line[:80]}"]
 
 
 def hidden_test_source(exercise) -> tuple[str, str]:

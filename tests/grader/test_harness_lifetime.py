@@ -10,6 +10,7 @@ import sys
 import time
 from types import SimpleNamespace
 
+from grader.core.results import TestResult
 from grader.grading import process
 
 # A stand-in harness: it sends the events given as JSON in argv[2], then keeps running.
@@ -21,7 +22,8 @@ time.sleep(600)
 """
 COLLECTED = {"e": "collected", "tests": [{"nodeid": "t::a", "exercise": "ex01", "limit": 1}]}
 STARTED = {"e": "start", "nodeid": "t::a"}
-FINISHED = {"e": "result", "nodeid": "t::a", "exercise": "ex01", "category": "failed", "message": "m"}
+FINISHED = {"e": "result", "nodeid": "t::a", "exercise": "ex01", "hidden": False, "weight": 1.0, "category": "failed",
+            "message": "m"}
 
 
 def follow(events: list[dict]) -> tuple[process.ChildOutcome, float, bool]:
@@ -44,7 +46,7 @@ def test_a_harness_that_outlives_its_last_test_is_let_go(monkeypatch):
     monkeypatch.setattr(process, "EXIT_SECONDS", 0.5)
     outcome, seconds, lingering = follow([COLLECTED, STARTED, FINISHED])
     assert seconds < 10 and lingering   # let go (run_pytest_child then kills its process group)
-    assert outcome.results["t::a"]["category"] == "failed" and outcome.running is None
+    assert outcome.results["t::a"].category == "failed" and outcome.running is None
     assert outcome.stopped is None      # nothing is blamed on a test: each already has its result
 
 
@@ -69,7 +71,8 @@ def test_two_harness_crashes_end_an_exercise_like_two_timeouts(monkeypatch, tmp_
         left = [t for t in tests if t["nodeid"] not in deselect]
         harnesses.append([t["nodeid"] for t in left])
         crash = left[0]["exercise"] == "ex01"   # every harness crashes in ex01's first test left
-        results = {} if crash else {t["nodeid"]: t | {"category": "passed", "message": ""} for t in left}
+        passed = [TestResult(t["nodeid"], t["exercise"], t["hidden"], t["weight"], "passed") for t in left]
+        results = {} if crash else {result.nodeid: result for result in passed}
         return process.ChildOutcome(collected=tests, results=results, returncode=-11 if crash else 0,
                                     running=left[0]["nodeid"] if crash else None)
 
@@ -78,6 +81,8 @@ def test_two_harness_crashes_end_an_exercise_like_two_timeouts(monkeypatch, tmp_
     run = engine._Run([catalog.get("ex01"), catalog.get("ex02")], prepared=prepared, workdir=tmp_path, options={})
     run.run(deadline=time.monotonic() + 60)
     assert len(harnesses) == 3, harnesses
-    assert {k: v["category"] for k, v in run.done.items()} == \
+    assert {k: v.category for k, v in run.done.items()} == \
         {"t::a": "crashed", "t::b": "crashed", "t::c": "timeout", "t::d": "passed"}
-    assert run.done["t::c"]["message"] == STOPPED
+    assert run.done["t::c"].message == STOPPED
+    # a crash is a strike like a timeout; a test left unrun after two strikes is not
+    assert {k: v.strike for k, v in run.done.items()} == {"t::a": True, "t::b": True, "t::c": False, "t::d": False}

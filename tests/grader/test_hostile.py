@@ -802,8 +802,8 @@ def graded(tmp_path_factory):
     out = tmp_path_factory.mktemp("graded")
     checkout_before, environment_before = checkout(), environment()
     started = time.monotonic()
-    summary = grade_batch(class_dir, out, jobs=2,
-                          grade_args=[*(f"--exercise={e.number}" for e in GRADED), f"--test-timeout={TEST_TIMEOUT}"])
+    summary = grade_batch(class_dir, out, jobs=2, exercises=[e.number for e in GRADED],
+                          test_timeout=TEST_TIMEOUT)
     print(f"\nhostile corpus: {len(CASES)} submissions graded in {time.monotonic() - started:.1f} s wall time")
     for outcome in sorted(summary.outcomes, key=lambda o: -o.seconds):
         print(f"  {outcome.student}: {outcome.status} in {outcome.seconds:.1f} s {outcome.detail[:200]}")

@@ -7,8 +7,8 @@ in the best sandbox here), judged by the exercise's own checks (its conftest's C
 test calls); the visible tests' configuration, 2 processes of 4 devices.
 
 Each case is a whole ex12_multi_controller.py a student who has read the grader could write: it fakes
-what the exercise asks for by rewriting the grader's reporting code in its own process (the function
-that describes the array global_from_local returned, and the grader's own use of that array), by
+what the exercise asks for by rewriting the grader's reporting code in its own process (the driver's
+function that describes the array global_from_local returned, and the grader's own use of that array), by
 passing rows and barrier arrivals through files in every folder the processes might share (their own,
 the run's, each other's, /tmp, /dev/shm), and, for joining, by never calling jax.distributed at all or
 by opening plain TCP connections to the coordinator's port. What defeats them (grader.worker.cluster):
@@ -38,10 +38,12 @@ from grader.grading.batch import grade_batch
 from grader.grading.results import GradingResults
 from grader.worker import confinement
 from grader.worker.cluster import ClusterTimeout, run_cluster
+from grader.worker.cluster_driver import load_driver
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_hostile_cluster")]
 
 EX12 = catalog.get("ex12_multi_controller")
+DRIVER = load_driver(EX12.tests_dir() / "driver.py")
 
 
 def code(text: str) -> str:
@@ -104,9 +106,9 @@ FILES = code('''
         return np.concatenate([np.asarray(s.data) for s in shards])
 ''')
 
-# The reporting code, replaced in this process's __main__ (grader.worker.cluster_process): what
-# global_from_local "built" is described from this process's own rows on its own devices, and the
-# grader's use of that array answers with whatever _global_rows() finds.
+# The reporting code, replaced in this process's driver (ex12's driver.py, run by grader.worker.cluster_process
+# as the module shardlab_driver): what global_from_local "built" is described from this process's own rows
+# on its own devices, and the grader's use of that array answers with whatever _global_rows() finds.
 FORGED_REPORTS = code('''
     def _forged_description(arr, *rest):
         rows = _me["rows"]
@@ -122,10 +124,9 @@ FORGED_REPORTS = code('''
     def _forged_use(arr, *rest):
         return _global_rows()
 
-    _main = sys.modules["__main__"]
-    _main.describe_global_array = _forged_description
-    if hasattr(_main, "use_global_array"):
-        _main.use_global_array = _forged_use
+    _driver = sys.modules["shardlab_driver"]
+    _driver.describe_global_array = _forged_description
+    _driver.use_global_array = _forged_use
 ''')
 
 JOINS = code('''
@@ -256,7 +257,7 @@ def graded(request, tmp_path_factory) -> tuple[str, dict[str, GradingResults | N
         (class_dir / name).mkdir()
         (class_dir / name / EX12.module_file).write_text(case.source)
     out = tmp_path_factory.mktemp(f"graded-{level}")
-    summary = grade_batch(class_dir, out, jobs=2, grade_args=[f"--exercise={EX12.number}", f"--isolation={level}"])
+    summary = grade_batch(class_dir, out, jobs=2, exercises=[EX12.number], isolation=level)
     for outcome in sorted(summary.outcomes, key=lambda o: o.student):
         print(f"{level} {outcome.student}: {outcome.status} in {outcome.seconds:.1f} s {outcome.detail[:200]}")
     results = {}
@@ -327,5 +328,5 @@ def test_run_and_judged_each_earns_only_what_it_did(case, tmp_path):
     (tmp_path / EX12.module_file).write_text(CASES[case].source)
     tmp_path.chmod(0o755)   # the sandbox's user must reach it
     level = confinement.choose_isolation("auto")
-    run = run_cluster(tmp_path / EX12.module_file, isolation=level, quiet_seconds=QUIET)
+    run = run_cluster(DRIVER, tmp_path / EX12.module_file, isolation=level, quiet_seconds=QUIET)
     check_case(case, f"{level} run", judged(run, exercise_checks()))

@@ -23,7 +23,6 @@ import pytest
 from grader.course import catalog
 from grader.grading.compile_cache import CompileCache
 from grader.grading.engine import grade_submission
-from grader.grading.process import Limits
 
 EX05, EX08 = catalog.get("ex05"), catalog.get("ex08")
 TEST_TIMEOUT = 10
@@ -87,7 +86,7 @@ def graded(tmp_path, exercise, text: str, test_timeout: float = TEST_TIMEOUT):
     folder = tmp_path / "submission"
     folder.mkdir()
     (folder / exercise.module_file).write_text(text)
-    return grade_submission(folder, exercises=[exercise.id], limits=Limits(test_timeout=test_timeout),
+    return grade_submission(folder, exercises=[exercise.id], test_timeout=test_timeout,
                             cache=CompileCache(None), time_limit=600)
 
 

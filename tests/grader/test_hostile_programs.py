@@ -22,7 +22,6 @@ import psutil
 import pytest
 
 from grader.course import catalog
-from grader.grading import process
 from grader.grading.engine import grade_submission
 from grader.grading.results import GradingResults
 from grader.worker import programs
@@ -217,7 +216,7 @@ class Graded(NamedTuple):
 def grade(folder: Path, exercises: list[str]) -> Graded:
     started = time.monotonic()
     with HarnessMemory() as memory:
-        results = grade_submission(folder, exercises=exercises, limits=process.Limits(test_timeout=TEST_TIMEOUT))
+        results = grade_submission(folder, exercises=exercises, test_timeout=TEST_TIMEOUT)
     return Graded(results, time.monotonic() - started, memory.peak)
 
 

@@ -15,7 +15,17 @@ from hypothesis import given, settings, strategies as st
 from rich.console import Console
 
 from grader.checks.properties import GRADING
-from grader.core.results import Category, TestResult
+from grader.core.results import (
+    Block,
+    Category,
+    Collective,
+    CollectivesCheck,
+    Layout,
+    LayoutCheck,
+    MalformedResult,
+    SpeedFigures,
+    TestResult,
+)
 from grader.course import catalog
 from grader.grading.results import GradingResults, score_exercise
 from grader.reports import writers as reports
@@ -32,9 +42,19 @@ PROBLEM = "[bold]conftest.py[/bold] in the submission was ignored"
 
 
 def case(exercise: str, file: str, name: str, category: Category, *, hidden: bool = False, weight: float = 1.0,
-         message: str = "", speedup: dict | None = None) -> TestResult:
+         message: str = "", speedup: dict | None = None, **facts) -> TestResult:
     return TestResult(nodeid=f"tests/exercises/{exercise}/{file}.py::{name}", exercise=exercise, hidden=hidden,
-                      weight=weight, category=category.value, message=message, duration=0.25, speedup=speedup)
+                      weight=weight, category=category.value, message=message, duration=0.25,
+                      speedup=SpeedFigures.from_dict(speedup) if speedup else None, **facts)
+
+
+# The facts of a failed sharding check and of a collectives check, as the checks record them.
+ROWS = Layout((8, 4), "NamedSharding", "P('data', None)", ("data",), (2,), (0, 1),
+              (Block(((0, 4), (0, 4)), (0,)), Block(((4, 8), (0, 4)), (1,))))
+REPLICATED = Layout((8, 4), "NamedSharding", "P()", ("data",), (2,), (0, 1), (Block(((0, 8), (0, 4)), (0, 1)),))
+LAYOUT = LayoutCheck("output", expected=ROWS, actual=REPLICATED, passed=False)
+COLLECTIVES = CollectivesCheck("layer_auto", passed=False, exactly={}, absent=("all-gather",),
+                               found=(Collective("all-reduce", 2, ("data",), "%ar = f32[4]{0} all-reduce(...)"),))
 
 
 def sample_results() -> GradingResults:
@@ -48,11 +68,12 @@ def sample_results() -> GradingResults:
     ex04_tests = [
         case(ex04, "test_visible", "test_layer_auto_shape[2dev]", Category.PASSED, weight=third),
         case(ex04, "test_visible", "test_layer_auto_shape[4dev]", Category.PASSED, weight=third),
-        case(ex04, "test_visible", "test_layer_auto_shape[8dev]", Category.FAILED, weight=third, message=SPECIAL),
+        case(ex04, "test_visible", "test_layer_auto_shape[8dev]", Category.FAILED, weight=third, message=SPECIAL,
+             layouts=[LAYOUT], collectives=[COLLECTIVES]),
         case(ex04, "test_visible", "test_layer_manual", Category.ERROR,
              message="ZeroDivisionError: division by zero\n  raised at ex04_sharded_layer.py:12 in layer: 1 / 0"),
         case(ex04, "test_hidden", "test_layer_auto_values[4dev]", Category.TIMEOUT, hidden=True,
-             message="the test ran longer than 60 s"),
+             message="the test ran longer than 60 s", strike=True),
         case(ex04, "test_hidden", "test_layer_collectives", Category.CRASHED, hidden=True,
              message="the grading process died (killed: out of memory?)"),
         case(ex04, "test_hidden", "test_layer_features", Category.NOT_ATTEMPTED, hidden=True,
@@ -286,9 +307,46 @@ def test_report_json_round_trips_through_grading_results(results, tmp_path):
     assert (speedup_test["name"], speedup_test["hidden"], speedup_test["speedup"]) == (
         "test_layer_speedup[8dev]", True, SPEEDUP)
     assert ex04["tests"][2]["message"] == SPECIAL   # the full result keeps what the student's code produced
+    assert ex04["tests"][2]["layouts"][0]["actual"]["blocks"] == [{"index": [[0, 8], [0, 4]], "devices": [0, 1]}]
+    assert ex04["tests"][2]["collectives"][0]["found"][0]["mesh_axes"] == ["data"]
+    assert [t["strike"] for t in ex04["tests"]] == [False] * 4 + [True] + [False] * 4
     again = GradingResults.from_dict(data)
     assert again.score == results.score
     assert again.to_dict() == results.to_dict()
+    ex04_again, ex04_before = again.exercises["ex04_sharded_layer"].tests, results.exercises["ex04_sharded_layer"].tests
+    assert ex04_again[2].layouts == [LAYOUT] and ex04_again[7].speedup == ex04_before[7].speedup
+
+
+def test_report_json_writes_short_lists_on_one_line(results, tmp_path):
+    """A layout's blocks take a line each (a whole course's layouts would otherwise make report.json
+    several times larger); the data is what to_dict gives."""
+    text = reports.write_report_json(results, tmp_path / "report.json").read_text(encoding="utf-8")
+    assert json.loads(text) == json.loads(json.dumps(results.to_dict()))
+    assert '{"index": [[0, 8], [0, 4]], "devices": [0, 1]}' in text
+    assert '"spread": [7.62, 8.05],' in text and '"layouts": [],' in text
+    assert text.startswith('{\n  "submission": "alice",\n') and text.endswith("\n}\n")
+
+
+def test_report_json_of_an_older_version_still_reads(results):
+    """A report.json written before tests had a strike and facts: read with none."""
+    data = results.to_dict()
+    for exercise in data["exercises"].values():
+        for test in exercise["tests"]:
+            del test["strike"], test["layouts"], test["collectives"]
+    again = GradingResults.from_dict(data)
+    assert again.score == results.score
+    assert all(not t.strike and t.layouts == [] and t.collectives == [] for t in again.tests())
+    assert again.exercises["ex04_sharded_layer"].tests[7].speedup.to_dict() == SPEEDUP
+
+
+@pytest.mark.parametrize("where", ["test", "layout", "speedup"])
+def test_report_json_with_an_unknown_key_is_refused(results, where):
+    data = results.to_dict()
+    tests = data["exercises"]["ex04_sharded_layer"]["tests"]
+    target = {"test": tests[0], "layout": tests[2]["layouts"][0]["expected"], "speedup": tests[7]["speedup"]}[where]
+    target["surprise"] = 1
+    with pytest.raises(MalformedResult, match="unknown key.*surprise"):
+        GradingResults.from_dict(data)
 
 
 # -- JUnit XML ----------------------------------------------------------------------------------------

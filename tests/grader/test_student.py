@@ -113,10 +113,10 @@ def test_sharding_failure_keeps_its_layout(tmp_path):
     report = student.check("ex01", impl=folder, record=False)
     student.render_check(report, out)
     lines = out.export_text().splitlines()
-    failed = next(t for t in report.checks[0].tests if t["category"] == "failed")
-    assert "+---" in failed["message"] and "expected P('x', 'y')" in failed["message"]
+    failed = next(t for t in report.checks[0].tests if t.category == "failed")
+    assert "+---" in failed.message and "expected P('x', 'y')" in failed.message
     at = lines.index("  ✗ test_place_rows_and_columns  failed")
-    expected = [("      " + line).rstrip() for line in failed["message"].splitlines()]
+    expected = [("      " + line).rstrip() for line in failed.message.splitlines()]
     assert [line.rstrip() for line in lines[at + 1:at + 1 + len(expected)]] == expected
     assert max(map(len, expected)) > 40
     assert report.exit_code == 1

@@ -18,7 +18,8 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 from grader.checks import test_mesh
 from grader.worker import programs, protocol
-from grader.worker.remote import UntrustedProgram, checked_program, remote_exception
+from grader.worker.failures import UntrustedProgram, remote_exception
+from grader.worker.programs import checked_program
 
 
 def round_trip(value):

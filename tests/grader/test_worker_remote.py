@@ -13,14 +13,9 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import collectives_in, compiled, test_mesh
 from grader.worker import confinement, programs
-from grader.worker.remote import (
-    RemoteModule,
-    UntrustedProgram,
-    Worker,
-    WorkerBrokeProtocol,
-    WorkerCrashed,
-    WorkerTimeout,
-)
+from grader.worker.failures import UntrustedProgram, WorkerBrokeProtocol, WorkerCrashed, WorkerTimeout
+from grader.worker.stand_in import RemoteModule
+from grader.worker.supervisor import Worker
 
 MODULE = textwrap.dedent('''
     import os, time

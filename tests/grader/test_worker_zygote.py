@@ -14,7 +14,9 @@ import pytest
 from grader.worker import confinement, containment, sandbox_users
 from grader.worker.confinement import Isolation
 from grader.worker.containment import Identity
-from grader.worker.remote import RemoteModule, Worker, WorkerCrashed, WorkerTimeout
+from grader.worker.failures import WorkerCrashed, WorkerTimeout
+from grader.worker.stand_in import RemoteModule
+from grader.worker.supervisor import Worker
 
 # Its checks look for the daemon among all the machine's processes: the cases run one at a time.
 pytestmark = pytest.mark.xdist_group("test_worker_zygote")

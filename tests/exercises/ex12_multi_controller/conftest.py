@@ -1,19 +1,25 @@
 """What ex12's visible and hidden tests share: the runs (each configuration of processes runs once per
 session; every test reads what all of its processes reported) and the checks of those reports.
 
-Each process is given only its own rows, drawn at random per run by the harness: a sum or a gather
-that is right in every process went through the processes' collectives. Nothing a process reports
+What the processes do is this exercise's driver (driver.py, beside this file). Each process is given
+only its own rows, drawn at random per run by the harness (run.inputs, the driver's Inputs): a sum or a
+gather that is right in every process went through the processes' collectives. Nothing a process reports
 counts unless the grader saw it join the others through the grader's own coordinator (run.result
 raises otherwise; see grader.worker.cluster). The layout of the array global_from_local built is
 judged here from the blocks every process reports, and its rows, drawn for that call only, must come
 back whole in every process when the grader gathers that array."""
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from grader.checks import compare
 from grader.worker.cluster import ClusterRun
-from grader.worker.cluster_process import USE_STEP
+from grader.worker.cluster_driver import load_driver
+
+DRIVER = Path(__file__).with_name("driver.py")
+USE_STEP = load_driver(DRIVER).module.USE_STEP
 
 # How soon after the last process arrives every process must have left the barrier: a barrier takes
 # milliseconds here (0.02 to 0.04 s measured), a loaded machine relays reports late by a little.
@@ -29,7 +35,8 @@ SUMMARY_KEYS = ("process_index", "process_count", "device_count", "local_device_
 @pytest.fixture
 def cluster(run_processes, exercise):
     """cluster(processes, devices_per_process): the run of the module under test by that many processes."""
-    return lambda processes, devices: run_processes(exercise, processes=processes, devices_per_process=devices)
+    return lambda processes, devices: run_processes(exercise, DRIVER, processes=processes,
+                                                    devices_per_process=devices)
 
 
 def _typename(value) -> str:
@@ -66,8 +73,8 @@ class Checks:
         """The layout, from the blocks every process says it holds: each process holds its own rows and no
         other, one block per device of its own, in the mesh's order; then the rows the grader gathers from
         the array in every process are the rows of every process (they reach a process only through it)."""
-        expected = run.expected
-        rows = len(run.rows[0])
+        expected = run.inputs.expected
+        rows = len(run.inputs.rows[0])
         per_device = rows // run.devices_per_process
         owners = {}   # device -> the process whose block is on it
         for p in range(run.processes):
@@ -117,9 +124,9 @@ class Checks:
 
     @staticmethod
     def global_sum(run: ClusterRun) -> None:
-        want = float(np.sum(run.given, dtype=np.float64))
-        tol = SUM_TOL * float(np.sum(np.abs(run.given), dtype=np.float64))
-        own = [float(np.sum(r, dtype=np.float64)) for r in run.given_rows]
+        want = float(np.sum(run.inputs.given, dtype=np.float64))
+        tol = SUM_TOL * float(np.sum(np.abs(run.inputs.given), dtype=np.float64))
+        own = [float(np.sum(r, dtype=np.float64)) for r in run.inputs.given_rows]
         for p in range(run.processes):
             got = run.result(p, "global_sum")
             assert "value" in got, f"global_sum should return a Python float; process {p} got a {got['type']}"
@@ -138,17 +145,18 @@ class Checks:
                 f"gather_to_host should return a NumPy array; process {p} got a {got.get('type')}"
                 + (" (a jax.Array lives on devices: bring it to the host)" if got.get("type") == "jax.Array" else ""))
             value = got["value"]
-            if value.shape == run.given_rows[p].shape and np.array_equal(value, run.given_rows[p]):
+            own = run.inputs.given_rows[p]
+            if value.shape == own.shape and np.array_equal(value, own):
                 raise AssertionError(f"gather_to_host in process {p} returned only its own {len(value)} rows, not "
-                                     f"the whole {run.given.shape} array of all processes")
-            problem = compare(value, run.given, rtol=0, atol=0, name=f"gather_to_host in process {p}")
+                                     f"the whole {run.inputs.given.shape} array of all processes")
+            problem = compare(value, run.inputs.given, rtol=0, atol=0, name=f"gather_to_host in process {p}")
             assert problem is None, problem
 
     @staticmethod
     def barrier(run: ClusterRun) -> None:
         """Read from when the harness received each process's "arrived" and "left" (not from what the
         processes claim): the others leave after the late one arrives, and soon after it."""
-        late = run.late_process
+        late, lateness = run.inputs.late_process, run.inputs.lateness
         for p in range(run.processes):
             got = run.result(p, "barrier")
             assert got is None, f"barrier should return None, process {p} got {got!r}"
@@ -157,7 +165,7 @@ class Checks:
             left = run.seen[(p, "barrier", "done")] - arrived
             if p != late and left < -RELAY_JITTER:
                 raise AssertionError(
-                    f"process {p} left the barrier {-left:.2f} s before process {late} arrived ({run.lateness:.1f} s "
+                    f"process {p} left the barrier {-left:.2f} s before process {late} arrived ({lateness:.1f} s "
                     f"late): a barrier must hold every process until all have called it")
             if left > LEAVE_WITHIN:
                 raise AssertionError(

@@ -1,20 +1,14 @@
-"""The harness's side of a worker: a stand-in for the student's module whose functions run elsewhere.
+"""The harness's supervisor of one student's worker processes: it starts them confined, forks each from a
+fork server (grader.worker.zygote) when it can, sends a worker its requests and reads its answers within
+the test's deadline, relays what the student's code prints, and kills and replaces a worker that crashed,
+hung or broke the protocol, with everything it started. It suspends them while a test measures speed.
 
-    worker = Worker(folder, isolation=Isolation.BUBBLEWRAP)
-    impl = RemoteModule(folder / "ex01_meshes.py", worker)
-    impl.place(x, mesh, spec)          # direct: the worker calls it on real arrays, data comes back
-    jax.jit(lambda x: impl.f(x, mesh)) # traced: the worker exports the traced program, the harness runs it
-
-A call whose arguments hold tracers (the test traces `impl.f` inside its own `jax.jit`, or a check
-compiles it) is exported by the worker and called here with `Exported.call`, so values, shardings,
-collectives, memory and speed are measured on the harness's own copy of the student's program. Every
-other call gets real arrays in the worker and returns plain data. Exceptions come back as their type
-name and message and are raised here as a class of that name deriving from the nearest builtin.
+It deals in messages only: what a request means, and what its answer is worth, is the stand-in's
+(grader.worker.stand_in); how a worker fails is grader.worker.failures.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 import select
@@ -24,12 +18,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
-from grader.checks.tracing import layout_hint
-from grader.worker import confinement, programs, protocol
+from grader.worker import confinement, protocol
+from grader.worker.failures import WorkerBrokeProtocol, WorkerCrashed, WorkerFailure, WorkerTimeout, describe_death
 
 STARTUP_SECONDS = 120.0          # a confined Python importing jax (a new zygote)
 WARM_STARTUP_SECONDS = 10.0      # a worker forked from a ready zygote: later than this, start a new sandbox
@@ -37,128 +32,9 @@ REPLACE_SECONDS = 2.0            # for the zygote to reap a replaced worker's pr
 EXIT_STATUS_SECONDS = 2.0        # for the zygote to report how a worker that closed its pipe ended
 OUTPUT_CHARS_PER_CALL = 4000
 
-
-class WorkerFailure(RuntimeError):
-    """The worker failed a request; `importing`: while it imported the module (it would again)."""
-
-    def __init__(self, message: str, importing: bool = False):
-        super().__init__(message)
-        self.importing = importing
-
-
-class WorkerCrashed(WorkerFailure):
-    """The worker process died (exit, signal, out of memory) while serving a call."""
-
-
-class WorkerTimeout(WorkerFailure):
-    """The worker did not answer before the test's time ran out."""
-
-
-class WorkerBrokeProtocol(WorkerFailure):
-    """The worker sent something that is not the protocol (graded as an error)."""
-
-
-class UntrustedProgram(RuntimeError):
-    """A traced program the harness refuses to compile (see grader.worker.programs; wrong platform)."""
-
-
-class RemoteError:
-    """Mixed into every exception raised again from a worker's error report (beside its builtin base)."""
-    student_frames: list[dict] = []
-
-
-_ERROR_CLASSES: dict[tuple[str, str], type] = {}
-
-
-def remote_exception(report: dict) -> BaseException:
-    """The student's exception, rebuilt: a class named like theirs, deriving from the nearest builtin."""
-    name = report.get("type")[:100] if isinstance(report.get("type"), str) else "Exception"   # classes are kept
-    base = protocol.BUILTIN_ERRORS.get(report.get("base"), Exception)
-    if not name.isidentifier():
-        name = base.__name__
-    key = (name, base.__name__)
-    if key not in _ERROR_CLASSES:
-        _ERROR_CLASSES[key] = type(name, (base, RemoteError), {"__module__": "student"})
-    message = report.get("message") if isinstance(report.get("message"), str) else ""
-    exc = _ERROR_CLASSES[key](message)
-    frames = report.get("frames")
-    exc.student_frames = [f for f in frames if isinstance(f, dict)][-5:] if isinstance(frames, list) else []
-    return exc
-
-
-def _need(condition: bool, why: str) -> None:
-    if not condition:
-        raise UntrustedProgram(why)
-
-
-def checked_program(artifact: str):
-    """Deserialize a worker's exported program and refuse anything the harness should not compile: see
-    grader.worker.programs (custom calls, host transfers, huge buffers, dynamic shapes), and a program
-    for another platform, for more devices than exist, or carrying a derivative of its own (which
-    jax.grad of it would compile unchecked; the worker never sends one)."""
-    import jax
-
-    _need(isinstance(artifact, str), "the traced program is missing")   # its size: bounded as its message's
-    try:
-        raw = base64.b64decode(artifact, validate=True)
-    except ValueError:
-        raise UntrustedProgram("the traced program is not base64") from None
-    try:
-        exported = jax.export.deserialize(bytearray(raw))
-        found = programs.exported_facts(exported)
-    except Exception as exc:
-        raise UntrustedProgram(f"the traced program could not be read: {type(exc).__name__}: {exc}") from None
-    _need(tuple(exported.platforms) == (jax.default_backend(),),
-          f"the traced program is for {exported.platforms}, not {jax.default_backend()}")
-    _need(exported.nr_devices <= jax.device_count(), "the traced program needs more devices than exist")
-    _need(not exported.has_vjp(), "the traced program carries a derivative of its own")
-    why = programs.refusal(found)
-    _need(why is None, why or "")
-    return exported
-
-
-def _has_tracer(tree) -> bool:
-    import jax
-
-    if isinstance(tree, jax.core.Tracer):
-        return True
-    if type(tree) in (tuple, list):
-        return any(_has_tracer(v) for v in tree)
-    if type(tree) is dict:
-        return any(_has_tracer(v) for v in tree.values())
-    return False
-
-
-def _abstract(value):
-    """What the worker traces with in place of an array: its shape, dtype and (explicit) sharding."""
-    import jax
-    from jax.sharding import AxisType, NamedSharding
-
-    aval = jax.typeof(value)
-    sharding = getattr(aval, "sharding", None)
-    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
-        sharding = value.sharding
-    elif isinstance(sharding, NamedSharding) and any(t == AxisType.Explicit for t in sharding.mesh.axis_types):
-        sharding = _concrete(sharding)
-    else:   # an Auto mesh's tracer carries no layout: the argument the check compiles for has it
-        hint = layout_hint(aval.shape, aval.dtype)
-        mesh = getattr(sharding, "mesh", None)
-        sharding = hint if isinstance(hint, NamedSharding) and mesh is not None \
-            and tuple(hint.mesh.axis_names) == tuple(mesh.axis_names) else None
-    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding)
-
-
-def _concrete(sharding):
-    """A tracer's sharding names an abstract mesh; the worker needs devices: the first ones, in order."""
-    import jax
-    import numpy as np
-    from jax.sharding import Mesh, NamedSharding
-
-    mesh = sharding.mesh
-    if isinstance(mesh, Mesh):
-        return sharding
-    devices = np.array(jax.devices()[:mesh.size], dtype=object).reshape(mesh.axis_sizes)
-    return NamedSharding(Mesh(devices, mesh.axis_names, axis_types=mesh.axis_types), sharding.spec)
+# False: a replaced worker's whole sandbox is stopped and the next worker starts cold, in a fresh one,
+# as if there were no fork server (bench/worker_start.py measures what the fork server saves).
+FORK_SERVER = True
 
 
 def _timeout(what: str, importing: bool) -> WorkerTimeout:
@@ -176,6 +52,11 @@ def _tree(process) -> list:
         return []
 
 
+def _no_callback(message: dict) -> dict:
+    """A worker just started has run no student code, so no function of the tests was given to it."""
+    return {"error": "no function of the tests was given to a worker that is starting"}
+
+
 _NOT_SERVING = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD, psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
 
 
@@ -187,7 +68,8 @@ class Worker:
     started once per Worker, that has imported jax and waits to be asked for a worker. A worker that
     crashed, hung or broke the protocol is killed with everything it started (every descendant of the
     zygote, the zygote being a subreaper), and the next is forked at once (warm). A zygote that is gone
-    or does not answer is killed with its whole sandbox and a fresh one started (cold)."""
+    or does not answer is killed with its whole sandbox and a fresh one started (cold); so is every
+    replaced worker's sandbox when FORK_SERVER is off."""
 
     def __init__(self, folder: Path, *, isolation: confinement.Isolation,
                  limits: confinement.WorkerLimits | None = None, scratch: Path | None = None):
@@ -202,7 +84,6 @@ class Worker:
         self._forked = 0                           # workers asked of the zygote: numbers its exit reports
         self._ready = False
         self._output = None                        # what the sandbox prints, read back after each call
-        self.callbacks: list = []                  # the tests' functions passed to the student's, by reference
         self.deadline = float("inf")               # time.monotonic() by which the current test must end
 
     # What the worker now serving may still send (protocol.Budget), and which worker (self._forked) that is.
@@ -304,7 +185,7 @@ class Worker:
         finally:
             os.close(request_r)
             os.close(response_w)
-        answer = self._receive(limit, "starting the worker")
+        answer = self._receive(limit, "starting the worker", _no_callback)
         if answer.get("ready") is not True:
             self._discard_worker()
             raise protocol.ProtocolError("the worker did not start as expected")
@@ -334,7 +215,7 @@ class Worker:
             os.close(fd)
         self._request_w = self._response_r = None
         self._ready = False
-        if not self._clear_zygote():
+        if not FORK_SERVER or not self._clear_zygote():
             self.stop()   # it kills self._worker too, which may have left the sandbox's tree with the zygote
             return
         self._worker = None
@@ -421,9 +302,11 @@ class Worker:
 
     # --- messages ----------------------------------------------------------------------------
 
-    def request(self, message: dict, *, module: str) -> dict:
-        """Send one request about `module` (a file name) and return the answer. A crash or a hang raises
-        WorkerCrashed or WorkerTimeout saying whether the module was being imported (`.importing`)."""
+    def request(self, message: dict, *, module: str, answer_callback: Callable[[dict], dict]) -> dict:
+        """Send one request about `module` (a file name) and return the answer; `answer_callback` answers
+        what the worker asks the harness meanwhile (a "callback" message: a test's function to trace). A
+        crash or a hang raises WorkerCrashed or WorkerTimeout saying whether the module was being
+        imported (`.importing`)."""
         if not self._ready:
             self._spawn()
         try:
@@ -433,22 +316,22 @@ class Worker:
             raise WorkerCrashed("crashed: the worker ended before it was asked") from None
         what = "this call" if module in self._imported else f"importing {module}"
         try:
-            answer = self._receive(self.deadline, what)
+            answer = self._receive(self.deadline, what, answer_callback)
             if "imported" in answer:   # the worker imported the module (first use): now the call runs
                 self._imported.add(module)
-                answer = self._receive(self.deadline, "this call")
+                answer = self._receive(self.deadline, "this call", answer_callback)
         finally:
             self._relay_output()
         return answer
 
-    def _receive(self, deadline: float, what: str) -> dict:
-        """The worker's answer, serving its callbacks (a test's function to trace) meanwhile. A worker
-        that stops reading the programs it asked for costs the harness no more than the test's time."""
+    def _receive(self, deadline: float, what: str, answer_callback: Callable[[dict], dict]) -> dict:
+        """The worker's answer, its callbacks answered meanwhile. A worker that stops reading the
+        programs it asked for costs the harness no more than the test's time."""
         while True:
             message = self._next_message(deadline, what)
             if "callback" not in message:
                 return message
-            answer = self._serve_callback(message)
+            answer = answer_callback(message)
             os.set_blocking(self._request_w, False)   # protocol.send then waits for room only until the deadline
             try:
                 protocol.send(self._request_w, answer, deadline)
@@ -505,20 +388,6 @@ class Worker:
                 return int(message[len(wanted):])
         return None
 
-    def _serve_callback(self, message: dict) -> dict:
-        """The worker calls a function of the tests: trace it here, on the arrays described, and send the
-        program (the tests' code is traced by the harness, never shipped as code), stripped of every
-        location and name of the tests' code: the student's code can read it."""
-        try:
-            index = message["callback"]
-            if type(index) is not int or not 0 <= index < len(self.callbacks):
-                raise protocol.ProtocolError(f"no function of the tests is numbered {str(index)[:20]}")
-            args = protocol.decode(message.get("args"))
-            kwargs = protocol.decode(message.get("kwargs"))
-            return protocol.export_traced(self.callbacks[index], args, kwargs, anonymous=True)
-        except Exception as exc:
-            return {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
-
     def _relay_output(self) -> None:
         """What the student's code printed during the call, into the test's captured output."""
         if self._output is None:
@@ -531,100 +400,3 @@ class Worker:
             sys.stdout.write(text[:OUTPUT_CHARS_PER_CALL].decode(errors="replace") + ("\n... (cut)\n" if cut else ""))
 
 
-class RemoteModule:
-    """The student's module at `module_path`, served by `worker` (one worker serves a folder's modules)."""
-
-    def __init__(self, module_path: Path, worker: Worker):
-        self._name = Path(module_path).name
-        self._worker = worker
-        self._fatal: BaseException | None = None   # an import that failed, crashed or hung: every call fails alike
-        self._programs: dict[str, tuple] = {}      # exported programs by request, traced once
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):   # never an exercise function; asked for by tools (hypothesis' _repr_pretty_)
-            raise AttributeError(name)
-        return RemoteFunction(self, {"name": name})
-
-    def __repr__(self) -> str:
-        return f"<student module {self._name} (served by a worker)>"
-
-    def request(self, message: dict) -> dict:
-        if self._fatal is not None:
-            raise self._fatal.with_traceback(None)
-        try:
-            answer = self._worker.request(message, module=self._name)
-        except WorkerFailure as exc:
-            if exc.importing:   # it would crash or hang again: every test of the module reports it
-                self._fatal = exc
-            raise
-        if "import_error" in answer:
-            from grader.course.implementations import ImplementationImportError
-
-            self._fatal = ImplementationImportError(str(answer["import_error"]))
-            raise self._fatal
-        return answer
-
-    def call(self, target: dict, args: tuple, kwargs: dict):
-        """target: {"name": the module's function} or {"ref": a function the student returned}."""
-        if _has_tracer((args, kwargs)):
-            return self._traced_call(target, args, kwargs)
-        message = {"op": "call", **target, **self._encoded(target, args, kwargs)}
-        return self._answer(self.request(message))
-
-    def _encoded(self, target: dict, args, kwargs) -> dict:
-        try:
-            return {"args": protocol.encode(args, functions=self._worker.callbacks),
-                    "kwargs": protocol.encode(kwargs, functions=self._worker.callbacks)}
-        except protocol.UnsupportedValue as exc:
-            raise TypeError(f"the grader cannot send {exc} to {target.get('name', 'your function')}") from None
-
-    def _answer(self, response: dict, *, encoded: bool = True):
-        if "error" in response:
-            raise remote_exception(response["error"] if isinstance(response["error"], dict) else {})
-        if "ok" not in response:
-            raise self._worker.broke_protocol("this call", protocol.ProtocolError(
-                "the answer has neither a result nor an error"))
-        return self._decode(response["ok"]) if encoded else response["ok"]
-
-    def _decode(self, tree):
-        """What the worker sent, rebuilt; anything malformed discards the worker."""
-        try:
-            return protocol.decode(tree, functions=lambda ref: RemoteFunction(self, {"ref": ref}))
-        except protocol.ProtocolError as exc:
-            raise self._worker.broke_protocol("this call", exc) from None
-
-    def _traced_call(self, target: dict, args: tuple, kwargs: dict):
-        abstract, arrays = protocol.abstract_arrays(args, kwargs, _abstract)
-        message = {"op": "export", **target, **self._encoded(target, *abstract)}
-        key = repr(message)
-        if key not in self._programs:
-            answer = self._answer(self.request(message), encoded=False)
-            if not isinstance(answer, dict) or "artifact" not in answer:
-                raise self._worker.broke_protocol("this call", protocol.ProtocolError("a malformed program"))
-            self._programs[key] = (checked_program(answer["artifact"]), self._decode(answer.get("out")))
-        exported, layout = self._programs[key]
-        return protocol.call_exported(exported, layout, arrays)
-
-
-class RemoteFunction:
-    """A student's function: one of the module's, by name, or one a call returned, by reference."""
-
-    def __init__(self, module: RemoteModule, target: dict):
-        self._module, self._target = module, target
-        self.__name__ = target.get("name", f"<function returned by your code #{target.get('ref')}>")
-
-    def __call__(self, *args, **kwargs):
-        return self._module.call(self._target, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"<student function {self.__name__} (served by a worker)>"
-
-
-def describe_death(returncode: int | None) -> str:
-    if returncode is None:
-        return "the process did not report how it ended"
-    if returncode < 0:
-        name = {9: "SIGKILL (out of memory, or killed)", 11: "SIGSEGV (segmentation fault)",
-                6: "SIGABRT (aborted)"}.get(-returncode, f"signal {-returncode}")
-        return f"the process was killed by {name}"
-    return f"the process exited with status {returncode} (does the code call exit()?)"

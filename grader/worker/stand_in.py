@@ -1,0 +1,192 @@
+"""The harness's stand-in for a student's module, whose functions run in a worker (grader.worker.supervisor).
+
+    worker = Worker(folder, isolation=Isolation.BUBBLEWRAP)
+    impl = RemoteModule(folder / "ex01_meshes.py", worker)
+    impl.place(x, mesh, spec)          # direct: the worker calls it on real arrays, data comes back
+    jax.jit(lambda x: impl.f(x, mesh)) # traced: the worker exports the traced program, the harness runs it
+
+A call whose arguments hold tracers (the test traces `impl.f` inside its own `jax.jit`, or a check
+compiles it) is exported by the worker and called here with `Exported.call`, once the program passed
+grader.worker.programs.checked_program, so values, shardings, collectives, memory and speed are measured
+on the harness's own copy of the student's program. Every other call gets real arrays in the worker and
+returns plain data. Exceptions come back as their type name and message and are raised here as a class
+of that name deriving from the nearest builtin (grader.worker.failures.remote_exception). A test's
+function passed to the student's goes by reference; when the worker calls it, it is traced here.
+"""
+
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+
+from grader.checks.tracing import layout_hint
+from grader.worker import protocol
+from grader.worker.failures import WorkerFailure, remote_exception
+from grader.worker.programs import checked_program
+from grader.worker.supervisor import Worker
+
+
+class HarnessFunctions:
+    """The tests' functions passed to the student's (a per-device function given to a higher-order
+    exercise): each crosses as its index here, and is traced here when the worker calls it."""
+
+    def __init__(self):
+        self.functions: list = []
+
+    def answer(self, message: dict) -> dict:
+        """Trace the function the worker calls on the arrays it describes, and send the program (the
+        tests' code is traced by the harness, never shipped as code), stripped of every location and
+        name of the tests' code: the student's code can read it."""
+        try:
+            index = message["callback"]
+            if type(index) is not int or not 0 <= index < len(self.functions):
+                raise protocol.ProtocolError(f"no function of the tests is numbered {str(index)[:20]}")
+            args = protocol.decode(message.get("args"))
+            kwargs = protocol.decode(message.get("kwargs"))
+            return protocol.export_traced(self.functions[index], args, kwargs, anonymous=True)
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+
+
+# One numbering per worker, shared by the modules it serves: a function the student's code kept from
+# one module's call still names the same test's function when called during another's.
+_HARNESS_FUNCTIONS: weakref.WeakKeyDictionary[Worker, HarnessFunctions] = weakref.WeakKeyDictionary()
+
+
+def _harness_functions(worker: Worker) -> HarnessFunctions:
+    return _HARNESS_FUNCTIONS.setdefault(worker, HarnessFunctions())
+
+
+def _has_tracer(tree) -> bool:
+    import jax
+
+    if isinstance(tree, jax.core.Tracer):
+        return True
+    if type(tree) in (tuple, list):
+        return any(_has_tracer(v) for v in tree)
+    if type(tree) is dict:
+        return any(_has_tracer(v) for v in tree.values())
+    return False
+
+
+def _abstract(value):
+    """What the worker traces with in place of an array: its shape, dtype and (explicit) sharding."""
+    import jax
+    from jax.sharding import AxisType, NamedSharding
+
+    aval = jax.typeof(value)
+    sharding = getattr(aval, "sharding", None)
+    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
+        sharding = value.sharding
+    elif isinstance(sharding, NamedSharding) and any(t == AxisType.Explicit for t in sharding.mesh.axis_types):
+        sharding = _concrete(sharding)
+    else:   # an Auto mesh's tracer carries no layout: the argument the check compiles for has it
+        hint = layout_hint(aval.shape, aval.dtype)
+        mesh = getattr(sharding, "mesh", None)
+        sharding = hint if isinstance(hint, NamedSharding) and mesh is not None \
+            and tuple(hint.mesh.axis_names) == tuple(mesh.axis_names) else None
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding)
+
+
+def _concrete(sharding):
+    """A tracer's sharding names an abstract mesh; the worker needs devices: the first ones, in order."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+
+    mesh = sharding.mesh
+    if isinstance(mesh, Mesh):
+        return sharding
+    devices = np.array(jax.devices()[:mesh.size], dtype=object).reshape(mesh.axis_sizes)
+    return NamedSharding(Mesh(devices, mesh.axis_names, axis_types=mesh.axis_types), sharding.spec)
+
+
+
+class RemoteModule:
+    """The student's module at `module_path`, served by `worker` (one worker serves a folder's modules)."""
+
+    def __init__(self, module_path: Path, worker: Worker):
+        self._name = Path(module_path).name
+        self._worker = worker
+        self._functions = _harness_functions(worker)
+        self._fatal: BaseException | None = None   # an import that failed, crashed or hung: every call fails alike
+        self._programs: dict[str, tuple] = {}      # exported programs by request, traced once
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):   # never an exercise function; asked for by tools (hypothesis' _repr_pretty_)
+            raise AttributeError(name)
+        return RemoteFunction(self, {"name": name})
+
+    def __repr__(self) -> str:
+        return f"<student module {self._name} (served by a worker)>"
+
+    def request(self, message: dict) -> dict:
+        if self._fatal is not None:
+            raise self._fatal.with_traceback(None)
+        try:
+            answer = self._worker.request(message, module=self._name, answer_callback=self._functions.answer)
+        except WorkerFailure as exc:
+            if exc.importing:   # it would crash or hang again: every test of the module reports it
+                self._fatal = exc
+            raise
+        if "import_error" in answer:
+            from grader.course.implementations import ImplementationImportError
+
+            self._fatal = ImplementationImportError(str(answer["import_error"]))
+            raise self._fatal
+        return answer
+
+    def call(self, target: dict, args: tuple, kwargs: dict):
+        """target: {"name": the module's function} or {"ref": a function the student returned}."""
+        if _has_tracer((args, kwargs)):
+            return self._traced_call(target, args, kwargs)
+        message = {"op": "call", **target, **self._encoded(target, args, kwargs)}
+        return self._answer(self.request(message))
+
+    def _encoded(self, target: dict, args, kwargs) -> dict:
+        try:
+            return {"args": protocol.encode(args, functions=self._functions.functions),
+                    "kwargs": protocol.encode(kwargs, functions=self._functions.functions)}
+        except protocol.UnsupportedValue as exc:
+            raise TypeError(f"the grader cannot send {exc} to {target.get('name', 'your function')}") from None
+
+    def _answer(self, response: dict, *, encoded: bool = True):
+        if "error" in response:
+            raise remote_exception(response["error"] if isinstance(response["error"], dict) else {})
+        if "ok" not in response:
+            raise self._worker.broke_protocol("this call", protocol.ProtocolError(
+                "the answer has neither a result nor an error"))
+        return self._decode(response["ok"]) if encoded else response["ok"]
+
+    def _decode(self, tree):
+        """What the worker sent, rebuilt; anything malformed discards the worker."""
+        try:
+            return protocol.decode(tree, functions=lambda ref: RemoteFunction(self, {"ref": ref}))
+        except protocol.ProtocolError as exc:
+            raise self._worker.broke_protocol("this call", exc) from None
+
+    def _traced_call(self, target: dict, args: tuple, kwargs: dict):
+        abstract, arrays = protocol.abstract_arrays(args, kwargs, _abstract)
+        message = {"op": "export", **target, **self._encoded(target, *abstract)}
+        key = repr(message)
+        if key not in self._programs:
+            answer = self._answer(self.request(message), encoded=False)
+            if not isinstance(answer, dict) or "artifact" not in answer:
+                raise self._worker.broke_protocol("this call", protocol.ProtocolError("a malformed program"))
+            self._programs[key] = (checked_program(answer["artifact"]), self._decode(answer.get("out")))
+        exported, layout = self._programs[key]
+        return protocol.call_exported(exported, layout, arrays)
+
+
+class RemoteFunction:
+    """A student's function: one of the module's, by name, or one a call returned, by reference."""
+
+    def __init__(self, module: RemoteModule, target: dict):
+        self._module, self._target = module, target
+        self.__name__ = target.get("name", f"<function returned by your code #{target.get('ref')}>")
+
+    def __call__(self, *args, **kwargs):
+        return self._module.call(self._target, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<student function {self.__name__} (served by a worker)>"
