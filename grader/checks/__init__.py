@@ -9,6 +9,7 @@ from grader.checks.hlo import (
     compiled,
     flops_per_device,
     hlo_text,
+    inspect_collectives,
     memory_per_device,
 )
 from grader.checks.meshes import test_mesh
@@ -31,6 +32,6 @@ from grader.checks.speedup import (
 __all__ = [
     "COLLECTIVES", "NotReported", "SpeedupResult", "TimingPolicy", "assert_close", "assert_collectives",
     "assert_computes", "assert_shard_values", "assert_sharded_like", "assert_sharding", "calibration_speedup",
-    "collective_ops", "collectives_in", "compare", "compiled", "flops_per_device", "hlo_text", "judge",
-    "layout_text", "measure_speedup", "memory_per_device", "side_by_side", "test_mesh",
+    "collective_ops", "collectives_in", "compare", "compiled", "flops_per_device", "hlo_text", "inspect_collectives",
+    "judge", "layout_text", "measure_speedup", "memory_per_device", "side_by_side", "test_mesh",
 ]

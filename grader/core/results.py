@@ -140,7 +140,8 @@ class CollectivesCheck:
     """A collectives check: what its rule asked for, and every collective the program compiled to."""
     what: str                            # the program, as the message names it
     found: tuple[Collective, ...]
-    passed: bool                         # the rule held (the program's values are checked apart)
+    passed: bool | None                  # the rule held (the values are checked apart); None: the test judged
+                                         # the collectives by a rule of its own (its message says which)
     exactly: dict[str, int] | None = None   # kind -> count (kinds not named: none)
     present: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
@@ -162,7 +163,9 @@ class CollectivesCheck:
     def from_dict(cls, data: dict[str, Any]) -> CollectivesCheck:
         data = _keys(cls, data)
         exactly, only = data.get("exactly"), data.get("only")
-        return cls(data["what"], tuple(Collective.from_dict(c) for c in data["found"]), bool(data["passed"]),
+        passed = data["passed"]
+        return cls(data["what"], tuple(Collective.from_dict(c) for c in data["found"]),
+                   None if passed is None else bool(passed),
                    {str(k): int(v) for k, v in exactly.items()} if exactly is not None else None,
                    tuple(data.get("present", ())), tuple(data.get("absent", ())),
                    tuple(only) if only is not None else None)
@@ -215,6 +218,27 @@ class TestFacts:
     __test__ = False   # not a pytest test class
 
 
+# -- test ids: "tests/exercises/ex04_sharded_layer/test_hidden.py::test_layer_values[4dev]" --------------
+
+def function_id(nodeid: str) -> str:
+    """The test function's id, without its parameters: "f.py::test_x[2dev]" -> "f.py::test_x"."""
+    return nodeid.split("[", 1)[0]
+
+
+def test_name(nodeid: str) -> str:
+    """The test as a student reads it: "f.py::test_x[2dev]" -> "test_x[2dev]"."""
+    function, bracket, parameters = nodeid.partition("[")
+    return function.rsplit("::", 1)[-1] + bracket + parameters
+
+
+test_name.__test__ = False   # not a pytest test, wherever it is imported
+
+
+def function_name(nodeid: str) -> str:
+    """The test function's name: "f.py::test_x[2dev]" -> "test_x"."""
+    return function_id(nodeid).rsplit("::", 1)[-1]
+
+
 @dataclass
 class TestResult:
     nodeid: str
@@ -237,7 +261,12 @@ class TestResult:
     @property
     def name(self) -> str:
         """"test_hidden.py::test_layer_auto_values[4dev]" -> "test_layer_auto_values[4dev]"."""
-        return self.nodeid.rsplit("::", 1)[-1]
+        return test_name(self.nodeid)
+
+    @property
+    def function(self) -> str:
+        """The test function's name, without its parameters: "test_layer_auto_values"."""
+        return function_name(self.nodeid)
 
     @property
     def passed(self) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.results import function_id
 from grader.course import catalog
 from grader.harness.session import META, session_of
 
@@ -19,11 +20,6 @@ def exercise_of(path: Path) -> catalog.Exercise | None:
         return catalog.get(path.parent.name)
     except KeyError:
         return None
-
-
-def function_id(nodeid: str) -> str:
-    """A test function's id without its parameters: "f.py::test_x[2dev]" -> "f.py::test_x"."""
-    return nodeid.split("[", 1)[0]
 
 
 def pytest_collection_modifyitems(config, items):

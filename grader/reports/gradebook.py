@@ -22,8 +22,7 @@ def cell_scores(results: GradingResults) -> dict[str, dict[str, float]]:
         if exercise.note:   # not in the submission: nbgrader records no submission either
             continue
         for test in exercise.tests:
-            function = test.name.split("[", 1)[0]
-            grade_id = f"{exercise_id}--{'hidden' if test.hidden else 'test'}-{function}"
+            grade_id = f"{exercise_id}--{'hidden' if test.hidden else 'test'}-{test.function}"
             scores[exercise_id][grade_id] += test.score
     return {ex: dict(cells) for ex, cells in scores.items()}
 

@@ -29,7 +29,6 @@ import signal
 import struct
 import sys
 
-
 try:   # imported now: once the user has changed, Python's own files may be out of its reach
     from grader.worker import seccomp
 except ImportError:   # run by its path without site (grader.worker.containment.launcher): its folder is sys.path[0]

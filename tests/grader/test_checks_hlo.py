@@ -209,3 +209,15 @@ def test_structure_rules_also_check_the_values(mesh):
         assert_collectives(lazy, v, exactly={}, expected=np.arange(16) * 2)
     with pytest.raises(AssertionError, match="returns 1 value"):
         assert_computes((np.zeros(2),), (np.zeros(2), np.zeros(2)))
+
+
+def test_collectives_inspected_by_a_test_are_recorded_as_its_fact(mesh, x):
+    """A test that judges the collectives by its own rule (inspect_collectives) still leaves them in report.json."""
+    from grader.checks.hlo import compiled, inspect_collectives
+    from grader.core import facts
+
+    facts.start()
+    ops = inspect_collectives(compiled(per_device(mesh, lambda v: jax.lax.psum(v, "i"), P()), x), what="the sum")
+    (check,) = facts.take().collectives
+    assert [op.kind for op in ops] == ["all-reduce"] and check.passed is None and check.what == "the sum"
+    assert [(c.op, c.group_size, tuple(c.mesh_axes)) for c in check.found] == [("all-reduce", 8, ("i",))]

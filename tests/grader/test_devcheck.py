@@ -30,7 +30,24 @@ def test_a_stale_stub_and_a_stray_module_are_reported(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow
-def test_dev_check_passes(capsys):
-    assert main(["dev-check"]) == 0, capsys.readouterr().out
-    out = capsys.readouterr().out
-    assert "dev-check: OK" in out and "tests not attempted" in out
+def test_every_stub_fails_every_test_as_not_attempted():
+    """dev-check's second run. Its first, the reference passing every test, is this session's own
+    tests/exercises (which run against the reference, slow tests included in CI): run again here, it
+    would only repeat them."""
+    findings = devcheck.Findings()
+    devcheck.check_stubs_not_attempted(findings)
+    assert findings.ok, findings.problems[:10]
+    (note,) = findings.notes
+    assert note.startswith("stubs: ") and note.split()[1] == note.split()[3]   # "stubs: N of N tests ..."
+    assert int(note.split()[1]) >= 400
+
+
+def test_dev_check_runs_the_reference_and_the_stubs(monkeypatch, capsys):
+    """The command's glue: both runs, their findings in the report, the exit status."""
+    ran = []
+    monkeypatch.setattr(devcheck, "check_reference_passes", lambda findings: ran.append("reference"))
+    monkeypatch.setattr(devcheck, "check_stubs_not_attempted",
+                        lambda findings: (ran.append("stubs"), findings.problems.append("a stub passed")))
+    assert main(["dev-check"]) == 1
+    assert ran == ["reference", "stubs"]
+    assert "PROBLEM a stub passed" in capsys.readouterr().out

@@ -231,6 +231,7 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
         classmate_log, _ = classmate.communicate(timeout=600)
         classmate_ended = time.monotonic()
         attacker_log, _ = attacker.communicate(timeout=600)
+        attacker_ended = time.time()
     finally:
         stop.set()
         sampler.join(timeout=10)
@@ -262,11 +263,17 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
     if os.geteuid() == 0 and confinement.choose_isolation("auto") is confinement.Isolation.BUBBLEWRAP:
         assert bomb_uids and all(sandbox_users.FIRST_UID <= u < sandbox_users.FIRST_UID + sandbox_users.UID_COUNT
                                  for u in bomb_uids), seen.uids
+    # A uid is free again once its sandbox ended, and a grading running beside this test (pytest -n) may take
+    # it meanwhile: a process started after the bomb's grading ended is that grading's, not the bomb's.
     for uid in bomb_uids:
-        assert not [p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
+        of_uid = [p for p in psutil.process_iter(["uids", "create_time"])
+                  if p.info["uids"] and p.info["uids"].real == uid]
+        assert not [p.pid for p in of_uid if p.info["create_time"] < attacker_ended]
         lock = os.open(sandbox_users.lock_folder() / str(uid), os.O_RDWR)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)   # free again: released by the grading's end
+        except BlockingIOError:
+            assert of_uid, f"uid {uid} is still locked and no later grading holds it"
         finally:
             os.close(lock)
 

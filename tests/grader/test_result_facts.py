@@ -18,7 +18,8 @@ from grader.course import catalog, paths
 from grader.grading.engine import grade_submission
 from grader.reports.writers import write_report_json
 
-pytestmark = pytest.mark.xdist_group("test_result_facts")   # the module-scoped gradings run once
+# Two gradings (about a minute): slow. One xdist group: the module-scoped gradings run once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_result_facts")]
 
 EX04 = catalog.get("ex04_sharded_layer")
 SUBMISSIONS = Path(__file__).parent / "submissions"

@@ -13,8 +13,8 @@ from grader.checks import (
     assert_computes,
     assert_sharded_like,
     calibration_speedup,
-    collective_ops,
     compiled,
+    inspect_collectives,
     test_mesh,
 )
 
@@ -112,7 +112,7 @@ def _assert_data_parallel_program(step, what, n_devices, problem, reference):
     program = compiled(lambda p, x, y: jax.tree.leaves(step(mesh, p, x, y)), *args)
     expected = _expected_leaves(reference, params, x, y)
     assert_computes(program(*args), expected, **TOL, what=what)
-    gathers = [op.line for op in collective_ops(program)
+    gathers = [op.line for op in inspect_collectives(program, what=what)
                if op.kind == "all-gather" and N_BATCH in _result_dims(op.line)]
     if gathers:
         raise AssertionError(

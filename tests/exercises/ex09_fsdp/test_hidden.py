@@ -19,8 +19,8 @@ from grader.checks import (
     NotReported,
     assert_collectives,
     assert_computes,
-    collective_ops,
     compiled,
+    inspect_collectives,
     memory_per_device,
     test_mesh,
 )
@@ -111,7 +111,8 @@ def test_fsdp_train_step_program(impl, n_devices, problem, fsdp_placed, referenc
     program = _step_program(impl, mesh, args)
     expected = _expected_leaves(reference, params, x, y)
     assert_computes(program(*args), expected, **TOL, what="fsdp_train_step")
-    all_reduces = [op.line for op in collective_ops(program) if op.kind == "all-reduce"]
+    ops = inspect_collectives(program, what="fsdp_train_step")
+    all_reduces = [op.line for op in ops if op.kind == "all-reduce"]
     moved = sum(_elements(line) for line in all_reduces)
     smallest = min(W.size for W, _ in params)
     small_stuff = sum(b.size for _, b in params) + 1
@@ -129,7 +130,7 @@ def test_fsdp_train_step_program(impl, n_devices, problem, fsdp_placed, referenc
                             "reduce-scattered)")
     # Every weight's gradient goes through a reduce-scatter: each device receives its 1/n of each (a token
     # reduce-scatter beside gradients reduced another way does not count).
-    scatters = [op.line for op in collective_ops(program) if op.kind == "reduce-scatter"]
+    scatters = [op.line for op in ops if op.kind == "reduce-scatter"]
     scattered = sum(_elements(line, "reduce-scatter") for line in scatters)
     slices = sum(W.size for W, _ in params) // n_devices
     assert scattered >= slices, (

@@ -16,9 +16,9 @@ from grader.checks import (
     assert_collectives,
     assert_computes,
     assert_sharded_like,
-    collective_ops,
     compare,
     inputs,
+    inspect_collectives,
     test_mesh,
 )
 from grader.checks.hlo import mesh_axes_of
@@ -295,7 +295,7 @@ def _element_counts(op) -> set[int]:
 
 
 def _all_reduces(program):
-    return [op for op in collective_ops(program) if op.kind == "all-reduce"]
+    return [op for op in inspect_collectives(program) if op.kind == "all-reduce"]
 
 
 _PARTIAL_SUMS = ("the partial sums of h @ W2 live along \"model\": each device of a \"model\" group holds its "
@@ -319,7 +319,7 @@ def _assert_forward_program(program, args, expected, mesh, what="tp_forward"):
             raise AssertionError(
                 f"your forward's all-reduce runs over {_span_text(op, mesh)}; {_PARTIAL_SUMS}. Expected "
                 f"{_expected_text(mesh, 'model')}.\n  {op.line[:300]}" + _values_note(program, args, expected))
-    gathers = [op for op in collective_ops(program) if op.kind == "all-gather"]
+    gathers = [op for op in inspect_collectives(program, what=what) if op.kind == "all-gather"]
     if gathers:
         raise AssertionError(
             f"the compiled program of {what} all-gathers over {_span_text(gathers[0], mesh)} "
