@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grader.core.results import Category, TestResult
 from grader.course import catalog, paths, stubs
 from grader.harness.runner import run_tests
 
@@ -60,38 +61,38 @@ def check_stubs_current(findings: Findings) -> None:
 
 def check_reference_passes(findings: Findings) -> None:
     run = run_tests("reference")
-    for entry in run.tests:
-        if entry["category"] != "passed":
-            findings.problems.append(f"reference {entry['category']}: {entry['nodeid']}\n    "
-                                     + entry["message"].replace("\n", "\n    "))
-    _check_split(findings, run.tests)
-    findings.notes.append(f"reference: {sum(e['category'] == 'passed' for e in run.tests)} of "
-                          f"{len(run.tests)} tests passed")
+    for result in run.results:
+        if result.category != Category.PASSED:
+            findings.problems.append(f"reference {result.category}: {result.nodeid}\n    "
+                                     + result.message.replace("\n", "\n    "))
+    _check_split(findings, run.results)
+    findings.notes.append(f"reference: {sum(r.passed for r in run.results)} of "
+                          f"{len(run.results)} tests passed")
 
 
 def check_stubs_not_attempted(findings: Findings) -> None:
     run = run_tests("exercises")
-    for entry in run.tests:
-        exercise = catalog.get(entry["exercise"]) if entry["exercise"] else None
+    for result in run.results:
+        exercise = catalog.get(result.exercise) if result.exercise else None
         tag = f"{exercise.number}:" if exercise else "?"
-        if entry["category"] != "not attempted" or tag not in entry["message"]:
+        if result.category != Category.NOT_ATTEMPTED or tag not in result.message:
             findings.problems.append(
-                f"stub gives {entry['category']!r} (expected 'not attempted' naming {tag}): "
-                f"{entry['nodeid']}: {entry['message'][:300]}")
-    findings.notes.append(f"stubs: {sum(e['category'] == 'not attempted' for e in run.tests)} of "
-                          f"{len(run.tests)} tests not attempted")
+                f"stub gives {result.category!r} (expected 'not attempted' naming {tag}): "
+                f"{result.nodeid}: {result.message[:300]}")
+    findings.notes.append(f"stubs: {sum(r.category == Category.NOT_ATTEMPTED for r in run.results)} of "
+                          f"{len(run.results)} tests not attempted")
 
 
-def _check_split(findings: Findings, tests: list[dict]) -> None:
+def _check_split(findings: Findings, results: list[TestResult]) -> None:
     """Hidden tests live in test_hidden.py and carry the marker; visible ones do not."""
-    for entry in tests:
-        in_hidden_file = "/test_hidden.py::" in entry["nodeid"]
-        if entry["exercise"] is None:
-            findings.problems.append(f"{entry['nodeid']} belongs to no catalog exercise")
-        elif in_hidden_file != entry["hidden"]:
-            findings.problems.append(f"{entry['nodeid']}: hidden marker does not match its file")
+    for result in results:
+        in_hidden_file = "/test_hidden.py::" in result.nodeid
+        if result.exercise is None:
+            findings.problems.append(f"{result.nodeid} belongs to no catalog exercise")
+        elif in_hidden_file != result.hidden:
+            findings.problems.append(f"{result.nodeid}: hidden marker does not match its file")
     for exercise in catalog.EXERCISES:
-        count = sum(e["exercise"] == exercise.id for e in tests)
+        count = sum(r.exercise == exercise.id for r in results)
         if count == 0:
             findings.problems.append(f"{exercise.id}: no tests collected")
 

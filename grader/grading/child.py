@@ -2,6 +2,8 @@
 
     python -I -m grader.grading.child HARNESS_MEMORY WORKER_MEMORY FILE_BYTES -- PYTEST_ARGS...
 
+PYTEST_ARGS are the runner's (grader.harness.runner.pytest_arguments), as grader.grading.process builds them.
+
 HARNESS_MEMORY is this process's address space (its soft limit); the hard limit stays at WORKER_MEMORY
 when that is larger (0: no limit), so that the worker this harness starts can be given its own limit
 (--memory-limit), larger or smaller than the harness's. Only the grader's code runs here, and the

@@ -28,8 +28,7 @@ from grader.core.options import (  # noqa: F401  (the memory constants: for call
     GradingOptions,
 )
 from grader.core.results import TestResult
-from grader.course import paths
-from grader.harness import events, timing_lock
+from grader.harness import events, runner, timing_lock
 from grader.harness.time_limits import FALLBACK_SECONDS
 from grader.worker.confinement import (
     become_subreaper,  # noqa: F401  (for callers)
@@ -108,17 +107,16 @@ def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, op
     cwd = workdir / "cwd"
     cwd.mkdir(parents=True, exist_ok=True)
     events_r, events_w = os.pipe()
+    # Results travel as events (runner.read_result_event), not in a results file: see grader.harness.runner.
+    extra = ["--tb=no"]   # messages travel as events; tracebacks would show hidden tests' source in the output
+    extra += [f"--time-limits={time_limits}"] if time_limits is not None else []
+    extra += [f"--prior-timeouts={exercise}" for exercise in prior_timeouts]
+    extra += [f"--deselect={nodeid}" for nodeid in deselect]
+    extra += ["--collect-only"] if collect_only else []
     # The child lowers its own RLIMIT_AS to the harness's and keeps the worker's as its hard limit.
     command = [sys.executable, "-I", "-B", "-m", "grader.grading.child", str(limits.harness_memory_bytes or 0),
-               str(options.worker_memory_bytes or 0), str(limits.file_bytes), "--", *targets, "-q", "--no-header",
-               "-p", "no:cacheprovider",
-               "--tb=no",   # messages travel as events; tracebacks would show hidden tests' source in the output
-               f"--rootdir={paths.REPO_ROOT}", "-c", str(paths.REPO_ROOT / "pyproject.toml"),
-               f"--impl={modules_dir}", "--isolate", *options.harness_arguments()]
-    command += [f"--time-limits={time_limits}"] if time_limits is not None else []
-    command += [f"--prior-timeouts={exercise}" for exercise in prior_timeouts]
-    command += [f"--deselect={nodeid}" for nodeid in deselect]
-    command += ["--collect-only"] if collect_only else []
+               str(options.worker_memory_bytes or 0), str(limits.file_bytes), "--",
+               *runner.pytest_arguments(targets, impl=modules_dir, options=options, isolate=True, extra=extra)]
     if cgroups:   # joined by the launcher, before the harness runs anything: all it starts is counted there
         command = launcher({"cgroups": list(cgroups)}, command)
     child_env = _child_environment(workdir, {**(env or {}), events.EVENTS_FD: str(events_w)})
@@ -186,8 +184,8 @@ def _apply_event(event: dict, outcome: ChildOutcome) -> bool:
         return True
     elif kind == "running":
         return True   # the timing lock was acquired: waiting for it does not count
-    elif kind == "result":   # a malformed result is the grader's own bug: it stops grading (MalformedResult)
-        result = TestResult.from_dict({k: v for k, v in event.items() if k != "e"})
+    elif kind == runner.RESULT_EVENT:   # a malformed result is the grader's own bug: it stops grading
+        result = runner.read_result_event(event)   # (MalformedResult)
         outcome.results[result.nodeid] = result
         outcome.running = None
     elif kind == "compile_cache":

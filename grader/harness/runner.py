@@ -1,5 +1,14 @@
-"""Running the exercise tests against an implementation in a fresh pytest process, and reading back
-every test's result from the JSON the plugin writes."""
+"""The one runner of pytest on the exercise tests: the arguments of a run, and its results read back as
+TestResults. Three routes use it: `shardlab check`, dev-check and the suite run pytest in a subprocess
+here (run_tests); grading runs it in a supervised child with limits (grader.grading.process); a notebook
+runs it in its kernel (grader.platforms.notebooks).
+
+Every route reads a test's result in the one form the plugin records it (grader.harness.recording):
+TestResult.to_dict, read back by `read_result`. It travels two ways. A run that ends by itself (a check,
+a kernel's cell) reads the --shardlab-results file, written as the session ends: nothing else is needed,
+and a kernel could not read a pipe it writes itself. A supervised grading run reads the same entries as
+"result" events (grader.harness.events), one as each test ends: it must know which test was running
+when it kills the harness, and a killed harness writes no file."""
 
 from __future__ import annotations
 
@@ -7,13 +16,54 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from grader.core.errors import ShardlabError
 from grader.core.options import GradingOptions
 from grader.core.results import TestResult
 from grader.course import paths
+
+# The grading options a run without --isolate takes: the others (isolation, test timeout, worker memory)
+# are the confined worker's.
+IN_PROCESS_OPTIONS = ("timing", "visible_only")
+RESULT_EVENT = "result"
+
+
+def pytest_arguments(targets: Sequence[str | Path], *, impl: str | Path, results: Path | None = None,
+                     options: GradingOptions | None = None, isolate: bool = False,
+                     rootdir: Path = paths.REPO_ROOT, config: Path = paths.REPO_ROOT / "pyproject.toml",
+                     plugins: Sequence[str] = (), extra: Sequence[str] = ()) -> list[str]:
+    """pytest's arguments for a run of `targets` against `impl`: quiet, no cache, `config` as its
+    configuration; results: where the --shardlab-results file goes; options: the grading options the
+    harness takes (those of a confined worker only with `isolate`), none given: the harness's defaults;
+    plugins: loaded with -p; extra: added last, as given."""
+    arguments = [*(str(target) for target in targets), "-q", "--no-header", "-p", "no:cacheprovider"]
+    for plugin in plugins:
+        arguments += ["-p", plugin]
+    arguments += [f"--rootdir={rootdir}", "-c", str(config), f"--impl={impl}"]
+    arguments += [f"--shardlab-results={results}"] if results is not None else []
+    arguments += ["--isolate"] if isolate else []
+    if options is not None:
+        arguments += options.harness_arguments(None if isolate else IN_PROCESS_OPTIONS)
+    return arguments + list(extra)
+
+
+def read_result(entry: dict[str, Any]) -> TestResult:
+    """One test's result, as the plugin records it: an entry of the results file."""
+    return TestResult.from_dict(entry)
+
+
+def read_result_event(event: dict[str, Any]) -> TestResult:
+    """One test's result from its "result" event: the same entry, with the event's kind ("e")."""
+    return read_result({key: value for key, value in event.items() if key != "e"})
+
+
+def read_results(path: Path) -> list[TestResult]:
+    """Every test's result from a --shardlab-results file, in the order the tests ran."""
+    return [read_result(entry) for entry in json.loads(path.read_text())["tests"]]
 
 
 @dataclass(frozen=True)
@@ -24,11 +74,6 @@ class TestRun:
 
     __test__ = False            # not a pytest test class
 
-    @property
-    def tests(self) -> list[dict]:
-        """The results in their JSON form (TestResult.to_dict), for readers of plain data."""
-        return [result.to_dict() for result in self.results]
-
 
 class RunFailed(ShardlabError, RuntimeError):
     pass
@@ -38,20 +83,19 @@ def run_tests(impl: str | Path, *, tests: list[Path] | None = None, timing: str 
               visible_only: bool = False, slow: bool = False, extra_args: tuple[str, ...] = (),
               timeout: float | None = None) -> TestRun:
     """pytest in a subprocess, from the repo root, on `tests` (default: every exercise's tests)."""
-    targets = [str(t) for t in (tests or [paths.EXERCISE_TESTS_DIR])]
+    targets = tests or [paths.EXERCISE_TESTS_DIR]
+    options = GradingOptions(timing=timing, visible_only=visible_only)
     with tempfile.TemporaryDirectory(prefix="shardlab-run-") as tmp:
         results = Path(tmp) / "results.json"
-        shared = GradingOptions(timing=timing, visible_only=visible_only).harness_arguments(("timing", "visible_only"))
-        command = [sys.executable, "-m", "pytest", *targets, "-q", "--no-header", "-p", "no:cacheprovider",
-                   f"--impl={impl}", f"--shardlab-results={results}", *extra_args, *shared]
-        command += ["--slow"] if slow else []
+        arguments = pytest_arguments(targets, impl=impl, results=results, options=options,
+                                     extra=[*extra_args, *(["--slow"] if slow else [])])
         try:
-            done = subprocess.run(command, cwd=paths.REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run([sys.executable, "-m", "pytest", *arguments], cwd=paths.REPO_ROOT,
+                                  capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise RunFailed(f"the tests ran longer than {timeout:.0f} s and were stopped: does the code loop "
                             "forever, or do far too much work?") from None
         if not results.exists():
             raise RunFailed(f"pytest wrote no results (exit {done.returncode}):\n{done.stdout[-3000:]}"
                             f"\n{done.stderr[-3000:]}")
-        payload = json.loads(results.read_text())
-    return TestRun([TestResult.from_dict(t) for t in payload["tests"]], done.returncode, done.stdout + done.stderr)
+        return TestRun(read_results(results), done.returncode, done.stdout + done.stderr)

@@ -30,7 +30,6 @@ import ast
 import contextlib
 import hashlib
 import io
-import json
 import re
 import shlex
 import sys
@@ -43,7 +42,9 @@ from pathlib import Path
 import nbformat
 
 from grader.core.errors import ShardlabError
+from grader.core.results import TestResult, function_name
 from grader.course import catalog, stubs
+from grader.harness import runner
 
 SCHEMA_VERSION = 3
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -174,8 +175,7 @@ def function_points(exercise: catalog.Exercise, tests: list[dict]) -> dict[tuple
     weights: dict[tuple[str, str], float] = {}
     for test in tests:
         if test["exercise"] == exercise.id:
-            path, function = test["nodeid"].split("[", 1)[0].rsplit("::", 1)
-            key = (Path(path).name, function)
+            key = (Path(test["nodeid"].partition("::")[0]).name, function_name(test["nodeid"]))
             weights[key] = weights.get(key, 0.0) + test["weight"]
     weights = {key: round(weight, 9) for key, weight in weights.items()}   # sums of cases' float shares
     total = sum(weights.values())
@@ -233,8 +233,7 @@ def exercise_notebook(exercise: catalog.Exercise, tests: list[dict]) -> nbformat
     files = {name: test_file_parts((exercise.tests_dir() / name).read_text()) for name in TEST_FILES}
     support = {path.name: path.read_text() for path in exercise.support_files()}
     points = function_points(exercise, tests)
-    hidden = {test["nodeid"].split("[", 1)[0].rsplit("::", 1)[1] for test in tests
-              if test["exercise"] == exercise.id and test["hidden"]}
+    hidden = {function_name(test["nodeid"]) for test in tests if test["exercise"] == exercise.id and test["hidden"]}
 
     cells = [_cell(exercise, "setup", "", SETUP_SOURCE),
              _cell(exercise, "text", "", parts.docstring, markdown=True)]
@@ -308,33 +307,32 @@ class TestCellFailed(ShardlabError, AssertionError):
 
 @dataclass(frozen=True)
 class CellResult:
-    tests: list[dict]     # the plugin's entries: nodeid, weight, category, message, speedup...
-    points: float         # the cell's maximum
+    tests: list[TestResult]   # as the plugin records them (grader.harness.runner.read_results)
+    points: float             # the cell's maximum
 
     @property
     def earned(self) -> float:
-        total = sum(t["weight"] for t in self.tests)
-        passed = sum(t["weight"] for t in self.tests if t["category"] == "passed")
+        total = sum(t.weight for t in self.tests)
+        passed = sum(t.weight for t in self.tests if t.passed)
         if total and passed == total:
             return self.points
         return min(self.points, self.points * passed / total) if total else 0.0
 
     @property
     def any_passed(self) -> bool:
-        return any(t["category"] == "passed" for t in self.tests)
+        return any(t.passed for t in self.tests)
 
     def report(self) -> str:
         lines = []
         for test in self.tests:
-            name = test["nodeid"].rsplit("::", 1)[-1]
-            lines.append(f"{name}: {test['category']}")
-            if test["category"] != "passed" and test["message"]:
-                lines += ["    " + line for line in test["message"].splitlines()]
-            if fig := test.get("speedup"):
-                lines.append(f"    speedup {fig['speedup']:.2f}x (IQR {fig['spread'][0]:.2f}-{fig['spread'][1]:.2f}), "
-                             f"threshold {fig['threshold']:.2f}x, {fig['devices']} devices on {fig['cores']} cores "
-                             f"[{fig['policy']}: {'met' if fig['met'] else 'not met'}]")
-        passed = sum(t["category"] == "passed" for t in self.tests)
+            lines.append(f"{test.name}: {test.category}")
+            if not test.passed and test.message:
+                lines += ["    " + line for line in test.message.splitlines()]
+            if fig := test.speedup:
+                lines.append(f"    speedup {fig.speedup:.2f}x (IQR {fig.spread[0]:.2f}-{fig.spread[1]:.2f}), "
+                             f"threshold {fig.threshold:.2f}x, {fig.devices} devices on {fig.cores} cores "
+                             f"[{fig.policy}: {'met' if fig.met else 'not met'}]")
+        passed = sum(t.passed for t in self.tests)
         lines.append(f"{passed} of {len(self.tests)} passed: {self.earned:.4g} of {self.points:.4g} points")
         return "\n".join(lines)
 
@@ -362,10 +360,9 @@ def run_tests(exercise_id: str, files: dict[str, str], namespace: dict, *, point
         results = root / "results.json"
         # No faulthandler (the kernel keeps its own), no unraisable-exception plugin: its five gc.collect()
         # passes at the end of every session cost 0.6 s per cell with jax loaded.
-        args = [str(folder), "-q", "-p", "grader.harness.pytest_plugin", "-p", "no:cacheprovider",
-                "-p", "no:faulthandler",
-                "-p", "no:unraisableexception", f"--rootdir={root}", "-c", str(root / "pytest.ini"),
-                f"--impl={root}", f"--shardlab-results={results}"]
+        args = runner.pytest_arguments([folder], impl=root, results=results, rootdir=root, config=root / "pytest.ini",
+                                       plugins=("grader.harness.pytest_plugin", "no:faulthandler",
+                                                "no:unraisableexception"))
         before = set(sys.modules)
         output = io.StringIO()
         _namespace = types.SimpleNamespace(**namespace)
@@ -380,7 +377,7 @@ def run_tests(exercise_id: str, files: dict[str, str], namespace: dict, *, point
             raise KeyboardInterrupt("the tests were interrupted")
         if not results.is_file() or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             raise RuntimeError(f"the tests could not run (pytest exit code {code}):\n{output.getvalue()[-3000:]}")
-        tests = json.loads(results.read_text())["tests"]
+        tests = runner.read_results(results)
     if not tests:
         raise RuntimeError(f"no test ran:\n{output.getvalue()[-3000:]}")
     return CellResult(tests, points)
@@ -414,7 +411,7 @@ def test_magic(line: str, cell: str, namespace: dict) -> float | None:
     """%%shardlab_test EXERCISE_ID/FILE::FUNCTION --points P: run the test function in the cell's body."""
     words = shlex.split(line)
     target, points = words[0], float(words[words.index("--points") + 1])
-    path, function = target.split("::")
+    path, function = target.partition("::")[0], function_name(target)
     exercise_id, file = path.split("/")
     if function not in cell:   # a hidden test cell as released: its code is added when it is graded
         print(f"{function}: hidden test, run when your notebook is graded")

@@ -16,6 +16,7 @@ from nbgrader.api import Gradebook
 from nbgrader.nbgraderformat import MetadataValidator
 from traitlets.config.loader import PyFileConfigLoader
 
+from grader.core.results import TestResult
 from grader.course import catalog
 from grader.grading.collection import collect_tests
 from grader.platforms import notebooks
@@ -239,12 +240,15 @@ def test_runner_raises_when_nothing_passed_and_skips_released_hidden_cells(ex01_
     assert "test_place_layouts: hidden test, run when your notebook is graded" in capsys.readouterr().out
 
 
+def cases(categories: list[str]) -> list[TestResult]:
+    return [TestResult(nodeid=f"t::f[{i}]", exercise=None, hidden=False, weight=0.1, category=c)
+            for i, c in enumerate(categories)]
+
+
 def test_cell_result_earns_by_weight_and_never_more_than_the_cell():
-    result = notebooks.CellResult([{"nodeid": f"t::f[{i}]", "weight": 0.1, "category": c, "message": ""}
-                                   for i, c in enumerate(["passed"] * 9 + ["failed"])], points=1.5)
+    result = notebooks.CellResult(cases(["passed"] * 9 + ["failed"]), points=1.5)
     assert result.earned == pytest.approx(1.35) and result.earned <= 1.5
-    result = notebooks.CellResult([{"nodeid": f"t::f[{i}]", "weight": 0.1, "category": "passed", "message": ""}
-                                   for i in range(10)], points=1.5)
+    result = notebooks.CellResult(cases(["passed"] * 10), points=1.5)
     assert result.earned == 1.5   # exactly: nbgrader refuses partial credit above the cell's points
 
 

@@ -31,15 +31,15 @@ def repeated(impl, exercise_id):
     folder = catalog.get(exercise_id).tests_dir()
     run = run_tests(impl, tests=[folder / f"test_hidden.py::{test}" for test in tests],
                     extra_args=(f"--repeat={repeats}",))
-    assert len(run.tests) == repeats * len(tests), run.output[-2000:]
+    assert len(run.results) == repeats * len(tests), run.output[-2000:]
     return run
 
 
 def _figures(run):
     by_test = {}
-    for e in run.tests:
-        if e["speedup"]:
-            by_test.setdefault(e["nodeid"].split("::")[-1].split("[")[0], []).append(f"{e['speedup']['speedup']:.2f}x")
+    for result in run.results:
+        if result.speedup:
+            by_test.setdefault(result.function, []).append(f"{result.speedup.speedup:.2f}x")
     return "; ".join(f"{name}: {', '.join(figures)}" for name, figures in by_test.items())
 
 
@@ -47,7 +47,7 @@ def _figures(run):
 @pytest.mark.parametrize("exercise_id", ENFORCED)
 def test_reference_never_fails_the_speedup_threshold(exercise_id):
     run = repeated("reference", exercise_id)
-    outcomes = [e["category"] for e in run.tests]
+    outcomes = [r.category for r in run.results]
     print(f"{exercise_id}, reference over {ENFORCED[exercise_id][1]} runs: {_figures(run)}")
     assert outcomes == ["passed"] * len(outcomes), f"{outcomes.count('passed')}/{len(outcomes)} passed: {_figures(run)}"
 
@@ -56,7 +56,7 @@ def test_reference_never_fails_the_speedup_threshold(exercise_id):
 @pytest.mark.parametrize("exercise_id", ENFORCED)
 def test_replicated_work_never_passes_the_speedup_threshold(exercise_id):
     run = repeated(REPLICATES_WORK, exercise_id)
-    outcomes = [e["category"] for e in run.tests]
+    outcomes = [r.category for r in run.results]
     print(f"{exercise_id}, replicated work over {ENFORCED[exercise_id][1]} runs: {_figures(run)}")
     assert outcomes == ["failed"] * len(outcomes), f"{outcomes.count('failed')}/{len(outcomes)} failed: {_figures(run)}"
-    assert all("not fast enough" in e["message"] for e in run.tests)
+    assert all("not fast enough" in r.message for r in run.results)

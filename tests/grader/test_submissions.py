@@ -43,13 +43,12 @@ ROUTES = {"in-process": (), "isolated": ("--isolate",)}
 def check_expectations(folder: str, run, expected: dict[str, set[str]]) -> list[str]:
     failed_names: dict[str, set[str]] = {ex: set() for ex in expected}
     problems = []
-    for entry in run.tests:
-        name = entry["nodeid"].split("::")[-1].split("[")[0]
-        must_fail = name in expected[entry["exercise"]]
-        if entry["category"] not in ("passed", "skipped"):   # skipped: a speed test, values right
-            failed_names[entry["exercise"]].add(name)
-            if not must_fail or entry["category"] != "failed":
-                problems.append(f"{entry['nodeid']}: {entry['category']}: {entry['message'][:400]}")
+    for result in run.results:
+        must_fail = result.function in expected[result.exercise]
+        if not result.earns:   # skipped earns: a speed test, values right
+            failed_names[result.exercise].add(result.function)
+            if not must_fail or result.category != "failed":
+                problems.append(f"{result.nodeid}: {result.category}: {result.message[:400]}")
     for exercise, names in expected.items():
         missed = names - failed_names[exercise]
         problems += [f"{exercise}: {name} should have failed for {folder}" for name in sorted(missed)]
@@ -71,10 +70,10 @@ def test_submission_scores_as_expected_both_ways(folder):
     runs = {route: future.result() for route, future in futures.items()}
     problems = []
     for route, run in runs.items():
-        assert run.tests, f"{route}: {run.output[-2000:]}"
+        assert run.results, f"{route}: {run.output[-2000:]}"
         problems += [f"{route}: {p}" for p in check_expectations(folder, run, expected)]
     if len(runs) == 2:
-        verdicts = {route: {e["nodeid"]: e["category"] for e in run.tests} for route, run in runs.items()}
+        verdicts = {route: {r.nodeid: r.category for r in run.results} for route, run in runs.items()}
         inside, isolated = verdicts["in-process"], verdicts["isolated"]
         problems += [f"{nodeid}: {inside[nodeid]} in-process, {isolated.get(nodeid)} isolated"
                      for nodeid in inside if inside[nodeid] != isolated.get(nodeid)]
