@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -62,8 +61,7 @@ def prove_worker(level: confinement.Isolation, limits: confinement.WorkerLimits)
     with tempfile.TemporaryDirectory(prefix="shardlab-preflight-") as tmp:
         workdir, output_path = Path(tmp) / "work", Path(tmp) / "output.txt"
         workdir.mkdir()
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
-               "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), "PYTHONDONTWRITEBYTECODE": "1"}
+        env = confinement.sandbox_environment(workdir)
         with open(output_path, "wb") as output:
             try:
                 process = confinement.spawn_confined([sys.executable, "-I", "-B", "-c", _PROBE], level=level,

@@ -287,8 +287,7 @@ def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, device
     report_r, report_w = os.pipe()
     tasks_r, tasks_w = os.pipe()
     hold_r, hold_w = os.pipe()   # the harness's word that the processes may leave (cluster_launch)
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
-           "JAX_PLATFORMS": "cpu", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = confinement.sandbox_environment(workdir, JAX_PLATFORMS="cpu")
     argv = [sys.executable, "-I", "-B", "-m", "grader.worker.cluster_launch", str(report_w), str(tasks_r),
             str(hold_r), str(module_path)]
     begun = time.monotonic()

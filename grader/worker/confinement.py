@@ -81,6 +81,13 @@ def worker_limits(memory_bytes: int | None) -> WorkerLimits:
     return WorkerLimits(memory_bytes=memory_bytes or resource.RLIM_INFINITY)
 
 
+def sandbox_environment(workdir: Path, **extra: str) -> dict[str, str]:
+    """A confined process's whole environment, built from nothing: no variable of the grader's (a secret, a
+    path, a cache) reaches it, only what Python and jax need, with `extra` on top."""
+    return {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
+            "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), "PYTHONDONTWRITEBYTECODE": "1", **extra}
+
+
 def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 

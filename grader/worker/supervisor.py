@@ -105,9 +105,7 @@ class Worker:
         output_path = workdir.parent / f"{workdir.name}.out"
         output = open(output_path, "ab")    # the sandbox appends; we read from our own offset
         self._output, self._read = open(output_path, "rb"), 0
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
-               "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
-               "PYTHONDONTWRITEBYTECODE": "1"}
+        env = confinement.sandbox_environment(workdir, XLA_FLAGS=os.environ.get("XLA_FLAGS", ""))
         argv = [sys.executable, "-I", "-B", "-m", "grader.worker.zygote", str(zygote_end.fileno()), str(self.folder)]
         try:
             process = confinement.spawn_confined(argv, level=self.isolation, workdir=workdir, readable=[self.folder],
