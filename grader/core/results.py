@@ -239,6 +239,33 @@ def function_name(nodeid: str) -> str:
     return function_id(nodeid).rsplit("::", 1)[-1]
 
 
+@dataclass(frozen=True)
+class TestMeta:
+    """What the grader knows of a test before it runs (grader.harness.selection), sent to the grading
+    process when the harness has collected."""
+    nodeid: str
+    exercise: str | None          # None: a test outside an exercise folder (dev-check reports it)
+    hidden: bool
+    slow: bool
+    weight: float                 # its share of its exercise's points (grader.harness.selection)
+    limit: float                  # seconds it may run (grader.harness.time_limits)
+
+    __test__ = False   # not a pytest test class
+
+    def result(self, category: str, message: str = "", duration: float = 0.0, *, strike: bool = False) -> TestResult:
+        return TestResult(nodeid=self.nodeid, exercise=self.exercise, hidden=self.hidden, weight=self.weight,
+                          category=category, message=message, duration=duration, strike=strike)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TestMeta:
+        data = _keys(cls, data)
+        return cls(str(data["nodeid"]), data["exercise"], bool(data["hidden"]), bool(data["slow"]),
+                   float(data["weight"]), float(data["limit"]))
+
+
 @dataclass
 class TestResult:
     nodeid: str

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from grader.core.errors import ShardlabError
+from grader.core.results import TestMeta
 from grader.course import catalog
 from grader.grading import process
 
@@ -18,8 +19,8 @@ class GradingError(ShardlabError, RuntimeError):
     """Grading itself failed (not the submission): the tests could not even be collected."""
 
 
-def collect_tests(exercises: list[catalog.Exercise] | None = None, *, visible_only: bool = False) -> list[dict]:
-    """Every test's metadata (nodeid, exercise, hidden, slow, weight), in collection order."""
+def collect_tests(exercises: list[catalog.Exercise] | None = None, *, visible_only: bool = False) -> list[TestMeta]:
+    """Every test's metadata (nodeid, exercise, hidden, slow, weight, limit), in collection order."""
     exercises = exercises or list(catalog.EXERCISES)
     with tempfile.TemporaryDirectory(prefix="shardlab-collect-") as tmp:
         modules = Path(tmp) / "modules"

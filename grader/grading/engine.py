@@ -82,14 +82,11 @@ class _Run:
                strike: bool = False) -> None:
         """A result the grading process gives a test its harness could not finish (strike: the test
         counts towards its exercise's MAX_TIMEOUTS_PER_EXERCISE)."""
-        test = self.meta[nodeid]
-        self.done[nodeid] = TestResult(nodeid=nodeid, exercise=test["exercise"], hidden=test["hidden"],
-                                       weight=test["weight"], category=category.value, message=message,
-                                       duration=duration, strike=strike)
+        self.done[nodeid] = self.meta[nodeid].result(category.value, message, duration, strike=strike)
 
     def finish_all(self, category: Category, message: str, exercise: str | None = None) -> None:
         for nodeid, test in self.meta.items():
-            if nodeid not in self.done and exercise in (None, test["exercise"]):
+            if nodeid not in self.done and exercise in (None, test.exercise):
                 self.finish(nodeid, category, message)
 
     def run(self, deadline: float) -> None:
@@ -97,7 +94,7 @@ class _Run:
             if time.monotonic() > deadline:
                 if self.meta is None:   # listing the tests is the grader's work, not the submission's time
                     tests = collect_tests(self.exercises, visible_only=self.options["options"].visible_only)
-                    self.meta = {t["nodeid"]: t for t in tests}
+                    self.meta = {t.nodeid: t for t in tests}
                 self.finish_all(Category.TIMEOUT, "not run: the submission's time limit was reached")
                 return
             outcome = process.run_pytest_child(
@@ -109,12 +106,12 @@ class _Run:
             if self.meta is None:   # collection runs no student code: without it, grading itself failed
                 if outcome.collected is None:
                     raise GradingError("the tests could not be collected:\n" + outcome.output[-3000:])
-                self.meta = {t["nodeid"]: t for t in outcome.collected}
+                self.meta = {t.nodeid: t for t in outcome.collected}
             fresh = {k: v for k, v in outcome.results.items() if k in self.meta}
             self.done |= fresh
             self.timeouts.update(result.exercise for result in fresh.values() if result.strike)
             if outcome.running in self.meta:
-                exercise = self.meta[outcome.running]["exercise"]
+                exercise = self.meta[outcome.running].exercise
                 if outcome.stopped == "test timeout":
                     self.timeouts[exercise] += 1
                     self.finish(outcome.running, Category.TIMEOUT,
@@ -198,7 +195,7 @@ def grade_submission(submission: str | Path, options: GradingOptions | None = No
                 note = "" if exercise.id in prepared.found else \
                     f"{exercise.module_file} is not in the submission: not attempted"
                 entries = [dataclasses.replace(done[nodeid], message=f"not attempted: {note}") if note
-                           else done[nodeid] for nodeid, test in meta.items() if test["exercise"] == exercise.id]
+                           else done[nodeid] for nodeid, test in meta.items() if test.exercise == exercise.id]
                 results[exercise.id] = score_exercise(exercise, entries, note)
         finally:
             cleanup(prepared)

@@ -27,7 +27,7 @@ from grader.core.options import (  # noqa: F401  (the memory constants: for call
     MIN_WORKER_MEMORY_BYTES,
     GradingOptions,
 )
-from grader.core.results import TestResult
+from grader.core.results import TestMeta, TestResult
 from grader.harness import events, runner, timing_lock
 from grader.harness.time_limits import FALLBACK_SECONDS
 from grader.worker.confinement import (
@@ -48,7 +48,7 @@ class Limits:
 
 @dataclass
 class ChildOutcome:
-    collected: list[dict] | None = None          # every selected test's metadata, once collected
+    collected: list[TestMeta] | None = None      # every selected test's metadata, once collected
     results: dict[str, TestResult] = field(default_factory=dict)   # by nodeid, as the harness made them
     running: str | None = None                   # the test that had started and not finished
     returncode: int | None = None
@@ -177,8 +177,8 @@ def _apply_event(event: dict, outcome: ChildOutcome) -> bool:
     """Update the outcome; True when a test's clock starts (again)."""
     kind = event.get("e")
     if kind == "collected":
-        outcome.collected = event["tests"]
-        outcome.limits = {t["nodeid"]: t.get("limit") for t in outcome.collected}
+        outcome.collected = [TestMeta.from_dict(test) for test in event["tests"]]
+        outcome.limits = {test.nodeid: test.limit for test in outcome.collected}
     elif kind == "start":
         outcome.running = event["nodeid"]
         return True

@@ -86,7 +86,7 @@ def pytest_unconfigure(config):
 def pytest_runtest_setup(item):
     # The grading process's clock for the test runs from its setup, and starts again once the timing
     # lock is held; runs of several processes (ex12's start in a fixture) take the same deadline.
-    session_of(item.config).start_clock(item.stash[META]["limit"])
+    session_of(item.config).start_clock(item.stash[META].limit)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -105,7 +105,7 @@ def pytest_runtest_call(item):
         raise WorkerTimeout(STOPPED)
     with hold:
         session.events.send({"e": "running", "nodeid": item.nodeid})
-        session.start_clock(item.stash[META]["limit"])   # after the lock: waiting for it is never charged
+        session.start_clock(item.stash[META].limit)   # after the lock: waiting for it is never charged
         try:
             return (yield)
         finally:

@@ -55,7 +55,7 @@ class Recorder:
         self._not_run: set[str] = set()   # tests that start with their exercise already stopped
 
     def pytest_collection_finish(self, session):
-        self.events.send({"e": "collected", "tests": [item.stash[META] for item in session.items]})
+        self.events.send({"e": "collected", "tests": [item.stash[META].to_dict() for item in session.items]})
 
     def pytest_runtest_logstart(self, nodeid, location):
         self.events.send({"e": "start", "nodeid": nodeid})
@@ -77,11 +77,9 @@ class Recorder:
     def pytest_runtest_setup(self, item):
         meta = item.stash[META]
         facts.start()
-        if meta["exercise"] and self.timeouts[meta["exercise"]] >= MAX_TIMEOUTS_PER_EXERCISE:
+        if meta.exercise and self.timeouts[meta.exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
             self._not_run.add(item.nodeid)   # grader.harness.pytest_plugin stops it (STOPPED)
-        self.entries[item.nodeid] = TestResult(nodeid=meta["nodeid"], exercise=meta["exercise"],
-                                               hidden=meta["hidden"], weight=meta["weight"],
-                                               category=Category.PASSED.value)
+        self.entries[item.nodeid] = meta.result(Category.PASSED.value)
 
     def pytest_runtest_logreport(self, report):
         entry = self.entries.get(report.nodeid)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.core.results import function_id
+from grader.core.results import TestMeta, function_id
 from grader.course import catalog
 from grader.harness.session import META, session_of
 
@@ -47,13 +47,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         marker = item.get_closest_marker("points")
         exercise = exercise_of(item.path)
-        item.stash[META] = {
-            "nodeid": item.nodeid, "exercise": exercise.id if exercise else None,
-            "hidden": item.get_closest_marker("hidden") is not None,
-            "slow": item.get_closest_marker("slow") is not None,
-            "weight": (float(marker.args[0]) if marker else 1.0) / cases[function_id(item.nodeid)],
-            "limit": limits.limit(item.nodeid),
-        }
+        item.stash[META] = TestMeta(
+            nodeid=item.nodeid, exercise=exercise.id if exercise else None,
+            hidden=item.get_closest_marker("hidden") is not None,
+            slow=item.get_closest_marker("slow") is not None,
+            weight=(float(marker.args[0]) if marker else 1.0) / cases[function_id(item.nodeid)],
+            limit=limits.limit(item.nodeid),
+        )
 
 
 def _seed_property_tests(items) -> None:

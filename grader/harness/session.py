@@ -89,7 +89,7 @@ class HarnessSession:
 
 
 SESSION = pytest.StashKey[HarnessSession]()
-META = pytest.StashKey[dict]()   # what the grader must know of a test before it runs
+META = pytest.StashKey["TestMeta"]()   # what the grader must know of a test before it runs (grader.core.results)
 
 
 def session_of(config) -> HarnessSession:

@@ -20,6 +20,7 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
+from grader.core.results import TestMeta
 from grader.course import catalog
 from grader.platforms import no_secrets, notebooks
 
@@ -140,7 +141,7 @@ def released_files(notebooks_by_name: dict[str, nbformat.NotebookNode]) -> dict[
 
 def build_course(course_dir: str | Path, *, groups: dict[str, list[catalog.Exercise]] | None = None,
                  exercises: list[str] | None = None, course_id: str = "shardlab",
-                 tests: list[dict] | None = None, secrets: no_secrets.CourseSecrets | None = None) -> list[Path]:
+                 tests: list[TestMeta] | None = None, secrets: no_secrets.CourseSecrets | None = None) -> list[Path]:
     """Write source/<assignment>/<exercise id>.ipynb for every exercise (or those named) and
     nbgrader_config.py into `course_dir`; returns the files written. `tests` is collect_tests()'s
     metadata, collected here when not given. Raises no_secrets.LeaksFound, having written nothing, when

@@ -42,7 +42,7 @@ from pathlib import Path
 import nbformat
 
 from grader.core.errors import ShardlabError
-from grader.core.results import TestResult, function_name
+from grader.core.results import TestMeta, TestResult, function_name
 from grader.course import catalog, stubs
 from grader.harness import runner
 
@@ -169,14 +169,14 @@ def test_file_parts(source: str) -> TestFileParts:
 
 # ---- points ----------------------------------------------------------------------------------------
 
-def function_points(exercise: catalog.Exercise, tests: list[dict]) -> dict[tuple[str, str], float]:
+def function_points(exercise: catalog.Exercise, tests: list[TestMeta]) -> dict[tuple[str, str], float]:
     """(test file, function) -> its share of the exercise's catalog points: a function weighs the sum
     of its cases' weights (from collection, grader.grading.collection.collect_tests)."""
     weights: dict[tuple[str, str], float] = {}
     for test in tests:
-        if test["exercise"] == exercise.id:
-            key = (Path(test["nodeid"].partition("::")[0]).name, function_name(test["nodeid"]))
-            weights[key] = weights.get(key, 0.0) + test["weight"]
+        if test.exercise == exercise.id:
+            key = (Path(test.nodeid.partition("::")[0]).name, function_name(test.nodeid))
+            weights[key] = weights.get(key, 0.0) + test.weight
     weights = {key: round(weight, 9) for key, weight in weights.items()}   # sums of cases' float shares
     total = sum(weights.values())
     if not total:
@@ -227,13 +227,13 @@ def test_cell_source(exercise: catalog.Exercise, file: str, function: str, code:
     return f"%%{TEST_MAGIC} {exercise.id}/{file}::{function} --points {points!r}\n{code}"
 
 
-def exercise_notebook(exercise: catalog.Exercise, tests: list[dict]) -> nbformat.NotebookNode:
+def exercise_notebook(exercise: catalog.Exercise, tests: list[TestMeta]) -> nbformat.NotebookNode:
     """The exercise's notebook; `tests` is collect_tests()'s metadata (for each test function's points)."""
     parts = solution_parts(exercise.solution_path().read_text())
     files = {name: test_file_parts((exercise.tests_dir() / name).read_text()) for name in TEST_FILES}
     support = {path.name: path.read_text() for path in exercise.support_files()}
     points = function_points(exercise, tests)
-    hidden = {function_name(test["nodeid"]) for test in tests if test["exercise"] == exercise.id and test["hidden"]}
+    hidden = {function_name(test.nodeid) for test in tests if test.exercise == exercise.id and test.hidden}
 
     cells = [_cell(exercise, "setup", "", SETUP_SOURCE),
              _cell(exercise, "text", "", parts.docstring, markdown=True)]

@@ -200,7 +200,7 @@ def test_a_changed_test_file_loses_its_shipped_timing(tmp_path, monkeypatch):
 def test_the_shipped_timings_know_every_test_of_the_course():
     """Run `shardlab calibrate --ship` after changing tests: a test it does not know costs 120 s per timeout."""
     _, shipped = time_limits.shipped_timings()
-    unknown = [t["nodeid"] for t in collect_tests() if time_limits.shipped_key(t["nodeid"]) not in shipped]
+    unknown = [t.nodeid for t in collect_tests() if time_limits.shipped_key(t.nodeid) not in shipped]
     assert not unknown, f"{len(unknown)} tests have no shipped timing (run `shardlab calibrate --ship`): {unknown[:5]}"
 
 
@@ -224,4 +224,4 @@ def test_an_endless_loop_costs_seconds_without_a_calibration(tmp_path):
 
 
 def _nodeids(exercise) -> list[str]:
-    return [t["nodeid"] for t in collect_tests([exercise])]
+    return [t.nodeid for t in collect_tests([exercise])]

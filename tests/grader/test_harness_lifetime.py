@@ -10,7 +10,7 @@ import sys
 import time
 from types import SimpleNamespace
 
-from grader.core.results import TestResult
+from grader.core.results import TestMeta
 from grader.grading import process
 
 # A stand-in harness: it sends the events given as JSON in argv[2], then keeps running.
@@ -20,7 +20,8 @@ for event in json.loads(sys.argv[2]):
     os.write(int(sys.argv[1]), json.dumps(event).encode() + b"\\n")
 time.sleep(600)
 """
-COLLECTED = {"e": "collected", "tests": [{"nodeid": "t::a", "exercise": "ex01", "limit": 1}]}
+TEST = TestMeta("t::a", "ex01", hidden=False, slow=False, weight=1.0, limit=1)
+COLLECTED = {"e": "collected", "tests": [TEST.to_dict()]}
 STARTED = {"e": "start", "nodeid": "t::a"}
 FINISHED = {"e": "result", "nodeid": "t::a", "exercise": "ex01", "hidden": False, "weight": 1.0, "category": "failed",
             "message": "m"}
@@ -63,18 +64,18 @@ def test_two_harness_crashes_end_an_exercise_like_two_timeouts(monkeypatch, tmp_
     from grader.grading import engine
     from grader.harness.time_limits import STOPPED
 
-    tests = [{"nodeid": f"t::{name}", "exercise": exercise, "hidden": False, "weight": 1.0, "limit": 10}
+    tests = [TestMeta(f"t::{name}", exercise, hidden=False, slow=False, weight=1.0, limit=10)
              for name, exercise in (("a", "ex01"), ("b", "ex01"), ("c", "ex01"), ("d", "ex02"))]
     harnesses = []
 
     def run_pytest_child(*, deselect, **_):
-        left = [t for t in tests if t["nodeid"] not in deselect]
-        harnesses.append([t["nodeid"] for t in left])
-        crash = left[0]["exercise"] == "ex01"   # every harness crashes in ex01's first test left
-        passed = [TestResult(t["nodeid"], t["exercise"], t["hidden"], t["weight"], "passed") for t in left]
+        left = [t for t in tests if t.nodeid not in deselect]
+        harnesses.append([t.nodeid for t in left])
+        crash = left[0].exercise == "ex01"   # every harness crashes in ex01's first test left
+        passed = [t.result("passed") for t in left]
         results = {} if crash else {result.nodeid: result for result in passed}
         return process.ChildOutcome(collected=tests, results=results, returncode=-11 if crash else 0,
-                                    running=left[0]["nodeid"] if crash else None)
+                                    running=left[0].nodeid if crash else None)
 
     monkeypatch.setattr(process, "run_pytest_child", run_pytest_child)
     prepared = SimpleNamespace(modules_dir=tmp_path)

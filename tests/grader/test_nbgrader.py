@@ -16,7 +16,7 @@ from nbgrader.api import Gradebook
 from nbgrader.nbgraderformat import MetadataValidator
 from traitlets.config.loader import PyFileConfigLoader
 
-from grader.core.results import TestResult
+from grader.core.results import TestResult, function_id
 from grader.course import catalog
 from grader.grading.collection import collect_tests
 from grader.platforms import notebooks
@@ -126,7 +126,7 @@ def test_points_add_up_to_the_catalog_points(built, collected, exercise):
     graded = [c for c in built[exercise.id].cells if c.metadata.nbgrader["grade"]]
     assert {notebooks.role_of(c)[0] for c in graded} == {"test", "hidden"}
     assert sum(c.metadata.nbgrader["points"] for c in graded) == pytest.approx(exercise.points)
-    functions = {t["nodeid"].split("[")[0] for t in collected if t["exercise"] == exercise.id}
+    functions = {function_id(t.nodeid) for t in collected if t.exercise == exercise.id}
     assert len(graded) == len(functions)   # one cell per test function
     for cell in graded:
         assert f"--points {cell.metadata.nbgrader['points']!r}" in cell.source.split("\n", 1)[0]
