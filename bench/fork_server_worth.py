@@ -15,6 +15,7 @@ the fork server), and the bench prints per submission and in all: seconds both w
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -56,17 +57,17 @@ HARNESS = textwrap.dedent("""
 """)
 
 
+def _hostile_corpus():
+    """tests/grader/test_hostile.py, for its way of writing an attack into a module (`wrap`)."""
+    spec = importlib.util.spec_from_file_location("shardlab_hostile_corpus", CORPUS.parent / "test_hostile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def wrap(function: str, condition: str, action: str) -> str:
-    """Redefine `function` to do `action` when `condition` holds (n: its first positional argument)."""
-    return textwrap.dedent(f"""
-        import os, sys
-        _{function}_original = {function}
-        def {function}(*args, **kwargs):
-            n = args[0] if args else None
-            if {condition}:
-                {action}
-            return _{function}_original(*args, **kwargs)
-    """)
+    """test_hostile's wrap (n: the function's first positional argument), with the modules the actions use."""
+    return "\nimport os, sys\n" + _hostile_corpus().wrap(function, condition, action)
 
 
 BREAK = textwrap.dedent("""
