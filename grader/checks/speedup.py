@@ -22,7 +22,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.core import facts
-from grader.core.results import SpeedFigures
+from grader.core.results import SpeedFigures, SpeedMeasurement
 from grader.course.devices import cores
 
 
@@ -33,23 +33,8 @@ class TimingPolicy(StrEnum):
 
 
 @dataclass(frozen=True)
-class SpeedupResult:
-    label: str
-    speedup: float        # median(baseline) / median(candidate)
-    spread: tuple[float, float]   # interquartile range of the pairwise ratios
-    baseline_s: float
-    candidate_s: float
-    repeats: int
-    threshold: float
-    devices: int
-    cores: int
-    platform: str
-    near_threshold: bool  # the spread still straddled the threshold after the extra repeats
-    calibration: float | None = None   # what the calibration kernel achieved, when the threshold is scaled
-
-    @property
-    def met(self) -> bool:
-        return self.speedup >= self.threshold
+class SpeedupResult(SpeedMeasurement):
+    """A measurement as the check works with it: its summary, and its figures under a policy."""
 
     def summary(self) -> str:
         calibrated = (f", calibrated: the machine gives {self.calibration:.2f}x on a kernel that scales"
@@ -67,7 +52,7 @@ class SpeedupResult:
 
     def figures(self, policy: TimingPolicy) -> SpeedFigures:
         """The figures as a fact of the test's result, with the policy that judged them."""
-        return SpeedFigures(**self.as_dict(), policy=policy.value)
+        return SpeedFigures(**asdict(self), policy=policy.value)
 
 
 def record(result: SpeedupResult, policy: TimingPolicy) -> SpeedFigures:

@@ -174,23 +174,31 @@ class CollectivesCheck:
 # -- speed -----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class SpeedFigures:
-    """A speedup test's measurement (grader.checks.speedup). Its keys are those report.json and
-    results.json have always carried under "speedup"."""
+class SpeedMeasurement:
+    """A speedup measurement (grader.checks.speedup.measure_speedup)."""
     label: str
     speedup: float                       # median(baseline) / median(candidate)
     spread: tuple[float, float]          # interquartile range of the pairwise ratios
-    threshold: float
+    baseline_s: float | None             # the medians, in seconds
+    candidate_s: float | None
     repeats: int
+    threshold: float
     devices: int
     cores: int
     platform: str
-    met: bool
-    policy: str                          # enforce or report: what a miss did
-    baseline_s: float | None = None      # the medians, in seconds
-    candidate_s: float | None = None
     near_threshold: bool = False         # the spread still straddled the threshold after the extra repeats
     calibration: float | None = None     # what the calibration kernel achieved, when the threshold is scaled
+
+    @property
+    def met(self) -> bool:
+        return self.speedup >= self.threshold
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeedFigures(SpeedMeasurement):
+    """A speedup test's figures as its result records them: the measurement and the policy that judged it.
+    Its keys are those report.json and results.json have always carried under "speedup"."""
+    policy: str                          # enforce or report: what a miss did
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "speedup": self.speedup, "spread": list(self.spread),
@@ -201,9 +209,9 @@ class SpeedFigures:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpeedFigures:
-        data = _keys(cls, data)
+        data = _keys(cls, data, ignore=("met",))   # met follows from the speedup and the threshold
         low, high = data["spread"]
-        return cls(**(data | {"spread": (float(low), float(high))}))
+        return cls(**({k: v for k, v in data.items() if k != "met"} | {"spread": (float(low), float(high))}))
 
 
 # -- the facts of one test -------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def test_the_arguments_carry_the_shared_flags_and_the_options_a_route_takes(tmp_
 
 
 def test_a_result_reads_back_the_same_from_the_results_file_and_from_its_event(tmp_path):
-    figures = SpeedFigures("layer", 5.5, (5.0, 6.0), 4.0, 5, 8, 2, "cpu", True, "enforce")
+    figures = SpeedFigures("layer", 5.5, (5.0, 6.0), 0.011, 0.002, 5, 4.0, 8, 2, "cpu", policy="enforce")
     result = TestResult("tests/exercises/ex04/test_hidden.py::test_x[4dev]", "ex04_sharded_layer", True, 0.25,
                         Category.FAILED.value, "too slow", 1.5, speedup=figures)
     (tmp_path / "results.json").write_text(json.dumps({"tests": [result.to_dict()]}))
