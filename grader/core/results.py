@@ -279,7 +279,7 @@ class TestResult:
     nodeid: str
     exercise: str | None          # None: a test in no exercise's folder (dev-check reports it)
     hidden: bool
-    weight: float                 # the test's share of its exercise (see grader.harness.pytest_plugin)
+    weight: float                 # the test's share of its exercise (see grader.harness.selection)
     category: str                 # a Category value
     message: str = ""             # what the student should see
     duration: float = 0.0
