@@ -14,7 +14,8 @@ from grader.course import catalog, paths
 def _cmd_check(args) -> int:
     from grader.commands import student
 
-    return student.check_command(args.exercise, impl=args.impl, all_exercises=args.all)
+    return student.check_command(args.exercise, impl=args.impl, all_exercises=args.all,
+                                 html=True if args.html == "" else args.html or False)
 
 
 def _cmd_list(args) -> int:
@@ -137,7 +138,7 @@ def _cmd_grade(args) -> int:
     except (SubmissionError, GradingError, catalog.UnknownExercise) as exc:
         print(f"shardlab grade: {exc}", file=sys.stderr)
         return 2
-    written = write_all(results, args.out)
+    written = write_all(results, args.out, hidden_visibility=options.hidden_visibility)
     if args.gradebook:
         from grader.reports.gradebook import record_in_gradebook
 
@@ -181,6 +182,7 @@ def _cmd_grade_batch(args) -> int:
 
     from grader.grading.batch import find_submissions, grade_batch
     from grader.harness import time_limits
+    from grader.reports.class_page import write_class_page
 
     options = GradingOptions.from_args(args, GRADE_BATCH)   # --parallel: grade_batch's cores / jobs
     _, folder = _cache(options, default=args.out / ".cache")
@@ -201,8 +203,10 @@ def _cmd_grade_batch(args) -> int:
 
         summary = grade_batch(args.submissions, args.out, options, jobs=args.jobs, force=args.force,
                               timeout=options.time_limit + 300, progress=advance)
+    page = write_class_page(args.out, summary.outcomes)
     print(f"{summary.count('graded')} graded, {summary.count('skipped')} already graded, "
-          f"{summary.count('failed')} failed in {summary.seconds:.0f} s; grades in {summary.grades_csv}")
+          f"{summary.count('failed')} failed in {summary.seconds:.0f} s; grades in {summary.grades_csv}; "
+          f"class page {page}")
     return 0
 
 
@@ -218,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--all", action="store_true", help="check every exercise and show a summary")
     check.add_argument("--impl", default="exercises", metavar="PATH",
                        help="the folder of exercise modules to check (default: exercises/)")
+    check.add_argument("--html", nargs="?", const="", metavar="FILE",
+                       help="also write the results as a page to open in a browser, with the layouts drawn "
+                            "(default FILE: .shardlab/feedback.html beside the folder checked)")
     check.set_defaults(func=_cmd_check)
 
     listing = commands.add_parser("list", help="the exercises, their points and your status")
@@ -231,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     grade = commands.add_parser("grade", help="grade one submission (a folder or a .zip of exNN_name.py modules)")
     grade.add_argument("submission", help="the submission folder or .zip")
-    grade.add_argument("--out", required=True, type=Path, help="where report.json, results.json, junit.xml go")
+    grade.add_argument("--out", required=True, type=Path,
+                       help="where report.json, results.json, junit.xml and feedback.html go")
     grade.add_argument("--fail-under", type=float, metavar="SCORE", help="exit 1 when the score is lower (CI)")
     grade.add_argument("--quiet", action="store_true", help="no summary table")
     grade.add_argument("--gradebook", metavar="DB_URL", help="also record the scores in this nbgrader gradebook "
@@ -242,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     batch = commands.add_parser("grade-batch", help="grade a class: one folder or .zip per student")
     batch.add_argument("submissions", help="folder holding one submission per student")
-    batch.add_argument("--out", required=True, type=Path, help="grades.csv and one folder per student")
+    batch.add_argument("--out", required=True, type=Path,
+                       help="grades.csv, the class page index.html and one folder per student")
     batch.add_argument("--jobs", type=int, default=1,
                        help="submissions graded at once (default 1; each gets cores / jobs harnesses)")
     batch.add_argument("--force", action="store_true", help="grade again students already graded")

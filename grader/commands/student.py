@@ -12,6 +12,7 @@ The library functions (`check`, `exercise_statuses`) return plain data; `render_
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -28,10 +29,14 @@ from rich.text import Text
 from grader.core.errors import ShardlabError
 from grader.core.results import Category, TestResult
 from grader.course import catalog, paths, stubs
+from grader.course.devices import HOST_DEVICES, cores
 from grader.course.implementations import resolve_source
+from grader.grading.results import GradingResults, score_exercise
 from grader.harness.runner import RunFailed, run_tests
+from grader.reports.feedback_page import write_feedback_html
 
 STATUS_FILE = Path(".shardlab") / "status.json"
+FEEDBACK_FILE = Path(".shardlab") / "feedback.html"   # `check --html`'s page, beside the status file
 OK_CATEGORIES = {Category.PASSED.value, Category.SKIPPED.value}   # a skipped test blocks nothing
 SECONDS_PER_EXERCISE = 300.0   # the visible tests of one exercise take seconds; minutes mean a hang
 
@@ -186,6 +191,31 @@ def record_checks(report: CheckReport) -> Path:
     partial.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     os.replace(partial, path)   # never leave a half-written file behind
     return path
+
+
+# ---------------------------------------------------------------------------------------- the page
+
+
+def check_results(report: CheckReport) -> GradingResults:
+    """A check as grading results, for the feedback page: each exercise's points shared among its visible tests,
+    as `shardlab grade --visible-only` shares them; a run that stopped is a problem of that exercise."""
+    exercises, problems = {}, []
+    for item in report.checks:
+        tests = [dataclasses.replace(test) for test in item.tests]   # scoring writes into them
+        note = "module missing: not attempted" if item.module_hash is None else ""
+        exercises[item.exercise.id] = score_exercise(item.exercise, tests, note)
+        if item.crash:
+            problems.append(f"{item.exercise.id}: the tests stopped before they finished: the process running them "
+                            f"ended (did your code exit, crash Python or run out of memory?). Its last output:\n"
+                            f"{item.crash.strip()[-2000:]}")
+    environment = {"devices": HOST_DEVICES, "cores": cores(), "timing": "enforce",
+                   "isolation": {"level": "none: `shardlab check` runs your code in its own pytest process"}}
+    return GradingResults(_shown(report.source), exercises, environment, problems, visible_only=True)
+
+
+def write_check_page(report: CheckReport, path: Path | None = None) -> Path:
+    """`shardlab check --html`: the check's feedback page, by default beside the status file."""
+    return write_feedback_html(check_results(report), path or report.source.parent / FEEDBACK_FILE)
 
 
 # ------------------------------------------------------------------------------------------ status
@@ -394,8 +424,9 @@ def _consoles(console: Console | None) -> tuple[Console, Console]:
 
 
 def check_command(exercise: str | None = None, *, impl: str | Path = "exercises", all_exercises: bool = False,
-                  console: Console | None = None) -> int:
-    """`shardlab check`: 0 when everything checked passes, 1 when something does not, 2 for bad usage."""
+                  html: Path | bool = False, console: Console | None = None) -> int:
+    """`shardlab check`: 0 when everything checked passes, 1 when something does not, 2 for bad usage.
+    html: also write the feedback page (True: beside the status file; a path: there) and print where."""
     out, err = _consoles(console)
     try:
         report = check(exercise, impl=impl, all_exercises=all_exercises)
@@ -403,6 +434,9 @@ def check_command(exercise: str | None = None, *, impl: str | Path = "exercises"
         err.print(Text(f"shardlab check: {exc}"), soft_wrap=True)
         return 2
     render_check(report, out)
+    if html:
+        page = write_check_page(report, None if html is True else Path(html))
+        out.print(Text(f"Feedback page: {_shown(page.resolve())}"), soft_wrap=True)
     return report.exit_code
 
 

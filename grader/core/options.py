@@ -39,6 +39,8 @@ MAX_PARALLEL = 4   # harnesses per submission: more than the cores only adds sta
 
 TIMINGS = ("enforce", "report", "skip")
 ISOLATIONS = ("auto", "strict", "bubblewrap", "landlock", "process")
+# Gradescope's visibility values (gradescope-autograders.readthedocs.io/en/latest/specs/).
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 
 GRADE, GRADE_BATCH, CALIBRATE = "grade", "grade-batch", "calibrate"
 GRADING = frozenset({GRADE, GRADE_BATCH})
@@ -162,6 +164,13 @@ class GradingOptions:
         None, "--parallel", f"harnesses grading one submission's exercises at once (default: the cores, at most "
                             f"{MAX_PARALLEL}; grade-batch: cores / jobs)",
         commands=EVERY_COMMAND, type=int, metavar="N")
+
+    hidden_visibility: str = option(
+        "after_due_date", "--hidden-visibility",
+        "when students see the hidden tests' names and messages: results.json's Gradescope visibility of each "
+        "hidden test; feedback.html shows them unless hidden (instructors only), so hand it out accordingly "
+        "(default after_due_date)",
+        type=str, choices=VISIBILITIES, report="hidden_visibility")
 
     def __post_init__(self):
         if not isinstance(self.exercises, tuple):   # a list given by a caller: kept as an immutable tuple

@@ -1,18 +1,14 @@
-"""What an instructor gets from a grading: shardlab's own JSON, Gradescope's results.json, JUnit XML for CI
-and a terminal summary.
+"""What an instructor gets from a grading: shardlab's own JSON, Gradescope's results.json, JUnit XML for CI,
+a terminal summary, and the student's feedback page (grader.reports.feedback_page).
 
-Reports present the scores grader.grading.results computed; they never score anything themselves. Text that may
-come from student code (messages, names) goes through `printable` first: ANSI colours and characters that
-XML 1.0 forbids would otherwise garble a report or make it unreadable by its consumer.
+Reports present the scores grader.grading.results computed; they never score anything themselves. How a
+result reads as text (and how text from student code is made printable) is grader.reports.text.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import re
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -21,107 +17,28 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader.core.results import Category, SpeedFigures, TestResult
+from grader.core.options import VISIBILITIES
+from grader.core.results import Category, TestResult
 from grader.grading.results import ExerciseResult, GradingResults
+from grader.reports import feedback_page, markdown
+from grader.reports.files import write_atomically
+from grader.reports.text import (
+    COUNTED,
+    category_counts,
+    exercise_number,
+    feedback,
+    file_stem,
+    points,
+    printable,
+    speedup_figures,
+    verdict,
+)
 
-# Gradescope's visibility values (gradescope-autograders.readthedocs.io/en/latest/specs/).
-VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 _SHOWN_WHEN = {"hidden": "to instructors only", "after_due_date": "after the due date",
                "after_published": "when grades are published"}
 
-REPORT_FILES = {"report": "report.json", "gradescope": "results.json", "junit": "junit.xml"}
-
-# The table's count columns, in the order a student meets them.
-COUNTED = (Category.PASSED, Category.FAILED, Category.ERROR, Category.TIMEOUT, Category.CRASHED,
-           Category.NOT_ATTEMPTED, Category.SKIPPED)
-
-
-# -- text ------------------------------------------------------------------------------------------
-
-# CSI sequences (colours, cursor moves), OSC sequences (titles, links), and the other two-byte escapes.
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-_])")
-# Everything XML 1.0 does not allow (https://www.w3.org/TR/xml/#charsets): C0 controls but tab, newline
-# and carriage return, lone surrogates, U+FFFE and U+FFFF.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def printable(text: str) -> str:
-    """`text` without ANSI escape sequences, and with every other character XML cannot hold written
-    out as `\\xNN` / `\\uNNNN`, so that the student still sees that something was there."""
-    text = _ANSI.sub("", text)
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
-
-
-def points(value: float) -> str:
-    """6.666666 -> "6.67", 20.0 -> "20"."""
-    return f"{value:.2f}".rstrip("0").rstrip(".")
-
-
-def speedup_figures(fig: SpeedFigures) -> str:
-    """One line with a speedup test's measured figures."""
-    low, high = fig.spread
-    calibration = f", calibration kernel {fig.calibration:.2f}x" if fig.calibration is not None else ""
-    policy = f", {fig.policy}" if fig.policy else ""
-    medians = (f"{fig.baseline_s * 1e3:.2f} ms -> {fig.candidate_s * 1e3:.2f} ms over "
-               if fig.baseline_s is not None and fig.candidate_s is not None else "")
-    return (f"{fig.label}: speedup {fig.speedup:.2f}x (IQR {low:.2f}-{high:.2f}), threshold "
-            f"{fig.threshold:.2f}x {'met' if fig.met else 'NOT met'}{policy}; "
-            f"{medians}{fig.repeats} interleaved repeats; {fig.devices} devices on {fig.cores} cores "
-            f"({fig.platform}){calibration}")
-
-
-def verdict(test: TestResult) -> str:
-    """The category and the student's message: "timeout: ...". Messages of stubs already start with
-    their category ("not attempted: ex04: ..."), which is not repeated."""
-    message = printable(test.message).strip()
-    if not message:
-        return str(test.category)
-    already_named = message.startswith((f"{test.category}:", f"{test.category} ("))
-    return message if already_named else f"{test.category}: {message}"
-
-
-def feedback(test: TestResult) -> str:
-    """What a student reads about one test: its verdict and, for a speedup test, the measured figures."""
-    lines = [verdict(test)]
-    if test.speedup:
-        lines.append(printable(speedup_figures(test.speedup)))
-    return "\n".join(lines)
-
-
-def file_stem(test: TestResult) -> str:
-    """"tests/exercises/ex04_sharded_layer/test_hidden.py::test_x[4dev]" -> "test_hidden"."""
-    path = test.nodeid.split("::", 1)[0] if "::" in test.nodeid else ""
-    return Path(path).stem
-
-
-def exercise_number(exercise_id: str, position: int) -> int:
-    """"ex04_sharded_layer" -> 4; an id without a number takes its position among the exercises."""
-    found = re.match(r"ex(\d+)", exercise_id)
-    return int(found[1]) if found else position
-
-
-def category_counts(exercise: ExerciseResult) -> dict[Category, int]:
-    return {category: exercise.count(category) for category in COUNTED}
-
-
-# -- atomic writes ---------------------------------------------------------------------------------
-
-def _write_atomically(path: str | Path, text: str) -> Path:
-    """Write beside the target, then os.replace: an interrupted write never leaves half a report."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, 0o644)   # mkstemp makes 0600; reports are for others to read (CI, graders)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
+REPORT_FILES = {"report": "report.json", "gradescope": "results.json", "junit": "junit.xml",
+                "feedback": feedback_page.FILE_NAME}
 
 
 def _json_text(data: dict[str, Any]) -> str:
@@ -161,7 +78,7 @@ def _holds_object(value: Any) -> bool:
 def write_report_json(results: GradingResults, path: str | Path) -> Path:
     """Everything grading found, as GradingResults.to_dict() (GradingResults.from_dict reads it back): with
     each test's strike and facts (its layouts, collectives and speedup figures)."""
-    return _write_atomically(path, _compact_json_text(results.to_dict()) + "\n")
+    return write_atomically(path, _compact_json_text(results.to_dict()) + "\n")
 
 
 # -- Gradescope ----------------------------------------------------------------------------------------
@@ -200,6 +117,8 @@ def rounded_points(results: GradingResults) -> list[tuple[float, float]]:
     return [(units[id(t)][0] / _UNITS, units[id(t)][1] / _UNITS) for t in results.tests()]
 
 
+
+
 def _gradescope_test(exercise: ExerciseResult, number: str, test: TestResult, score: float, max_score: float,
                      hidden_visibility: str) -> dict[str, Any]:
     extra: dict[str, Any] = {"nodeid": test.nodeid, "category": str(test.category), "duration": test.duration}
@@ -212,9 +131,9 @@ def _gradescope_test(exercise: ExerciseResult, number: str, test: TestResult, sc
         "name": printable(f"{exercise.id}: {test.name}"),
         "name_format": "text",
         "number": number,
-        # "text": messages draw shardings with <, >, | and spaces, which html or md would mangle.
-        "output": feedback(test),
-        "output_format": "text",
+        # Markdown: the verdict in a code block (sharding grids stay monospace), the checks' facts as tables.
+        "output": markdown.test_output(test),
+        "output_format": "md",
         "tags": [exercise.id, str(test.category), *(["hidden"] if test.hidden else []),
                  *(["bonus"] if exercise.bonus else [])],
         "visibility": hidden_visibility if test.hidden else "visible",
@@ -222,32 +141,35 @@ def _gradescope_test(exercise: ExerciseResult, number: str, test: TestResult, sc
     }
 
 
-def _exercise_line(exercise: ExerciseResult, reveal_hidden: bool, hidden_visibility: str) -> str:
+def _exercise_row(exercise: ExerciseResult, reveal_hidden: bool, hidden_visibility: str) -> list[str]:
+    """The exercise, how it went, and its note, as Markdown cells of the summary's table."""
     hidden = [t for t in exercise.tests if t.hidden]
-    head = f"{exercise.id} ({exercise.title})"
     if reveal_hidden or not hidden:
         counts = ", ".join(f"{n} {category}" for category, n in category_counts(exercise).items() if n)
-        line = f"{head}: {points(exercise.score)}/{points(exercise.max_score)} points ({counts or 'no tests'})"
+        result = f"{points(exercise.score)}/{points(exercise.max_score)} points ({counts or 'no tests'})"
     else:
         # Per-exercise points would tell how the hidden tests went before Gradescope shows them.
         visible = [t for t in exercise.tests if not t.hidden]
         passed = sum(t.passed for t in visible)
-        line = (f"{head}: {passed} of {len(visible)} visible tests passed; {len(hidden)} hidden tests, "
-                f"shown {_SHOWN_WHEN[hidden_visibility]}")
-    return line + (f" [{printable(exercise.note)}]" if exercise.note else "")
+        result = (f"{passed} of {len(visible)} visible tests passed; {len(hidden)} hidden tests "
+                  f"shown {_SHOWN_WHEN[hidden_visibility]}")
+    return [markdown.text(f"{exercise.id} ({exercise.title})"), result, markdown.text(exercise.note)]
 
 
 def gradescope_output(results: GradingResults, hidden_visibility: str = "after_due_date") -> str:
-    """The top-level text: the score of every exercise (or, while hidden tests are not shown, how the
-    visible ones went), then whatever was wrong with the submission as a whole."""
+    """The top-level Markdown: a table with the score of every exercise (or, while hidden tests are not
+    shown, how the visible ones went), then whatever was wrong with the submission as a whole."""
     reveal = hidden_visibility == "visible"
-    lines = [f"shardlab: {points(results.score)}/{points(results.max_score)} points"] if reveal else ["shardlab"]
+    parts = [f"## shardlab: {points(results.score)}/{points(results.max_score)} points" if reveal else "## shardlab"]
     if results.visible_only:
-        lines.append("Only the visible tests were run.")
-    lines += [_exercise_line(exercise, reveal, hidden_visibility) for exercise in results.exercises.values()]
+        parts.append("Only the visible tests were run.")
+    if results.exercises:
+        rows = [_exercise_row(exercise, reveal, hidden_visibility) for exercise in results.exercises.values()]
+        columns = 3 if any(row[2] for row in rows) else 2   # a Note column only when there is a note
+        parts.append(markdown.table(["Exercise", "Result", "Note"][:columns], [row[:columns] for row in rows]))
     if results.problems:
-        lines += ["", "Problems with the submission:"] + [f"- {printable(problem)}" for problem in results.problems]
-    return "\n".join(lines)
+        parts += ["**Problems with the submission:**", markdown.bullet_list(map(markdown.text, results.problems))]
+    return "\n\n".join(parts)
 
 
 def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_due_date") -> dict[str, Any]:
@@ -268,7 +190,7 @@ def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_
         "score": round(sum(score for score, _ in points) * _UNITS) / _UNITS,
         "execution_time": round(results.duration),
         "output": gradescope_output(results, hidden_visibility),
-        "output_format": "text",
+        "output_format": "md",
         "visibility": "visible",
         # The grader's stdout can name hidden tests and show student prints: instructors only.
         "stdout_visibility": "hidden",
@@ -280,7 +202,7 @@ def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_
 
 def write_gradescope_json(results: GradingResults, path: str | Path, *,
                           hidden_visibility: str = "after_due_date") -> Path:
-    return _write_atomically(path, _json_text(gradescope_dict(results, hidden_visibility=hidden_visibility)))
+    return write_atomically(path, _json_text(gradescope_dict(results, hidden_visibility=hidden_visibility)))
 
 
 # -- JUnit XML -------------------------------------------------------------------------------------
@@ -347,7 +269,7 @@ def junit_xml(results: GradingResults) -> str:
 
 
 def write_junit_xml(results: GradingResults, path: str | Path) -> Path:
-    return _write_atomically(path, junit_xml(results))
+    return write_atomically(path, junit_xml(results))
 
 
 # -- terminal summary --------------------------------------------------------------------------------
@@ -411,11 +333,14 @@ def print_summary(results: GradingResults, console: Console | None = None) -> No
 
 def write_all(results: GradingResults, out_dir: str | Path, *,
               hidden_visibility: str = "after_due_date") -> dict[str, Path]:
-    """report.json, results.json (Gradescope) and junit.xml in out_dir, created if missing."""
+    """report.json, results.json (Gradescope), junit.xml and the student's feedback.html in out_dir, created if
+    missing. hidden_visibility: when students see hidden tests (grader.core.options), in results.json and the page."""
     out_dir = Path(out_dir)
     return {
         "report": write_report_json(results, out_dir / REPORT_FILES["report"]),
         "gradescope": write_gradescope_json(results, out_dir / REPORT_FILES["gradescope"],
                                             hidden_visibility=hidden_visibility),
         "junit": write_junit_xml(results, out_dir / REPORT_FILES["junit"]),
+        "feedback": feedback_page.write_feedback_html(results, out_dir / REPORT_FILES["feedback"],
+                                                      hidden_visibility=hidden_visibility),
     }

@@ -11,8 +11,13 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import jax
+import pytest
 from jax._src import compilation_cache
 
 _CACHE = tempfile.mkdtemp(prefix="shardlab-tests-xla-cache-")
@@ -39,3 +44,90 @@ def pytest_configure(config):
     # `-n 2 --dist loadgroup` (how CI runs the suite): a file whose module-scoped fixture does heavy work
     # (a graded class, a built course) keeps its tests on one worker, so the work is done once.
     config.addinivalue_line("markers", "xdist_group(name): run these tests on one pytest-xdist worker")
+
+
+# -- a real browser, for the pages' tests ---------------------------------------------------------------------
+# Playwright driving the system's Chromium (Debian's `chromium`, which .ci/run installs), with every request that
+# is not the page's own file aborted and recorded, and every console message, page error and CSP violation kept.
+# Where Playwright or Chromium is missing, the tests that ask for `browser` skip with the reason.
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def chromium_path() -> str | None:
+    given = os.environ.get("SHARDLAB_CHROMIUM")
+    if given:
+        return given
+    return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
+
+
+def _browser_or_skip():
+    """A launched Chromium, or a skip that says what is missing."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("Playwright for Python is not installed (pip install -e '.[dev]')")
+    executable = chromium_path()
+    if executable is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium; .ci/run installs it)")
+    playwright = sync_playwright().start()
+    try:
+        # --no-sandbox is Playwright's own choice as root; the others keep Chromium from calling home.
+        return playwright, playwright.chromium.launch(
+            executable_path=executable,
+            args=["--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run", "--disable-quic"])
+    except Exception as exc:
+        playwright.stop()
+        pytest.skip(f"Chromium at {executable} did not start: {exc}")
+
+
+@dataclass
+class Visit:
+    """What a page did while it loaded and was looked at."""
+    page: object                                          # playwright's Page
+    requests: list[str] = field(default_factory=list)     # every request other than the page's own file
+    console: list[str] = field(default_factory=list)      # console messages of type error or warning
+    errors: list[str] = field(default_factory=list)       # uncaught page errors
+
+
+@contextmanager
+def visit(browser, path: Path, *, javascript: bool = False) -> Iterator[Visit]:
+    """Open `path` in a fresh context. Script is off, as a reader without it would see the page (the pages need
+    none); tests that evaluate JavaScript to measure the page turn it on for the test's own scripts only."""
+    context = browser.new_context(java_script_enabled=javascript, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    seen = Visit(page)
+    own = path.resolve().as_uri()
+
+    def route(route):
+        if route.request.url == own:
+            route.continue_()
+        else:
+            seen.requests.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", route)
+    page.on("console", lambda message: seen.console.append(f"{message.type}: {message.text}")
+            if message.type in ("error", "warning") else None)
+    page.on("pageerror", lambda error: seen.errors.append(str(error)))
+    try:
+        page.goto(own, wait_until="load")
+        yield seen
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A Chromium launched once per test process."""
+    playwright, launched = _browser_or_skip()
+    yield launched
+    launched.close()
+    playwright.stop()
+
+
+@pytest.fixture
+def page_visit():
+    """`with page_visit(browser, path) as seen:` opens a page (see visit)."""
+    return visit

@@ -24,6 +24,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 
 from grader.course import catalog, paths, stubs
 from grader.platforms import gradescope, no_secrets
@@ -303,6 +304,18 @@ def results_of(results: dict, exercise_id: str) -> list[dict]:
     return [test for test in results["tests"] if exercise_id in test["tags"]]
 
 
+def assert_the_markdown_renders(results: dict) -> None:
+    """results.json's Markdown, from a real grading, read by a CommonMark renderer with GFM tables: the summary
+    holds a table, and each test's output starts with its verdict, whole in one code block or a bare word."""
+    renderer = MarkdownIt("commonmark", {"html": True}).enable("table")
+    assert results["output_format"] == "md" and "<table>" in renderer.render(results["output"])
+    for test in results["tests"]:
+        html = renderer.render(test["output"])
+        assert test["output_format"] == "md" and test["name_format"] == "text"
+        assert html.startswith(("<pre><code>", f"<p>{test['extra_data']['category']}</p>")), html
+        assert "<a" not in html and "<img" not in html and "<script" not in html
+
+
 @pytest.mark.slow
 def test_a_reference_module_gets_full_marks_for_its_exercise_only(venv, source, tmp_path):
     root = autograder_root(tmp_path, source, {EX01.module_file: EX01.solution_path().read_text()}, venv)
@@ -319,6 +332,7 @@ def test_a_reference_module_gets_full_marks_for_its_exercise_only(venv, source, 
     assert hidden and {t["visibility"] for t in hidden} == {"after_due_date"}
     assert {t["visibility"] for t in results["tests"] if t not in hidden} == {"visible"}
     assert {t["extra_data"]["nodeid"].split("/")[-1].split("::")[0] for t in hidden} == {"test_hidden.py"}
+    assert_the_markdown_renders(results)
 
 
 BROKEN_SUBMISSIONS = {
@@ -337,3 +351,4 @@ def test_a_broken_submission_scores_zero_with_every_test_listed(venv, source, tm
     for exercise in catalog.EXERCISES:
         assert results_of(results, exercise.id), exercise.id
     assert {t["extra_data"]["category"] for t in results_of(results, EX01.id)} == {ex01_category}
+    assert_the_markdown_renders(results)

@@ -223,3 +223,9 @@ def test_grade_batch_uses_the_class_cache_and_its_calibration(calibrated, tmp_pa
     assert environment["time_limits"]["source"].startswith("calibrated")
     assert environment["compile_cache"]["folder"] == str(cache / "xla") and environment["parallel"] == 1
     assert report["score"] == pytest.approx(EX01.points)
+    # The pages: each student's, and the class's linking to them.
+    index = (tmp_path / "graded" / "index.html").read_text()
+    assert f"class page {tmp_path / 'graded' / 'index.html'}" in done.stdout
+    for student in ("hana", "ivan"):
+        assert (tmp_path / "graded" / student / "feedback.html").read_text().startswith("<!DOCTYPE html>")
+        assert f'href="{student}/feedback.html"' in index

@@ -33,7 +33,7 @@ EX01 = catalog.get("ex01")
 # Every option away from its default, so that a route that drops or mangles one is seen.
 SAMPLE = GradingOptions(visible_only=True, timing="skip", test_timeout=7.5, time_limit=99.0, memory_limit=3.5,
                         isolation="process", exercises=("ex01", "ex03"), cache=Path("/tmp/a cache"),
-                        no_compile_cache=True, cache_max_mb=12.0, parallel=3)
+                        no_compile_cache=True, cache_max_mb=12.0, parallel=3, hidden_visibility="visible")
 POSITIONAL = {GRADE: ["some-submission", "--out", "out"], GRADE_BATCH: ["some-class", "--out", "out"], CALIBRATE: []}
 
 
@@ -107,7 +107,7 @@ def test_no_memory_limit_reaches_the_harness_as_none():
 
 
 def test_report_json_records_the_options_under_todays_keys():
-    assert SAMPLE.describe() == {"timing": "skip",
+    assert SAMPLE.describe() == {"timing": "skip", "hidden_visibility": "visible",
                                  "limits": {"test_timeout": 7.5, "worker_memory_bytes": int(3.5 * GIB)}}
     env = engine.environment(SAMPLE, process.Limits(), {"level": "process"}, worker_memory_bytes=12345, parallel=2)
     assert env["timing"] == "skip" and env["isolation"] == {"level": "process"} and env["parallel"] == 2

@@ -8,13 +8,17 @@ import io
 import json
 import math
 import os
+import re
 import xml.etree.ElementTree as ET
+from html import escape, unescape
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from markdown_it import MarkdownIt
 from rich.console import Console
 
 from grader.checks.properties import GRADING
+from grader.checks.sharding import side_by_side
 from grader.core.results import (
     Block,
     Category,
@@ -28,7 +32,7 @@ from grader.core.results import (
 )
 from grader.course import catalog
 from grader.grading.results import GradingResults, score_exercise
-from grader.reports import writers as reports
+from grader.reports import markdown, writers as reports
 
 # -- sample results ----------------------------------------------------------------------------------
 
@@ -235,59 +239,211 @@ def test_gradescope_scores_add_up_for_any_weights(exercises):
         assert test["score"] == (test["max_score"] if given_test.passed else 0)
 
 
+def fenced(text: str) -> str:
+    return f"```\n{text}\n```"
+
+
 def test_gradescope_outputs_name_the_category_and_show_the_figures(results):
     tests = by_name(reports.gradescope_dict(results))
     output = {name.split(": ", 1)[1]: test["output"] for name, test in tests.items()}
-    assert output["test_make_mesh[2dev]"] == "passed"
-    assert output["test_layer_auto_shape[8dev]"] == f"failed: {SPECIAL_PRINTED}"
-    assert output["test_layer_manual"].startswith("error: ZeroDivisionError: division by zero\n  raised at")
-    assert output["test_layer_auto_values[4dev]"] == "timeout: the test ran longer than 60 s"
-    assert output["test_layer_collectives"] == "crashed: the grading process died (killed: out of memory?)"
-    assert output["test_layer_features"] == "not attempted: ex04: layer_features"   # not "not attempted: not ..."
-    assert output["test_layer_large"] == "skipped: timing checks are off (--timing=skip)"
-    assert output["test_layer_speedup[8dev]"] == (
+    assert output["test_make_mesh[2dev]"] == "passed"   # a bare verdict stays a word, no empty code block
+    assert output["test_layer_auto_shape[8dev]"].startswith(fenced(f"failed: {SPECIAL_PRINTED}") + "\n\n")
+    assert output["test_layer_manual"] == fenced(
+        "error: ZeroDivisionError: division by zero\n  raised at ex04_sharded_layer.py:12 in layer: 1 / 0")
+    assert output["test_layer_auto_values[4dev]"] == fenced("timeout: the test ran longer than 60 s")
+    assert output["test_layer_collectives"] == fenced("crashed: the grading process died (killed: out of memory?)")
+    assert output["test_layer_features"] == fenced("not attempted: ex04: layer_features")   # not "not attempted: not"
+    assert output["test_layer_large"] == fenced("skipped: timing checks are off (--timing=skip)")
+    assert output["test_layer_speedup[8dev]"].startswith(fenced(
         "passed\nlayer_auto vs replicated: speedup 7.91x (IQR 7.62-8.05), threshold 3.00x met, enforce; "
-        "12.40 ms -> 1.57 ms over 21 interleaved repeats; 8 devices on 2 cores (cpu)")
+        "12.40 ms -> 1.57 ms over 21 interleaved repeats; 8 devices on 2 cores (cpu)") + "\n\n")
     speedup_test = tests["ex04_sharded_layer: test_layer_speedup[8dev]"]
     assert speedup_test["extra_data"]["speedup"] == SPEEDUP
     assert speedup_test["tags"] == ["ex04_sharded_layer", "passed", "hidden"]
-    assert all(t["output_format"] == "text" and t["name_format"] == "text" for t in tests.values())
+    assert all(t["output_format"] == "md" and t["name_format"] == "text" for t in tests.values())
 
 
-def test_hidden_tests_get_the_chosen_visibility(results):
-    hidden = {f"{t.exercise}: {t.name}" for t in results.tests() if t.hidden}
-    assert len(hidden) == 7
-    for hidden_visibility in ("after_due_date", "hidden"):
-        tests = by_name(reports.gradescope_dict(results, hidden_visibility=hidden_visibility))
-        assert {name for name, t in tests.items() if t["visibility"] == hidden_visibility} == hidden
-        assert {name for name, t in tests.items() if t["visibility"] == "visible"} == tests.keys() - hidden
-    assert reports.gradescope_dict(results)["stdout_visibility"] == "hidden"
-    with pytest.raises(ValueError, match="hidden_visibility must be one of"):
-        reports.gradescope_dict(results, hidden_visibility="never")
+# -- Gradescope's Markdown, as a CommonMark renderer with GFM tables reads it ------------------------------
+# Raw HTML is on: nothing may depend on the renderer dropping a student's tags.
+
+MARKDOWN = MarkdownIt("commonmark", {"html": True}).enable("table")
+_TAG = re.compile(r"<[^>]*>")
+
+
+def html_of(markdown: str) -> str:
+    return MARKDOWN.render(markdown)
+
+
+def text_of(html: str) -> str:
+    """What a reader sees: the tags dropped, the entities read."""
+    return unescape(_TAG.sub("", html))
+
+
+def tables_of(html: str) -> list[list[list[str]]]:
+    """Every table's rows, each a list of the cells' text (header row first)."""
+    return [[[text_of(cell) for cell in re.findall(r"<t[hd]>(.*?)</t[hd]>", row, re.S)]
+             for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)]
+            for table in re.findall(r"<table>(.*?)</table>", html, re.S)]
+
+
+def code_blocks_of(html: str) -> list[str]:
+    return [unescape(block) for block in re.findall(r"<pre><code>(.*?)</code></pre>", html, re.S)]
 
 
 def test_gradescope_summary_shows_exercise_scores_and_problems(results):
     data = reports.gradescope_dict(results, hidden_visibility="visible")
-    assert data["output"].splitlines() == [
-        "shardlab: 19.17/40 points",
-        "ex01_meshes (Devices and meshes): 10/10 points (3 passed)",
-        "ex04_sharded_layer (One layer, three ways): 9.17/20 points (3 passed, 1 failed, 1 error, 1 timeout, "
-        "1 crashed, 1 not attempted, 1 skipped)",
-        "ex02_sharding_properties (What a sharding says): 0/10 points (2 not attempted) "
-        "[module missing: not attempted]",
-        "",
-        "Problems with the submission:",
-        f"- {PROBLEM}",
+    assert data["output_format"] == "md" and data["execution_time"] == 42
+    html = html_of(data["output"])
+    assert html.startswith("<h2>shardlab: 19.17/40 points</h2>\n")
+    assert tables_of(html) == [[
+        ["Exercise", "Result", "Note"],
+        ["ex01_meshes (Devices and meshes)", "10/10 points (3 passed)", ""],
+        ["ex04_sharded_layer (One layer, three ways)", "9.17/20 points (3 passed, 1 failed, 1 error, 1 timeout, "
+         "1 crashed, 1 not attempted, 1 skipped)", ""],
+        ["ex02_sharding_properties (What a sharding says)", "0/10 points (2 not attempted)",
+         "module missing: not attempted"],
+    ]]
+    assert "Only the visible tests were run." not in html
+    assert html.endswith(f"<p><strong>Problems with the submission:</strong></p>\n<ul>\n<li>{PROBLEM}</li>\n</ul>\n")
+
+
+@pytest.mark.parametrize("hidden_visibility", ["after_due_date", "after_published", "hidden"])
+def test_gradescope_summary_keeps_hidden_outcomes_until_they_are_shown(results, hidden_visibility):
+    html = html_of(reports.gradescope_dict(results, hidden_visibility=hidden_visibility)["output"])
+    shown = {"after_due_date": "after the due date", "after_published": "when grades are published",
+             "hidden": "to instructors only"}[hidden_visibility]
+    assert html.startswith("<h2>shardlab</h2>\n")
+    rows = tables_of(html)[0]
+    assert rows[2] == ["ex04_sharded_layer (One layer, three ways)",
+                       f"2 of 4 visible tests passed; 5 hidden tests shown {shown}", ""]
+    # Every exercise has hidden tests: no exercise's points, and no total, anywhere.
+    assert "points" not in text_of(html) and "9.17" not in html and "19.17" not in html
+    assert text_of(html).endswith(f"Problems with the submission:\n\n{PROBLEM}\n\n")
+
+
+def test_gradescope_summary_says_when_only_the_visible_tests_ran(results):
+    results.visible_only = True
+    html = html_of(reports.gradescope_dict(results)["output"])
+    assert "<p>Only the visible tests were run.</p>" in html
+
+
+def test_a_failed_test_shows_its_layouts_and_collectives(results):
+    output = by_name(reports.gradescope_dict(results))["ex04_sharded_layer: test_layer_auto_shape[8dev]"]["output"]
+    html = html_of(output)
+    assert code_blocks_of(html) == [f"failed: {SPECIAL_PRINTED}\n"]
+    assert "<li>output: expected P('data', None) on mesh (data=2), actual P() on mesh (data=2)</li>" in html
+    assert "<p><strong>Collectives of layer_auto</strong>: the rule did not hold</p>" in html
+    assert tables_of(html) == [[["collective", "found", "group size", "mesh axes", "rule asks"],
+                                ["all-reduce", "1", "2", "data", "exactly 0"],
+                                ["all-gather", "0", "-", "-", "exactly 0; none"]]]
+    assert "%ar" not in output   # HLO lines stay in report.json
+
+
+def test_collectives_and_speed_tables_carry_the_figures():
+    found = (Collective("all-gather", 4, ("data", "model"), "%ag.1 = all-gather(...)"),
+             Collective("all-gather", 2, ("model",), "%ag.2 = all-gather(...)"),
+             Collective("all-reduce", None, None, "%ar = all-reduce(...)"))
+    rule = CollectivesCheck("train_step", found, passed=False, present=("all-gather", "reduce-scatter"),
+                            only=("all-gather", "reduce-scatter"))
+    own_rule = CollectivesCheck("train_step", found[:1], passed=None)
+    speed = SPEEDUP | {"speedup": 2.5, "calibration": 1.8, "policy": "report", "met": False}
+    test = case("ex04_sharded_layer", "test_hidden", "test_speed", Category.FAILED, message="too slow",
+                speedup=speed, collectives=[rule, own_rule])
+    html = html_of(reports.gradescope_dict(GradingResults("s", {"ex04_sharded_layer": score_exercise(
+        catalog.get("ex04_sharded_layer"), [test])}))["tests"][0]["output"])
+    assert tables_of(html) == [
+        [["collective", "found", "group size", "mesh axes", "rule asks"],
+         ["all-gather", "2", "4, 2", "data, model / model", "at least 1; allowed"],
+         ["all-reduce", "1", "-", "-", "not allowed"],
+         ["reduce-scatter", "0", "-", "-", "at least 1; allowed"]],
+        [["collective", "found", "group size", "mesh axes", "rule asks"],
+         ["all-gather", "1", "4", "data, model", "-"]],
+        [["speedup", "IQR", "threshold", "met", "calibration", "repeats", "devices / cores"],
+         ["2.50x", "7.62-8.05", "3.00x", "no (report)", "1.80x", "21", "8 devices on 2 cores (cpu)"]],
     ]
-    assert data["execution_time"] == 42 and data["output_format"] == "text"
+    assert "<strong>Collectives of train_step</strong>: judged by the test (see above)" in html
+    assert "<strong>Speed: layer_auto vs replicated</strong>" in html
+    assert "%ag" not in html and "%ar" not in html
 
 
-def test_gradescope_summary_keeps_hidden_outcomes_until_they_are_shown(results):
-    output = reports.gradescope_dict(results)["output"]
-    assert "9.17" not in output and "19.17" not in output
-    assert ("ex04_sharded_layer (One layer, three ways): 2 of 4 visible tests passed; 5 hidden tests, "
-            "shown after the due date") in output.splitlines()
-    assert output.endswith(f"Problems with the submission:\n- {PROBLEM}")
+def test_a_message_with_backticks_cannot_close_its_code_block():
+    message = "boom\n```\n# not a heading\n[x](http://e)\n`````\n<script>alert(1)</script>\x1b[31m"
+    test = case("ex01_meshes", "test_visible", "test_x", Category.ERROR, message=message)
+    output = reports.gradescope_dict(GradingResults("s", {"ex01_meshes": score_exercise(
+        catalog.get("ex01_meshes"), [test])}))["tests"][0]["output"]
+    assert output.startswith("``````\n") and output.endswith("\n``````")   # longer than the longest run (5)
+    html = html_of(output)
+    assert code_blocks_of(html) == [f"error: {message.removesuffix(chr(27) + '[31m')}\n"]   # whole, colour dropped
+    assert html.count("<pre>") == 1 and "<h1" not in html and "<a" not in html and "<script" not in html
+
+
+def test_a_grid_in_a_message_stays_monospace_and_intact():
+    grid = side_by_side(["+-----+-----+", "|  0  |  1  |", "+-----+-----+"], ["+-----------+", "|    0,1    |",
+                                                                              "+-----------+"])
+    message = f"output: wrong sharding\n{grid}"
+    test = case("ex04_sharded_layer", "test_visible", "test_x", Category.FAILED, message=message)
+    output = reports.gradescope_dict(GradingResults("s", {"ex04_sharded_layer": score_exercise(
+        catalog.get("ex04_sharded_layer"), [test])}))["tests"][0]["output"]
+    assert code_blocks_of(html_of(output)) == [f"failed: {message}\n"]
+
+
+EVIL = "[x](http://e) ![i](x) <script>alert(1)</script> a|b *em* _u_ `c` ~~s~~ $x$ # h <b>&amp; www.e.com \\|"
+
+
+def evil_results() -> GradingResults:
+    """Text from a submission in every place the Markdown shows it: a problem (file names), a note, a
+    layout's name and spec, collectives' program, op and mesh axes, a speedup's label, a message."""
+    layout = Layout((8,), "NamedSharding", EVIL, (EVIL,), (2,), (0, 1))
+    collectives = CollectivesCheck(EVIL, (Collective(EVIL, 2, (EVIL, "data"), EVIL),), passed=False,
+                                   exactly={EVIL: 1}, absent=(EVIL,))
+    speed = SPEEDUP | {"label": EVIL, "platform": EVIL, "policy": EVIL}
+    test = case("ex04_sharded_layer", "test_visible", f"test_x[{EVIL}]", Category.FAILED, message=EVIL,
+                speedup=speed, layouts=[LayoutCheck(EVIL, layout, layout, passed=False)], collectives=[collectives])
+    exercise = score_exercise(catalog.get("ex04_sharded_layer"), [test], note=f"{EVIL}\n| c |")
+    return GradingResults("s", {"ex04_sharded_layer": exercise}, problems=[EVIL, f"two\nlines {EVIL}"])
+
+
+@pytest.mark.parametrize("hidden_visibility", ["visible", "after_due_date"])
+def test_text_from_the_submission_stays_text(hidden_visibility):
+    results = evil_results()
+    data = reports.gradescope_dict(results, hidden_visibility=hidden_visibility)
+    assert gradescope_problems(data) == []
+    summary, output = html_of(data["output"]), html_of(data["tests"][0]["output"])
+    for html in (summary, output):
+        for markup in ("<a", "<img", "<script", "<b>", "<em", "<code>c", "<s>", "<del", "<h1", "<input"):
+            assert markup not in html, (markup, html)
+    # Each written out literally; a | neither ends a cell nor starts one.
+    rows = tables_of(summary)[0]
+    assert rows[1][2] == f"{EVIL} | c |" and all(len(row) == len(rows[0]) for row in rows)
+    assert [unescape(item) for item in re.findall(r"<li>(.*?)</li>", summary)] == [EVIL, f"two lines {EVIL}"]
+    assert code_blocks_of(output) == [reports.feedback(results.tests()[0]) + "\n"]
+    assert f"<li>{escape(EVIL)}: expected {escape(EVIL)} on mesh ({escape(EVIL)}=2), actual" in output
+    assert f"<strong>Collectives of {escape(EVIL)}</strong>" in output
+    collectives, speed = tables_of(output)
+    assert collectives[1] == [EVIL, "1", "2", f"{EVIL}, data", "exactly 1; none"]
+    assert speed[1][3:] == [f"yes ({EVIL})", "-", "21", f"8 devices on 2 cores ({EVIL})"]
+    # 4 in the code block, 5 in the layout line, 1 + 2 for the collectives, 1 + 2 for the speed.
+    assert text_of(output).count(EVIL) == 15
+
+
+def test_markdown_tables_escape_every_bare_pipe():
+    table = markdown.table(["a", "b"], [["x | y", "\\\\|z\nw"], ["\\|", ""]])
+    assert table.splitlines() == ["| a | b |", "|---|---|", "| x \\| y | \\\\\\|z w |", "| \\| |   |"]
+    with pytest.raises(ValueError, match="a row of 1 cells in a table of 2 columns"):
+        markdown.table(["a", "b"], [["x"]])
+
+
+def test_the_markdown_of_the_whole_example_renders_clean(results):
+    """Every output of the sample parses: each code block holds the whole verdict as `feedback` writes it,
+    and no markup comes from the tests' text."""
+    data = reports.gradescope_dict(results)
+    for test, written in zip(results.tests(), data["tests"], strict=True):
+        html = html_of(written["output"])
+        verdict = reports.feedback(test)
+        assert code_blocks_of(html)[:1] == ([] if verdict == str(test.category) else [verdict + "\n"]), html
+        assert "<a" not in html and "<img" not in html and "<script" not in html
+        assert text_of(html).startswith(verdict)
+    assert "<table>" in html_of(data["output"])
 
 
 def test_gradescope_json_file_holds_the_dict(results, tmp_path):
@@ -478,12 +634,13 @@ def test_summary_table_is_a_rich_table(results):
 
 # -- writing them all ----------------------------------------------------------------------------------
 
-def test_write_all_creates_the_folder_and_writes_three_reports(results, tmp_path):
+def test_write_all_creates_the_folder_and_writes_four_reports(results, tmp_path):
     out_dir = tmp_path / "graded" / "alice"
     written = reports.write_all(results, out_dir)
     assert written == {"report": out_dir / "report.json", "gradescope": out_dir / "results.json",
-                       "junit": out_dir / "junit.xml"}
-    assert sorted(p.name for p in out_dir.iterdir()) == ["junit.xml", "report.json", "results.json"]
+                       "junit": out_dir / "junit.xml", "feedback": out_dir / "feedback.html"}
+    assert sorted(p.name for p in out_dir.iterdir()) == ["feedback.html", "junit.xml", "report.json", "results.json"]
+    assert written["feedback"].read_text().startswith("<!DOCTYPE html>")
     assert GradingResults.from_dict(json.loads(written["report"].read_text())).score == results.score
     assert gradescope_problems(json.loads(written["gradescope"].read_text())) == []
     assert counts(ET.parse(written["junit"]).getroot())["tests"] == 14

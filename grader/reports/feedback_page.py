@@ -1,0 +1,256 @@
+"""A student's feedback.html: one self-contained page per grading, from the same GradingResults as report.json.
+
+Per exercise its score and every test with its category and message, visible tests first; for every sharding
+check the expected and the actual layout as device grids side by side, for every collectives check what the
+compiled program holds against what its rule asks, for every speed test a chart; then the environment the
+grading ran in. Everything drawn comes from the results' structured facts (grader.core.results), never from
+parsing a message.
+
+Hidden tests follow results.json's visibility policy (`--hidden-visibility`): unless it is "hidden"
+(instructors only) they are listed with their names and messages, never their code, marked with when
+Gradescope shows them; with "hidden" the page names none, and gives per exercise only how the visible tests
+went, as results.json's top-level text does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grader.core.options import VISIBILITIES
+from grader.core.results import Category, CollectivesCheck, LayoutCheck, TestResult
+from grader.grading.results import ExerciseResult, GradingResults
+from grader.reports import pictures
+from grader.reports.files import write_atomically
+from grader.reports.html import Markup, document, element
+from grader.reports.text import COUNTED, category_counts, points, printable, speedup_figures
+
+FILE_NAME = "feedback.html"
+SHOWN_WHEN = {"hidden": "to instructors only", "after_due_date": "after the due date",
+              "after_published": "when grades are published", "visible": "at once"}
+_ATTENTION = frozenset(COUNTED) - {Category.PASSED, Category.SKIPPED}   # shown open, first
+_HEAD_LINES = 3   # of a message whose facts are drawn: the rest (a grid as text) goes under <details>
+
+
+def css_class(category: str) -> str:
+    return "cat-" + str(category).replace(" ", "-")
+
+
+def badge(category: str) -> Markup:
+    return element("span", str(category), class_=f"badge {css_class(category)}")
+
+
+def score_class(score: float, max_score: float) -> str:
+    if max_score and score >= max_score - 1e-9:
+        return "full"
+    return "none" if score <= 0 else "partial"
+
+
+# -- one test -------------------------------------------------------------------------------------------
+
+def layout_figure(check: LayoutCheck) -> Markup:
+    """The expected and the actual layout side by side, the same devices in the same colour in both."""
+    colours = pictures.device_colours([check.expected, check.actual])
+    verdict = element("span", "as expected" if check.passed else "differs from what was asked",
+                      class_="verdict-pass" if check.passed else "verdict-fail")
+    return element("figure",
+                   element("figcaption", f"{check.name}: which devices hold each block (rows x columns of the first "
+                                         "two dimensions) ", verdict),
+                   element("div", pictures.device_grid(check.expected, colours, "expected"),
+                           pictures.device_grid(check.actual, colours, "actual"), class_="pair"),
+                   class_="layout-check", data_name=check.name, data_passed=str(check.passed).lower())
+
+
+def _rule(check: CollectivesCheck) -> str:
+    """What the check's rule asks, in words."""
+    asked = []
+    if check.exactly is not None:
+        asked.append("exactly " + (", ".join(f"{n} {op}" for op, n in sorted(check.exactly.items())) or "none"))
+    if check.present:
+        asked.append("at least one " + ", ".join(check.present))
+    if check.absent:
+        asked.append("no " + ", ".join(check.absent))
+    if check.only is not None:
+        asked.append("nothing but " + (", ".join(check.only) or "no collective"))
+    return "; ".join(asked) or "the test's own rule (its message says which)"
+
+
+def collectives_table(check: CollectivesCheck) -> Markup:
+    """The collectives the compiled program holds (op, group size, the mesh axes it runs over), the rule, and
+    each op's HLO line on demand."""
+    held = "held" if check.passed else "not held" if check.passed is False else "judged by the test"
+    rows = [element("tr", element("td", c.op),
+                    element("td", "?" if c.group_size is None else c.group_size, class_="num"),
+                    element("td", ", ".join(c.mesh_axes) if c.mesh_axes else "none found" if c.mesh_axes is not None
+                            else "-"),
+                    element("td", element("details", element("summary", "HLO"), element("pre", c.line))),
+                    class_="collective", data_op=c.op)
+            for c in check.found]
+    if not rows:
+        rows = [element("tr", element("td", "no collective in the compiled program", colspan=4, class_="note"))]
+    head = element("tr", element("th", "op"), element("th", "group size", class_="num"), element("th", "mesh axes"),
+                   element("th", "instruction"))
+    return element("figure",
+                   element("figcaption", f"collectives of {check.what}: the rule asks {_rule(check)} (",
+                           element("span", held, class_="verdict-pass" if check.passed else "verdict-fail"), ")"),
+                   element("table", element("thead", head), element("tbody", rows), class_="collectives"),
+                   class_="collectives-check", data_what=check.what,
+                   data_passed="null" if check.passed is None else str(check.passed).lower())
+
+
+def message_block(message: str, drawn: bool) -> Markup | None:
+    """The test's message as text. When its facts are drawn below, only its first lines stay open: the rest
+    (the layouts as text, which the grids show) is one click away, for a reader who wants it."""
+    lines = message.splitlines()
+    if not drawn or len(lines) <= _HEAD_LINES + 1:
+        return element("pre", message, class_="message")
+    return element("div", element("pre", "\n".join(lines[:_HEAD_LINES]), class_="message"),
+                   element("details", element("summary", "the whole message, as text"),
+                           element("pre", message, class_="message-text")))
+
+
+def test_card(test: TestResult) -> Markup:
+    """One test: its category, name, points and message, and the pictures of what its checks found."""
+    message = printable(test.message).strip()
+    facts = [layout_figure(check) for check in test.layouts]
+    facts += [collectives_table(check) for check in test.collectives]
+    if test.speedup is not None:
+        facts.append(element("figure", element("figcaption", printable(speedup_figures(test.speedup))),
+                             pictures.speed_chart(test.speedup), class_="speed"))
+    printed = printable(test.output).strip()
+    return element(
+        "article",
+        element("header", badge(test.category), element("span", test.name, class_="name"),
+                element("span", "hidden test", class_="hidden-mark") if test.hidden else None,
+                element("span", f"{points(test.score)}/{points(test.max_score)} points", class_="pts")),
+        message_block(message, bool(facts)) if message and not test.passed else None,
+        element("div", facts, class_="facts") if facts else None,
+        element("details", element("summary", "what your code printed"), element("pre", printed)) if printed else None,
+        class_="test", data_nodeid=test.nodeid, data_category=str(test.category),
+        data_hidden=str(test.hidden).lower())
+
+
+def _test_group(tests: list[TestResult], heading: str) -> list[Markup]:
+    """Tests that need attention first, open; the others inside one <details>."""
+    if not tests:
+        return []
+    attention = [t for t in tests if t.category in _ATTENTION]
+    fine = [t for t in tests if t not in attention]
+    parts = [element("h3", heading), *[test_card(t) for t in attention]]
+    if fine:
+        parts.append(element("details", element("summary", f"{len(fine)} passed or skipped: "
+                                                           "what they checked"),
+                             *[test_card(t) for t in fine], class_="fine", open=not attention))
+    return parts
+
+
+# -- one exercise -----------------------------------------------------------------------------------------
+
+def _counts(exercise: ExerciseResult, tests: list[TestResult]) -> str:
+    shown = ExerciseResult(exercise.id, exercise.title, exercise.max_score, tests)
+    return ", ".join(f"{n} {category}" for category, n in category_counts(shown).items() if n) or "no tests"
+
+
+def exercise_section(exercise: ExerciseResult, hidden_visibility: str) -> Markup:
+    visible = [t for t in exercise.tests if not t.hidden]
+    hidden = [t for t in exercise.tests if t.hidden]
+    show_hidden = hidden_visibility != "hidden"
+    if show_hidden or not hidden:
+        score = element("span", f"{points(exercise.score)}/{points(exercise.max_score)} points",
+                        class_=score_class(exercise.score, exercise.max_score))
+    else:   # the score would tell how hidden tests went
+        score = element("span", f"{sum(t.passed for t in visible)} of {len(visible)} visible tests passed")
+    parts = [element("h2", exercise.id, " ", element("small", exercise.title)),
+             element("p", score, " · ", _counts(exercise, exercise.tests if show_hidden else visible),
+                     " · bonus" if exercise.bonus else None, class_="lede")]
+    if exercise.note:
+        parts.append(element("p", exercise.note, class_="note"))
+    parts += _test_group(visible, f"Visible tests ({len(visible)})")
+    if hidden and show_hidden:
+        parts += _test_group(hidden, f"Hidden tests ({len(hidden)}): names and messages, shown to students "
+                                     f"{SHOWN_WHEN[hidden_visibility]} on Gradescope")
+    elif hidden:
+        parts.append(element("p", f"{len(hidden)} hidden tests, shown to instructors only.", class_="note"))
+    return element("section", parts, class_="exercise", id=exercise.id, data_exercise=exercise.id)
+
+
+# -- the page ---------------------------------------------------------------------------------------------
+
+def summary_table(results: GradingResults, hidden_visibility: str) -> Markup:
+    show_hidden = hidden_visibility != "hidden"
+    rows = []
+    shown_tests = [t for t in results.tests() if show_hidden or not t.hidden]
+    columns = [c for c in COUNTED if c is Category.PASSED or any(t.category == c for t in shown_tests)]
+    for exercise in results.exercises.values():
+        tests = exercise.tests if show_hidden else [t for t in exercise.tests if not t.hidden]
+        if show_hidden or len(tests) == len(exercise.tests):
+            score = element("td", f"{points(exercise.score)}/{points(exercise.max_score)}",
+                            class_=f"num {score_class(exercise.score, exercise.max_score)}")
+        else:
+            score = element("td", f"{sum(t.passed for t in tests)}/{len(tests)} visible", class_="num")
+        shown = ExerciseResult(exercise.id, exercise.title, exercise.max_score, tests)
+        counts = category_counts(shown)
+        rows.append(element("tr", element("td", element("a", exercise.id, href=f"#{exercise.id}")),
+                            element("td", exercise.title), score,
+                            *[element("td", counts[c] or "", class_="num") for c in columns],
+                            data_exercise=exercise.id))
+    head = element("tr", element("th", "exercise"), element("th", "title"), element("th", "score", class_="num"),
+                   *[element("th", str(c), class_="num") for c in columns])
+    return element("table", element("thead", head), element("tbody", rows), class_="summary")
+
+
+def environment_table(environment: dict) -> Markup:
+    """The isolation level, devices, cores and the limits in force, as report.json records them."""
+    isolation = environment.get("isolation") or {}
+    limits = environment.get("limits") or {}
+    time_limits = environment.get("time_limits") or {}
+    memory = limits.get("worker_memory_bytes")
+    per_test = limits.get("test_timeout")
+    rows = [
+        ("isolation", isolation.get("level") if isinstance(isolation, dict) else isolation),
+        ("devices", environment.get("devices")),
+        ("cores", environment.get("cores")),
+        ("speedup thresholds", environment.get("timing")),
+        ("time limit per test", f"{per_test:g} s for every test" if per_test else time_limits.get("source")),
+        ("your code's memory", f"{memory / (1 << 30):g} GiB of address space" if memory else
+         "no limit" if "worker_memory_bytes" in limits else None),
+        ("harnesses at once", environment.get("parallel")),
+        ("versions", ", ".join(f"{k} {v}" for k, v in (environment.get("versions") or {}).items() if v)),
+    ]
+    if isinstance(isolation, dict) and isolation.get("not_applied"):
+        rows.append(("not applied", "; ".join(map(str, isolation["not_applied"]))))
+    return element("table", [element("tr", element("td", name), element("td", value), data_key=name)
+                             for name, value in rows if value not in (None, "", {})], class_="env")
+
+
+def feedback_page(results: GradingResults, *, hidden_visibility: str = "after_due_date") -> str:
+    """The whole page, as text: the same results give the same bytes."""
+    if hidden_visibility not in VISIBILITIES:
+        raise ValueError(f"hidden_visibility must be one of {', '.join(VISIBILITIES)}, not {hidden_visibility!r}")
+    total = element("p", element("span", f"{points(results.score)}/{points(results.max_score)}",
+                                 class_=f"score {score_class(results.score, results.max_score)}"),
+                    " points", class_="total")
+    notes = []
+    if results.visible_only:
+        notes.append(element("p", "Only the visible tests were run: hidden tests check more when you are graded.",
+                             class_="note"))
+    elif hidden_visibility not in ("hidden", "visible") and any(t.hidden for t in results.tests()):
+        notes.append(element("p", "This page names the hidden tests and shows their messages; students see them "
+                                  f"{SHOWN_WHEN[hidden_visibility]}.", class_="note"))
+    problems = [element("div", element("strong", "Problems with the submission"),
+                        element("ul", [element("li", p) for p in results.problems]), class_="problems")
+                if results.problems else None]
+    body = [
+        element("header", element("h1", "shardlab feedback"), element("p", results.submission, class_="lede"),
+                total, notes),
+        problems,
+        element("nav", summary_table(results, hidden_visibility), class_="toc"),
+        [exercise_section(exercise, hidden_visibility) for exercise in results.exercises.values()],
+        element("section", element("h2", "Where this ran"), environment_table(results.environment),
+                id="environment"),
+    ]
+    return document(f"shardlab feedback: {printable(results.submission)}", *body)
+
+
+def write_feedback_html(results: GradingResults, path: str | Path, *,
+                        hidden_visibility: str = "after_due_date") -> Path:
+    return write_atomically(path, feedback_page(results, hidden_visibility=hidden_visibility))

@@ -1,0 +1,83 @@
+"""How a result reads as text, wherever it is shown: the terminal, results.json, JUnit XML, the HTML pages.
+
+Text that may come from student code (messages, names) goes through `printable` first: ANSI colours and
+characters that XML 1.0 forbids would otherwise garble a report or make it unreadable by its consumer.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from grader.core.results import Category, SpeedFigures, TestResult
+from grader.grading.results import ExerciseResult
+
+# The count columns, in the order a student meets them.
+COUNTED = (Category.PASSED, Category.FAILED, Category.ERROR, Category.TIMEOUT, Category.CRASHED,
+           Category.NOT_ATTEMPTED, Category.SKIPPED)
+
+
+# CSI sequences (colours, cursor moves), OSC sequences (titles, links), and the other two-byte escapes.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-_])")
+# Everything XML 1.0 does not allow (https://www.w3.org/TR/xml/#charsets): C0 controls but tab, newline
+# and carriage return, lone surrogates, U+FFFE and U+FFFF.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def printable(text: str) -> str:
+    """`text` without ANSI escape sequences, and with every other character XML cannot hold written
+    out as `\\xNN` / `\\uNNNN`, so that the student still sees that something was there."""
+    text = _ANSI.sub("", text)
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
+def points(value: float) -> str:
+    """6.666666 -> "6.67", 20.0 -> "20"."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def speedup_figures(fig: SpeedFigures) -> str:
+    """One line with a speedup test's measured figures."""
+    low, high = fig.spread
+    calibration = f", calibration kernel {fig.calibration:.2f}x" if fig.calibration is not None else ""
+    policy = f", {fig.policy}" if fig.policy else ""
+    medians = (f"{fig.baseline_s * 1e3:.2f} ms -> {fig.candidate_s * 1e3:.2f} ms over "
+               if fig.baseline_s is not None and fig.candidate_s is not None else "")
+    return (f"{fig.label}: speedup {fig.speedup:.2f}x (IQR {low:.2f}-{high:.2f}), threshold "
+            f"{fig.threshold:.2f}x {'met' if fig.met else 'NOT met'}{policy}; "
+            f"{medians}{fig.repeats} interleaved repeats; {fig.devices} devices on {fig.cores} cores "
+            f"({fig.platform}){calibration}")
+
+
+def verdict(test: TestResult) -> str:
+    """The category and the student's message: "timeout: ...". Messages of stubs already start with
+    their category ("not attempted: ex04: ..."), which is not repeated."""
+    message = printable(test.message).strip()
+    if not message:
+        return str(test.category)
+    already_named = message.startswith((f"{test.category}:", f"{test.category} ("))
+    return message if already_named else f"{test.category}: {message}"
+
+
+def feedback(test: TestResult) -> str:
+    """What a student reads about one test: its verdict and, for a speedup test, the measured figures."""
+    lines = [verdict(test)]
+    if test.speedup:
+        lines.append(printable(speedup_figures(test.speedup)))
+    return "\n".join(lines)
+
+
+def file_stem(test: TestResult) -> str:
+    """"tests/exercises/ex04_sharded_layer/test_hidden.py::test_x[4dev]" -> "test_hidden"."""
+    path = test.nodeid.split("::", 1)[0] if "::" in test.nodeid else ""
+    return Path(path).stem
+
+
+def exercise_number(exercise_id: str, position: int) -> int:
+    """"ex04_sharded_layer" -> 4; an id without a number takes its position among the exercises."""
+    found = re.match(r"ex(\d+)", exercise_id)
+    return int(found[1]) if found else position
+
+
+def category_counts(exercise: ExerciseResult) -> dict[Category, int]:
+    return {category: exercise.count(category) for category in COUNTED}
