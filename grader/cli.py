@@ -15,7 +15,7 @@ def _cmd_check(args) -> int:
     from grader.commands import student
 
     return student.check_command(args.exercise, impl=args.impl, all_exercises=args.all,
-                                 html=True if args.html == "" else args.html or False)
+                                 html=True if args.html == "" else args.html or False, launcher=args.launcher)
 
 
 def _cmd_list(args) -> int:
@@ -185,6 +185,11 @@ def _cmd_grade_batch(args) -> int:
     from grader.reports.class_page import write_class_page
 
     options = GradingOptions.from_args(args, GRADE_BATCH)   # --parallel: grade_batch's cores / jobs
+    if args.slurm or args.slurm_dry_run:
+        return _grade_batch_on_slurm(args, options)
+    if args.wait:
+        print("shardlab grade-batch: --wait follows a Slurm batch: give --slurm too", file=sys.stderr)
+        return 2
     _, folder = _cache(options, default=args.out / ".cache")
     options = dataclasses.replace(options, cache=folder)
     if options.test_timeout is None and not time_limits.load(folder).reference and paths.SOLUTIONS_DIR.is_dir():
@@ -210,6 +215,37 @@ def _cmd_grade_batch(args) -> int:
     return 0
 
 
+def _grade_batch_on_slurm(args, options: GradingOptions) -> int:
+    from grader.commands import slurm
+
+    try:
+        made = slurm.plan(Path(args.submissions), args.out, options, slurm.SlurmRequest.from_args(args),
+                          force=args.force)
+        if args.slurm_dry_run:
+            for job, script in made.scripts.items():
+                print(f"# --- {job}.sbatch ---\n{script}")
+            return 0
+        print(f"{len(made.skipped)} already graded; submitting {len(made.batch.todo)} students to Slurm")
+        submitted = slurm.submit(made)
+    except slurm.SlurmError as exc:
+        print(f"shardlab grade-batch: {exc}", file=sys.stderr)
+        return 2
+    jobs = submitted.jobs
+    print("submitted " + ", ".join(f"{job} job {number}" for job, number in jobs.items())
+          + f"; the batch is in {submitted.folder}")
+    if not args.wait:
+        print(f"follow it with `squeue --jobs {','.join(jobs.values())}`; grades.csv and index.html are written "
+              f"into {args.out} when the collect job ({jobs['collect']}) ends")
+        return 0
+    try:
+        state = slurm.follow(submitted)
+    except slurm.SlurmError as exc:
+        print(f"shardlab grade-batch: {exc}", file=sys.stderr)
+        return 2
+    print(f"the collect job ended {state}; grades in {args.out / 'grades.csv'}; class page {args.out / 'index.html'}")
+    return 0 if state == "COMPLETED" else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shardlab", description="A self-grading course in JAX parallelism.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -225,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--html", nargs="?", const="", metavar="FILE",
                        help="also write the results as a page to open in a browser, with the layouts drawn "
                             "(default FILE: .shardlab/feedback.html beside the folder checked)")
+    check.add_argument("--launcher", choices=("local", "srun"), default="local",
+                       help="how ex12's processes start: on this machine (local, the default) or as one Slurm "
+                            "step (srun), each joining through jax.distributed.initialize() with no arguments")
     check.set_defaults(func=_cmd_check)
 
     listing = commands.add_parser("list", help="the exercises, their points and your status")
@@ -256,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="submissions graded at once (default 1; each gets cores / jobs harnesses)")
     batch.add_argument("--force", action="store_true", help="grade again students already graded")
     add_arguments(batch, GRADE_BATCH)
+    from grader.commands.slurm import add_slurm_arguments
+
+    add_slurm_arguments(batch)
     batch.set_defaults(func=_cmd_grade_batch)
 
     calibrate = commands.add_parser("calibrate", help="course staff: time the reference on this machine, so that "

@@ -106,23 +106,26 @@ def module_hash(path: Path) -> str | None:
 
 
 def check_exercises(exercises: list[catalog.Exercise], source: Path, *,
-                    seconds_each: float = SECONDS_PER_EXERCISE) -> list[ExerciseCheck]:
+                    seconds_each: float = SECONDS_PER_EXERCISE, launcher: str = "local") -> list[ExerciseCheck]:
     """Run these exercises' visible tests against the modules in `source`, in one pytest process
-    stopped after `seconds_each` per exercise (a student's endless loop ends the check, not the shell)."""
+    stopped after `seconds_each` per exercise (a student's endless loop ends the check, not the shell).
+    launcher: how a multi-process exercise starts its processes ("srun": one Slurm step)."""
     digests = [module_hash(e.stub_path(source)) for e in exercises]   # before the run: what was checked
     try:
         run = run_tests(source, tests=[e.tests_dir() for e in exercises], visible_only=True,
-                        timeout=seconds_each * len(exercises))
+                        timeout=seconds_each * len(exercises),
+                        extra_args=("--launcher", launcher) if launcher != "local" else ())
     except RunFailed as exc:
         if len(exercises) > 1:   # one module took the process down: run each alone to find which
-            return [check for e in exercises for check in check_exercises([e], source, seconds_each=seconds_each)]
+            return [check for e in exercises
+                    for check in check_exercises([e], source, seconds_each=seconds_each, launcher=launcher)]
         return [ExerciseCheck(exercises[0], [], digests[0], crash=str(exc))]
     return [ExerciseCheck(e, [t for t in run.results if t.exercise == e.id], digest)
             for e, digest in zip(exercises, digests)]
 
 
 def check(exercise: str | None = None, *, impl: str | Path = "exercises", all_exercises: bool = False,
-          record: bool = True) -> CheckReport:
+          record: bool = True, launcher: str = "local") -> CheckReport:
     """Check one exercise (an id or number), every exercise, or by default the catalog in order up to
     the first one whose visible tests do not all pass. Records each outcome unless record=False."""
     if exercise and all_exercises:
@@ -133,21 +136,21 @@ def check(exercise: str | None = None, *, impl: str | Path = "exercises", all_ex
     except (FileNotFoundError, catalog.UnknownExercise) as exc:
         raise CheckUsageError(str(exc)) from None
     if chosen:
-        report = CheckReport(source, "one", check_exercises([chosen], source))
+        report = CheckReport(source, "one", check_exercises([chosen], source, launcher=launcher))
     elif all_exercises:
-        report = CheckReport(source, "all", check_exercises(list(catalog.EXERCISES), source))
+        report = CheckReport(source, "all", check_exercises(list(catalog.EXERCISES), source, launcher=launcher))
     else:
-        report = CheckReport(source, "next", _check_up_to_next_pending(source))
+        report = CheckReport(source, "next", _check_up_to_next_pending(source, launcher))
     if record:
         record_checks(report)
     return report
 
 
-def _check_up_to_next_pending(source: Path) -> list[ExerciseCheck]:
+def _check_up_to_next_pending(source: Path, launcher: str = "local") -> list[ExerciseCheck]:
     """Rustlings-style: the exercises in catalog order, stopping at the first not all green."""
     checks = []
     for exercise in catalog.EXERCISES:
-        checks += check_exercises([exercise], source)
+        checks += check_exercises([exercise], source, launcher=launcher)
         if not checks[-1].ok:
             break
     return checks
@@ -424,12 +427,13 @@ def _consoles(console: Console | None) -> tuple[Console, Console]:
 
 
 def check_command(exercise: str | None = None, *, impl: str | Path = "exercises", all_exercises: bool = False,
-                  html: Path | bool = False, console: Console | None = None) -> int:
+                  html: Path | bool = False, console: Console | None = None, launcher: str = "local") -> int:
     """`shardlab check`: 0 when everything checked passes, 1 when something does not, 2 for bad usage.
-    html: also write the feedback page (True: beside the status file; a path: there) and print where."""
+    html: also write the feedback page (True: beside the status file; a path: there) and print where.
+    launcher: "srun" runs a multi-process exercise's processes as one Slurm step."""
     out, err = _consoles(console)
     try:
-        report = check(exercise, impl=impl, all_exercises=all_exercises)
+        report = check(exercise, impl=impl, all_exercises=all_exercises, launcher=launcher)
     except CheckUsageError as exc:
         err.print(Text(f"shardlab check: {exc}"), soft_wrap=True)
         return 2

@@ -70,10 +70,13 @@ def run_processes(request):
     """run(exercise, driver_path, processes=2, devices_per_process=4) -> grader.worker.cluster.ClusterRun:
     the exercise's module run by several processes (a multi-process exercise), each running the exercise's
     driver (driver_path: a file beside its tests, see grader.worker.cluster_driver), confined like the
-    worker with --isolate, in a plain process tree of its own otherwise. Each configuration runs once; a
-    run that failed to start raises again in every test that asks for it."""
+    worker with --isolate, in a plain process tree of its own otherwise, or as one srun step's tasks with
+    --launcher srun. Each configuration runs once; a run that failed to start raises again in every test
+    that asks for it."""
     session = session_of(request.config)
-    return lambda exercise, driver_path, **options: PROCESS_RUNS.get(session, exercise, driver_path, **options)
+    launcher = request.config.getoption("--launcher")
+    return lambda exercise, driver_path, **options: PROCESS_RUNS.get(session, exercise, driver_path,
+                                                                      **{"launcher": launcher, **options})
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@ its own, and those it shares with the grading options (grader.core.options)."""
 
 from __future__ import annotations
 
+import pytest
+
 from grader.core.options import add_harness_options
 from grader.course import paths
 
@@ -24,8 +26,19 @@ def pytest_addoption(parser):
     group.addoption("--time-limits", metavar="PATH",
                     help="with --isolate: each test's limit from the reference's durations "
                          "(grader.harness.time_limits; the grading process writes this file)")
+    group.addoption("--launcher", choices=("local", "srun"), default="local",
+                    help="how a multi-process exercise (ex12) starts its processes: 'local' (on this machine, the "
+                         "default) or 'srun' (one Slurm step, each process joining through jax's reading of "
+                         "Slurm's environment; not with --isolate)")
     group.addoption("--prior-timeouts", action="append", default=[], metavar="ID",
                     help="an exercise one of whose tests timed out in an earlier harness (repeatable)")
     # Those it shares with `shardlab grade` (--timing, --visible-only, --test-timeout, --worker-memory,
     # --isolation), as grader.core.options declares them: the grading process passes them on from there.
     add_harness_options(group)
+
+
+def pytest_configure(config):
+    if config.getoption("--launcher") == "srun" and config.getoption("--isolate"):
+        from grader.worker.cluster_srun import NOT_WITH_ISOLATION
+
+        raise pytest.UsageError(NOT_WITH_ISOLATION)

@@ -16,6 +16,12 @@ service, which the grader runs and observes (every process registered, its jax p
 own there), and held its own connection to it when its join step returned (read from /proc by the
 harness). The processes share no writable file, so what one learned of another's inputs came over the
 network; the exercise's checks judge the answers against the draw (ClusterRun.inputs).
+
+launcher="srun" (`shardlab check --launcher srun`, never with isolation): the processes are one srun step's
+tasks instead (grader.worker.cluster_srun), each joining through jax's own reading of Slurm's environment.
+There is no coordinator of the grader's there, so no join is observed (ClusterRun.observed_joins is False):
+each process's devices are its own report, and the answers alone are judged (a process that never joined
+reports a process_count of 1).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ STARTUP_SECONDS = 60.0
 LIMIT_SECONDS = 120.0    # the whole run, whatever it reports
 OUTPUT_CHARS = 8000
 REPORT_BYTES = 4 << 20   # the largest message relayed from a run (a report holds a few small arrays)
+RUN_VARIABLE = "SHARDLAB_CLUSTER_RUN"   # in every process of a srun run: its run's folder (ClusterRun.left_behind)
 
 
 class ClusterTimeout(WorkerTimeout):
@@ -92,13 +99,20 @@ class ClusterRun:
     connection: dict[int, str | None] = field(default_factory=dict)   # process -> None when the harness saw it
     #                                        hold a connection to the coordinator as its join step returned
     service_error: str | None = None       # the grader's coordinator failed (the grader's fault, not the student's)
+    launcher: str = "local"                # or "srun" (grader.worker.cluster_srun)
+    observed_joins: bool = True            # False under srun: no coordinator of the grader's, published is each
+    #                                        process's own report and not_joined() sees nothing
+    launch_error: str | None = None        # srun started no process: it failed, or waited too long (what it said)
 
     @property
     def join_step(self) -> str:
         return self.steps[0]
 
     def not_joined(self, process: int) -> str | None:
-        """None when the grader saw `process` join the others through its coordinator, else why not."""
+        """None when the grader saw `process` join the others through its coordinator, else why not (always
+        None when the run had no coordinator of the grader's to watch: observed_joins is False)."""
+        if not self.observed_joins:
+            return None
         where = f"the coordinator at {self.coordinator}"
         seen = self.connection.get(process, f"its {self.join_step} never returned")
         if seen is not None:
@@ -127,6 +141,8 @@ class ClusterRun:
         if self.service_error is not None and (report is None or reason is not None):
             raise ClusterCrashed(f"the grader's coordinator failed, so the run could not be observed: "
                                  f"{self.service_error}")
+        if report is None and self.launch_error is not None:
+            raise (ClusterCrashed if self.stopped_after is None else ClusterTimeout)(self.launch_error)
         if report is None:
             raise self._unfinished(process, step)
         if reason is not None:
@@ -138,8 +154,14 @@ class ClusterRun:
         """What of the finished run is still there: its processes (each worked in the run's folder) and
         the sockets open on its coordinator's port. Both empty once run_cluster has returned."""
         inside = self.workdir + os.sep
-        processes = [p for p in psutil.process_iter(["cmdline", "cwd"])
-                     if (p.info["cwd"] == self.workdir or (p.info["cwd"] or "").startswith(inside))
+
+        def of_run(info: dict) -> bool:   # under srun, the tasks are told their run (they work elsewhere)
+            if self.launcher == "srun":
+                return (info["environ"] or {}).get(RUN_VARIABLE) == self.workdir
+            return info["cwd"] == self.workdir or (info["cwd"] or "").startswith(inside)
+
+        attributes = ["cmdline", "environ" if self.launcher == "srun" else "cwd"]
+        processes = [p for p in psutil.process_iter(attributes) if of_run(p.info)
                      and any("grader.worker.cluster" in part for part in p.info["cmdline"] or ())]
         port = int(self.coordinator.rsplit(":", 1)[1]) if self.coordinator else None
         sockets = [c for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port
@@ -201,8 +223,9 @@ def _observe_service(run: ClusterRun, message: dict) -> None:
         run.published[process] = devices
 
 
-def _record(run: ClusterRun, raw: dict, when: float, sandbox: confinement.ConfinedProcess) -> None:
-    """One relayed message, checked: anything malformed is ignored (it can only cost the student)."""
+def _record(run: ClusterRun, raw: dict, when: float, sandbox: confinement.ConfinedProcess | None) -> None:
+    """One relayed message, checked: anything malformed is ignored (it can only cost the student). Without
+    a sandbox (srun) no census is taken."""
     if isinstance(raw.get("coordinator"), str):
         run.coordinator = raw["coordinator"][:100]
         return
@@ -232,6 +255,10 @@ def _record(run: ClusterRun, raw: dict, when: float, sandbox: confinement.Confin
     if message.get("ready") is True:
         run.ready.add(process)
         return
+    devices = message.get("devices")
+    if not run.observed_joins and isinstance(devices, list) and all(type(d) is int for d in devices):
+        run.published[process] = devices   # its own word: only where no coordinator of the grader's saw them
+        return
     if isinstance(message.get("import_error"), str) and run.import_error is None:
         run.import_error = message["import_error"]
     step = message.get("step")
@@ -243,7 +270,7 @@ def _record(run: ClusterRun, raw: dict, when: float, sandbox: confinement.Confin
     elif ("ok" in message or isinstance(message.get("error"), dict)) and isinstance(message.get("seconds"), float):
         run.reports[(process, step)] = message
         run.seen[(process, step, "done")] = when
-        if step == run.join_step and "ok" in message and process not in run.connection:
+        if step == run.join_step and "ok" in message and process not in run.connection and sandbox is not None:
             run.connection[process] = _connection(run, process, sandbox)
 
 
@@ -270,10 +297,18 @@ def _let_go(hold_w: int) -> None:
 
 def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, devices_per_process: int = 4,
                 isolation: confinement.Isolation | None = None, quiet_seconds: float = QUIET_SECONDS,
-                limit_seconds: float = LIMIT_SECONDS, scratch: Path | None = None) -> ClusterRun:
+                limit_seconds: float = LIMIT_SECONDS, scratch: Path | None = None,
+                launcher: str = "local") -> ClusterRun:
     """Run the student's module in `processes` processes, each running `driver` (a course's driver, never a
     submission's), and collect what each reports. isolation None: a plain process tree of its own (a
-    student's `shardlab check`)."""
+    student's `shardlab check`). launcher "srun": one srun step's tasks (grader.worker.cluster_srun), never
+    with isolation."""
+    from grader.worker import cluster_srun
+
+    if launcher not in ("local", "srun"):
+        raise ValueError(f"launcher must be 'local' or 'srun', not {launcher!r}")
+    if launcher == "srun" and isolation is not None:
+        raise cluster_srun.LauncherRefused(cluster_srun.NOT_WITH_ISOLATION)
     module_path = Path(module_path).resolve()
     if not module_path.is_file():
         raise NotAttempted(f"{module_path.name} is missing from {module_path.parent}")
@@ -283,6 +318,10 @@ def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, device
     run = ClusterRun(processes, devices_per_process, driver.steps, inputs, level.value)
     workdir = Path(tempfile.mkdtemp(prefix="cluster-", dir=scratch))
     run.workdir = str(workdir)
+    if launcher == "srun":
+        run.launcher, run.observed_joins, run.separated = "srun", False, False
+        return cluster_srun.run_srun(run, driver, module_path, quiet_seconds=quiet_seconds,
+                                     limit_seconds=limit_seconds)
     output_path = workdir.parent / f"{workdir.name}.out"
     report_r, report_w = os.pipe()
     tasks_r, tasks_w = os.pipe()

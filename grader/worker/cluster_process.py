@@ -14,6 +14,11 @@ that claims to be the answer" and checks them against what it sees itself (see g
 Before each call the process reports {"step", "started"}, after it {"step", "ok" | "error", "seconds"}:
 a run that hangs is killed by the harness, which then knows where each process stood. At the end it says
 {"finished"} and waits until RELEASE_FD closes, when every process has finished.
+
+Under srun (grader.worker.cluster_srun) the same run() runs each task, given a task whose "coordinator"
+is None: the join step is then called with (None, None, None), so that jax reads Slurm's environment
+itself, and the process reports its own devices once joined ({"devices": [global ids]}), there being no
+coordinator of the grader's to see them.
 """
 
 from __future__ import annotations
@@ -45,11 +50,21 @@ class Process:
     index: int
     count: int
     devices: int
-    coordinator: str
+    coordinator: str | None   # None under srun: jax finds it in Slurm's environment
     inputs: object          # the harness's draw for this process (driver.draw(...).for_process(index))
     module: ModuleType      # the student's
     module_path: Path
     report: Callable[[dict], None]
+    join_step: str = ""     # the driver's first step
+
+    @property
+    def join_arguments(self) -> tuple[str | None, int | None, int | None]:
+        """What the join step passes the student's initialize: the grader's coordinator, the process count
+        and this process's index; under srun (None, None, None), jax.distributed.initialize's no-argument
+        call, which reads them from Slurm's environment."""
+        if self.coordinator is None:
+            return None, None, None
+        return self.coordinator, self.count, self.index
 
     def step(self, name: str, call: Callable[[], object],
              describe: Callable[[object], object] = lambda value: value) -> tuple[bool, object]:
@@ -73,7 +88,16 @@ class Process:
             self.report({"step": name, "seconds": seconds, "error": {
                 "type": "TypeError", "base": "TypeError", "frames": [],
                 "message": f"{name} returned {exc}, which cannot be sent to the grader"}})
+        if "ok" in answer and name == self.join_step and self.coordinator is None:
+            self._report_devices()
         return "ok" in answer, value
+
+    def _report_devices(self) -> None:
+        """Under srun: this process's own devices, as its jax sees them once joined (its backend starts
+        here, as it would at the driver's next call)."""
+        import jax
+
+        self.report({"devices": [int(d.id) for d in jax.local_devices()]})
 
 
 def run(task: dict, module_path: Path, report: Callable[[dict], None]) -> None:
@@ -89,31 +113,39 @@ def run(task: dict, module_path: Path, report: Callable[[dict], None]) -> None:
     except BaseException as exc:   # reported once; the harness fails every step alike
         report({"import_error": str(exc)[:4000]})
         return
-    driver.run(Process(int(task["process_id"]), int(task["processes"]), int(task["devices"]), task["coordinator"],
-                       inputs, module, module_path, report))
+    coordinator = task["coordinator"]
+    driver.run(Process(int(task["process_id"]), int(task["processes"]), int(task["devices"]),
+                       None if coordinator is None else str(coordinator), inputs, module, module_path, report,
+                       join_step=driver.STEPS[0]))
+
+
+def run_and_report(task: dict, module_path: Path, fd: int, released: Callable[[], object]) -> None:
+    """Run `task`, each report sent on `fd`; say "finished"; wait until released() returns (every process has
+    finished); then leave."""
+    from grader.worker import protocol
+
+    def report(message: dict) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        protocol.send(fd, protocol.encode(message))
+
+    run(task, module_path, report)
+    protocol.send(fd, {"finished": True})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    released()
+    # Leave without jax.distributed's shutdown handshake: every report is sent, and a process that
+    # died must not keep this one waiting.
+    os._exit(0)
 
 
 def main(argv: list[str]) -> int:
     report_fd, release_fd, module_path = int(argv[0]), int(argv[1]), Path(argv[2])
     import jax  # noqa: F401  (imported while the coordinator starts: the task comes once it listens)
 
-    from grader.worker import protocol
-
     task = json.loads(sys.stdin.read())
     sys.stdin.close()
-
-    def report(message: dict) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        protocol.send(report_fd, protocol.encode(message))
-
-    run(task, module_path, report)
-    protocol.send(report_fd, {"finished": True})
-    sys.stdout.flush()
-    os.read(release_fd, 1)   # until every process has finished
-    # Leave without jax.distributed's shutdown handshake: every report is sent, and a process that
-    # died must not keep this one waiting.
-    os._exit(0)
+    run_and_report(task, module_path, report_fd, lambda: os.read(release_fd, 1))
 
 
 if __name__ == "__main__":

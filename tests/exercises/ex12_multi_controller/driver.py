@@ -116,7 +116,8 @@ def run(process) -> None:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     module, inputs, step = process.module, process.inputs, process.step
-    initialized, _ = step("initialize", lambda: module.initialize(process.coordinator, process.count, process.index))
+    # (coordinator, count, index); under srun (None, None, None): jax reads them from Slurm's environment.
+    initialized, _ = step("initialize", lambda: module.initialize(*process.join_arguments))
     if not initialized:
         return   # without the other processes nothing after this means anything
     # jax's backend starts here (unless initialize started it): once joined, it publishes this process's
