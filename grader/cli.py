@@ -292,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--out", required=True, type=Path,
                        help="grades.csv, the class page index.html and one folder per student")
     batch.add_argument("--jobs", type=int, default=1,
-                       help="submissions graded at once (default 1; each gets cores / jobs harnesses)")
+                       help="submissions graded at once on this machine (default 1; each gets cores / jobs "
+                            "harnesses; with --slurm, --slurm-array-limit says how many at once)")
     batch.add_argument("--force", action="store_true", help="grade again students already graded")
     add_arguments(batch, GRADE_BATCH)
     from grader.commands.slurm import add_slurm_arguments

@@ -212,14 +212,17 @@ def plan(submissions_dir: Path, out: Path, options: GradingOptions, slurm: Slurm
 
 # -- submitting and following ---------------------------------------------------------------------------------
 
-def _slurm(command: list[str], **kwargs) -> str:
+def _slurm(command: list[str], *, not_found: str | None = None) -> str:
+    """A Slurm command's output. not_found: what it says of a job it no longer knows, taken as no output."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, **kwargs)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         raise SlurmError(f"{command[0]} is not on this machine's PATH: run this from a node of the cluster "
                          "(a login node), where Slurm's commands are") from None
     except subprocess.TimeoutExpired:
         raise SlurmError(f"{' '.join(command[:2])} did not answer in 60 s: is slurmctld up?") from None
+    if done.returncode != 0 and not_found is not None and not_found in done.stderr:
+        return ""
     if done.returncode != 0:
         raise SlurmError(f"{' '.join(command[:2])} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
     return done.stdout
@@ -236,7 +239,9 @@ def still_active(out: Path) -> dict[str, str]:
 def job_states(ids: list[str]) -> dict[str, str]:
     """{job id (array tasks as 12_3): state} of the jobs squeue still lists."""
     found = {}
-    text = _slurm(["squeue", "--noheader", "--array", "--jobs", ",".join(ids), "--format", "%i %T"])
+    # A job Slurm has forgotten (MinJobAge after it ended) is not active; asked alone, squeue calls it invalid.
+    text = _slurm(["squeue", "--noheader", "--array", "--jobs", ",".join(ids), "--format", "%i %T"],
+                  not_found="Invalid job id")
     for line in text.splitlines():
         if line.strip():
             job, state = line.split()
@@ -245,15 +250,13 @@ def job_states(ids: list[str]) -> dict[str, str]:
 
 
 def final_state(job: str) -> str:
-    """A job's state once squeue no longer lists it (scontrol keeps it for MinJobAge, 300 s by default)."""
-    try:
-        text = _slurm(["scontrol", "show", "job", job, "--oneliner"])
-    except SlurmError:
-        return "GONE"
+    """A job's state once squeue no longer lists it (scontrol keeps it for MinJobAge, 300 s by default; after
+    that, "GONE")."""
+    text = _slurm(["scontrol", "show", "job", job, "--oneliner"], not_found="Invalid job id")
     for word in text.split():
         if word.startswith("JobState="):
             return word.split("=", 1)[1]
-    return "UNKNOWN"
+    return "GONE"
 
 
 def submit(made: SlurmPlan) -> SlurmBatch:

@@ -60,12 +60,14 @@ def test_the_preflight_proves_the_worker_and_reads_its_memory_limit():
 
 
 def test_a_worker_that_cannot_start_stops_grading_with_the_reason():
-    """1.5 GiB: jax's backend cannot start its threads (measured here: it starts from 1.75 GiB)."""
+    """1 GiB: jax's backend cannot start its threads. Measured here, idle: a worker starts from 1.625 GiB and
+    not at 1.5 (three tries each); loaded, it needs less (fewer malloc arenas), and a CI run saw one start at
+    1.5 GiB, so the test keeps well below the edge."""
     level = confinement.choose_isolation("auto")
     with pytest.raises(preflight.PreflightError) as raised:
-        preflight.prove_worker(level, confinement.worker_limits(int(1.5 * GIB)))
+        preflight.prove_worker(level, confinement.worker_limits(1 * GIB))
     message = str(raised.value)
-    assert f"a confined worker ({level.value}, memory limit 1.5 GiB) does not work here" in message
+    assert f"a confined worker ({level.value}, memory limit 1 GiB) does not work here" in message
     assert "exited with status" in message and "No student is graded" in message
 
 

@@ -193,6 +193,8 @@ def test_a_cancelled_task_is_resumed_by_running_the_command_again(local_slurm, t
         time.sleep(2)
     cancelled = made.todo[last]
     assert scores(out)[cancelled].startswith("not graded: its task did not finish")
+    # Once Slurm has forgotten a batch's jobs (MinJobAge after they end), they are simply not active.
+    assert slurm.job_states(["987654"]) == {} and slurm.final_state("987654") == "GONE"
     resumed = shardlab(local_slurm, "grade-batch", str(klass), "--out", str(out), "--slurm", "--wait", *common)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"{len(made.todo) - 2} already graded; submitting 2 students" in resumed.stdout   # carol and the cancelled
