@@ -192,7 +192,7 @@ def _cmd_grade_batch(args) -> int:
         return 2
     _, folder = _cache(options, default=args.out / ".cache")
     options = dataclasses.replace(options, cache=folder)
-    if options.test_timeout is None and not time_limits.load(folder).reference and paths.SOLUTIONS_DIR.is_dir():
+    if time_limits.batch_should_calibrate(folder, options.test_timeout):
         # Limits from the reference before the first student: this also fills the compile cache with the
         # programs every student's tests compile (the baselines and references).
         if _calibrate(dataclasses.replace(_options(args, GRADE_BATCH), cache=folder)) != 0:

@@ -197,7 +197,7 @@ def plan(submissions_dir: Path, out: Path, options: GradingOptions, slurm: Slurm
     directives = slurm.directives(f"{minutes // 60:02d}:{minutes % 60:02d}:00")
     task = [made.python, "-m", "grader.commands.slurm"]
     scripts = {}
-    if options.test_timeout is None and not time_limits.load(cache).reference and paths.SOLUTIONS_DIR.is_dir():
+    if time_limits.batch_should_calibrate(cache, options.test_timeout):
         calibrate = [made.python, "-m", "grader.cli", "calibrate", *options.for_command(CALIBRATE).arguments(CALIBRATE)]
         scripts["calibrate"] = _script(made, "calibrate", directives, calibrate)
     if todo:

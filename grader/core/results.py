@@ -76,6 +76,11 @@ class Layout:
     mesh_devices: tuple[int, ...] = ()   # ... and its device ids, in the mesh's order (row-major)
     blocks: tuple[Block, ...] = ()       # in index order; none when the spec cannot split the shape
 
+    def describe(self) -> str:
+        """"P('data', None) on mesh (data=8)": the sharding, and its mesh's axes and sizes."""
+        mesh = ", ".join(f"{axis}={size}" for axis, size in zip(self.mesh_axes, self.mesh_sizes))
+        return (self.spec or self.sharding) + (f" on mesh ({mesh})" if mesh else "")
+
     def device_ids(self) -> dict[tuple[tuple[int, int], ...], tuple[int, ...]]:
         """{block index: devices}: what two layouts are compared by."""
         return {block.index: block.devices for block in self.blocks}

@@ -139,6 +139,12 @@ class TimeLimits:
                    else data.get("override"), source=data.get("measured", ""), shipped=data.get("shipped_seconds", {}))
 
 
+def batch_should_calibrate(folder: Path | None, override: float | None) -> bool:
+    """Whether a class's grading should time the reference before its first student: no limit for every test
+    was given, `folder` holds no calibration of this course and machine, and the course's solutions are here."""
+    return override is None and not load(folder).reference and paths.SOLUTIONS_DIR.is_dir()
+
+
 def load(folder: Path | None, override: float | None = None) -> TimeLimits:
     """The calibration in `folder` if it is for this course and machine; else the shipped timings (see the
     module's docstring), or the fallback; `override` for every test if given."""

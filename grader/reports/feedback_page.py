@@ -16,17 +16,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.core.options import VISIBILITIES
 from grader.core.results import Category, CollectivesCheck, LayoutCheck, TestResult
 from grader.grading.results import ExerciseResult, GradingResults
 from grader.reports import pictures
 from grader.reports.files import write_atomically
 from grader.reports.html import Markup, document, element
-from grader.reports.text import COUNTED, category_counts, points, printable, speedup_figures
+from grader.reports.text import COUNTED, category_counts, counts_text, points, printable, shown_when, speedup_figures
 
 FILE_NAME = "feedback.html"
-SHOWN_WHEN = {"hidden": "to instructors only", "after_due_date": "after the due date",
-              "after_published": "when grades are published", "visible": "at once"}
 _ATTENTION = frozenset(COUNTED) - {Category.PASSED, Category.SKIPPED}   # shown open, first
 _HEAD_LINES = 3   # of a message whose facts are drawn: the rest (a grid as text) goes under <details>
 
@@ -145,11 +142,6 @@ def _test_group(tests: list[TestResult], heading: str) -> list[Markup]:
 
 # -- one exercise -----------------------------------------------------------------------------------------
 
-def _counts(exercise: ExerciseResult, tests: list[TestResult]) -> str:
-    shown = ExerciseResult(exercise.id, exercise.title, exercise.max_score, tests)
-    return ", ".join(f"{n} {category}" for category, n in category_counts(shown).items() if n) or "no tests"
-
-
 def exercise_section(exercise: ExerciseResult, hidden_visibility: str) -> Markup:
     visible = [t for t in exercise.tests if not t.hidden]
     hidden = [t for t in exercise.tests if t.hidden]
@@ -160,14 +152,14 @@ def exercise_section(exercise: ExerciseResult, hidden_visibility: str) -> Markup
     else:   # the score would tell how hidden tests went
         score = element("span", f"{sum(t.passed for t in visible)} of {len(visible)} visible tests passed")
     parts = [element("h2", exercise.id, " ", element("small", exercise.title)),
-             element("p", score, " · ", _counts(exercise, exercise.tests if show_hidden else visible),
+             element("p", score, " · ", counts_text(exercise.tests if show_hidden else visible),
                      " · bonus" if exercise.bonus else None, class_="lede")]
     if exercise.note:
         parts.append(element("p", exercise.note, class_="note"))
     parts += _test_group(visible, f"Visible tests ({len(visible)})")
     if hidden and show_hidden:
         parts += _test_group(hidden, f"Hidden tests ({len(hidden)}): names and messages, shown to students "
-                                     f"{SHOWN_WHEN[hidden_visibility]} on Gradescope")
+                                     f"{shown_when(hidden_visibility)} on Gradescope")
     elif hidden:
         parts.append(element("p", f"{len(hidden)} hidden tests, shown to instructors only.", class_="note"))
     return element("section", parts, class_="exercise", id=exercise.id, data_exercise=exercise.id)
@@ -187,8 +179,7 @@ def summary_table(results: GradingResults, hidden_visibility: str) -> Markup:
                             class_=f"num {score_class(exercise.score, exercise.max_score)}")
         else:
             score = element("td", f"{sum(t.passed for t in tests)}/{len(tests)} visible", class_="num")
-        shown = ExerciseResult(exercise.id, exercise.title, exercise.max_score, tests)
-        counts = category_counts(shown)
+        counts = category_counts(tests)
         rows.append(element("tr", element("td", element("a", exercise.id, href=f"#{exercise.id}")),
                             element("td", exercise.title), score,
                             *[element("td", counts[c] or "", class_="num") for c in columns],
@@ -224,8 +215,7 @@ def environment_table(environment: dict) -> Markup:
 
 def feedback_page(results: GradingResults, *, hidden_visibility: str = "after_due_date") -> str:
     """The whole page, as text: the same results give the same bytes."""
-    if hidden_visibility not in VISIBILITIES:
-        raise ValueError(f"hidden_visibility must be one of {', '.join(VISIBILITIES)}, not {hidden_visibility!r}")
+    shown_when(hidden_visibility)   # a ValueError for a visibility Gradescope does not know
     total = element("p", element("span", f"{points(results.score)}/{points(results.max_score)}",
                                  class_=f"score {score_class(results.score, results.max_score)}"),
                     " points", class_="total")
@@ -235,7 +225,7 @@ def feedback_page(results: GradingResults, *, hidden_visibility: str = "after_du
                              class_="note"))
     elif hidden_visibility not in ("hidden", "visible") and any(t.hidden for t in results.tests()):
         notes.append(element("p", "This page names the hidden tests and shows their messages; students see them "
-                                  f"{SHOWN_WHEN[hidden_visibility]}.", class_="note"))
+                                  f"{shown_when(hidden_visibility)}.", class_="note"))
     problems = [element("div", element("strong", "Problems with the submission"),
                         element("ul", [element("li", p) for p in results.problems]), class_="problems")
                 if results.problems else None]

@@ -21,9 +21,6 @@ class Markup(str):
     """HTML that is already safe to place: built here, never taken from a submission."""
 
 
-Child = "Markup | str | int | float | None | list | tuple"
-
-
 def text(value: object) -> Markup:
     """Any value as HTML text: escaped, quotes included, and without what XML cannot hold."""
     return Markup(html.escape(printable(str(value)), quote=True))

@@ -63,10 +63,7 @@ def bullet_list(items: Iterable[str]) -> str:
 # -- a test's facts --------------------------------------------------------------------------------
 
 def _layout(layout: Layout | None) -> str:
-    if layout is None:
-        return "not a jax.Array"
-    mesh = ", ".join(f"{axis}={size}" for axis, size in zip(layout.mesh_axes, layout.mesh_sizes, strict=False))
-    return (layout.spec or layout.sharding) + (f" on mesh ({mesh})" if mesh else "")
+    return "not a jax.Array" if layout is None else layout.describe()
 
 
 def layout_lines(checks: Iterable[LayoutCheck]) -> str:

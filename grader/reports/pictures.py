@@ -115,9 +115,7 @@ def device_grid(layout: Layout | None, colours: dict[tuple[int, ...], str], role
 def _describe(layout: Layout) -> str:
     """"P('data', None) on mesh (data=8), shape (64, 10)"."""
     shape = "(" + ", ".join(map(str, layout.global_shape)) + ("," if len(layout.global_shape) == 1 else "") + ")"
-    mesh = ", ".join(f"{axis}={size}" for axis, size in zip(layout.mesh_axes, layout.mesh_sizes))
-    sharding = layout.spec or layout.sharding
-    return f"{sharding}{f' on mesh ({mesh})' if mesh else ''}, shape {shape}"
+    return f"{layout.describe()}, shape {shape}"
 
 
 # -- speed ----------------------------------------------------------------------------------------------

@@ -7,10 +7,11 @@ characters that XML 1.0 forbids would otherwise garble a report or make it unrea
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
+from grader.core.options import VISIBILITIES
 from grader.core.results import Category, SpeedFigures, TestResult
-from grader.grading.results import ExerciseResult
 
 # The count columns, in the order a student meets them.
 COUNTED = (Category.PASSED, Category.FAILED, Category.ERROR, Category.TIMEOUT, Category.CRASHED,
@@ -79,5 +80,23 @@ def exercise_number(exercise_id: str, position: int) -> int:
     return int(found[1]) if found else position
 
 
-def category_counts(exercise: ExerciseResult) -> dict[Category, int]:
-    return {category: exercise.count(category) for category in COUNTED}
+def category_counts(tests: Iterable[TestResult]) -> dict[Category, int]:
+    found = [t.category for t in tests]
+    return {category: found.count(category) for category in COUNTED}
+
+
+def counts_text(tests: Iterable[TestResult]) -> str:
+    """"25 passed, 4 failed": the categories the tests fell into, in the order a student meets them."""
+    return ", ".join(f"{n} {category}" for category, n in category_counts(tests).items() if n) or "no tests"
+
+
+# When students see hidden tests, for each of Gradescope's visibilities.
+SHOWN_WHEN = {"hidden": "to instructors only", "after_due_date": "after the due date",
+              "after_published": "when grades are published", "visible": "at once"}
+
+
+def shown_when(visibility: str) -> str:
+    """What `visibility` means for a student, or a ValueError naming the values it can take."""
+    if visibility not in VISIBILITIES:
+        raise ValueError(f"hidden_visibility must be one of {', '.join(VISIBILITIES)}, not {visibility!r}")
+    return SHOWN_WHEN[visibility]

@@ -17,7 +17,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader.core.options import VISIBILITIES
 from grader.core.results import Category, TestResult
 from grader.grading.results import ExerciseResult, GradingResults
 from grader.reports import feedback_page, markdown
@@ -25,17 +24,16 @@ from grader.reports.files import write_atomically
 from grader.reports.text import (
     COUNTED,
     category_counts,
+    counts_text,
     exercise_number,
     feedback,
     file_stem,
     points,
     printable,
+    shown_when,
     speedup_figures,
     verdict,
 )
-
-_SHOWN_WHEN = {"hidden": "to instructors only", "after_due_date": "after the due date",
-               "after_published": "when grades are published"}
 
 REPORT_FILES = {"report": "report.json", "gradescope": "results.json", "junit": "junit.xml",
                 "feedback": feedback_page.FILE_NAME}
@@ -145,14 +143,13 @@ def _exercise_row(exercise: ExerciseResult, reveal_hidden: bool, hidden_visibili
     """The exercise, how it went, and its note, as Markdown cells of the summary's table."""
     hidden = [t for t in exercise.tests if t.hidden]
     if reveal_hidden or not hidden:
-        counts = ", ".join(f"{n} {category}" for category, n in category_counts(exercise).items() if n)
-        result = f"{points(exercise.score)}/{points(exercise.max_score)} points ({counts or 'no tests'})"
+        result = f"{points(exercise.score)}/{points(exercise.max_score)} points ({counts_text(exercise.tests)})"
     else:
         # Per-exercise points would tell how the hidden tests went before Gradescope shows them.
         visible = [t for t in exercise.tests if not t.hidden]
         passed = sum(t.passed for t in visible)
         result = (f"{passed} of {len(visible)} visible tests passed; {len(hidden)} hidden tests "
-                  f"shown {_SHOWN_WHEN[hidden_visibility]}")
+                  f"shown {shown_when(hidden_visibility)}")
     return [markdown.text(f"{exercise.id} ({exercise.title})"), result, markdown.text(exercise.note)]
 
 
@@ -176,8 +173,7 @@ def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_
     """Gradescope's results.json: one test per shardlab test, hidden ones shown per `hidden_visibility`.
 
     Not "hidden" by default: Gradescope expects hidden tests to carry no points, and ours carry most."""
-    if hidden_visibility not in VISIBILITIES:
-        raise ValueError(f"hidden_visibility must be one of {', '.join(VISIBILITIES)}, not {hidden_visibility!r}")
+    shown_when(hidden_visibility)   # a ValueError for a visibility Gradescope does not know
     points = rounded_points(results)
     rounded = iter(points)
     tests = []
@@ -297,7 +293,7 @@ SHORT_HEADERS = {Category.PASSED: "pass", Category.FAILED: "fail", Category.ERRO
 def summary_table(results: GradingResults) -> Table:
     """One row per exercise (score and the count of each category), then a total row. Categories no
     test fell into are left out, so that the table fits an 80-column terminal."""
-    counts = {ex_id: category_counts(ex) for ex_id, ex in results.exercises.items()}
+    counts = {ex_id: category_counts(ex.tests) for ex_id, ex in results.exercises.items()}
     totals = {c: sum(per[c] for per in counts.values()) for c in COUNTED}
     shown = [c for c in COUNTED if c is Category.PASSED or totals[c]]
     # Text, not str, for anything that is not ours: rich would read a str as markup.
