@@ -3,7 +3,11 @@ the reports write it. With it, the facts the checks established while the test r
 had, which collectives a program compiled to, how fast it ran), recorded whether the check passed or not.
 
 Every type here is a plain dataclass of JSON values, written by `to_dict` and read back by `from_dict`,
-which refuses a key it does not know: a result never loses a field silently on its way."""
+which refuses a key it does not know: a result never loses a field silently on its way.
+
+Its text is bounded where it is built (grader.core.bounds): each fact cuts its names and lines, and a test
+keeps the facts that fit in its share and its message says what it left out; whatever builds them, a
+check, the harness or a reader of report.json."""
 
 from __future__ import annotations
 
@@ -12,6 +16,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from grader.core.bounds import (
+    AROUND_A_FACT,
+    LINE_CHARS,
+    MESSAGE_CHARS,
+    NAME_CHARS,
+    OUTPUT_CHARS,
+    TEST_FACTS_CHARS,
+    clipped,
+    text_size,
+)
 from grader.core.errors import ShardlabError
 
 
@@ -48,6 +62,27 @@ def _ints(values) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
+def _bound(fact, limit: int, *names: str) -> None:
+    """Cut the text of `fact`'s fields `names` to `limit` characters each, keeping both ends (two axis names
+    that differ at their end still differ): a string, the strings of a tuple, or a dict's keys. For frozen
+    facts too: this runs as a fact is built (its __post_init__)."""
+    def cut(text):
+        return clipped(text, limit, keep_end=True) if isinstance(text, str) else text
+
+    for name in names:
+        value = getattr(fact, name)
+        if isinstance(value, str):
+            bounded = cut(value)
+        elif isinstance(value, tuple):
+            bounded = tuple(cut(v) for v in value)
+        elif isinstance(value, dict):
+            bounded = {cut(k): v for k, v in value.items()}
+        else:
+            continue
+        if bounded != value:
+            object.__setattr__(fact, name, bounded)
+
+
 # -- layouts ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -75,6 +110,9 @@ class Layout:
     mesh_sizes: tuple[int, ...] = ()     # ... their sizes
     mesh_devices: tuple[int, ...] = ()   # ... and its device ids, in the mesh's order (row-major)
     blocks: tuple[Block, ...] = ()       # in index order; none when the spec cannot split the shape
+
+    def __post_init__(self):
+        _bound(self, NAME_CHARS, "sharding", "spec", "mesh_axes")
 
     def describe(self) -> str:
         """"P('data', None) on mesh (data=8)": the sharding, and its mesh's axes and sizes."""
@@ -106,6 +144,9 @@ class LayoutCheck:
     actual: Layout | None
     passed: bool
 
+    def __post_init__(self):
+        _bound(self, NAME_CHARS, "name")
+
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "expected": self.expected.to_dict(),
                 "actual": self.actual.to_dict() if self.actual is not None else None, "passed": self.passed}
@@ -127,6 +168,10 @@ class Collective:
     group_size: int | None               # devices per replica group (pairs for a permute), if the op says
     mesh_axes: tuple[str, ...] | None    # the mesh axes its groups run along; None: none found, or no mesh
     line: str                            # the HLO instruction, its metadata left out
+
+    def __post_init__(self):
+        _bound(self, NAME_CHARS, "op", "mesh_axes")
+        _bound(self, LINE_CHARS, "line")
 
     def to_dict(self) -> dict[str, Any]:
         return {"op": self.op, "group_size": self.group_size,
@@ -151,6 +196,9 @@ class CollectivesCheck:
     present: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
     only: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        _bound(self, NAME_CHARS, "what", "exactly", "present", "absent", "only")
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -194,6 +242,9 @@ class SpeedMeasurement:
     near_threshold: bool = False         # the spread still straddled the threshold after the extra repeats
     calibration: float | None = None     # what the calibration kernel achieved, when the threshold is scaled
 
+    def __post_init__(self):
+        _bound(self, NAME_CHARS, "label", "platform")
+
     @property
     def met(self) -> bool:
         return self.speedup >= self.threshold
@@ -204,6 +255,10 @@ class SpeedFigures(SpeedMeasurement):
     """A speedup test's figures as its result records them: the measurement and the policy that judged it.
     Its keys are those report.json and results.json have always carried under "speedup"."""
     policy: str                          # enforce or report: what a miss did
+
+    def __post_init__(self):
+        super().__post_init__()
+        _bound(self, NAME_CHARS, "policy")
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "speedup": self.speedup, "spread": list(self.spread),
@@ -229,6 +284,11 @@ class TestFacts:
     speedup: SpeedFigures | None = None
 
     __test__ = False   # not a pytest test class
+
+
+def _fact_size(fact) -> int:
+    """What one fact (a check, a collective found) may take in a report: its text and the room around it."""
+    return text_size(fact.to_dict()) + AROUND_A_FACT
 
 
 # -- test ids: "tests/exercises/ex04_sharded_layer/test_hidden.py::test_layer_values[4dev]" --------------
@@ -297,6 +357,62 @@ class TestResult:
     collectives: list[CollectivesCheck] = field(default_factory=list)   # its collectives checks
 
     __test__ = False   # not a pytest test class
+
+    def __post_init__(self):
+        """The bounds of grader.core.bounds: the facts that fit in a test's share, the message (saying what
+        was left out) and the output cut. A result built again from a bounded one is the same."""
+        left_out = self._keep_facts_that_fit()
+        if left_out:
+            note = f"[{left_out}]"
+            self.message = clipped(self.message, MESSAGE_CHARS - len(note) - 1) + "\n" + note if self.message else note
+        self.message = clipped(self.message, MESSAGE_CHARS)
+        self.output = clipped(self.output, OUTPUT_CHARS)
+
+    def _keep_facts_that_fit(self) -> str:
+        """Keep the facts, in the order they were recorded, while they fit in TEST_FACTS_CHARS (a speedup's
+        figures always do); a collectives check keeps the collectives that fit. What was left out, if any."""
+        room = TEST_FACTS_CHARS - (text_size(self.speedup.to_dict()) if self.speedup is not None else 0)
+        layouts = []
+        for check in self.layouts:
+            room -= _fact_size(check)
+            if room < 0:
+                break
+            layouts.append(check)
+        collectives, found, kept = [], 0, 0
+        for check in self.collectives if room >= 0 else ():
+            room -= _fact_size(dataclasses.replace(check, found=()))
+            if room < 0:
+                break
+            fitting = []
+            for collective in check.found:
+                room -= _fact_size(collective)
+                if room < 0:
+                    break
+                fitting.append(collective)
+            found, kept = found + len(check.found), kept + len(fitting)
+            collectives.append(check if len(fitting) == len(check.found)
+                               else dataclasses.replace(check, found=tuple(fitting)))
+            if room < 0:
+                break
+        found += sum(len(check.found) for check in self.collectives[len(collectives):])
+        left = [f"{len(layouts)} of {len(self.layouts)} sharding checks"] * (len(layouts) < len(self.layouts))
+        left += [f"{len(collectives)} of {len(self.collectives)} collectives checks"] \
+            * (len(collectives) < len(self.collectives))
+        left += [f"{kept} of {found} collectives found"] * (kept < found)
+        if not left:
+            return ""
+        self.layouts, self.collectives = layouts, collectives
+        return (f"the grader recorded only part of what this test's checks found ({', '.join(left)}): the rest "
+                f"would take more than the {TEST_FACTS_CHARS:,} characters a test's facts may take in its report")
+
+    def text_size(self) -> int:
+        """What this result may take in a report, as grader.core.bounds counts it: its message, its output and
+        its facts, each fact with the room around it."""
+        facts = sum(map(_fact_size, self.layouts)) + sum(
+            _fact_size(dataclasses.replace(check, found=())) + sum(map(_fact_size, check.found))
+            for check in self.collectives)
+        speed = text_size(self.speedup.to_dict()) if self.speedup is not None else 0
+        return text_size(self.message) + text_size(self.output) + facts + speed
 
     @property
     def name(self) -> str:

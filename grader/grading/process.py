@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 
+from grader.core.bounds import clipped
 from grader.core.options import (  # noqa: F401  (the memory constants: for callers)
     HARNESS_MEMORY_BYTES,
     MIN_WORKER_MEMORY_BYTES,
@@ -86,10 +87,8 @@ def _child_environment(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
 
 
 def truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n... ({len(text) - limit} characters cut) ...\n{text[-half:]}"
+    """A log cut to `limit` characters: its start and its end (a crash's last words)."""
+    return clipped(text, limit, keep_end=True)
 
 
 def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, options: GradingOptions | None = None,

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader.core.bounds import GRADING_CHARS, MESSAGE_CHARS, PROBLEM_CHARS, PROBLEMS, clipped
 from grader.core.results import Category, TestResult
 from grader.course import catalog
 
@@ -37,6 +39,26 @@ class GradingResults:
     output: str = ""              # the harness's own output (warnings, a crash's last words), truncated
     duration: float = 0.0
     visible_only: bool = False
+
+    def __post_init__(self):
+        """A grading's text is bounded (grader.core.bounds), whatever made it: when its tests would take more
+        than GRADING_CHARS, the largest are cut to one size so that they fit, and a problem says so; the
+        problems are bounded too. A grading built again from a bounded one is the same."""
+        sizes = {id(t): t.text_size() for t in self.tests()}
+        cap = _cap(sorted(sizes.values()), GRADING_CHARS)
+        over = {id(t) for t in self.tests() if cap is not None and sizes[id(t)] > cap}
+        if over:
+            self.exercises = {ex_id: dataclasses.replace(ex, tests=[_cut(t, cap) if id(t) in over else t
+                                                                    for t in ex.tests])
+                              for ex_id, ex in self.exercises.items()}
+            self.problems = [f"the results of {len(over)} test(s) were cut to {cap:,} characters each (their facts "
+                             f"and what their code printed left out, their messages shortened): all tests' messages, "
+                             f"output and facts would take more than the {GRADING_CHARS:,} characters a grading "
+                             "may take", *self.problems]
+        problems = [clipped(str(p), PROBLEM_CHARS) for p in self.problems]
+        if len(problems) > PROBLEMS:
+            problems[PROBLEMS - 1:] = [f"... and {len(problems) - PROBLEMS + 1} more problems, not listed"]
+        self.problems = problems
 
     @property
     def score(self) -> float:
@@ -72,6 +94,37 @@ class GradingResults:
                                               ex.get("bonus", False))
         return cls(data["submission"], exercises, data.get("environment", {}), data.get("problems", []),
                    data.get("output", ""), data.get("duration", 0.0), data.get("visible_only", False))
+
+
+_SMALLEST_CUT = 1_000   # a cut test keeps at least this much: the start of its message and the note
+
+
+def _cap(sizes: list[int], total: int) -> int | None:
+    """The largest size c such that the sizes, each cut to c, add up to at most `total` (at least
+    _SMALLEST_CUT); None when they fit uncut. `sizes` ascending."""
+    if sum(sizes) <= total:
+        return None
+    room = total
+    for i, size in enumerate(sizes):
+        share = room // (len(sizes) - i)   # what each of the rest may take
+        if size > share:
+            return max(share, _SMALLEST_CUT)
+        room -= size
+    return None
+
+
+def _cut(test: TestResult, cap: int) -> TestResult:
+    """`test` within `cap` characters: its facts and output left out, its message cut to what fits with a
+    note that says why."""
+    note = (f"[the grader left out this test's facts and output and cut its message: this grading's results "
+            f"would take more than the {GRADING_CHARS:,} characters a grading may take]")
+    chars = min(cap, MESSAGE_CHARS) - len(note) - 1
+    while True:
+        message = clipped(test.message, chars) + "\n" + note if test.message and chars > 0 else note
+        shortened = dataclasses.replace(test, message=message, output="", layouts=[], collectives=[], speedup=None)
+        if shortened.text_size() <= cap or chars <= 0:
+            return shortened
+        chars //= 2   # text_size counts what escapes take: cut more
 
 
 def score_exercise(exercise: catalog.Exercise, tests: list[TestResult], note: str = "") -> ExerciseResult:

@@ -6,10 +6,9 @@ import re
 import traceback
 from pathlib import Path
 
+from grader.core.bounds import MESSAGE_CHARS, clipped
 from grader.core.results import Category
 from grader.course.implementations import ImplementationImportError
-
-MAX_MESSAGE = 4000
 
 
 def _chain(exc: BaseException):
@@ -74,7 +73,7 @@ def student_message(exc: BaseException, source: Path | None = None) -> str:
         where = _student_frame(exc, source)
         if where:
             text += f"\n  raised at {where}"
-    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "\n... (message truncated)"
+    return clipped(text, MESSAGE_CHARS)
 
 
 def _student_frame(exc: BaseException, source: Path | None) -> str | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader.core import facts
+from grader.core.bounds import OUTPUT_CHARS, clipped
 from grader.core.results import Category, TestResult
 from grader.harness.events import EventStream
 from grader.harness.outcomes import categorize, student_message
@@ -88,13 +89,9 @@ class Recorder:
             return
         entry.duration += report.duration
         if report.when == "call" and (report.capstdout or report.capstderr):
-            entry.output = _truncated(report.capstdout + report.capstderr, 2000)
+            entry.output = clipped(report.capstdout + report.capstderr, OUTPUT_CHARS)
         if _RANK.index(Category(outcome["category"])) > _RANK.index(Category(entry.category)):
             entry.category, entry.message = outcome["category"], outcome["message"]
-
-
-def _truncated(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
 
 
 def pytest_sessionfinish(session):
