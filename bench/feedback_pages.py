@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from grader.course import paths
-from grader.grading.batch import StudentOutcome
+from grader.grading.batch import StudentOutcome, student_folder
 from grader.grading.results import GradingResults
 from grader.reports import class_page, feedback_page
 
@@ -69,8 +69,8 @@ def main() -> None:
         outcomes = []
         for i in range(args.students):
             student = f"student{i:03d}"
-            (klass / student).mkdir(parents=True)
-            shutil.copy(report, klass / student / "report.json")
+            student_folder(klass, student).mkdir(parents=True)
+            shutil.copy(report, student_folder(klass, student) / "report.json")
             outcomes.append(StudentOutcome(student, "graded", 60.0))
         index = timed(lambda: class_page.write_class_page(klass, outcomes), max(1, args.runs // 2))
         index_size = (klass / "index.html").stat().st_size

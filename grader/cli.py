@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -179,10 +180,12 @@ def _calibrate(options: GradingOptions, ship: bool = False) -> int:
 
 def _cmd_grade_batch(args) -> int:
     from rich.progress import Progress
+    from rich.text import Text
 
-    from grader.grading.batch import find_submissions, grade_batch
+    from grader.grading.batch import CACHE, REFUSED, find_submissions, grade_batch
     from grader.harness import time_limits
     from grader.reports.class_page import write_class_page
+    from grader.reports.text import printable
 
     options = GradingOptions.from_args(args, GRADE_BATCH)   # --parallel: grade_batch's cores / jobs
     if args.slurm or args.slurm_dry_run:
@@ -190,7 +193,7 @@ def _cmd_grade_batch(args) -> int:
     if args.wait:
         print("shardlab grade-batch: --wait follows a Slurm batch: give --slurm too", file=sys.stderr)
         return 2
-    _, folder = _cache(options, default=args.out / ".cache")
+    _, folder = _cache(options, default=args.out / CACHE)
     options = dataclasses.replace(options, cache=folder)
     if time_limits.batch_should_calibrate(folder, options.test_timeout):
         # Limits from the reference before the first student: this also fills the compile cache with the
@@ -198,19 +201,24 @@ def _cmd_grade_batch(args) -> int:
         if _calibrate(dataclasses.replace(_options(args, GRADE_BATCH), cache=folder)) != 0:
             print(f"shardlab grade-batch: grading with {time_limits.FALLBACK_SECONDS:g} s per test instead",
                   file=sys.stderr)
-    total = len(find_submissions(Path(args.submissions)))
+    klass = find_submissions(Path(args.submissions))
+    if klass.ignored:
+        print(f"not submissions (hidden, or neither a folder nor a .zip), ignored: "
+              f"{', '.join(printable(repr(name)) for name in klass.ignored)}")
     with Progress(transient=False) as bar:
-        task = bar.add_task("grading", total=total)
+        task = bar.add_task("grading", total=len(klass.students))
 
         def advance(student, outcome):
-            bar.console.print(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip())
+            # Text, not str: a student's name is theirs, and rich would read "[link=...]" in a str as markup.
+            bar.console.print(Text(printable(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip())))
             bar.advance(task)
 
         summary = grade_batch(args.submissions, args.out, options, jobs=args.jobs, force=args.force,
                               timeout=options.time_limit + 300, progress=advance)
     page = write_class_page(args.out, summary.outcomes)
+    refused = f", {summary.count(REFUSED)} refused (their rows say why)" if summary.count(REFUSED) else ""
     print(f"{summary.count('graded')} graded, {summary.count('skipped')} already graded, "
-          f"{summary.count('failed')} failed in {summary.seconds:.0f} s; grades in {summary.grades_csv}; "
+          f"{summary.count('failed')} failed{refused} in {summary.seconds:.0f} s; grades in {summary.grades_csv}; "
           f"class page {page}")
     return 0
 
@@ -290,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch = commands.add_parser("grade-batch", help="grade a class: one folder or .zip per student")
     batch.add_argument("submissions", help="folder holding one submission per student")
     batch.add_argument("--out", required=True, type=Path,
-                       help="grades.csv, the class page index.html and one folder per student")
+                       help="grades.csv, the class page index.html, and students/<student>/ for each student")
     batch.add_argument("--jobs", type=int, default=1,
                        help="submissions graded at once on this machine (default 1; each gets cores / jobs "
                             "harnesses; with --slurm, --slurm-array-limit says how many at once)")
@@ -336,7 +344,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def find_own_tools_first() -> None:
+    """Put the folder of the Python running shardlab first on PATH, for this process and all it starts.
+
+    A user may run `.venv/bin/shardlab` without activating the venv, and a Slurm job runs the Python that
+    submitted it: the tools installed beside that Python (nbgrader's gradebook runs `alembic` by name) are then
+    found there, not some other installation's or none."""
+    own = os.path.dirname(sys.executable)
+    if own:
+        rest = [entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep) if entry and entry != own]
+        os.environ["PATH"] = os.pathsep.join([own, *rest])
+
+
 def main(argv: list[str] | None = None) -> int:
+    find_own_tools_first()
     args = build_parser().parse_args(argv)
     return args.func(args)
 

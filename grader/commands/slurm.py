@@ -24,6 +24,10 @@ course's speedup thresholds were set on) and is bound to them by the cluster's t
 task/cgroup; task/none binds nothing); its harnesses follow the cores it was given; and every task on
 one node shares that node's timing lock (OUT/.timing-lock/<node>, on the shared filesystem, since a job's
 /tmp may be private), so no two speed measurements on one node overlap.
+
+OUT is laid out as on one machine (grader.grading.batch): each student's report and outcome in
+OUT/students/<student>/, the batch's own files at the top. The jobs run the Python that submitted them
+(`python -m grader...`, never a `shardlab` looked up on PATH), so a venv need not be activated on the nodes.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from grader.core.options import CALIBRATE, GRADE, GradingOptions
 from grader.course import paths
 from grader.grading import batch
 from grader.harness import time_limits, timing_lock
+from grader.reports.text import printable
 
 FOLDER = ".slurm"
 OUTCOME = "outcome.json"        # a task's word on its student, beside the student's report
@@ -144,6 +149,7 @@ class SlurmBatch:
     course: str                       # course_digest() where the batch was submitted
     cwd: str
     jobs: dict[str, str] = field(default_factory=dict)   # "calibrate" / "array" / "collect" -> job id
+    refused: dict[str, str] = field(default_factory=dict)   # students not graded -> why (batch.ClassFolder)
 
     @property
     def folder(self) -> Path:
@@ -181,18 +187,19 @@ def plan(submissions_dir: Path, out: Path, options: GradingOptions, slurm: Slurm
          force: bool = False, timeout: float | None = None) -> SlurmPlan:
     """The batch and its job scripts: nothing is submitted (submit does that)."""
     out = Path(out).resolve()
-    submissions = batch.find_submissions(Path(submissions_dir))
-    skipped = [s for s in submissions if not force and batch.read_row(out / s / batch.REPORT) is not None]
-    todo = [s for s in submissions if s not in skipped]
-    cache = (options.cache or out / ".cache").resolve()
+    klass = batch.find_submissions(Path(submissions_dir))
+    skipped = [s for s in klass.to_grade
+               if not force and batch.read_row(batch.student_folder(out, s) / batch.REPORT) is not None]
+    todo = [s for s in klass.to_grade if s not in skipped]
+    cache = (options.cache or out / batch.CACHE).resolve()
     options = dataclasses.replace(options, cache=cache, parallel=options.parallel or slurm.cpus_per_task)
     name = stamp = time.strftime("%Y%m%d-%H%M%S")
     while (out / FOLDER / name).exists():   # two batches in one second
         name = f"{stamp}-{len(name)}"
-    made = SlurmBatch(name=name, out=str(out), students={s: str(p.resolve()) for s, p in submissions.items()},
+    made = SlurmBatch(name=name, out=str(out), students={s: str(p.resolve()) for s, p in klass.students.items()},
                       todo=todo, grade_arguments=options.arguments(GRADE),
                       timeout=timeout or options.time_limit + 300, python=sys.executable, course=course_digest(),
-                      cwd=str(paths.REPO_ROOT))
+                      cwd=str(paths.REPO_ROOT), refused=klass.refused)
     minutes = int((options.time_limit + TASK_MARGIN_SECONDS) // 60)
     directives = slurm.directives(f"{minutes // 60:02d}:{minutes % 60:02d}:00")
     task = [made.python, "-m", "grader.commands.slurm"]
@@ -269,7 +276,7 @@ def submit(made: SlurmPlan) -> SlurmBatch:
                          f"({', '.join(f'{j} {s}' for j, s in sorted(busy.items()))}): wait for them, or scancel "
                          "them, before grading the rest")
     for student in batch_.todo:   # an earlier batch's word on a student is not this one's
-        (Path(batch_.out) / student / OUTCOME).unlink(missing_ok=True)
+        (batch.student_folder(Path(batch_.out), student) / OUTCOME).unlink(missing_ok=True)
     manifest = batch_.save()
     previous = None
     for job, text in made.scripts.items():
@@ -289,10 +296,11 @@ def follow(batch_: SlurmBatch, progress=print, poll: float = POLL_SECONDS) -> st
     while True:
         active = job_states(ids)
         for student in batch_.todo:
-            if student not in told and (Path(batch_.out) / student / OUTCOME).is_file():
+            if student not in told and (batch.student_folder(Path(batch_.out), student) / OUTCOME).is_file():
                 told.add(student)
                 outcome = read_outcome(Path(batch_.out), student)
-                progress(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip()
+                # Names and details come from students: printed as text, without their escape sequences.
+                progress(printable(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip())
                          + f" ({len(told)} of {len(batch_.todo)})")
         if batch_.jobs["collect"] not in active:
             return final_state(batch_.jobs["collect"])
@@ -303,7 +311,7 @@ def follow(batch_: SlurmBatch, progress=print, poll: float = POLL_SECONDS) -> st
 
 def read_outcome(out: Path, student: str) -> batch.StudentOutcome:
     try:
-        data = json.loads((out / student / OUTCOME).read_text())
+        data = json.loads((batch.student_folder(out, student) / OUTCOME).read_text())
         return batch.StudentOutcome(data["student"], data["status"], data["seconds"], data["detail"])
     except (OSError, ValueError, KeyError, TypeError):
         return batch.StudentOutcome(student, "failed", detail="its task did not finish: cancelled, failed, out of "
@@ -315,7 +323,8 @@ def run_task(manifest: Path, index: int) -> batch.StudentOutcome:
     made = SlurmBatch.load(manifest)
     student = made.todo[index]
     out = Path(made.out)
-    (out / student).mkdir(parents=True, exist_ok=True)
+    folder = batch.student_folder(out, student)
+    folder.mkdir(parents=True, exist_ok=True)
     if course_digest() != made.course:
         outcome = batch.StudentOutcome(student, "failed", detail="the course on this node differs from the one the "
                                        "batch was submitted with: not graded (install the same course everywhere)")
@@ -323,11 +332,11 @@ def run_task(manifest: Path, index: int) -> batch.StudentOutcome:
         options = GradingOptions.from_args(_grade_parser().parse_args(made.grade_arguments), GRADE)
         node = node_name()
         env = dict(os.environ) | {"PYTHONDONTWRITEBYTECODE": "1",
-                                  timing_lock.LOCK_DIR: str(out / ".timing-lock" / node)}
-        (out / ".timing-lock" / node).mkdir(parents=True, exist_ok=True)
+                                  timing_lock.LOCK_DIR: str(out / batch.TIMING_LOCK / node)}
+        (out / batch.TIMING_LOCK / node).mkdir(parents=True, exist_ok=True)
         outcome = batch.grade_one(student, Path(made.students[student]), out, options=options,
                                   timeout=made.timeout, env=env)
-    (out / student / OUTCOME).write_text(json.dumps(
+    (folder / OUTCOME).write_text(json.dumps(
         {"student": outcome.student, "status": outcome.status, "seconds": outcome.seconds, "detail": outcome.detail,
          "job": f"{os.environ.get('SLURM_ARRAY_JOB_ID', '')}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}",
          "node": node_name()}) + "\n")
@@ -355,7 +364,11 @@ def collect(manifest: Path) -> Path:
     out = Path(made.out)
     outcomes, rows, failures = [], {}, {}
     for student in made.students:
-        row = batch.read_row(out / student / batch.REPORT)
+        if student in made.refused:
+            failures[student] = made.refused[student]
+            outcomes.append(batch.StudentOutcome(student, batch.REFUSED, detail=made.refused[student]))
+            continue
+        row = batch.read_row(batch.student_folder(out, student) / batch.REPORT)
         if row is not None:
             rows[student] = row
             outcomes.append(batch.StudentOutcome(student, "graded" if student in made.todo else "skipped", row=row))
@@ -375,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.job == "task":
         outcome = run_task(args.manifest, int(os.environ["SLURM_ARRAY_TASK_ID"]))
-        print(f"{outcome.student}: {outcome.status} in {outcome.seconds:.0f} s {outcome.detail}".rstrip())
+        print(printable(f"{outcome.student}: {outcome.status} in {outcome.seconds:.0f} s {outcome.detail}".rstrip()))
         return 0
     print(f"wrote {collect(args.manifest)}")
     return 0

@@ -2,6 +2,12 @@
 a fresh process, N at a time, with a progress bar. Resumable: a student whose report.json exists is
 skipped unless forced. One broken or hostile submission never stops the batch.
 
+OUT's layout keeps the class's names apart from the batch's own files: students' names come from the LMS
+export, so from students, and a student named `grades.tmp`, `index.html` or `.cache` must not take the
+place of one of the batch's files. Every student's files are in OUT/students/<student>/, and only there;
+the batch's own files (grades.csv, index.html, .cache, .timing-lock, .slurm, and any added later) are at
+OUT's top, where no student's name is ever used.
+
 Speedup tests stay fair with several jobs: every grading child shares a timing lock
 (grader.harness.timing_lock) and a speedup measurement holds it alone, so no other test runs on the cores
 while one is being timed.
@@ -9,7 +15,6 @@ while one is being timed.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import os
@@ -17,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,17 +32,29 @@ import psutil
 from grader.core.options import GRADE, GradingOptions
 from grader.course import catalog
 from grader.course.devices import cores
-from grader.grading import process
+from grader.grading import process, spreadsheet
 from grader.harness import timing_lock
 from grader.worker import cgroups
 
-REPORT = "report.json"
+# OUT's layout, declared once: the batch's own files at the top, every student's files below STUDENTS.
+STUDENTS = "students"
+GRADES = "grades.csv"
+CACHE = ".cache"                # the compile cache and the calibration, unless --cache says otherwise
+TIMING_LOCK = ".timing-lock"    # what grading children share so that speed measurements never overlap
+REPORT = "report.json"          # in each student's folder
+REFUSED = "refused"             # a student's status when their submission is not graded (ClassFolder.refused)
+
+
+def student_folder(out: Path, student: str) -> Path:
+    """Where `student`'s report, feedback and log go: never one of the batch's own files, whatever the name."""
+    return Path(out) / STUDENTS / student
 
 
 @dataclass
 class StudentOutcome:
     student: str
-    status: str                 # "graded", "skipped" (already graded), "failed" (grading itself failed)
+    status: str                 # "graded", "skipped" (already graded), "failed" (grading itself failed),
+                                # REFUSED (not graded: detail says why)
     seconds: float = 0.0
     detail: str = ""
     row: dict | None = None     # the student's line of grades.csv, taken from report.json as it was written
@@ -52,21 +70,48 @@ class BatchSummary:
         return sum(o.status == status for o in self.outcomes)
 
 
-def find_submissions(folder: Path) -> dict[str, Path]:
-    """{student: submission}: every sub-folder and .zip file, named by folder name or zip stem."""
-    found = {}
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith(".") or entry.name.startswith("__"):
-            continue
-        if entry.is_dir() or entry.suffix == ".zip":
-            found[entry.stem if entry.suffix == ".zip" else entry.name] = entry
-    return found
+@dataclass(frozen=True)
+class ClassFolder:
+    """A class's submissions folder as read: every student's row, in name order."""
+    students: dict[str, Path]                                # student -> their folder or .zip
+    refused: dict[str, str] = field(default_factory=dict)    # student -> why they are not graded
+    ignored: list[str] = field(default_factory=list)         # entries that are not submissions
+
+    @property
+    def to_grade(self) -> dict[str, Path]:
+        return {s: path for s, path in self.students.items() if s not in self.refused}
+
+
+def find_submissions(folder: Path) -> ClassFolder:
+    """Every sub-folder and .zip file, each a student: a folder is named as it is; a .zip by its stem, unless
+    that is another entry's name (bob/ beside bob.zip), then by its whole name, so that both are graded.
+    Entries whose names start with "." or "__" (.DS_Store, __MACOSX) and other files are not submissions."""
+    entries, ignored = [], []
+    for entry in sorted(Path(folder).iterdir()):
+        if entry.name.startswith((".", "__")) or not (entry.is_dir() or entry.suffix == ".zip"):
+            ignored.append(entry.name)
+        else:
+            entries.append(entry)
+    # Names are compared as a case-insensitive filesystem (macOS's, Windows') compares them: there Bob.zip's
+    # stem is bob/'s folder.
+    taken = {entry.name.casefold() for entry in entries}
+    students = {}
+    for entry in entries:
+        zipped = entry.suffix == ".zip" and not entry.is_dir()
+        students[entry.stem if zipped and entry.stem.casefold() not in taken else entry.name] = entry
+    same = defaultdict(list)
+    for student in students:
+        same[student.casefold()].append(student)
+    refused = {student: f"{' and '.join(group)} differ only in case, and would share one folder where "
+                        "OUT is on a case-insensitive filesystem (macOS, Windows): rename one and grade again"
+               for group in same.values() if len(group) > 1 for student in group}
+    return ClassFolder(students, refused, ignored)
 
 
 def grade_one(student: str, submission: Path, out: Path, *, options: GradingOptions, timeout: float,
               env: dict[str, str]) -> StudentOutcome:
     """`shardlab grade` with `options`, in a session of its own, so that a timeout kills all it started."""
-    target = out / student
+    target = student_folder(out, student)
     target.mkdir(parents=True, exist_ok=True)
     (target / REPORT).unlink(missing_ok=True)
     started = time.monotonic()
@@ -101,23 +146,16 @@ def read_row(report: Path) -> dict | None:
 
 def write_grades_csv(out: Path, students: list[str], rows: dict[str, dict], failures: dict[str, str]) -> Path:
     """One line per student, from the rows this batch holds (read once, as each grading ended)."""
-    path = out / "grades.csv"
     columns = ["student", *(e.id for e in catalog.EXERCISES), "total", "max_score", "status"]
     lines = [{"student": s, **rows[s]} if s in rows else
              {"student": s, "status": f"not graded: {failures.get(s, 'unknown')}"} for s in students]
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, columns, restval="")
-        writer.writeheader()
-        writer.writerows(lines)
-    os.replace(tmp, path)
-    return path
+    return spreadsheet.write_csv(Path(out) / GRADES, columns, lines)
 
 
 def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOptions | None = None, *,
                 jobs: int = 1, force: bool = False, timeout: float = 3600.0, progress=None,
                 **overrides) -> BatchSummary:
-    """Grade every submission in `submissions_dir` into `out`/<student>/ and write `out`/grades.csv.
+    """Grade every submission in `submissions_dir` into `out`/students/<student>/ and write `out`/grades.csv.
 
     options: how each student is graded (grader.core.options.GradingOptions), with `overrides` by field
     name (exercises=["ex01"]). Every core is kept busy: `jobs` students at once, each with cores / jobs
@@ -127,20 +165,25 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOp
     started = time.monotonic()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    submissions = find_submissions(Path(submissions_dir))
+    klass = find_submissions(Path(submissions_dir))
     process.become_subreaper()   # a killed grader's children come back to us to be reaped
     keep = {child.pid for child in psutil.Process().children()}
     env = dict(os.environ) | {"PYTHONDONTWRITEBYTECODE": "1"}   # grading writes nothing into the checkout
     if jobs > 1:   # a lock already set (several batches, or a test suite, sharing the machine) is kept
-        env.setdefault(timing_lock.LOCK_DIR, str(out / ".timing-lock"))
+        env.setdefault(timing_lock.LOCK_DIR, str(out / TIMING_LOCK))
     if options.parallel is None:
         options = dataclasses.replace(options, parallel=max(1, cores() // max(1, jobs)))
     summary = BatchSummary()
     failures: dict[str, str] = {}
     rows: dict[str, dict] = {}
     todo = {}
-    for student, path in submissions.items():
-        earlier = None if force else read_row(out / student / REPORT)
+    for student, why in klass.refused.items():
+        failures[student] = why
+        summary.outcomes.append(StudentOutcome(student, REFUSED, detail=why))
+        if progress:
+            progress(student, summary.outcomes[-1])
+    for student, path in klass.to_grade.items():
+        earlier = None if force else read_row(student_folder(out, student) / REPORT)
         if earlier is not None:
             rows[student] = earlier
             summary.outcomes.append(StudentOutcome(student, "skipped", detail="already graded", row=earlier))
@@ -163,10 +206,10 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOp
             else:
                 rows[student] = outcome.row
             summary.outcomes.append(outcome)
-            summary.grades_csv = write_grades_csv(out, list(submissions), rows, failures)
+            summary.grades_csv = write_grades_csv(out, list(klass.students), rows, failures)
             if progress:
                 progress(student, outcome)
     process.reap_orphans(keep)
-    summary.grades_csv = write_grades_csv(out, list(submissions), rows, failures)
+    summary.grades_csv = write_grades_csv(out, list(klass.students), rows, failures)
     summary.seconds = time.monotonic() - started
     return summary

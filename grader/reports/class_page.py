@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from grader.core.results import Category, TestResult, function_id
 from grader.course import catalog
-from grader.grading.batch import REPORT, StudentOutcome
+from grader.grading.batch import REFUSED, REPORT, STUDENTS, StudentOutcome, student_folder
 from grader.grading.results import GradingResults
 from grader.reports import pictures
 from grader.reports.feedback_page import FILE_NAME as FEEDBACK, badge, score_class
@@ -53,12 +53,13 @@ def message_key(message: str) -> str:
 class StudentSummary:
     """One student's line of the table: all that is kept of their report."""
     student: str
-    status: str                          # "graded", "skipped" (graded by an earlier batch), "failed", "unreadable"
+    status: str                          # "graded", "skipped" (graded by an earlier batch), "failed", "refused",
+                                         # "unreadable"
     detail: str = ""                     # why a student could not be graded
     total: float = 0.0
     max_score: float = 0.0
     scores: dict[str, float] = field(default_factory=dict)   # {exercise id: score}
-    has_page: bool = False               # OUT/<student>/feedback.html exists
+    has_page: bool = False               # OUT/students/<student>/feedback.html exists
 
     @property
     def graded(self) -> bool:
@@ -133,8 +134,9 @@ def _add_tests(tallies: ClassTallies, exercise: str, tests: list[TestResult]) ->
 
 
 def _add_student(tallies: ClassTallies, out: Path, outcome: StudentOutcome) -> None:
-    folder = out / outcome.student
-    has_page = (folder / FEEDBACK).is_file()
+    folder = student_folder(out, outcome.student)
+    # A refused student was never graded: a folder of that name (another's, on a case-insensitive disk) is not theirs.
+    has_page = outcome.status != REFUSED and (folder / FEEDBACK).is_file()
     if outcome.status not in ("graded", "skipped"):
         tallies.students.append(StudentSummary(outcome.student, outcome.status, outcome.detail or "no reason given",
                                                has_page=has_page))
@@ -196,11 +198,12 @@ def student_link(summary: StudentSummary) -> Markup:
     """The name, linking to the student's page when it exists: relative, the name quoted whole."""
     if not summary.has_page:
         return element("span", summary.student, class_="student")
-    return element("a", summary.student, href=f"{quote(summary.student, safe='')}/{FEEDBACK}", class_="student")
+    return element("a", summary.student, href=f"{STUDENTS}/{quote(summary.student, safe='')}/{FEEDBACK}",
+                   class_="student")
 
 
 STATUS_TEXT = {"graded": "graded", "skipped": "graded earlier", "failed": "could not be graded",
-               "unreadable": "report unreadable"}
+               REFUSED: "not graded", "unreadable": "report unreadable"}
 
 
 def students_table(tallies: ClassTallies, exercises: list[ExerciseTally]) -> Markup:

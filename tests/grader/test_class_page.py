@@ -13,7 +13,7 @@ import pytest
 
 from grader.core.results import Category, TestResult
 from grader.course import catalog
-from grader.grading.batch import StudentOutcome
+from grader.grading.batch import REFUSED, StudentOutcome, student_folder
 from grader.grading.results import GradingResults, score_exercise
 from grader.reports import class_page as page_module
 from grader.reports.class_page import class_page, message_key, write_class_page
@@ -133,15 +133,15 @@ def make_class(out: Path) -> list[StudentOutcome]:
     eve whose grading failed, and frank whose report.json is not JSON."""
     outcomes = []
     for student, graded in CLASS.items():
-        folder = out / student
+        folder = student_folder(out, student)
         write_report_json(graded, folder / "report.json")
         if student != "carol":
             (folder / "feedback.html").write_text(f"<!DOCTYPE html><title>{len(student)}</title>")
         outcomes.append(StudentOutcome(student, "skipped" if student == "zed" else "graded", 1.0))
-    (out / "eve").mkdir()
+    student_folder(out, "eve").mkdir()
     outcomes.append(StudentOutcome("eve", "failed", 3.0, FAILED_DETAIL))
-    (out / "frank").mkdir()
-    (out / "frank" / "report.json").write_text('{"submission": "frank", "exercises": {')
+    student_folder(out, "frank").mkdir()
+    (student_folder(out, "frank") / "report.json").write_text('{"submission": "frank", "exercises": {')
     outcomes.append(StudentOutcome("frank", "graded", 2.0))
     return outcomes[::-1]   # the order they finished in: the page sorts them
 
@@ -186,10 +186,10 @@ def test_every_student_has_a_row_sorted_by_name(written):
 def test_names_link_to_their_own_page_relative_and_quoted(written, out):
     _, page = written
     links = {a.text: a.attrs["href"] for a in page.one("table").all("a")}
-    assert links == {ODD: "a%22b%3Cc%20d/feedback.html", "alice": "alice/feedback.html",
-                     "bob": "bob/feedback.html", "zed": "zed/feedback.html"}
+    assert links == {ODD: "students/a%22b%3Cc%20d/feedback.html", "alice": "students/alice/feedback.html",
+                     "bob": "students/bob/feedback.html", "zed": "students/zed/feedback.html"}
     for name, href in links.items():   # each resolves, from OUT, to that student's page
-        assert (out / unquote(href)).resolve() == (out / name / "feedback.html").resolve()
+        assert (out / unquote(href)).resolve() == (student_folder(out, name) / "feedback.html").resolve()
     # carol's page, eve's and frank's do not exist: their names are not links
     assert {"carol", "eve", "frank"} <= {span.text for span in page.all("span", **{"class": "student"})}
 
@@ -229,7 +229,7 @@ def test_what_to_teach_again_groups_failures_by_function_and_message(written):
 def test_the_rule_caps_the_list_and_masks_only_numbers(out):
     tests = [case(f"tests/exercises/{EX04}/test_hidden.py::test_{i:02d}", "", F, f"wrong {i}") for i in range(25)]
     graded = GradingResults("x", {EX04: score_exercise(catalog.get(EX04), tests)})
-    write_report_json(graded, out / "x" / "report.json")
+    write_report_json(graded, student_folder(out, "x") / "report.json")
     page = parse(class_page(out, [StudentOutcome("x", "graded")]))
     entries = page.one("section", id="teach-again").all("article")
     assert len(entries) == page_module.TEACH_MAX == 20
@@ -247,11 +247,23 @@ def test_who_could_not_be_graded_and_why(written):
 
 
 def test_a_graded_student_without_a_report_is_listed(out):
-    (out / "ghost").mkdir(parents=True)
+    student_folder(out, "ghost").mkdir(parents=True)
     page = parse(class_page(out, [StudentOutcome("ghost", "graded")]))
     item = page.one("ul", **{"class": "not-graded"}).one("li", data_student="ghost")
     assert "report.json does not exist" in item.text
     assert "No exercise was graded." in page.text and "no scores" in page.text
+
+
+def test_a_refused_student_is_listed_and_never_linked_to_another_folder(out):
+    """A student refused for a name that differs only in case from another's: on a case-insensitive disk their
+    folder is the other's, whose page is not theirs."""
+    other = student_folder(out, "bob")
+    other.mkdir(parents=True)
+    (other / "feedback.html").write_text("<!DOCTYPE html><title>bob</title>")
+    page = parse(class_page(out, [StudentOutcome("bob", REFUSED, detail="Bob and bob differ only in case")]))
+    item = page.one("ul", **{"class": "not-graded"}).one("li", data_student="bob")
+    assert "not graded" in item.text and "differ only in case" in item.text
+    assert not page.one("table").all("a")
 
 
 def test_report_text_never_becomes_markup(written):
@@ -290,8 +302,8 @@ def test_the_page_in_chromium_fetches_nothing_and_links_to_the_students(browser,
         assert page.locator("#teach-again pre").first.is_visible()
         assert seen.requests == [] and seen.console == [] and seen.errors == []
     for name, url in targets.items():
-        assert url == (out / name / "feedback.html").resolve().as_uri()
-        assert (out / name / "feedback.html").is_file()
+        assert url == (student_folder(out, name) / "feedback.html").resolve().as_uri()
+        assert (student_folder(out, name) / "feedback.html").is_file()
     assert bars == {EX01: [0, 0, 0, 1, 0, 0, 1, 0, 0, 3], EX04: [2, 0, 0, 0, 0, 0, 2, 0, 0, 1]}
     assert heights[0] == heights[6] == 52 and heights[9] == 26 and heights[1] == 0
 
@@ -304,7 +316,7 @@ def test_the_links_open_the_students_pages(browser, page_visit, written, out):
     assert len(hrefs) == 4
     for href in hrefs:
         target = Path(unquote(urlparse(href).path))
-        assert target.parent.parent == out.resolve() and target.name == "feedback.html"
+        assert target.parent.parent == student_folder(out, "").resolve() and target.name == "feedback.html"
         with page_visit(browser, target) as opened:
             assert opened.page.title() == str(len(target.parent.name))
             assert opened.requests == [] and opened.errors == []

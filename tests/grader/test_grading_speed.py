@@ -17,6 +17,7 @@ import pytest
 
 import grader
 from grader.course import catalog
+from grader.grading.batch import student_folder
 from grader.grading.calibration import calibrate
 from grader.grading.compile_cache import CompileCache
 from grader.grading.engine import GradingError, _share, grade_submission
@@ -218,7 +219,7 @@ def test_grade_batch_uses_the_class_cache_and_its_calibration(calibrated, tmp_pa
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "timing the reference" not in done.stdout
-    report = json.loads((tmp_path / "graded" / "hana" / "report.json").read_text())
+    report = json.loads((student_folder(tmp_path / "graded", "hana") / "report.json").read_text())
     environment = report["environment"]
     assert environment["time_limits"]["source"].startswith("calibrated")
     assert environment["compile_cache"]["folder"] == str(cache / "xla") and environment["parallel"] == 1
@@ -227,5 +228,5 @@ def test_grade_batch_uses_the_class_cache_and_its_calibration(calibrated, tmp_pa
     index = (tmp_path / "graded" / "index.html").read_text()
     assert f"class page {tmp_path / 'graded' / 'index.html'}" in done.stdout
     for student in ("hana", "ivan"):
-        assert (tmp_path / "graded" / student / "feedback.html").read_text().startswith("<!DOCTYPE html>")
-        assert f'href="{student}/feedback.html"' in index
+        assert (student_folder(tmp_path / "graded", student) / "feedback.html").read_text().startswith("<!DOCTYPE")
+        assert f'href="students/{student}/feedback.html"' in index

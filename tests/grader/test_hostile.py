@@ -13,6 +13,7 @@ asks is whether anything it does there reaches the harness, the grading process 
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -27,7 +28,7 @@ import psutil
 import pytest
 
 from grader.course import catalog, paths
-from grader.grading.batch import grade_batch
+from grader.grading.batch import grade_batch, student_folder
 from grader.grading.results import GradingResults
 
 pytestmark = pytest.mark.xdist_group("test_hostile")   # its module-scoped fixture does the heavy work once
@@ -811,7 +812,7 @@ def graded(tmp_path_factory):
                "environment": differences(environment_before, environment())}
     results = {}
     for name in CASES:
-        report = out / name / "report.json"
+        report = student_folder(out, name) / "report.json"
         results[name] = GradingResults.from_dict(json.loads(report.read_text())) if report.is_file() else None
     yield Graded(results, out, summary, changes, listener)
     listener.close()
@@ -845,7 +846,7 @@ def test_each_case_gets_exactly_what_it_earned(graded, case):
         assert not missing, f"{category} without {fragment!r}:\n" + "\n".join(missing[:5])
     earned = expected_score(expected, results)
     assert results.score == pytest.approx(earned)
-    gradescope = json.loads((graded.out / case / "results.json").read_text())
+    gradescope = json.loads((student_folder(graded.out, case) / "results.json").read_text())
     assert gradescope["score"] == pytest.approx(round(earned, 4), abs=1e-3)
 
 
@@ -876,14 +877,14 @@ def test_no_classmate_result_changes(graded):
     honest = graded.results["zz_honest_classmate"]
     assert honest.max_score == sum(e.points for e in GRADED)
     assert honest.score == pytest.approx(honest.max_score)
-    lines = (graded.out / "grades.csv").read_text().splitlines()
-    header, rows = lines[0].split(","), {line.split(",")[0]: dict(zip(lines[0].split(","), line.split(",")))
-                                        for line in lines[1:]}
+    with open(graded.out / "grades.csv", newline="") as handle:
+        table = csv.DictReader(handle)
+        header, rows = table.fieldnames, {row["student"]: row for row in table}
     assert "total" in header and set(rows) == set(CASES)
     for name, case in CASES.items():
         results = graded.results[name]
         earned = expected_score(case, results)
-        report = json.loads((graded.out / name / "report.json").read_text())
+        report = json.loads((student_folder(graded.out, name) / "report.json").read_text())
         assert report["score"] == pytest.approx(earned), name
         assert report["max_score"] == pytest.approx(sum(e.points for e in GRADED)), name
         assert float(rows[name]["total"]) == pytest.approx(round(earned, 2), abs=0.011), rows[name]
@@ -950,4 +951,4 @@ def test_huge_output_is_truncated(graded):
     assert all(len(t.output) < 6000 for t in tests)
     assert any(t.output.startswith("yyyy") for t in tests)
     assert len(results.output) < 50_000
-    assert (graded.out / "huge_output" / "report.json").stat().st_size < 2_000_000
+    assert (student_folder(graded.out, "huge_output") / "report.json").stat().st_size < 2_000_000

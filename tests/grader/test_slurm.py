@@ -18,6 +18,7 @@ from grader.cli import build_parser
 from grader.commands import slurm
 from grader.core.options import GRADE_BATCH, GradingOptions
 from grader.course import catalog
+from grader.grading.batch import student_folder
 
 pytestmark = pytest.mark.xdist_group("test_slurm")   # one local Slurm for the file
 
@@ -101,8 +102,9 @@ def test_a_dry_run_prints_the_scripts_and_a_calibration_first(tmp_path):
 def test_students_already_graded_are_not_submitted_again(tmp_path):
     klass = make_class(tmp_path)
     out = tmp_path / "out"
-    (out / "alice").mkdir(parents=True)
-    (out / "alice" / "report.json").write_text(json.dumps({"exercises": {}, "score": 10.0, "max_score": 195.0}))
+    alice = student_folder(out, "alice")
+    alice.mkdir(parents=True)
+    (alice / "report.json").write_text(json.dumps({"exercises": {}, "score": 10.0, "max_score": 195.0}))
     made = slurm.plan(klass, out, GradingOptions(test_timeout=30.0), slurm.SlurmRequest())
     assert made.skipped == ["alice"] and "alice" not in made.batch.todo
     forced = slurm.plan(klass, out, GradingOptions(test_timeout=30.0), slurm.SlurmRequest(), force=True)
@@ -114,7 +116,7 @@ def test_a_task_on_a_node_with_another_course_grades_nobody(tmp_path):
     made.batch.course = "a-course-changed-since"
     outcome = slurm.run_task(made.batch.save(), 0)
     assert outcome.status == "failed" and "differs from the one the batch was submitted with" in outcome.detail
-    assert not (tmp_path / "out" / "alice" / "report.json").exists()
+    assert not (student_folder(tmp_path / "out", "alice") / "report.json").exists()
     assert slurm.read_outcome(tmp_path / "out", "alice").detail == outcome.detail   # the collect job's row says so
     assert "did not finish" in slurm.read_outcome(tmp_path / "out", "bob").detail   # no task ran for bob
 
@@ -164,12 +166,12 @@ def test_a_class_graded_on_slurm_scores_as_each_student_alone(local_slurm, tmp_p
     assert float(on_slurm["alice"]) == EX01.points and float(on_slurm["bob"]) < EX01.points
     assert float(on_slurm["mallory"]) == EX01.points   # its attack changed nobody's report
     index = (out / "index.html").read_text()
-    assert 'href="alice/feedback.html"' in index and "not a valid zip file" in index
+    assert 'href="students/alice/feedback.html"' in index and "not a valid zip file" in index
     # Each task ran bound to the one core it asked for (its grading saw one core and ran one harness), said
     # where, and took that node's timing lock.
-    outcome = json.loads((out / "alice" / slurm.OUTCOME).read_text())
+    outcome = json.loads((student_folder(out, "alice") / slurm.OUTCOME).read_text())
     assert outcome["node"] == "localhost" and outcome["job"].split("_")[1].isdigit()
-    environment = json.loads((out / "alice" / "report.json").read_text())["environment"]
+    environment = json.loads((student_folder(out, "alice") / "report.json").read_text())["environment"]
     assert environment["cores"] == 1 and environment["parallel"] == 1
     assert (out / ".timing-lock" / "localhost").is_dir()
 
