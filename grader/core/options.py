@@ -35,6 +35,11 @@ HARNESS_MEMORY_BYTES = 6 << 30
 # cannot start its threads in 1.5 GiB and starts in 1.75; the reference passes every test of the course with
 # a 2 GiB worker. A machine that needs more (more cores, more threads) is caught by the preflight.
 MIN_WORKER_MEMORY_BYTES = 2 << 30
+# What one harness may hold in the submission's memory cgroup beyond its worker's limit: the harness itself,
+# its worker's fork server and ex12's processes (the student's worker has its own limit's worth on top).
+# Measured: one harness grading the reference's whole course, its worker and ex12's processes included,
+# peaked at 0.92 GiB.
+HARNESS_ALLOWANCE_BYTES = 2 << 30
 MAX_PARALLEL = 4   # harnesses per submission: more than the cores only adds start-up work
 
 TIMINGS = ("enforce", "report", "skip")
@@ -130,11 +135,14 @@ class GradingOptions:
     time_limit: float = option(
         1800.0, "--time-limit", "seconds one submission may take in all (default 1800)", type=float, metavar="S")
     # The student's worker's address space. The harness gets it as --worker-memory (bytes), for the worker it
-    # starts; report.json records the limit a confined worker actually read (grader.grading.preflight).
+    # starts; report.json records the limit a confined worker actually read (grader.grading.preflight), and the
+    # submission's memory cgroup it sizes (limits.submission_memory_bytes, grader.grading.engine).
     memory_limit: float = option(
         6.0, "--memory-limit", f"address-space limit of the student's worker process in GiB, at least "
                                f"{MIN_WORKER_MEMORY_BYTES / GIB:g}, 0 for none (default 6); the grader's own "
-                               f"harness keeps {HARNESS_MEMORY_BYTES / GIB:g} GiB",
+                               f"harness keeps {HARNESS_MEMORY_BYTES / GIB:g} GiB. Where the machine has a memory "
+                               f"cgroup, a submission's harnesses and workers together hold at most this plus "
+                               f"{HARNESS_ALLOWANCE_BYTES / GIB:g} GiB per harness (0: no limit there either)",
         commands=EVERY_COMMAND, type=memory_gib, metavar="GIB", report="limits.worker_memory_bytes",
         to_report=_gib_to_limit,
         harness=HarnessOption("--worker-memory", "with --isolate: the worker's address-space limit, 0 for none "

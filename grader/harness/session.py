@@ -55,15 +55,33 @@ class HarnessSession:
             raise NotAttempted(f"{exercise.number}: {exercise.module_file} is missing from {self.impl}")
         return RemoteModule(path, self.the_worker())
 
+    @property
+    def worker_limits(self):
+        """The limits of every process that runs the student's code: the worker, and each process of a run of
+        several (--worker-memory, from --memory-limit)."""
+        from grader.worker.confinement import WorkerLimits, worker_limits
+
+        return WorkerLimits() if self.worker_memory is None else worker_limits(self.worker_memory)
+
     def the_worker(self):
         """With --isolate, the one confined worker that serves the implementation's modules."""
         if self.worker is None:
-            from grader.worker.confinement import WorkerLimits, worker_limits
             from grader.worker.supervisor import Worker
 
-            limits = WorkerLimits() if self.worker_memory is None else worker_limits(self.worker_memory)
-            self.worker = Worker(self.impl, isolation=self.isolation, limits=limits)
+            self.worker = Worker(self.impl, isolation=self.isolation, limits=self.worker_limits)
         return self.worker
+
+    def ready_worker(self, items: list) -> None:
+        """Before the first test's clock: the worker started during collection (prestart) is waited for and
+        forked, so that no test pays for the worker's start, only for the student's import and calls (when
+        one of the tests to run, `items`, has its exercise's module here: else none will ask for it)."""
+        if self.worker is None:
+            return
+        from grader.course import catalog
+
+        exercises = {e for item in items if (e := item.stash[META].exercise)}
+        if any((self.impl / catalog.get(e).module_file).is_file() for e in exercises):
+            self.worker.warm_up()
 
     def start_clock(self, limit: float) -> None:
         """The running test's deadline, for the worker and for runs of several processes."""

@@ -6,8 +6,10 @@
   weighs what one session weighs).
 - A grading (grader.grading.engine.grade_submission) gets a group in the `memory` hierarchy that its
   harnesses join, each in a leaf of its own, and their workers with them: harness and workers together
-  never hold more than the submission's memory, and the kernel's out-of-memory killer, run inside that
-  group, picks the workers first (they start with oom_score_adj 1000).
+  never hold more than the submission's memory (the engine sizes it), and the kernel's out-of-memory
+  killer, run inside that group, picks the workers first (they start with oom_score_adj 1000). A
+  submission without a memory limit still gets its group, with no limit written: its peak is measured
+  and whatever it leaves is ended with it.
 
 cgroup v1 (a hierarchy per controller, as on this project's CI machines) and v2 (one hierarchy: used
 where the grader's own cgroup delegates the controllers to groups below it). Groups are made below
@@ -30,8 +32,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 PREFIX = "shardlab-"
 CONTROLLERS = ("pids", "cpu", "memory")
+UNLIMITED_V1 = 1 << 62   # cgroup v1 says "no limit" with the largest page-aligned 64-bit number (~2**63)
 
 
 @dataclass(frozen=True)
@@ -241,14 +246,28 @@ def _write_limit(directory: Path, key: str, value) -> bool:
     return True
 
 
-def memory_settings(limit: int) -> dict[str, dict[str, int]]:
-    """A memory limit in the hierarchy's own words, swap included where it is accounted."""
+def memory_settings(limit: int | None) -> dict[str, dict[str, int]]:
+    """A memory limit in the hierarchy's own words, swap included where it is accounted (None: a group
+    with no limit written)."""
     hierarchy = hierarchies().get("memory")
     if hierarchy is None:
         return {}
+    if limit is None:
+        return {"memory": {}}
     if hierarchy.version == 1:
         return {"memory": {"memory.limit_in_bytes": limit, "memory.memsw.limit_in_bytes": limit}}
     return {"memory": {"memory.max": limit, "memory.swap.max": 0}}
+
+
+def memory_limit(group: Cgroup) -> int | None:
+    """The group's memory limit as the kernel holds it (bytes, rounded to its pages); None: no limit."""
+    hierarchy = hierarchies().get("memory")
+    if hierarchy is None:
+        return None
+    value = group.read("memory", "memory.limit_in_bytes" if hierarchy.version == 1 else "memory.max")
+    if not value or not value.isdigit() or int(value) >= UNLIMITED_V1:
+        return None   # "max" (v2), or v1's largest page-aligned number
+    return int(value)
 
 
 def peak_memory(group: Cgroup) -> int | None:
@@ -291,10 +310,12 @@ def _ours(folder: Path) -> list[Path]:
 @dataclass
 class SubmissionMemory:
     """One grading's memory group: every harness of the submission in a leaf of its own, and every
-    worker its harness starts, together under `limit` bytes. `group` None: no memory cgroup here."""
-    limit: int
+    worker its harness starts, together under `limit` bytes (None: no limit). `group` None: no memory
+    cgroup here."""
+    limit: int | None
     group: Cgroup | None
-    peak: int | None = None   # bytes, once the grading has ended
+    applied: int | None = None   # the limit as the kernel holds it (None: none, or no group)
+    peak: int | None = None      # bytes, once the grading has ended
 
     def harness(self) -> list[str]:
         """A new leaf for one harness: the files its process joins before it starts (none without a group)."""
@@ -309,17 +330,23 @@ class SubmissionMemory:
                     "own address-space limit")
         version = hierarchies()["memory"].version
         peak = f"; peak {self.peak / 2**30:.2f} GiB" if self.peak is not None else ""
-        return (f"{self.limit / 2**30:.1f} GiB for the submission in all, its harnesses and workers together "
-                f"(memory cgroup v{version}; out of memory, its workers are killed first){peak}")
+        if self.limit is None:
+            return (f"no limit for the submission in all, its harnesses and workers together (--memory-limit 0; "
+                    f"memory cgroup v{version}, for its peak and its end; out of memory, the kernel kills "
+                    f"workers first){peak}")
+        size, machine = self.applied or self.limit, psutil.virtual_memory().total
+        beyond = f", more than this machine's {machine / 2**30:.1f} GiB" if size > machine else ""
+        return (f"{size / 2**30:.1f} GiB for the submission in all, its harnesses and workers together "
+                f"(memory cgroup v{version}{beyond}; out of memory, its workers are killed first){peak}")
 
 
 @contextlib.contextmanager
-def submission_memory(limit: int) -> Iterator[SubmissionMemory]:
-    """A memory group for one grading, removed (with whatever is left in it) when the grading ends.
-    Groups that earlier gradings, killed, left behind are swept first."""
+def submission_memory(limit: int | None) -> Iterator[SubmissionMemory]:
+    """A memory group for one grading (limit None: a group with no limit), removed (with whatever is left
+    in it) when the grading ends. Groups that earlier gradings, killed, left behind are swept first."""
     sweep()
     group = create("grading", memory_settings(limit), delegate=True) if "memory" in hierarchies() else None
-    memory = SubmissionMemory(limit, group)
+    memory = SubmissionMemory(limit, group, applied=memory_limit(group) if group is not None else None)
     try:
         yield memory
     finally:

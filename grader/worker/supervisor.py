@@ -62,7 +62,7 @@ _NOT_SERVING = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD, psutil.STATUS_STOPPED,
 
 class Worker:
     """One confined worker process serving the student's modules in one folder, started on first use
-    (or early, with prestart) and started again after it crashed or hung.
+    (or early: prestart, then warm_up before the first test) and started again after it crashed or hung.
 
     Workers are forked from a zygote (grader.worker.zygote): a process confined exactly as a worker,
     started once per Worker, that has imported jax and waits to be asked for a worker. A worker that
@@ -96,6 +96,21 @@ class Worker:
         """Start the zygote now, without waiting: it imports jax while the harness works."""
         if self._process is None:
             self._start_sandbox()
+
+    def warm_up(self) -> None:
+        """Have a worker ready now, its zygote waited for (started if prestart did not), outside any test's
+        clock: that start runs no student code (the module is imported by the first request), so no test
+        pays for it. A start that fails is not raised here: the first request starts again, within its
+        test's time, and reports it."""
+        if self._ready:
+            return
+        deadline, self.deadline = self.deadline, float("inf")   # the start's own limit, STARTUP_SECONDS
+        try:
+            self._spawn()
+        except (WorkerFailure, protocol.ProtocolError):
+            pass
+        finally:
+            self.deadline = deadline
 
     def _start_sandbox(self) -> None:
         workdir = Path(tempfile.mkdtemp(prefix="worker-", dir=self._scratch))

@@ -1,6 +1,7 @@
 """Grading fails loudly, never a class, and its options do what they say: the worker's view of Python (every
 sys.path entry of the grading Python, nothing of the tests or solutions), the preflight proving that a
-confined worker starts before the first student, and the memory limits the worker and the harness get.
+confined worker starts before the first student, and the memory limits the worker, the harness and the
+submission's memory group get.
 
 The venv tests build what the issue met: a venv whose jax is found only through a .pth file (naming a
 hard-linked copy of this environment's site-packages, outside every prefix), under a 0700 folder, with
@@ -19,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from grader.course import catalog, paths
-from grader.grading import preflight, process
-from grader.worker import confinement
+from grader.grading import engine, preflight, process
+from grader.worker import cgroups, confinement
 
 pytestmark = pytest.mark.xdist_group("test_grading_environment")   # the module fixtures' gradings, once
 
@@ -110,6 +111,9 @@ def test_the_memory_limit_is_the_workers_and_report_json_records_both(graded_wit
     assert f"ValueError: worker RLIMIT_AS ({applied}, {applied})" in tests["test_make_mesh_2x4"]["message"]
     assert report["environment"]["limits"]["worker_memory_bytes"] == applied
     assert report["environment"]["limits"]["harness_memory_bytes"] == process.HARNESS_MEMORY_BYTES
+    # and the submission's memory group, sized from the worker's limit (one harness: one exercise)
+    group = engine.submission_memory_limit(applied, 1) if "memory" in cgroups.hierarchies() else None
+    assert report["environment"]["limits"]["submission_memory_bytes"] == group
 
 
 def test_a_bare_assert_in_student_code_says_what_and_where(graded_with_a_memory_limit):

@@ -4,8 +4,9 @@ read the grader's source.
 
 - A fork bomb that fills its process budget and holds it, with processes spinning in sessions of their
   own and others taking memory until the kernel refuses (and starting again when one is killed), graded
-  side by side with an honest classmate: the classmate keeps every point, the bomb stays within its
-  sandbox's budget and its submission's memory, earns nothing, and nothing of it outlives its grading.
+  with a small --memory-limit side by side with an honest classmate: the classmate keeps every point, the
+  bomb stays within its sandbox's budget and its submission's memory (sized from that limit, as
+  report.json records it), earns nothing, and nothing of it outlives its grading.
 - A worker under `--isolation landlock` run as root (Python under root's home here, so the sandbox cannot
   take another uid): it sends UDP and connects TCP to listeners the test opens on the host's loopback,
   reads its capabilities, tries to raise its limits back and to use a capability; so do ex12's
@@ -38,6 +39,8 @@ from grader.worker import cgroups, confinement, sandbox_users
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_hostile_resources")]
 
 EX01, EX12 = catalog.get("ex01"), catalog.get("ex12")
+GIB = 1 << 30
+HOG_LIMIT = 2 * GIB   # the bomb's --memory-limit: its submission may hold 4 GiB (grader.grading.engine)
 BUDGET = confinement.WorkerLimits().processes
 HOST_PORT = "__SHARDLAB_HOST_PORT__"   # replaced by the port of the test's listeners
 V1_GROUPS = {"pids", "memory"} <= set(cgroups.hierarchies()) and cgroups.hierarchies()["memory"].version == 1
@@ -187,6 +190,12 @@ def watch(root: int, into: Watch, stop: threading.Event) -> None:
         into.samples.append((time.monotonic(), tasks, memory, kills))
 
 
+def in_another_sandbox(pid: int, not_these: set[Path]) -> bool:
+    """Whether `pid` is held in a sandbox's pids group other than `not_these`."""
+    group = cgroups.cgroups_of(pid).get("pids")
+    return group is not None and group[1].name.startswith("shardlab-sandbox-") and group[1] not in not_these
+
+
 def _oom_kills(group: Path) -> int:
     """Processes killed out of memory in the group (cgroup v1 counts them in the victim's own leaf)."""
     total = 0
@@ -214,7 +223,8 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
     (hostile / EX01.module_file).write_text(source(EX01, stub=True) + FILLS_ITS_BUDGET)
     (honest / EX01.module_file).write_text(source(EX01))
     started, classmate = time.monotonic(), None
-    attacker = grade(hostile, tmp_path / "out-hostile", "--exercise", "ex01", "--time-limit", "150")
+    attacker = grade(hostile, tmp_path / "out-hostile", "--exercise", "ex01", "--time-limit", "150",
+                     "--memory-limit", f"{HOG_LIMIT / GIB:g}")
     seen, stop = Watch(), threading.Event()
     sampler = threading.Thread(target=watch, args=(attacker.pid, seen, stop), daemon=True)
     sampler.start()
@@ -249,7 +259,7 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
     assert graded["score"] == pytest.approx(EX01.points) and categories(graded) == {"passed"}, classmate_log[-3000:]
     assert sorted(tasks)[len(tasks) // 2] >= 0.9 * BUDGET, f"the bomb let go while the classmate was graded: {tasks}"
     assert max(sample[1] for sample in seen.samples) <= BUDGET, "the bomb's sandbox went past its budget"
-    assert seen.memory_limit == engine.MEMORY_PER_HARNESS
+    assert seen.memory_limit == engine.submission_memory_limit(HOG_LIMIT, 1)
     # Still holding much of it meanwhile (each hog killed out of memory starts again).
     assert sorted(memory)[len(memory) // 2] >= 0.4 * seen.memory_limit, f"the hogs let go: {memory}"
     assert max(sample[2] for sample in seen.samples) <= seen.memory_limit
@@ -257,18 +267,21 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
     assert attacker.returncode == 0, attacker_log[-3000:]
     bomb = report(tmp_path / "out-hostile")
     assert bomb["score"] == 0 and categories(bomb) <= {"not attempted", "crashed", "timeout"}, categories(bomb)
-    assert f"peak {engine.MEMORY_PER_HARNESS / 2**30:.2f} GiB" in bomb["environment"]["isolation"]["memory"]
+    assert f"peak {seen.memory_limit / 2**30:.2f} GiB" in bomb["environment"]["isolation"]["memory"]
+    assert bomb["environment"]["limits"]["worker_memory_bytes"] == HOG_LIMIT
+    assert bomb["environment"]["limits"]["submission_memory_bytes"] == seen.memory_limit   # as the kernel held it
     assert not any(group.exists() for group in seen.pids_groups | seen.memory_groups)
     bomb_uids = seen.uids - {0}
     if os.geteuid() == 0 and confinement.choose_isolation("auto") is confinement.Isolation.BUBBLEWRAP:
         assert bomb_uids and all(sandbox_users.FIRST_UID <= u < sandbox_users.FIRST_UID + sandbox_users.UID_COUNT
                                  for u in bomb_uids), seen.uids
     # A uid is free again once its sandbox ended, and a grading running beside this test (pytest -n) may take
-    # it meanwhile: a process started after the bomb's grading ended is that grading's, not the bomb's.
+    # it meanwhile, even before the bomb's `shardlab grade` has exited: a process started after that, or held in
+    # another sandbox's own group (which no process of the bomb's can join), is that grading's, not the bomb's.
     for uid in bomb_uids:
         of_uid = [p for p in psutil.process_iter(["uids", "create_time"])
-                  if p.info["uids"] and p.info["uids"].real == uid]
-        assert not [p.pid for p in of_uid if p.info["create_time"] < attacker_ended]
+                  if p.info["uids"] and p.info["uids"].real == uid and p.info["create_time"] < attacker_ended]
+        assert not [p.pid for p in of_uid if not in_another_sandbox(p.pid, seen.pids_groups)]
         lock = os.open(sandbox_users.lock_folder() / str(uid), os.O_RDWR)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)   # free again: released by the grading's end

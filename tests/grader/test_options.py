@@ -3,6 +3,7 @@ the CLI's flags, the options back from what argparse parsed, `shardlab grade`'s 
 the harness's pytest options (parsed by pytest itself), report.json's environment, and the worker's memory
 limit, which is the student's worker's."""
 
+import argparse
 import ast
 import dataclasses
 import json
@@ -20,7 +21,9 @@ from grader.core.options import (
     GIB,
     GRADE,
     GRADE_BATCH,
+    HARNESS_ALLOWANCE_BYTES,
     GradingOptions,
+    add_arguments,
 )
 from grader.course import catalog, paths
 from grader.grading import engine, process
@@ -109,10 +112,19 @@ def test_no_memory_limit_reaches_the_harness_as_none():
 def test_report_json_records_the_options_under_todays_keys():
     assert SAMPLE.describe() == {"timing": "skip", "hidden_visibility": "visible",
                                  "limits": {"test_timeout": 7.5, "worker_memory_bytes": int(3.5 * GIB)}}
-    env = engine.environment(SAMPLE, process.Limits(), {"level": "process"}, worker_memory_bytes=12345, parallel=2)
+    env = engine.environment(SAMPLE, process.Limits(), {"level": "process"}, worker_memory_bytes=12345,
+                             submission_memory_bytes=67890, parallel=2)
     assert env["timing"] == "skip" and env["isolation"] == {"level": "process"} and env["parallel"] == 2
     assert env["limits"] == {"test_timeout": 7.5, "worker_memory_bytes": 12345,   # as the worker read it
-                             "harness_memory_bytes": process.HARNESS_MEMORY_BYTES}
+                             "harness_memory_bytes": process.HARNESS_MEMORY_BYTES,
+                             "submission_memory_bytes": 67890}                 # as the kernel holds it
+
+
+def test_the_memory_limits_help_says_what_the_submissions_memory_group_holds():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, GRADE)
+    text = " ".join(parser.format_help().split())
+    assert f"at most this plus {HARNESS_ALLOWANCE_BYTES / GIB:g} GiB per harness (0: no limit there either)" in text
 
 
 # --- nothing spells an option by hand where it should be derived -------------------------------------------

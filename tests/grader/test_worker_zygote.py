@@ -288,3 +288,40 @@ def test_nothing_is_left_after_stop(folder, tmp_path):
     assert module.add_one(1) == 2   # and a stopped worker starts again on the next request
     worker.stop()
     assert leftovers(folder) == []
+
+
+# --- the worker's start before the first test's clock (grader.harness.session.ready_worker) ----------------
+
+def test_a_warmed_up_worker_answers_a_first_call_whose_time_is_shorter_than_any_start(folder, tmp_path):
+    """A start (a confined Python importing jax) takes a second or more: a first call given half a second
+    times out on a cold worker, and is answered by one warmed up before its clock."""
+    level = confinement.choose_isolation("auto")
+    cold = Worker(folder, isolation=level, scratch=tmp_path)
+    warm = Worker(folder, isolation=level, scratch=tmp_path)
+    try:
+        cold.deadline = time.monotonic() + 0.5
+        with pytest.raises(WorkerTimeout):
+            RemoteModule(folder / "student.py", cold).add_one(1)
+        warm.prestart()
+        warm.warm_up()
+        warm.deadline = time.monotonic() + 0.5
+        assert RemoteModule(folder / "student.py", warm).add_one(1) == 2
+    finally:
+        cold.stop()
+        warm.stop()
+
+
+def test_a_start_that_fails_before_the_first_test_is_met_again_by_the_first_call(folder, tmp_path, monkeypatch):
+    """warm_up raises nothing: a worker that could not start (here: no time to) is started again by the
+    first request, within its test's time, which reports what happens then."""
+    from grader.worker import supervisor
+
+    monkeypatch.setattr(supervisor, "STARTUP_SECONDS", 0.0)
+    worker = Worker(folder, isolation=confinement.choose_isolation("auto"), scratch=tmp_path)
+    try:
+        worker.warm_up()
+        monkeypatch.setattr(supervisor, "STARTUP_SECONDS", 120.0)
+        worker.deadline = time.monotonic() + 60
+        assert RemoteModule(folder / "student.py", worker).add_one(1) == 2
+    finally:
+        worker.stop()
