@@ -1,5 +1,8 @@
-"""Hypothesis settings for graded property-based tests: the same examples on every run (grading is
-deterministic), no example database, no deadline (the first call compiles)."""
+"""Hypothesis settings for graded property-based tests: the same examples on every run of a student's
+(derandomized), no example database, no deadline (the first call compiles). While grading, each test's
+examples come from a seed of its own, drawn from the grading's secret and the test's identity
+(grader.checks.inputs.property_seed, set by grader.harness.selection before the test runs): a student
+who reads the tests cannot foresee them, and no two tests share them."""
 
 from hypothesis import HealthCheck, Phase, settings
 

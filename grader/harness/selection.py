@@ -3,7 +3,6 @@ markers and device counts, slow and hidden tests, the points weights, and each t
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from pathlib import Path
 
@@ -40,7 +39,6 @@ def pytest_collection_modifyitems(config, items):
         # Visible tests first: no worker that served a hidden test (and could have noted its calls)
         # serves a visible one, whose messages a student sees before the due date.
         items.sort(key=lambda item: item.get_closest_marker("hidden") is not None)
-    _seed_property_tests(items)
     # A test function's points(weight) is shared equally by its parametrized cases.
     cases = Counter(function_id(item.nodeid) for item in items)
     limits = session_of(config).limits
@@ -56,16 +54,16 @@ def pytest_collection_modifyitems(config, items):
         )
 
 
-def _seed_property_tests(items) -> None:
-    """Property tests draw their examples from the grading's secret too."""
-    from grader.checks.inputs import grading_secret
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test draws its inputs from streams of its own (grader.checks.inputs), its fixtures' included;
+    a property test's examples too, seeded per test (a parametrized function's cases share its object)."""
+    from grader.checks import inputs
 
-    secret = grading_secret()
-    if secret is None:
-        return
-    for function in {item.obj for item in items if hasattr(getattr(item, "obj", None), "hypothesis")}:
-        digest = hashlib.sha256(f"{secret}:{function.__module__}.{function.__qualname__}".encode()).digest()
-        function._hypothesis_internal_use_seed = int.from_bytes(digest[:8], "big")
+    with inputs.drawing_for(inputs.identity_of(item.path, item.name)):
+        if hasattr(getattr(item, "obj", None), "hypothesis"):
+            item.obj._hypothesis_internal_use_seed = inputs.property_seed()
+        return (yield)
 
 
 def pytest_generate_tests(metafunc):

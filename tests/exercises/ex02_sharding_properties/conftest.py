@@ -1,6 +1,14 @@
-"""What ex02's visible and hidden tests share: the check of shard_shape on a layout that divides."""
+"""What ex02's visible and hidden tests share: the check of shard_shape on a layout that divides, the check
+of a description against the array's own sharding, what replicate_along's spec is, and layouts drawn for
+the test (every function here answers from a layout alone, so fixed layouts alone could be answered from
+a list)."""
 
+import jax
+import numpy as np
 import pytest
+from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec as P
+
+from grader.checks import inputs, test_mesh
 
 BEFORE_ERRORS = "the error case is checked once this is right"
 
@@ -33,3 +41,72 @@ def check_shard_shape():
 def before_errors():
     """The note an error test adds to its valid case's message."""
     return BEFORE_ERRORS
+
+
+KEYS = ("shard_shape", "num_devices", "is_fully_replicated", "is_fully_addressable", "replication_factor")
+
+
+def _expected_description(arr):
+    index_map = arr.sharding.devices_indices_map(arr.shape)
+    blocks = {tuple(s.indices(n) for s, n in zip(idx, arr.shape)) for idx in index_map.values()}
+    return {"shard_shape": tuple(arr.sharding.shard_shape(arr.shape)), "num_devices": len(index_map),
+            "is_fully_replicated": len(blocks) == 1, "is_fully_addressable": True,
+            "replication_factor": len(index_map) // len(blocks)}
+
+
+def _check_description(info, arr, what):
+    assert isinstance(info, dict) and set(KEYS) <= set(info), (
+        f"describe must return a dict with the keys {list(KEYS)}, got {info!r}")
+    want = _expected_description(arr)
+    got = {**{k: info[k] for k in KEYS}, "shard_shape": tuple(info["shard_shape"])}
+    wrong = {k: f"expected {want[k]!r}, got {got[k]!r}" for k in KEYS if got[k] != want[k]}
+    assert not wrong, f"describe of {what}: " + "; ".join(f"{k}: {v}" for k, v in wrong.items())
+
+
+def _axes(entry) -> tuple[str, ...]:
+    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+def _without(spec, axis):
+    """The spec with `axis` removed from every entry (replicate_along's docstring)."""
+    kept = [tuple(a for a in _axes(entry) if a != axis) for entry in spec]
+    return P(*(None if not k else k[0] if len(k) == 1 else k for k in kept))
+
+
+def _named_shard_shape(shape, sizes, spec):
+    """JAX's shard shape for a layout on a mesh of these axis sizes (an abstract mesh: it needs no devices)."""
+    return tuple(NamedSharding(AbstractMesh(tuple(sizes.values()), tuple(sizes)), spec).shard_shape(tuple(shape)))
+
+
+def _drawn_array(devices=8, axis_type="explicit", seed=0):
+    """(array, mesh, spec, values): values drawn for the test, placed with a layout drawn for it over the
+    first `devices` devices."""
+    rng = inputs.rng(seed)
+    sizes, spec, shape = inputs.layout(rng, devices)
+    mesh = test_mesh(tuple(sizes.values()), tuple(sizes), axis_type)
+    values = rng.standard_normal(shape).astype(np.float32)
+    return jax.device_put(values, NamedSharding(mesh, spec)), mesh, spec, values
+
+
+@pytest.fixture
+def check_description():
+    """check_description(info, arr, what): describe's dict for arr, as its sharding says."""
+    return _check_description
+
+
+@pytest.fixture
+def without():
+    """without(spec, axis): the spec replicate_along must return, `axis` removed from every entry."""
+    return _without
+
+
+@pytest.fixture
+def named_shard_shape():
+    """named_shard_shape(shape, sizes, spec): JAX's shard shape for the layout (raises where it does not divide)."""
+    return _named_shard_shape
+
+
+@pytest.fixture
+def drawn_array():
+    """drawn_array(devices=8, axis_type="explicit", seed=0) -> (array, mesh, spec, values) drawn for the test."""
+    return _drawn_array

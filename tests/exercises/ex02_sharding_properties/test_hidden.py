@@ -1,8 +1,9 @@
 """ex02_sharding_properties, hidden tests: every mesh size, and shard_shape cross-checked against
-NamedSharding on random meshes and specs (hypothesis, derandomized so that grading is deterministic).
-Each error test first checks shard_shape on a valid layout beside its error case (the same mesh and
-spec on an array that divides, or the spec without its repeated axis): a function that raises
-ValueError everywhere is right on every error case, and must earn nothing for it."""
+NamedSharding on random meshes and specs (hypothesis: derandomized in a student's run, each test's own
+examples from the grading's secret while grading). Every test of fixed layouts also checks a layout drawn
+for it (grader.checks.inputs.layout). Each error test first checks shard_shape on a valid layout beside
+its error case (the same mesh and spec on an array that divides, or the spec without its repeated axis):
+a function that raises ValueError everywhere is right on every error case, and must earn nothing for it."""
 
 import math
 import re
@@ -20,28 +21,7 @@ from grader.checks.properties import GRADING
 pytestmark = pytest.mark.hidden
 
 
-
-KEYS = ("shard_shape", "num_devices", "is_fully_replicated", "is_fully_addressable", "replication_factor")
-
-
 # ---- describe ------------------------------------------------------------------------------------
-
-def expected_description(arr):
-    index_map = arr.sharding.devices_indices_map(arr.shape)
-    blocks = {tuple(s.indices(n) for s, n in zip(idx, arr.shape)) for idx in index_map.values()}
-    return {"shard_shape": tuple(arr.sharding.shard_shape(arr.shape)), "num_devices": len(index_map),
-            "is_fully_replicated": len(blocks) == 1, "is_fully_addressable": True,
-            "replication_factor": len(index_map) // len(blocks)}
-
-
-def check_description(info, arr, what):
-    assert isinstance(info, dict) and set(KEYS) <= set(info), (
-        f"describe must return a dict with the keys {list(KEYS)}, got {info!r}")
-    want = expected_description(arr)
-    got = {**{k: info[k] for k in KEYS}, "shard_shape": tuple(info["shard_shape"])}
-    wrong = {k: f"expected {want[k]!r}, got {got[k]!r}" for k in KEYS if got[k] != want[k]}
-    assert not wrong, f"describe of {what}: " + "; ".join(f"{k}: {v}" for k, v in wrong.items())
-
 
 DESCRIBED = {   # (mesh shape as a function of n, axis names, spec, array shape)
     "1d-split": (lambda n: (n,), ("d",), P("d"), (16, 3)),
@@ -56,27 +36,35 @@ DESCRIBED = {   # (mesh shape as a function of n, axis names, spec, array shape)
 @pytest.mark.points(1)
 @pytest.mark.parametrize("axis_type", ["explicit", "auto"])
 @pytest.mark.parametrize("case", list(DESCRIBED))
-def test_describe_layouts(impl, n_devices, case, axis_type):
+def test_describe_layouts(impl, check_description, drawn_array, n_devices, case, axis_type):
+    """Each case's layout, then one drawn for the test."""
     shape_of, names, spec, shape = DESCRIBED[case]
     mesh = test_mesh(shape_of(n_devices), names, axis_type)
     arr = jax.device_put(np.zeros(shape, np.float32), NamedSharding(mesh, spec))
     check_description(impl.describe(arr), arr, f"a {shape} array with {spec} on mesh {dict(mesh.shape)}")
+    arr, mesh, spec, _ = drawn_array(n_devices, axis_type)
+    check_description(impl.describe(arr), arr, f"a {arr.shape} array with {spec} on mesh {dict(mesh.shape)}")
 
 
 @pytest.mark.points(0.25)
-def test_describe_single_device_and_scalar(impl):
-    vector = jnp.arange(6.0)
-    check_description(impl.describe(vector), vector, "an array on one device")
+def test_describe_single_device_and_scalar(impl, check_description):
+    rng = inputs.rng(0)
+    device = jax.devices()[int(rng.integers(8))]
+    vector = jax.device_put(rng.standard_normal(int(rng.integers(1, 10))).astype(np.float32), device)
+    check_description(impl.describe(vector), vector, f"an array on one device (device {device.id})")
     mesh = test_mesh((4,), ("d",), "explicit")
-    scalar = jax.device_put(np.float32(1.0), NamedSharding(mesh, P()))
+    scalar = jax.device_put(np.float32(rng.standard_normal()), NamedSharding(mesh, P()))
     check_description(impl.describe(scalar), scalar, "a scalar replicated on 4 devices")
 
 
 @pytest.mark.points(0.25)
-def test_describe_on_part_of_the_devices(impl):
+def test_describe_on_part_of_the_devices(impl, check_description, drawn_array):
     mesh = test_mesh((2, 2), ("x", "y"), "auto")
     arr = jax.device_put(np.zeros((4, 4), np.float32), NamedSharding(mesh, P("y")))
     check_description(impl.describe(arr), arr, "a (4, 4) array with P('y') on a 2x2 mesh of 4 devices")
+    arr, mesh, spec, _ = drawn_array(4, "auto")
+    check_description(impl.describe(arr), arr, f"a {arr.shape} array with {spec} on mesh {dict(mesh.shape)} "
+                                               "of the first 4 devices")
 
 
 # ---- shard_shape: random meshes and specs --------------------------------------------------------
@@ -176,8 +164,8 @@ def test_shard_shape_indivisible_names_the_dimension(impl, check_shard_shape, be
      (2, 8, 4)),
     ((8, 8), {"x": 2, "y": 4}, P(None, ("y", "y")), (1,), P(None, ("y", "x")), (8, 1)),
 ])
-def test_shard_shape_axis_used_twice(impl, check_shard_shape, before_errors, global_shape, mesh_shape, spec, dims,
-                                     valid_spec, valid_shape):
+def test_shard_shape_axis_used_twice(impl, check_shard_shape, named_shard_shape, before_errors, global_shape,
+                                     mesh_shape, spec, dims, valid_spec, valid_shape):
     # First the spec with the repeated axis replaced by one not used yet.
     check_shard_shape(impl, global_shape, mesh_shape, valid_spec, valid_shape, note=before_errors)
     what = f"shard_shape({global_shape}, {mesh_shape}, {spec})"
@@ -185,14 +173,36 @@ def test_shard_shape_axis_used_twice(impl, check_shard_shape, before_errors, glo
     assert names_dimension(str(error), dims), (
         f"{what} raised ValueError, but its message must name the dimension where the axis is used "
         f"again (dimension {dims[-1]}) by its index; got: {error}")
+    # Then a layout drawn for this test, and the same with one of its axes used again in another dimension.
+    rng = inputs.rng(0)
+    sizes, valid, shape = inputs.layout(rng)
+    check_shard_shape(impl, shape, sizes, valid, named_shard_shape(shape, sizes, valid), note=before_errors)
+    entries = [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in valid]
+    first = int(rng.choice([i for i, e in enumerate(entries) if e]))
+    axis = str(rng.choice(entries[first]))
+    again = int(rng.choice([i for i in range(len(entries)) if i != first] or [first]))   # or the same entry
+    entries[again] += (axis,)
+    repeated = P(*(None if not e else e[0] if len(e) == 1 else e for e in entries))
+    what = f"shard_shape({shape}, {sizes}, {repeated})"
+    error = value_error_from(lambda: impl.shard_shape(shape, dict(sizes), repeated), what)
+    assert names_dimension(str(error), {first, again}), (
+        f"{what} raised ValueError, but its message must name the dimension where the axis {axis!r} is used "
+        f"again (dimension {max(first, again)}) by its index; got: {error}")
 
 
 @pytest.mark.points(0.5)
-def test_shard_shape_needs_no_devices(impl, check_shard_shape):
+def test_shard_shape_needs_no_devices(impl, check_shard_shape, named_shard_shape):
     # A mesh of 2048 devices: only pure Python arithmetic can answer on this machine.
     mesh_shape = {"pod": 16, "chip": 128}
     check_shard_shape(impl, (4096, 512), mesh_shape, P("chip", "pod"), (32, 32))
     check_shard_shape(impl, (4096, 3), mesh_shape, P(("pod", "chip")), (2, 3))
+    # Then a mesh of 512 devices or more drawn for this test, with a layout drawn on it.
+    rng = inputs.rng(0)
+    sizes, spec, _ = inputs.layout(rng)
+    sizes = {axis: size * 2 ** int(rng.integers(6, 9)) for axis, size in sizes.items()}
+    blocks = [math.prod(sizes[a] for a in ((e,) if isinstance(e, str) else e or ())) for e in spec]
+    shape = tuple(b * int(rng.integers(1, 4)) for b in blocks)
+    check_shard_shape(impl, shape, sizes, spec, named_shard_shape(shape, sizes, spec))
 
 
 # ---- bytes_per_device ----------------------------------------------------------------------------
@@ -202,11 +212,16 @@ def test_shard_shape_needs_no_devices(impl, check_shard_shape):
     (jnp.float32, 4), (jnp.bfloat16, 2), (np.int8, 1), (np.dtype("float16"), 2), (jnp.int32, 4),
     (np.float64, 8),
 ])
-def test_bytes_per_device_dtypes(impl, dtype, itemsize):
+def test_bytes_per_device_dtypes(impl, named_shard_shape, dtype, itemsize):
     got = impl.bytes_per_device((64, 48), dtype, {"x": 2, "y": 4}, P(None, ("x", "y")))
     assert got == 64 * 6 * itemsize, (
         f"bytes_per_device((64, 48), {np.dtype(dtype).name}, x=2 y=4, P(None, ('x', 'y'))): "
         f"a device holds 64 x 6 elements of {itemsize} bytes = {64 * 6 * itemsize}, got {got}")
+    sizes, spec, shape = inputs.layout(inputs.rng(0))
+    want = math.prod(named_shard_shape(shape, sizes, spec)) * itemsize
+    got = impl.bytes_per_device(shape, dtype, dict(sizes), spec)
+    assert got == want, (
+        f"bytes_per_device({shape}, {np.dtype(dtype).name}, {sizes}, {spec}): expected {want}, got {got}")
 
 
 @pytest.mark.points(0.5)
@@ -231,6 +246,14 @@ def check_replicated_along(impl, mesh, spec, axis, want_spec, shape):
                         name=f"replicate_along(an array with {spec}, mesh, {axis!r})")
 
 
+def check_drawn_replicated_along(impl, drawn, without):
+    """A layout drawn for the test, along an axis drawn too (one its spec splits, or not)."""
+    arr, mesh, spec, x = drawn
+    axis = str(inputs.rng(2).choice(mesh.axis_names))
+    assert_sharded_like(impl.replicate_along(arr, mesh, axis), mesh, without(spec, axis), x, rtol=0, atol=0,
+                        name=f"replicate_along(an array with {spec} on mesh {dict(mesh.shape)}, {axis!r})")
+
+
 # On a (n // 2, 2) mesh ("x", "y"): every result stays split along "y" (size 2 at every n).
 ALONG_X = {
     "one-of-two": (P("x", "y"), P(None, "y"), (4, 4)),
@@ -242,10 +265,11 @@ ALONG_X = {
 @pytest.mark.points(1)
 @pytest.mark.parametrize("axis_type", ["explicit", "auto"])
 @pytest.mark.parametrize("case", list(ALONG_X))
-def test_replicate_along_sizes(impl, n_devices, case, axis_type):
+def test_replicate_along_sizes(impl, drawn_array, without, n_devices, case, axis_type):
     spec, want, shape = ALONG_X[case]
     mesh = test_mesh((n_devices // 2, 2), ("x", "y"), axis_type)
     check_replicated_along(impl, mesh, spec, "x", want, shape)
+    check_drawn_replicated_along(impl, drawn_array(n_devices, axis_type, seed=1), without)
 
 
 ON_2X4 = {   # (spec, axis, expected spec, array shape)
@@ -259,7 +283,8 @@ ON_2X4 = {   # (spec, axis, expected spec, array shape)
 @pytest.mark.points(1)
 @pytest.mark.parametrize("axis_type", ["explicit", "auto"])
 @pytest.mark.parametrize("case", list(ON_2X4))
-def test_replicate_along_on_2x4(impl, case, axis_type):
+def test_replicate_along_on_2x4(impl, drawn_array, without, case, axis_type):
     spec, axis, want, shape = ON_2X4[case]
     mesh = test_mesh((2, 4), ("x", "y"), axis_type)
     check_replicated_along(impl, mesh, spec, axis, want, shape)
+    check_drawn_replicated_along(impl, drawn_array(8, axis_type, seed=1), without)

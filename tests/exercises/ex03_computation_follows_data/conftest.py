@@ -1,5 +1,8 @@
-"""What ex03's visible and hidden tests share: asking JAX which sharding an operation gives, and
-comparing a student's predictions with it. No answer is written here: JAX is asked every time."""
+"""What ex03's visible and hidden tests share: every 2-D spec over the mesh's axes, asking JAX which
+sharding an operation gives, and comparing a student's predictions with it. No answer is written here:
+JAX is asked every time."""
+
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -7,6 +10,16 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import test_mesh
+
+# Every 2-D spec over the mesh axes ("x", "y") that names no axis twice: 11 of them.
+ENTRIES = (None, "x", "y", ("x", "y"), ("y", "x"))
+
+
+def axes(entry):
+    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+SPECS = [P(a, b) for a, b in itertools.product(ENTRIES, ENTRIES) if not set(axes(a)) & set(axes(b))]
 
 
 def normalized(spec):
@@ -57,3 +70,9 @@ def check_predictions(name, predict, op, cases, max_shown=12):
 def check_predictions_fixture():
     """check_predictions(name, predict, op, cases): every prediction must match what JAX gives."""
     return check_predictions
+
+
+@pytest.fixture
+def every_spec():
+    """Every 2-D spec over the mesh axes ("x", "y") that names no axis twice (11): the predictions' domain."""
+    return SPECS

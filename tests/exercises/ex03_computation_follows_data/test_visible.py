@@ -1,7 +1,8 @@
 """ex03_computation_follows_data, visible tests: run them with `shardlab check ex03` (or pytest on this file).
 
 The prediction tests do not contain answers: they ask JAX itself (jax.eval_shape on sharded
-jax.ShapeDtypeStruct values, on an Explicit 2x4 mesh) and compare your prediction with what it says.
+jax.ShapeDtypeStruct values, on an Explicit 2x4 mesh) and compare your prediction with what it says,
+on their examples and on pairs of specs drawn for the test.
 """
 
 import jax
@@ -29,23 +30,28 @@ def test_column_sum_example(impl):
     assert_sharded_like(out, mesh, P("y"), expected, rtol=1e-5, atol=1e-4, name="column_sum(x)")
 
 
-def test_predict_add_examples(impl, check_predictions):
+def drawn_pairs(every_spec, count):
+    rng = inputs.rng(0)
+    return [(every_spec[i], every_spec[j]) for i, j in rng.integers(len(every_spec), size=(count, 2))]
+
+
+def test_predict_add_examples(impl, check_predictions, every_spec):
     shape = (16, 16)
     pairs = [(P("x", None), P("x", None)), (P("x", None), P(None, "y")), (P("x", "y"), P()),
              (P("x", None), P("y", None))]
     check_predictions("predict_add", impl.predict_add, lambda b, c: b + c,
-                      [((b, shape), (c, shape)) for b, c in pairs])
+                      [((b, shape), (c, shape)) for b, c in pairs + drawn_pairs(every_spec, 4)])
 
 
-def test_predict_matmul_examples(impl, check_predictions):
+def test_predict_matmul_examples(impl, check_predictions, every_spec):
     pairs = [(P("x", None), P(None, "y")), (P(None, None), P(None, "x")), (P("x", "y"), P("y", None))]
     check_predictions("predict_matmul", impl.predict_matmul, lambda a, b: a @ b,
-                      [((a, (16, 8)), (b, (8, 24))) for a, b in pairs])
+                      [((a, (16, 8)), (b, (8, 24))) for a, b in pairs + drawn_pairs(every_spec, 4)])
 
 
 def test_transpose_layout_example(impl):
     mesh = test_mesh((2, 4), ("x", "y"), "explicit")
-    data = np.arange(8 * 12, dtype=np.float32).reshape(8, 12)
+    data = inputs.rng(2).standard_normal((8, 12)).astype(np.float32)
     x = jax.device_put(data, NamedSharding(mesh, P("x", "y")))
     out = impl.transpose_layout(x, mesh)
     assert_sharded_like(out, mesh, P("y", "x"), data, rtol=0, atol=0, name="transpose_layout(x, mesh)")

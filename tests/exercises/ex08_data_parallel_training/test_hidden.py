@@ -135,23 +135,24 @@ def test_train_step_shard_map_program(impl, n_devices, problem, reference):
 
 # --- speed ---------------------------------------------------------------------------------------
 
-_SPEED: dict = {}   # the speed tests' inputs, reference and baselines, built once per process
+_BASELINES: dict = {}   # the speed tests' baseline programs, jitted once per process per device count
 
 
 def _speed_setup(problem, reference, sgd_step, n):
-    if n not in _SPEED:
-        mesh = test_mesh((n,), ("data",), "explicit")
-        params, x, y = problem(SPEED_BATCH, sizes=SPEED_SIZES)
+    """The mesh, the test's own inputs placed for the step, the reference's leaves, and the two baselines
+    on the same inputs (their programs jitted once; the inputs are every test's own)."""
+    mesh = test_mesh((n,), ("data",), "explicit")
+    if n not in _BASELINES:
         # Every device takes the whole batch's step itself: no communication, n times the work.
         everywhere = jax.jit(jax.shard_map(lambda p, x, y: sgd_step(p, x, y, LR), mesh=mesh,
                                            in_specs=(P(), P(), P()), out_specs=(P(), P())))
-        replicated = jax.device_put((params, x, y), NamedSharding(mesh, P()))
-        one_device = jax.jit(lambda p, x, y: sgd_step(p, x, y, LR))
-        alone = jax.device_put((params, x, y), jax.devices()[0])
-        _SPEED[n] = dict(mesh=mesh, args=placed(mesh, params, x, y),
-                         expected=_expected_leaves(reference, params, x, y),
-                         replicated=lambda: everywhere(*replicated), one_device=lambda: one_device(*alone))
-    return _SPEED[n]
+        _BASELINES[n] = everywhere, jax.jit(lambda p, x, y: sgd_step(p, x, y, LR))
+    everywhere, one_device = _BASELINES[n]
+    params, x, y = problem(SPEED_BATCH, sizes=SPEED_SIZES)
+    replicated = jax.device_put((params, x, y), NamedSharding(mesh, P()))
+    alone = jax.device_put((params, x, y), jax.devices()[0])
+    return dict(mesh=mesh, args=placed(mesh, params, x, y), expected=_expected_leaves(reference, params, x, y),
+                replicated=lambda: everywhere(*replicated), one_device=lambda: one_device(*alone))
 
 
 def _candidate(step, setup, what):

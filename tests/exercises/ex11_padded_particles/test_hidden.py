@@ -1,7 +1,8 @@
 """ex11_padded_particles, hidden tests on 2, 4 and 8 devices: expanding_shard_map with several outputs,
 replicated outputs and under jax.jit; masked_mean and redistribute_by_slab on random counts and positions
-(property-based, derandomized; the shapes stay fixed so that every example reuses one compiled
-program); and the all-to-all in the compiled redistribution.
+(property-based: derandomized in a student's run, each test's own examples from the grading's secret while
+grading; the shapes stay fixed so that every example reuses one compiled program); and the all-to-all in
+the compiled redistribution.
 
 Points (the module docstring of ex11_padded_particles.py): the weights are points out of 20. Never dropping a
 particle without reporting it is what the exercise teaches, and weighs most."""

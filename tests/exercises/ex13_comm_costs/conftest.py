@@ -1,10 +1,14 @@
 """What ex13's visible and hidden tests share: the check that a result is a plain number close to the
-expected one, and the tests' own copy of the cost model that the exercise's docstring states."""
+expected one, the tests' own copy of the cost model that the exercise's docstring states, and cases drawn
+for each test: a test of fixed numbers (the book's) also checks the model on a case drawn for it, so that
+no fixed answer is earned by a function that only knows the fixed answers."""
 
 import math
 
 import numpy as np
 import pytest
+
+from grader.checks import inputs
 
 # Exact types only: a subclass of float can make `==` (and even isclose's comparisons) say anything.
 PLAIN_NUMBERS = (int, float, np.float64, np.float32, np.int64, np.int32)
@@ -40,6 +44,37 @@ MODEL = {
     "alltoall_time": lambda *a: _ring(*a, share=0.25),
 }
 COLLECTIVES = tuple(MODEL)
+REGIMES = ("bandwidth", "latency")
+
+
+def _drawn_ring(regime, seed=0):
+    """(nbytes, bandwidth, n, latency) drawn for the test, in one regime for every collective: "bandwidth"
+    (the bytes take at least twice the hops' time, even an all-to-all's quarter of them over the ring
+    factor) or "latency" (the hops take at least twice the bytes' time, even without the ring factor)."""
+    assert regime in REGIMES, regime
+    rng = inputs.rng(seed)
+    n = int(rng.integers(2, 513))
+    bandwidth = float(10 ** rng.uniform(6, 13))
+    latency = float(10 ** rng.uniform(-9, -3))
+    hops = (n // 2) * latency
+    if regime == "bandwidth":
+        return int(16 * hops * bandwidth * 10 ** rng.uniform(0, 1)) + 1, bandwidth, n, latency
+    return int(hops * bandwidth / 2 * rng.uniform(0, 1)), bandwidth, n, latency
+
+
+def _check_drawn(impl, name, regime, seed=0):
+    """name's value on a ring drawn for the test (see _drawn_ring) is the model's."""
+    args = _drawn_ring(regime, seed)
+    return _check(getattr(impl, name)(*args), MODEL[name](*args), _call(name, *args),
+                  why=f"the model on a {regime}-bound ring drawn for this test")
+
+
+def _check_drawn_batch(impl, seed=0):
+    """dp_comm_bound_batch on FLOP/s and bandwidth drawn for the test is C / W."""
+    rng = inputs.rng(seed)
+    flops, bandwidth = float(10 ** rng.uniform(9, 19)), float(10 ** rng.uniform(6, 13))
+    return _check(impl.dp_comm_bound_batch(flops, bandwidth), flops / bandwidth,
+                  _call("dp_comm_bound_batch", flops, bandwidth), why="C / W, on numbers drawn for this test")
 
 
 @pytest.fixture
@@ -65,3 +100,16 @@ def call_text():
 def cost_model():
     """{function name: the tests' copy of its cost in seconds, same arguments as the exercise's}."""
     return MODEL
+
+
+@pytest.fixture
+def check_drawn():
+    """check_drawn(impl, name, regime, seed=0): the model's value on a "bandwidth"- or "latency"-bound ring
+    drawn for the test."""
+    return _check_drawn
+
+
+@pytest.fixture
+def check_drawn_batch():
+    """check_drawn_batch(impl, seed=0): dp_comm_bound_batch on numbers drawn for the test."""
+    return _check_drawn_batch

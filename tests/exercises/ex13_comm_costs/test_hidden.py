@@ -1,7 +1,8 @@
 """ex13_comm_costs, hidden tests: the cost model exactly (rel_tol=1e-9) on many arrays, rings, bandwidths
-and latencies (hypothesis, derandomized), its properties (monotonic, one device costs nothing, an all-reduce
-is a reduce-scatter plus an all-gather, an all-to-all a quarter of an all-gather), its units, and where it
-turns latency-bound (Part 3 of "How to Scale Your Model", https://jax-ml.github.io/scaling-book/sharding/).
+and latencies (hypothesis: derandomized in a student's run, each test's own examples from the grading's
+secret while grading), its properties (monotonic, one device costs nothing, an all-reduce is a
+reduce-scatter plus an all-gather, an all-to-all a quarter of an all-gather), its units, and where it turns
+latency-bound (Part 3 of "How to Scale Your Model", https://jax-ml.github.io/scaling-book/sharding/).
 
 Points (the module docstring of ex13_comm_costs.py): the weights below are half-points. A property holds for
 answers that model nothing (0.0 everywhere is never decreasing, and 0 + 0 is 0), so every property test first
@@ -162,7 +163,7 @@ def test_decreasing_in_bandwidth(impl, as_number, check_seconds, cost_model, cal
 
 
 @pytest.mark.points(0.5)
-def test_units_are_bytes_bytes_per_second_and_seconds(impl, check_seconds, cost_model, call_text):
+def test_units_are_bytes_bytes_per_second_and_seconds(impl, check_seconds, cost_model, call_text, check_drawn):
     # A gigabyte over a ring of 2 at a gigabyte per second: each device takes in half of it, 0.5 s.
     args = (10 ** 9, 1e9, 2, 0.0)
     check_seconds(impl.allgather_time(*args), 0.5, call_text("allgather_time", *args),
@@ -179,11 +180,14 @@ def test_units_are_bytes_bytes_per_second_and_seconds(impl, check_seconds, cost_
             before = _exact(impl, name, small, check_seconds, cost_model, call_text, why=ANCHOR)
             check_seconds(getattr(impl, name)(*large), before, call_text(name, *large),
                           why=f"the same as {call_text(name, *small)}: bytes and bytes/s scaled together")
+    # And the model's value on rings drawn for this test, one per collective.
+    for seed, name in enumerate(COLLECTIVES):
+        check_drawn(impl, name, "bandwidth", seed)
 
 
 @pytest.mark.points(1)
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9])
-def test_ring_hops_when_latency_bound(impl, check_seconds, call_text, n):
+def test_ring_hops_when_latency_bound(impl, check_seconds, call_text, check_drawn, n):
     # 8 bytes: every hop lasts its latency. The farthest device of a bidirectional ring is n // 2 hops
     # away (a ring of 3: both others are neighbours, one hop).
     args = (8, 1e11, n, 1e-6)
@@ -193,10 +197,13 @@ def test_ring_hops_when_latency_bound(impl, check_seconds, call_text, n):
         check_seconds(getattr(impl, name)(*args), passes * hops * 1e-6, call_text(name, *args),
                       why=f"{passes * hops} hop(s) of 1 us: on a ring of {n} the farthest device is {hops} "
                           "hop(s) away in one direction or the other")
+    # And on latency-bound rings drawn for this test, any size, any latency.
+    for seed, name in enumerate(COLLECTIVES):
+        check_drawn(impl, name, "latency", seed)
 
 
 @pytest.mark.points(1)
-def test_latency_bound_below_the_book_threshold(impl, check_seconds, call_text):
+def test_latency_bound_below_the_book_threshold(impl, check_seconds, call_text, check_drawn):
     # Part 3, "A note on ICI latency": on TPU v5e (4.5e10 bytes/s each way, 1 us per hop) "sending any
     # buffer under 45kB will be latency bound". A ring of 16 (8 hops) gathering 30 kB shards waits on its
     # hops; with 60 kB shards it waits on its bytes.
@@ -207,6 +214,8 @@ def test_latency_bound_below_the_book_threshold(impl, check_seconds, call_text):
     large = (16 * 60_000, bandwidth, n, latency)
     check_seconds(impl.allgather_time(*large), 15 / 16 * 16 * 60_000 / bandwidth, call_text("allgather_time", *large),
                   why="bandwidth-bound: 15/16 of the array at 9e10 bytes/s, 10 us (the 8 hops alone take 8 us)")
+    check_drawn(impl, "allgather_time", "latency", 0)
+    check_drawn(impl, "allgather_time", "bandwidth", 1)
 
 
 @pytest.mark.points(1)
@@ -220,7 +229,7 @@ def test_dp_comm_bound_batch_is_compute_over_bandwidth(impl, check_seconds, call
 
 
 @pytest.mark.points(0.5)
-def test_dp_comm_bound_batch_units(impl, check_seconds, call_text):
+def test_dp_comm_bound_batch_units(impl, check_seconds, call_text, check_drawn_batch):
     base = check_seconds(impl.dp_comm_bound_batch(4.59e14, 1.8e11), 4.59e14 / 1.8e11,
                          call_text("dp_comm_bound_batch", 4.59e14, 1.8e11), why=ANCHOR)
     check_seconds(impl.dp_comm_bound_batch(2 * 4.59e14, 1.8e11), 2 * base,
@@ -232,3 +241,4 @@ def test_dp_comm_bound_batch_units(impl, check_seconds, call_text):
     check_seconds(impl.dp_comm_bound_batch(4.59e14 * 1e3, 1.8e11 * 1e3), base,
                   call_text("dp_comm_bound_batch", 4.59e14 * 1e3, 1.8e11 * 1e3),
                   why="FLOP/s and bytes/s scaled together leave the batch (tokens) unchanged")
+    check_drawn_batch(impl)

@@ -6,7 +6,8 @@ https://jax-ml.github.io/scaling-book/training/ ; hardware numbers from Part 2,
 https://jax-ml.github.io/scaling-book/tpus/ (bidirectional ICI bandwidth: 9e10 bytes/s for TPU v4p
 and v5e, 1.8e11 for v5p). The book's collective answers are V / W_ICI, the large-ring limit: they drop
 the ring factor (n - 1)/n that this exercise keeps, so each test multiplies the book's figure by it.
-The book rounds its answers (23 us for 23.3 us): those comparisons allow 2%.
+The book rounds its answers (23 us for 23.3 us): those comparisons allow 2%. Each test also checks the
+same function on a case drawn for it in the same regime (bandwidth- or latency-bound), against the model.
 
 Points (ex13_comm_costs.py's docstring): these tests carry 4 of the 10; the weights below are half-points.
 """
@@ -21,7 +22,7 @@ T_HOP = 1e-6             # the book's per-hop ICI latency, seconds
 
 
 @pytest.mark.points(1)
-def test_allgather_book_question2_one_axis(impl, check_seconds, call_text):
+def test_allgather_book_question2_one_axis(impl, check_seconds, call_text, check_drawn):
     # Part 3, section "Some Problems to Work", Question 2 [AllGather latency]: AllGather_X([B_X, D_Y]) on a
     # TPU v4p 4x4x4, B = 1024, D = 4096, bf16. One X-ring of 4 gathers [B, D_Y]: 2·B·D/4 bytes.
     # Book: 2·1024·4096 / (9e10·4) = 23 us.
@@ -31,10 +32,11 @@ def test_allgather_book_question2_one_axis(impl, check_seconds, call_text):
                   call_text("allgather_time", nbytes, W_V4P, n, T_HOP), rel_tol=BOOK_ROUNDING,
                   why=f"the book's {book / US:g} us (nbytes / bandwidth) times the ring factor {n - 1}/{n}: "
                       "each device takes in the 3 shards it lacks, through both directions at once")
+    check_drawn(impl, "allgather_time", "bandwidth")
 
 
 @pytest.mark.points(1)
-def test_allgather_book_question2_two_axes(impl, check_seconds, call_text):
+def test_allgather_book_question2_two_axes(impl, check_seconds, call_text, check_drawn):
     # Same question, second part: AllGather_XY([B_X, D_Y]) gathers the whole 2·B·D bytes over the
     # 16 devices of an X-Y plane, with both axes' links: twice the bandwidth. Book: 2·1024·4096 /
     # (2·9e10) = 46 us. Bandwidth-bound, so what counts is that each device takes in 15/16 of the array.
@@ -43,10 +45,11 @@ def test_allgather_book_question2_two_axes(impl, check_seconds, call_text):
     check_seconds(impl.allgather_time(nbytes, bandwidth, n, T_HOP), book * (n - 1) / n,
                   call_text("allgather_time", nbytes, bandwidth, n, T_HOP), rel_tol=BOOK_ROUNDING,
                   why=f"the book's {book / US:g} us times the ring factor {n - 1}/{n}")
+    check_drawn(impl, "allgather_time", "bandwidth")
 
 
 @pytest.mark.points(1)
-def test_allgather_book_pop_quiz2_full_ring(impl, check_seconds, call_text):
+def test_allgather_book_pop_quiz2_full_ring(impl, check_seconds, call_text, check_drawn):
     # Part 3, section "Case 2: one multiplicand has a sharded contracting dimension", Pop Quiz 2
     # [AllGather time]: AllGather_Y([E_Y, F]) on TPU v5e, Y = 4, E = 2048, F = 8192, bf16: "34e6 / 9e10 =
     # 377us" on a full ring (the book then notes that a 4-chip v5e axis has no wraparound link, which this
@@ -56,10 +59,11 @@ def test_allgather_book_pop_quiz2_full_ring(impl, check_seconds, call_text):
     check_seconds(impl.allgather_time(nbytes, W_V5E, n, T_HOP), book * (n - 1) / n,
                   call_text("allgather_time", nbytes, W_V5E, n, T_HOP), rel_tol=BOOK_ROUNDING,
                   why=f"the book's {book / US:g} us times the ring factor {n - 1}/{n}")
+    check_drawn(impl, "allgather_time", "bandwidth")
 
 
 @pytest.mark.points(1)
-def test_allgather_book_question3_latency_bound(impl, check_seconds, call_text):
+def test_allgather_book_question3_latency_bound(impl, check_seconds, call_text, check_drawn):
     # Part 3, "Some Problems to Work", Question 3 [latency-bound AllGather]: AllGather_X([B_X]), B = 128
     # in bf16 (256 bytes) on a ring of 4 TPU v4p: "we can do the full gather in only 2 hops, so roughly 2us".
     nbytes, n = 2 * 128, 4
@@ -67,10 +71,11 @@ def test_allgather_book_question3_latency_bound(impl, check_seconds, call_text):
                   call_text("allgather_time", nbytes, W_V4P, n, T_HOP), rel_tol=1e-6,
                   why="2 hops of 1 us: moving 192 bytes takes nanoseconds, so every hop lasts its latency "
                       "(the slower of the two limits, not their sum)")
+    check_drawn(impl, "allgather_time", "latency")
 
 
 @pytest.mark.points(0.5)
-def test_reducescatter_costs_an_allgather(impl, check_seconds, call_text):
+def test_reducescatter_costs_an_allgather(impl, check_seconds, call_text, check_drawn):
     # Part 3, the table in "What Have We Learned?": a ReduceScatter costs the "Same as AllGather".
     # Question 2's numbers.
     nbytes, n = 2 * 1024 * 4096 // 4, 4
@@ -78,10 +83,11 @@ def test_reducescatter_costs_an_allgather(impl, check_seconds, call_text):
     check_seconds(impl.reducescatter_time(nbytes, W_V4P, n, T_HOP), book * (n - 1) / n,
                   call_text("reducescatter_time", nbytes, W_V4P, n, T_HOP), rel_tol=BOOK_ROUNDING,
                   why="a reduce-scatter is an all-gather run backwards: same hops, same bytes")
+    check_drawn(impl, "reducescatter_time", "bandwidth")
 
 
 @pytest.mark.points(1)
-def test_allreduce_is_twice_an_allgather(impl, check_seconds, call_text):
+def test_allreduce_is_twice_an_allgather(impl, check_seconds, call_text, check_drawn):
     # Part 3, section "Case 3", "How expensive is an AllReduce?": "an AllReduce is twice as expensive as
     # an AllGather" (a ReduceScatter then an AllGather); Part 5, "Data Parallelism", uses 2 · total bytes /
     # W_ICI. Question 2's numbers.
@@ -90,10 +96,11 @@ def test_allreduce_is_twice_an_allgather(impl, check_seconds, call_text):
     check_seconds(impl.allreduce_time(nbytes, W_V4P, n, T_HOP), book * (n - 1) / n,
                   call_text("allreduce_time", nbytes, W_V4P, n, T_HOP), rel_tol=BOOK_ROUNDING,
                   why="a reduce-scatter followed by an all-gather of the same array")
+    check_drawn(impl, "allreduce_time", "bandwidth")
 
 
 @pytest.mark.points(1)
-def test_alltoall_book_question10(impl, check_seconds, call_text):
+def test_alltoall_book_question10(impl, check_seconds, call_text, check_drawn):
     # Part 3, "Some Problems to Work", Question 10 [Fun with AllToAll], an N x N float32 array on a
     # ring of D = 8: one-way, an AllGather puts N²(1 - 1/D) scalars through each link and an AllToAll
     # N²/2 (1 - 1/D); both directions make the AllGather 2x and the AllToAll 4x faster: AllToAll = AllGather / 4.
@@ -106,6 +113,7 @@ def test_alltoall_book_question10(impl, check_seconds, call_text):
     check_seconds(impl.alltoall_time(nbytes, W_V5P, D, 0.0), gather / 4,
                   call_text("alltoall_time", nbytes, W_V5P, D, 0.0),
                   why="a quarter of the all-gather's time on a bidirectional ring (the book's factor 4)")
+    check_drawn(impl, "alltoall_time", "bandwidth")
 
 
 @pytest.mark.points(1)
@@ -119,19 +127,22 @@ def test_alltoall_book_question10(impl, check_seconds, call_text):
     # (a pod's compute against its DCN bandwidth).
     (3.8e18, 5e13, 76_000),
 ], ids=["v5p_ici", "v5p_three_axes", "pod_dcn"])
-def test_dp_comm_bound_batch_book(impl, check_seconds, call_text, flops_per_s, bandwidth, book):
+def test_dp_comm_bound_batch_book(impl, check_seconds, call_text, check_drawn_batch, flops_per_s, bandwidth, book):
     check_seconds(impl.dp_comm_bound_batch(flops_per_s, bandwidth), book,
                   call_text("dp_comm_bound_batch", flops_per_s, bandwidth), rel_tol=1e-3,
                   why="the book's per-device batch, in tokens, below which data parallelism is "
                       "communication-bound")
+    check_drawn_batch(impl)
 
 
 @pytest.mark.points(0.5)
-def test_one_device_costs_nothing(impl, check_seconds, cost_model, call_text):
+def test_one_device_costs_nothing(impl, check_seconds, cost_model, call_text, check_drawn):
     # A "ring" of one device has nothing to send: the ring factor (n - 1)/n and the hops are 0. A function
-    # that answers 0 everywhere would say so too: the same array over a ring of 4 is checked first.
+    # that answers 0 everywhere would say so too: the same array over a ring of 4 is checked first, and a
+    # ring drawn for the test.
     args = (2 ** 20, W_V5P, 1, T_HOP)
-    for name in ("allgather_time", "reducescatter_time", "allreduce_time", "alltoall_time"):
+    for seed, name in enumerate(("allgather_time", "reducescatter_time", "allreduce_time", "alltoall_time")):
+        check_drawn(impl, name, "bandwidth", seed)
         four = (2 ** 20, W_V5P, 4, T_HOP)
         check_seconds(getattr(impl, name)(*four), cost_model[name](*four), call_text(name, *four),
                       why="the model's value on a ring of 4, checked before the ring of one (the module docstring)")
