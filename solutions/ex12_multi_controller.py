@@ -24,6 +24,14 @@ hangs the run: it is stopped after 10 s without progress, and the steps left unf
 
 Values are float32; sums are checked at rtol=1e-5 against the NumPy sum of all processes' rows.
 
+The tests watch the cluster form, from outside your processes: right after `initialize` they run a
+collective of their own over every device of every process, and they stand between your processes and
+jax's coordination service, letting through only what jax itself writes there (each process's
+devices, and the rendezvous of jax's CPU collectives). A process whose jax did not join the others, or
+did not exchange data with them in that collective, scores nothing for any step; a key of your own in
+the service's key-value store cuts that process off. Rows cross between processes through jax's
+collectives, nothing else.
+
 On a cluster the same program is started once per process by the scheduler (Slurm's `srun`, say),
 which also tells each process who it is; see the handout's README. Here the tests play that part.
 """

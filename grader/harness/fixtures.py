@@ -53,7 +53,7 @@ class ProcessRuns:
             limit = min(LIMIT_SECONDS, session.deadline - time.monotonic())
             try:
                 self._runs[key] = run_cluster(driver, path, isolation=session.isolation, limit_seconds=limit,
-                                              **options)
+                                              limits=session.worker_limits, **options)
             except Exception as exc:   # NotAttempted: every test of the run reports it
                 self._runs[key] = exc
         found = self._runs[key]

@@ -11,11 +11,16 @@ when no process has reported anything for `quiet_seconds`. Nothing here knows an
 
 What the verdicts rest on. A process's reports are data from the student's side (the student's code can
 rewrite the driver and the reporting code), so they pass only by being the right answer, and the harness
-checks what it can see itself (ClusterRun.not_joined): that every process joined jax's coordination
-service, which the grader runs and observes (every process registered, its jax published devices of its
-own there), and held its own connection to it when its join step returned (read from /proc by the
-harness). The processes share no writable file, so what one learned of another's inputs came over the
-network; the exercise's checks judge the answers against the draw (ClusterRun.inputs).
+checks what it can see itself (ClusterRun.not_joined), through the grader's gate before jax's
+coordination service (grader.worker.cluster_gate) and from /proc: that each process registered with the
+service over a connection of its own (held by it when its join step returned), its jax wrote its own
+topology there and process 0's the cluster's, and, after the join, that its jax took part with every
+other process in the grader's own collective (the driver's PROOF_STEP): gloo, jax's CPU collectives,
+met at the service for devices of every process, and each process held a connection to the others'
+gloo. The gate forwards nothing jax itself would not write, so the service's key-value store carries no
+rows; the processes share no writable file, no UNIX or datagram socket and no System V memory, so what
+one learned of another's inputs came over TCP; the exercise's checks judge the answers against the draw
+(ClusterRun.inputs).
 
 launcher="srun" (`shardlab check --launcher srun`, never with isolation): the processes are one srun step's
 tasks instead (grader.worker.cluster_srun), each joining through jax's own reading of Slurm's environment.
@@ -43,6 +48,7 @@ import psutil
 from grader.core.errors import ShardlabError
 from grader.course.implementations import ImplementationImportError, NotAttempted
 from grader.worker import cluster_census, confinement, protocol
+from grader.worker.cluster_census import Connection
 from grader.worker.cluster_driver import DrawnInputs, Driver
 from grader.worker.failures import WorkerCrashed, WorkerTimeout, describe_death, remote_exception
 
@@ -69,6 +75,41 @@ class ClusterCrashed(WorkerCrashed):
 
 class NotJoined(ShardlabError, AssertionError):
     """The step returned, but the grader did not see this process join the others."""
+
+
+@dataclass(frozen=True)
+class GlooRecord:
+    """gloo's rendezvous record that a process's jax wrote, as the gate read it."""
+    process: int
+    clique: tuple[int, ...]    # the collective's devices, in rank order
+    rank: int
+    port: int                  # where that process's gloo listens
+
+
+@dataclass
+class GateSeen:
+    """What the grader's gate reported (grader.worker.cluster_gate): every registration, record and refusal."""
+    registered: dict[int, tuple[int, int]] = field(default_factory=dict)   # connection -> (process, client port)
+    global_topology: list[list[int]] | None = None   # as process 0's jax wrote it
+    gloo: list[GlooRecord] = field(default_factory=list)
+    refused: list[tuple[int | None, int | None, str]] = field(default_factory=list)   # (process, port, why)
+
+    def refusal_of(self, process: int, ports: set[int]) -> str | None:
+        """Why the gate cut off a connection of `process` (registered as it, or held by it), if it did."""
+        return next((why for who, port, why in self.refused if who == process or port in ports), None)
+
+    def gloo_ports(self, process: int) -> set[int]:
+        return {r.port for r in self.gloo if r.process == process}
+
+    def collectives_with_all(self, owners: dict[int, int], processes: int) -> list[tuple[int, ...]]:
+        """The collectives whose rendezvous is whole (every rank's record, each written by the process
+        owning that device) and whose devices belong to every process."""
+        ranks: dict[tuple[int, ...], set[int]] = {}
+        for r in self.gloo:
+            if owners.get(r.clique[r.rank]) == r.process:
+                ranks.setdefault(r.clique, set()).add(r.rank)
+        return [clique for clique, seen in ranks.items() if len(seen) == len(clique)
+                and {owners.get(d) for d in clique} == set(range(processes))]
 
 
 @dataclass
@@ -98,6 +139,10 @@ class ClusterRun:
     #                                        jax published to the grader's coordinator
     connection: dict[int, str | None] = field(default_factory=dict)   # process -> None when the harness saw it
     #                                        hold a connection to the coordinator as its join step returned
+    sockets: dict[tuple[int, str], list[Connection]] = field(default_factory=dict)   # (process, step) -> the TCP
+    #                                        sockets the harness saw it hold as that step (the join, the proof) ended
+    gate: GateSeen = field(default_factory=GateSeen)
+    proof_step: str | None = None          # the driver's collective of the grader's (none: nothing to prove)
     service_error: str | None = None       # the grader's coordinator failed (the grader's fault, not the student's)
     launcher: str = "local"                # or "srun" (grader.worker.cluster_srun)
     observed_joins: bool = True            # False under srun: no coordinator of the grader's, published is each
@@ -108,24 +153,71 @@ class ClusterRun:
     def join_step(self) -> str:
         return self.steps[0]
 
+    def own_ports(self, process: int) -> set[int]:
+        """The local ports of every TCP socket the harness saw `process` hold."""
+        return {c.local_port for (p, _), held in self.sockets.items() if p == process for c in held}
+
     def not_joined(self, process: int) -> str | None:
-        """None when the grader saw `process` join the others through its coordinator, else why not (always
+        """None when the grader saw `process` join the others through jax's coordination service and take
+        part, through jax, in the grader's own collective with every other process; else why not (always
         None when the run had no coordinator of the grader's to watch: observed_joins is False)."""
         if not self.observed_joins:
             return None
         where = f"the coordinator at {self.coordinator}"
+        refused = self.gate.refusal_of(process, self.own_ports(process))
+        if refused is not None:
+            return f"the grader's gate before {where} cut process {process} off: {refused}"
         seen = self.connection.get(process, f"its {self.join_step} never returned")
         if seen is not None:
             return f"process {process} was not connected to {where} when its {self.join_step} returned ({seen})"
         if not self.registered:
             return f"not every process registered with {where}"
+        ports = {c.local_port for c in self.sockets.get((process, self.join_step), ())}
+        if not any(task == process and port in ports for task, port in self.gate.registered.values()):
+            return (f"process {process} did not register with {where} over a connection of its own (what "
+                    f"registered as process {process} was not a connection it held)")
         devices = self.published.get(process)
         if devices is None:
             return f"process {process}'s jax never published its devices to {where}"
         if len(devices) != self.devices_per_process:
             return (f"process {process}'s jax published {len(devices)} devices to {where}, "
                     f"not {self.devices_per_process}")
+        return None if self.proof_step is None else self._not_together(process)
+
+    def _not_together(self, process: int) -> str | None:
+        """Why the grader did not see `process`'s jax take part in its collective with every other process."""
+        step = self.proof_step
+        everyone = [self.published.get(p, []) for p in range(self.processes)]
+        if self.gate.global_topology != everyone:
+            return ("process 0's jax never wrote the cluster's topology (every process's devices, in order) to "
+                    "the coordinator: the processes never formed one jax cluster")
+        if (process, step) not in self.sockets:
+            return (f"process {process}'s jax never finished the grader's own collective over every device of "
+                    f"every process, run right after {self.join_step}")
+        owners = {d: p for p in range(self.processes) for d in everyone[p]}
+        if not self.gate.collectives_with_all(owners, self.processes):
+            return (f"the grader's own collective over every device of every process, run right after "
+                    f"{self.join_step}, never went through jax's collectives: gloo, jax's CPU collectives, never "
+                    f"met at the coordinator for devices of every process")
+        for other in range(self.processes):
+            if other != process and not self._gloo_met(process, other):
+                return (f"process {process}'s jax held no connection with process {other}'s gloo (listening at "
+                        f"{sorted(self.gate.gloo_ports(other)) or 'no port'}) after the grader's own collective: no "
+                        f"data went between them through jax")
         return None
+
+    def _gloo_met(self, process: int, other: int) -> bool:
+        """Whether the census after the proof step (taken while every process waits) saw the two processes'
+        gloo connected: an established socket of one with, at one end, a gloo port (its own, having accepted,
+        or the other's, having connected) and, at the other end, a port the other held."""
+        step = self.proof_step
+        for one, two in ((process, other), (other, process)):
+            ours, theirs = self.gate.gloo_ports(one), self.gate.gloo_ports(two)
+            held = {c.local_port for c in self.sockets.get((two, step), ())}
+            if any(c.established and (c.remote_port in theirs or (c.local_port in ours and c.remote_port in held))
+                   for c in self.sockets.get((one, step), ())):
+                return True
+        return False
 
     def result(self, process: int, step: str):
         """What `step` returned in `process`; raises what it raised, or why it never finished, or
@@ -194,8 +286,9 @@ class ClusterRun:
 def _spec(run: ClusterRun, driver: Driver, module_path: Path) -> bytes:
     """What the launcher is given: each process's task, the driver every process runs, and what each
     process may read and write."""
+    census = [step for step in (run.join_step, run.proof_step) if step is not None]
     tasks = [{"process_id": i, "processes": run.processes, "devices": run.devices_per_process,
-              "inputs": protocol.encode(run.inputs.for_process(i))} for i in range(run.processes)]
+              "inputs": protocol.encode(run.inputs.for_process(i)), "census": census} for i in range(run.processes)]
     readable = [*confinement.SYSTEM_PATHS, *confinement.python_paths(), str(module_path.parent), "/proc", "/sys",
                 *confinement.DEVICES[2:]]
     return json.dumps({"tasks": tasks, "driver": {"source": driver.source, "name": f"<driver {driver.path.name}>"},
@@ -211,72 +304,102 @@ def _read_reports(fd: int, into: queue.Queue) -> None:
     into.put(None)
 
 
+def _ints(value) -> bool:
+    return isinstance(value, list) and all(type(v) is int for v in value)
+
+
+def _observe_gate(run: ClusterRun, seen: dict) -> None:
+    """A report of the grader's gate (grader.worker.cluster_gate), relayed by the coordinator and the launcher:
+    they run outside every process's reach, so it is the grader's own view."""
+    process, connection, port = seen.get("process"), seen.get("connection"), seen.get("port")
+    if type(seen.get("registered")) is int and type(connection) is int and type(port) is int:
+        run.gate.registered[connection] = (seen["registered"], port)
+    elif isinstance(seen.get("refused"), str) and len(run.gate.refused) < 50:
+        run.gate.refused.append((process if type(process) is int else None, port if type(port) is int else None,
+                                 seen["refused"][:500]))
+    elif isinstance(seen.get("wrote"), dict) and type(process) is int and 0 <= process < run.processes:
+        wrote = seen["wrote"]
+        if wrote.get("topology") == process and _ints(wrote.get("devices")):
+            run.published[process] = wrote["devices"]
+        elif isinstance(wrote.get("global"), list) and all(_ints(node) for node in wrote["global"]):
+            run.gate.global_topology = wrote["global"]
+        elif isinstance(gloo := wrote.get("gloo"), dict) and _ints(gloo.get("clique")) and all(
+                type(gloo.get(k)) is int for k in ("rank", "port")) and 0 <= gloo["rank"] < len(gloo["clique"]):
+            run.gate.gloo.append(GlooRecord(process, tuple(gloo["clique"]), gloo["rank"], gloo["port"]))
+
+
 def _observe_service(run: ClusterRun, message: dict) -> None:
     """A report of the grader's coordinator (relayed by the launcher)."""
     if message.get("registered") is True:
         run.registered = True
     elif isinstance(message.get("failed"), str) and not run.registered and run.service_error is None:
         run.service_error = message["failed"][:500]
-    process, devices = message.get("topology"), message.get("devices")
-    if (type(process) is int and 0 <= process < run.processes and message.get("node") == process
-            and isinstance(devices, list) and all(type(d) is int for d in devices)):
-        run.published[process] = devices
+    elif isinstance(message.get("gate"), dict):
+        _observe_gate(run, message["gate"])
 
 
-def _record(run: ClusterRun, raw: dict, when: float, sandbox: confinement.ConfinedProcess | None) -> None:
-    """One relayed message, checked: anything malformed is ignored (it can only cost the student). Without
-    a sandbox (srun) no census is taken."""
+def _record(run: ClusterRun, raw: dict, when: float, sandbox: confinement.ConfinedProcess | None) -> str | None:
+    """One relayed message, checked: anything malformed is ignored (it can only cost the student). The step
+    when it was a census step's report and the harness has just looked at that process (which now waits for
+    its word: grader.worker.cluster_process). Without a sandbox (srun) no census is taken."""
     if isinstance(raw.get("coordinator"), str):
         run.coordinator = raw["coordinator"][:100]
-        return
+        return None
     if isinstance(raw.get("separated"), bool):
         run.separated = raw["separated"]
-        return
+        return None
     if isinstance(raw.get("service"), dict):
         _observe_service(run, raw["service"])
-        return
+        return None
     process = raw.get("process")
     if type(process) is not int or not 0 <= process < run.processes:
-        return
+        return None
     if "exit" in raw:
         if type(raw["exit"]) is int:
             run.exits[process] = raw["exit"]
-        return
+        return None
     if "pid" in raw:
         if type(raw["pid"]) is int:
             run.sandbox_pids[process] = raw["pid"]
-        return
+        return None
     try:
         message = protocol.decode(raw.get("report"))
     except (protocol.ProtocolError, TypeError, ValueError, RecursionError):
-        return
+        return None
     if not isinstance(message, dict):
-        return
+        return None
     if message.get("ready") is True:
         run.ready.add(process)
-        return
+        return None
     devices = message.get("devices")
     if not run.observed_joins and isinstance(devices, list) and all(type(d) is int for d in devices):
         run.published[process] = devices   # its own word: only where no coordinator of the grader's saw them
-        return
+        return None
     if isinstance(message.get("import_error"), str) and run.import_error is None:
         run.import_error = message["import_error"]
     step = message.get("step")
     if step not in run.steps:
-        return
+        return None
     if message.get("started") is True:
         run.started[process] = step
         run.seen[(process, step, "started")] = when
     elif ("ok" in message or isinstance(message.get("error"), dict)) and isinstance(message.get("seconds"), float):
         run.reports[(process, step)] = message
         run.seen[(process, step, "done")] = when
-        if step == run.join_step and "ok" in message and process not in run.connection and sandbox is not None:
-            run.connection[process] = _connection(run, process, sandbox)
+        if "ok" in message and sandbox is not None and step in (run.join_step, run.proof_step) \
+                and (process, step) not in run.sockets:
+            held = _census(run, process, sandbox)
+            if step == run.join_step:
+                run.connection[process] = held if isinstance(held, str) else _connected(run, held)
+            if not isinstance(held, str):
+                run.sockets[(process, step)] = held
+            return step
+    return None
 
 
-def _connection(run: ClusterRun, process: int, sandbox: confinement.ConfinedProcess) -> str | None:
-    """The harness's own look, as the process's join step has just returned: None when it holds a
-    connection to the coordinator, else what the harness saw."""
+def _census(run: ClusterRun, process: int, sandbox: confinement.ConfinedProcess) -> list[Connection] | str:
+    """The harness's own look at the TCP sockets `process` holds, as one of its steps has just returned; or
+    why the harness could not look."""
     pid = run.sandbox_pids.get(process)
     launcher = cluster_census.launcher_pid(sandbox.pid)
     if pid is None or launcher is None:
@@ -284,13 +407,21 @@ def _connection(run: ClusterRun, process: int, sandbox: confinement.ConfinedProc
     host = cluster_census.host_pid(launcher, pid)
     if host is None:
         return f"the grader found no process of pid {pid} among the launcher's children"
-    port = run.coordinator.rpartition(":")[2]
-    return cluster_census.connected_to(host, int(port)) if port.isdigit() else "the run had no coordinator"
-
-
-def _let_go(hold_w: int) -> None:
     try:
-        os.write(hold_w, b"1")
+        return cluster_census.tcp_connections(host)
+    except OSError as exc:
+        return f"the grader could not see its connections ({exc.strerror or exc})"
+
+
+def _connected(run: ClusterRun, held: list[Connection]) -> str | None:
+    port = run.coordinator.rpartition(":")[2]
+    return cluster_census.connected(held, int(port)) if port.isdigit() else "the run had no coordinator"
+
+
+def _tell_launcher(hold_w: int, word: str) -> None:
+    """"census I" (process I may go on) or "go" (every process may leave): grader.worker.cluster_launch."""
+    try:
+        os.write(hold_w, f"{word}\n".encode())
     except OSError:   # the launcher is gone
         pass
 
@@ -298,11 +429,11 @@ def _let_go(hold_w: int) -> None:
 def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, devices_per_process: int = 4,
                 isolation: confinement.Isolation | None = None, quiet_seconds: float = QUIET_SECONDS,
                 limit_seconds: float = LIMIT_SECONDS, scratch: Path | None = None,
-                launcher: str = "local") -> ClusterRun:
+                launcher: str = "local", limits: confinement.WorkerLimits | None = None) -> ClusterRun:
     """Run the student's module in `processes` processes, each running `driver` (a course's driver, never a
     submission's), and collect what each reports. isolation None: a plain process tree of its own (a
     student's `shardlab check`). launcher "srun": one srun step's tasks (grader.worker.cluster_srun), never
-    with isolation."""
+    with isolation. limits: each process's, as a worker's (--memory-limit); the worker's default if None."""
     from grader.worker import cluster_srun
 
     if launcher not in ("local", "srun"):
@@ -315,7 +446,7 @@ def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, device
     level = isolation or confinement.Isolation.PROCESS
     # Unseeded: no process can know another's inputs in advance.
     inputs = driver.draw(np.random.default_rng(), processes, devices_per_process)
-    run = ClusterRun(processes, devices_per_process, driver.steps, inputs, level.value)
+    run = ClusterRun(processes, devices_per_process, driver.steps, inputs, level.value, proof_step=driver.proof_step)
     workdir = Path(tempfile.mkdtemp(prefix="cluster-", dir=scratch))
     run.workdir = str(workdir)
     if launcher == "srun":
@@ -325,7 +456,7 @@ def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, device
     output_path = workdir.parent / f"{workdir.name}.out"
     report_r, report_w = os.pipe()
     tasks_r, tasks_w = os.pipe()
-    hold_r, hold_w = os.pipe()   # the harness's word that the processes may leave (cluster_launch)
+    hold_r, hold_w = os.pipe()   # the harness's word: a census taken, or the processes may leave (cluster_launch)
     env = confinement.sandbox_environment(workdir, JAX_PLATFORMS="cpu")
     argv = [sys.executable, "-I", "-B", "-m", "grader.worker.cluster_launch", str(report_w), str(tasks_r),
             str(hold_r), str(module_path)]
@@ -333,10 +464,12 @@ def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, device
     with open(output_path, "ab") as output:
         process = confinement.spawn_confined(argv, level=level, workdir=workdir, readable=[module_path.parent],
                                              env=env, pass_fds=(report_w, tasks_r, hold_r), stdout=output,
-                                             network=True)
+                                             network=True, limits=limits or confinement.WorkerLimits())
     for fd in (report_w, tasks_r, hold_r):
         os.close(fd)
     messages: queue.Queue = queue.Queue()
+    proved: set[int] = set()   # processes the harness has looked at after the proof step
+    told: set[int] = set()     # of those, the ones told to go on
     reader = threading.Thread(target=_read_reports, args=(report_r, messages), daemon=True)
     reader.start()
     try:
@@ -356,9 +489,20 @@ def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, device
             if raw is None:
                 break
             if raw.get("finished") is True:   # every report before it is recorded, every census taken
-                _let_go(hold_w)
+                _tell_launcher(hold_w, "go")
                 continue
-            _record(run, raw, time.monotonic() - begun, process)
+            censused = _record(run, raw, time.monotonic() - begun, process)
+            if censused == run.join_step:
+                _tell_launcher(hold_w, f"census {raw['process']}")
+            elif censused is not None:
+                proved.add(raw["process"])
+            # After the proof step every process waits until the harness has looked at all of them: the
+            # gloo connections between two processes are then seen while both hold them.
+            if proved - told and all(p in proved or p in run.exits or (p, run.proof_step) in run.reports
+                                     for p in range(run.processes)):
+                for p in sorted(proved - told):
+                    _tell_launcher(hold_w, f"census {p}")
+                told |= proved
     finally:
         process.kill_tree()   # whatever is left of the run, the sandbox's loopback with it
         reader.join(timeout=10)

@@ -7,6 +7,10 @@ which defines:
 
     STEPS           every step a process reports, in the order it takes them. The first is the join: when
                     it returns, the harness looks for the process's connection to the grader's coordinator.
+    PROOF_STEP      (optional) the step, soon after the join, in which every process takes part in a
+                    collective of the grader's over every device of every process: when it returns, the
+                    harness looks for the process's connections to the others' gloo, and nothing a process
+                    reports counts unless jax's collectives met there (grader.worker.cluster).
     draw(rng, processes, devices_per_process)
                     in the harness: what each process is given this run, drawn from `rng` (unseeded, per
                     run). Returns an object whose for_process(i) is process i's inputs (plain values the
@@ -55,6 +59,10 @@ class Driver:
         return self.steps[0]
 
     @property
+    def proof_step(self) -> str | None:
+        return getattr(self.module, "PROOF_STEP", None)
+
+    @property
     def digest(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()
 
@@ -62,16 +70,17 @@ class Driver:
         return self.module.draw(rng, processes, devices_per_process)
 
 
-def module_from_source(source: str, name: str, filename: str) -> types.ModuleType:
-    """The driver's source run as a module named `name` (registered: dataclasses look modules up by name)."""
+def module_from_source(source: str, name: str, filename: str, *, keep: bool = True) -> types.ModuleType:
+    """The driver's source run as a module named `name` (registered while it runs: dataclasses look modules up
+    by name; kept in sys.modules only if `keep`)."""
     module = types.ModuleType(name)
     module.__file__ = filename
     sys.modules[name] = module
     try:
         exec(compile(source, filename, "exec"), module.__dict__)
-    except BaseException:
-        del sys.modules[name]
-        raise
+    finally:
+        if not keep:
+            del sys.modules[name]
     return module
 
 
@@ -88,4 +97,7 @@ def load_driver(path: Path) -> Driver:
     for function in ("draw", "run"):
         if not callable(getattr(module, function, None)):
             raise DriverError(f"{path} defines no function {function}()")
+    proof = getattr(module, "PROOF_STEP", None)
+    if proof is not None and proof not in steps[1:]:
+        raise DriverError(f"{path}: PROOF_STEP must be one of STEPS after the join")
     return Driver(path, source, module)

@@ -20,15 +20,16 @@ every process may write]}. Relayed to REPORT_FD: {"coordinator": "host:port"},
 {"separated": bool} (each process got a Landlock ruleset of its own), {"service": what the coordinator
 reported}, {"process": i, "pid": its pid here}, {"process": i, "report": ...}, {"process": i, "exit": code},
 and {"finished": true} once every process has finished: the processes then wait until the harness writes
-to HOLD_FD (or closes it), so that none leaves before the harness has looked at it (its census of each
-process's connection, taken when its report of the join step arrives). This ends when every process has.
+"go" to HOLD_FD (or closes it), so that none leaves before the harness has read every report. HOLD_FD also
+carries "census I" lines: the harness has looked at process I's connections (after its join step and its
+proof step, which I waits on: grader.worker.cluster_process), which the launcher passes on to process I.
+This ends when every process has.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import select
 import socket
 import subprocess
 import sys
@@ -40,7 +41,7 @@ from grader.worker.launch import landlock_abi
 
 REPORT_LIMIT = 1 << 20          # a process's report holds a few small arrays; anything larger is dropped
 LISTEN_SECONDS = 120.0          # how long the processes wait for the coordinator before trying anyway
-COMPLETE_SECONDS = 5.0          # once every process has finished, how long the coordinator may still report
+COMPLETE_SECONDS = 5.0          # once the coordinator has ended, how long its last reports may take to relay
 HOLD_SECONDS = 10.0             # then how long the harness may take to read every report before they leave
 UNUSED_BIND_ADDRESS = "127.0.0.1:0"   # where the student's process 0 starts jax's service, which no one joins
 
@@ -63,9 +64,9 @@ class Relay:
 
 
 def start_coordinator(address: str, processes: int, relay: Relay) -> tuple[subprocess.Popen, dict]:
-    """The grader's coordinator, and events set when it listens, when every process has registered, when
-    it has seen every process publish its devices, and when it has ended (or failed)."""
-    events = {name: threading.Event() for name in ("listening", "registered", "complete", "ended", "stopping")}
+    """The grader's coordinator, and events set when it listens, when every process has registered, and
+    when it has ended (or failed) and everything it reported has been relayed."""
+    events = {name: threading.Event() for name in ("listening", "registered", "ended", "stopping")}
     read_fd, write_fd = os.pipe()
     coordinator = subprocess.Popen([sys.executable, "-I", "-B", "-m", "grader.worker.cluster_coordinator",
                                     str(write_fd), address, str(processes)],
@@ -78,7 +79,7 @@ def start_coordinator(address: str, processes: int, relay: Relay) -> tuple[subpr
             while True:
                 message = protocol.receive(read_fd, REPORT_LIMIT)
                 relay({"service": message})
-                for name in ("listening", "registered", "complete"):
+                for name in ("listening", "registered"):
                     if message.get(name) is True:
                         events[name].set()
                 if "failed" in message:
@@ -94,15 +95,32 @@ def start_coordinator(address: str, processes: int, relay: Relay) -> tuple[subpr
     return coordinator, events
 
 
-def child_command(folder: Path, spec: dict, report_fd: int, release_fd: int, module_path: str,
-                  separated: bool) -> list[str]:
-    """The process's command: grader.worker.launch applies its own Landlock ruleset, then becomes it."""
+def filtered() -> bool:
+    """Whether this launcher runs under a seccomp filter (the run's): its processes then get theirs on top."""
+    try:
+        with open("/proc/self/status") as status:
+            return any(line.split() == ["Seccomp:", "2"] for line in status)
+    except OSError:
+        return False
+
+
+def child_command(folder: Path, spec: dict, report_fd: int, release_fd: int, census_fd: int, module_path: str,
+                  separated: bool, filtered: bool) -> list[str]:
+    """The process's command: grader.worker.launch applies its own Landlock ruleset and seccomp filter (no
+    UNIX, datagram or System V sockets and memory: grader.worker.seccomp), then becomes it."""
     config: dict = {"cwd": str(folder)}
     if separated:
         config["landlock"] = {"read": spec["readable"], "write": [str(folder), *spec["writable"]], "network": True}
+    if filtered:
+        config["seccomp"] = {"profile": "process"}
     process = [sys.executable, "-I", "-B", "-m", "grader.worker.cluster_process", str(report_fd), str(release_fd),
-               module_path]
-    return [sys.executable, "-I", "-B", "-m", "grader.worker.launch", json.dumps(config), "--", *process]
+               str(census_fd), module_path]
+    return [*launched_with(config), *process]
+
+
+def launched_with(config: dict) -> list[str]:
+    """The command prefix that applies `config` (grader.worker.launch) to a process of the run, then runs it."""
+    return [sys.executable, "-I", "-B", "-m", "grader.worker.launch", json.dumps(config), "--"]
 
 
 def copy_output(fd: int, lock: threading.Lock) -> None:
@@ -111,6 +129,21 @@ def copy_output(fd: int, lock: threading.Lock) -> None:
         with lock:
             os.write(1, chunk)
     os.close(fd)
+
+
+def pass_on_the_harness_word(hold_fd: int, census: list[int], let_go: threading.Event) -> None:
+    """Each "census I" line from the harness, to process I; "go" (or the harness's end) lets every process go."""
+    with os.fdopen(hold_fd, "rb", buffering=0) as hold:
+        for line in hold:
+            word, _, index = line.decode(errors="replace").strip().partition(" ")
+            if word == "go":
+                break
+            if word == "census" and index.isdigit() and int(index) < len(census):
+                try:
+                    os.write(census[int(index)], b"1")
+                except OSError:   # that process is gone
+                    pass
+    let_go.set()
 
 
 def main(argv: list[str]) -> int:
@@ -123,6 +156,7 @@ def main(argv: list[str]) -> int:
     relay({"coordinator": coordinator_address})
     separated = landlock_abi() >= 1
     relay({"separated": separated})
+    own_filter = filtered()
     coordinator, events = start_coordinator(coordinator_address, len(tasks), relay)
 
     # A process that has finished waits for the others before it exits: a process that leaves early
@@ -130,19 +164,22 @@ def main(argv: list[str]) -> int:
     release_r, release_w = os.pipe()
     unfinished = threading.Semaphore(0)
     output_lock = threading.Lock()
-    children, copies = [], []
+    children, copies, census = [], [], []
     for index, task in enumerate(tasks):
         folder = Path.cwd() / f"process-{index}"
         folder.mkdir(mode=0o700)
         read_fd, write_fd = os.pipe()
         output_r, output_w = os.pipe()
+        census_r, census_w = os.pipe()
+        census.append(census_w)
         env = {**os.environ, "HOME": str(folder), "TMPDIR": str(folder), "SHARDLAB_PROCESS": str(index),
                "XLA_FLAGS": f"--xla_force_host_platform_device_count={int(task['devices'])}",
                "JAX_PLATFORMS": "cpu", "JAX_COORDINATOR_BIND_ADDRESS": UNUSED_BIND_ADDRESS}
-        child = subprocess.Popen(child_command(folder, spec, write_fd, release_r, module_path, separated),
+        child = subprocess.Popen(child_command(folder, spec, write_fd, release_r, census_r, module_path, separated,
+                                               own_filter),
                                  stdin=subprocess.PIPE, stdout=output_w, stderr=output_w, cwd=folder, env=env,
-                                 pass_fds=(write_fd, release_r))
-        for fd in (write_fd, output_w):
+                                 pass_fds=(write_fd, release_r, census_r))
+        for fd in (write_fd, output_w, census_r):
             os.close(fd)
         copies.append(threading.Thread(target=copy_output, args=(output_r, output_lock), daemon=True))
         copies[-1].start()
@@ -171,17 +208,16 @@ def main(argv: list[str]) -> int:
         os.close(read_fd)
         relay({"process": index, "exit": child.wait()})
 
+    let_go = threading.Event()
+    threading.Thread(target=pass_on_the_harness_word, args=(hold_fd, census, let_go), daemon=True).start()
     threads = [threading.Thread(target=serve, args=(i, task, *children[i])) for i, task in enumerate(tasks)]
     for thread in threads:
         thread.start()
     for _ in threads:
         unfinished.acquire()
-    # Every process has finished (or died): what the coordinator saw is reported before any leaves.
-    if events["registered"].is_set() and not events["ended"].is_set():
-        events["complete"].wait(COMPLETE_SECONDS)
+    # Every process has finished (or died): the gate reported each request before the service saw it.
     relay({"finished": True})
-    select.select([hold_fd], [], [], HOLD_SECONDS)   # the harness's word (or its end)
-    os.close(hold_fd)
+    let_go.wait(HOLD_SECONDS)   # the harness's word (or its end)
     os.close(release_w)
     for thread in threads:
         thread.join()
@@ -190,6 +226,7 @@ def main(argv: list[str]) -> int:
     events["stopping"].set()
     coordinator.kill()
     coordinator.wait()
+    events["ended"].wait(COMPLETE_SECONDS)   # what it reported last is relayed before the launcher goes
     return 0
 
 

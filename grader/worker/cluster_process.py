@@ -1,19 +1,23 @@
 """One process of a multi-process run (ex12): it runs the exercise's driver, which calls the student's
 functions in the exercise's order, and reports what each returned, as data, to the harness.
 
-    python -I -B -m grader.worker.cluster_process REPORT_FD RELEASE_FD MODULE_PATH   (its task, JSON, on stdin)
+    python -I -B -m grader.worker.cluster_process REPORT_FD RELEASE_FD CENSUS_FD MODULE_PATH   (its task on stdin)
 
 Started by grader.worker.cluster_launch, with its host devices in XLA_FLAGS: it imports jax first, then
 waits for its task: {"process_id", "processes", "devices", "coordinator", "inputs" (what the harness drew
 for this process alone, encoded), "driver" ({"source", "name"}: the exercise's driver, course code the
-harness read from the course's tests, which this process cannot read; grader.worker.cluster_driver)}.
+harness read from the course's tests, which this process cannot read; grader.worker.cluster_driver),
+"census" (the steps after which the harness looks at the process's connections)}.
 No process is told another's inputs. Like the worker, this runs confined and decides nothing: the
 student's code can rewrite it, and the driver, at run time, so the harness takes its reports as "data
 that claims to be the answer" and checks them against what it sees itself (see grader.worker.cluster).
 
 Before each call the process reports {"step", "started"}, after it {"step", "ok" | "error", "seconds"}:
-a run that hangs is killed by the harness, which then knows where each process stood. At the end it says
-{"finished"} and waits until RELEASE_FD closes, when every process has finished.
+a run that hangs is killed by the harness, which then knows where each process stood. After a census
+step has returned, the process waits for a byte on CENSUS_FD (the harness's word, through the launcher,
+that it has looked, after the proof step at every process; at most CENSUS_SECONDS): what the harness sees
+is then the processes as the step left them, not as a next call, or a death, has made them. At the end
+it says {"finished"} and waits until RELEASE_FD closes, when every process has finished.
 
 Under srun (grader.worker.cluster_srun) the same run() runs each task, given a task whose "coordinator"
 is None: the join step is then called with (None, None, None), so that jax reads Slurm's environment
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import select
 import sys
 import time
 import traceback
@@ -33,9 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-# The driver's module name in the process (a student's module that rewrites the driver finds it here;
-# nothing rests on the driver's honesty).
-DRIVER_MODULE = "shardlab_driver"
+CENSUS_SECONDS = 10.0   # the longest a process waits for the harness's census before it goes on regardless
 
 
 def _frames(exc: BaseException, module_path: Path) -> list[dict]:
@@ -56,6 +60,8 @@ class Process:
     module_path: Path
     report: Callable[[dict], None]
     join_step: str = ""     # the driver's first step
+    census_steps: tuple[str, ...] = ()             # after these, wait for the harness's look (census())
+    census: Callable[[], object] = lambda: None
 
     @property
     def join_arguments(self) -> tuple[str | None, int | None, int | None]:
@@ -84,6 +90,8 @@ class Process:
             answer = {"error": protocol.encode_error(exc, _frames(exc, self.module_path))}
         try:
             self.report({"step": name, "seconds": seconds, **answer})
+            if "ok" in answer and name in self.census_steps:
+                self.census()
         except protocol.UnsupportedValue as exc:
             self.report({"step": name, "seconds": seconds, "error": {
                 "type": "TypeError", "base": "TypeError", "frames": [],
@@ -100,12 +108,16 @@ class Process:
         self.report({"devices": [int(d.id) for d in jax.local_devices()]})
 
 
-def run(task: dict, module_path: Path, report: Callable[[dict], None]) -> None:
+def run(task: dict, module_path: Path, report: Callable[[dict], None],
+        census: Callable[[], object] = lambda: None) -> None:
     from grader.course.implementations import load_file
     from grader.worker import protocol
     from grader.worker.cluster_driver import module_from_source
 
-    driver = module_from_source(task["driver"]["source"], DRIVER_MODULE, task["driver"]["name"])
+    # Under a name drawn here and left out of sys.modules: the student's module cannot import it or find it
+    # by name. (Code in the same process can still reach anything; nothing rests on the driver's honesty.)
+    driver = module_from_source(task["driver"]["source"], f"_driver_{secrets.token_hex(8)}", task["driver"]["name"],
+                                keep=False)
     inputs = protocol.decode(task["inputs"])
     report({"ready": True})   # jax is imported: from here on, a silence is the student's code
     try:
@@ -116,12 +128,14 @@ def run(task: dict, module_path: Path, report: Callable[[dict], None]) -> None:
     coordinator = task["coordinator"]
     driver.run(Process(int(task["process_id"]), int(task["processes"]), int(task["devices"]),
                        None if coordinator is None else str(coordinator), inputs, module, module_path, report,
-                       join_step=driver.STEPS[0]))
+                       join_step=driver.STEPS[0], census_steps=tuple(map(str, task.get("census", ()))),
+                       census=census))
 
 
-def run_and_report(task: dict, module_path: Path, fd: int, released: Callable[[], object]) -> None:
-    """Run `task`, each report sent on `fd`; say "finished"; wait until released() returns (every process has
-    finished); then leave."""
+def run_and_report(task: dict, module_path: Path, fd: int, released: Callable[[], object],
+                   census: Callable[[], object] = lambda: None) -> None:
+    """Run `task`, each report sent on `fd` (after a census step, wait until census() returns); say
+    "finished"; wait until released() returns (every process has finished); then leave."""
     from grader.worker import protocol
 
     def report(message: dict) -> None:
@@ -129,7 +143,7 @@ def run_and_report(task: dict, module_path: Path, fd: int, released: Callable[[]
         sys.stderr.flush()
         protocol.send(fd, protocol.encode(message))
 
-    run(task, module_path, report)
+    run(task, module_path, report, census)
     protocol.send(fd, {"finished": True})
     sys.stdout.flush()
     sys.stderr.flush()
@@ -139,13 +153,19 @@ def run_and_report(task: dict, module_path: Path, fd: int, released: Callable[[]
     os._exit(0)
 
 
+def census_taken(fd: int) -> None:
+    """Wait for the harness's word that it has looked at this process (or CENSUS_SECONDS)."""
+    if select.select([fd], [], [], CENSUS_SECONDS)[0]:
+        os.read(fd, 1)
+
+
 def main(argv: list[str]) -> int:
-    report_fd, release_fd, module_path = int(argv[0]), int(argv[1]), Path(argv[2])
+    report_fd, release_fd, census_fd, module_path = int(argv[0]), int(argv[1]), int(argv[2]), Path(argv[3])
     import jax  # noqa: F401  (imported while the coordinator starts: the task comes once it listens)
 
     task = json.loads(sys.stdin.read())
     sys.stdin.close()
-    run_and_report(task, module_path, report_fd, lambda: os.read(release_fd, 1))
+    run_and_report(task, module_path, report_fd, lambda: os.read(release_fd, 1), lambda: census_taken(census_fd))
 
 
 if __name__ == "__main__":

@@ -427,7 +427,7 @@ def spawn_confined(argv: list[str], *, level: Isolation, workdir: Path, readable
         outer = {"cgroups": group.join if group else [], "oom_score_adj": OOM_SCORE_ADJ}
         inner = {"rlimits": _rlimits(limits, plan), "drop_capabilities": True, "cwd": str(workdir),
                  **({"user": [user.uid, user.gid]} if user else {}),
-                 **({"seccomp": {"network": network}} if plan.seccomp else {})}
+                 **({"seccomp": {"profile": "run" if network else "worker"}} if plan.seccomp else {})}
         if level is Isolation.BUBBLEWRAP:
             inside = containment.launcher(inner, argv, as_module=True)
             command = containment.joining(outer["cgroups"], OOM_SCORE_ADJ, _bwrap_command(inside, workdir, readable,

@@ -7,7 +7,7 @@ CONFIG_JSON (every key optional but cwd):
      "namespaces": {"user": bool, "loopback": bool} (a network, IPC and UTS namespace of its own; with
        "user", in a user namespace of its own that maps this process's uid and gid to themselves),
      "user": [uid, gid] (as root: become that user), "drop_capabilities": bool, "die_with_parent": bool,
-     "landlock": {"read": [...], "write": [...], "network": bool}, "seccomp": {"network": bool},
+     "landlock": {"read": [...], "write": [...], "network": bool}, "seccomp": {"profile": "worker" | "run" | "process"},
      "cwd": path}
 
 In this order: join the control groups (before anything here can fork), make the worker the first the
@@ -228,7 +228,7 @@ def apply(config: dict) -> None:
         rules = config["landlock"]
         apply_landlock(rules["read"], rules["write"], rules.get("network", False))
     if config.get("seccomp") is not None:
-        seccomp.install(config["seccomp"].get("network", False))
+        seccomp.install(config["seccomp"]["profile"])
 
 
 def main(argv: list[str]) -> None:

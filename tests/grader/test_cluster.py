@@ -22,10 +22,10 @@ from grader.course import catalog
 from grader.course.implementations import ImplementationImportError
 from grader.worker import confinement
 from grader.worker.cluster import ClusterCrashed, ClusterTimeout, run_cluster
-from grader.worker.cluster_census import connected_to
-from grader.worker.cluster_coordinator import read_topology
+from grader.worker.cluster_census import connected, tcp_connections
 from grader.worker.cluster_driver import DriverError, load_driver
-from grader.worker.confinement import Isolation
+from grader.worker.cluster_records import LocalTopology, read_local_topology
+from grader.worker.confinement import Isolation, worker_limits
 from grader.worker.launch import landlock_abi
 
 EX12 = catalog.get("ex12_multi_controller")
@@ -115,6 +115,55 @@ def test_each_process_writes_only_its_own_folder_and_reads_no_other(tmp_path):
     assert_nothing_left(run)
 
 
+# What a process of a run could share with another besides TCP: it reports which of these it could make.
+SIDE_CHANNELS = """
+    import ctypes as _ctypes, socket as _socket
+    def process_summary():
+        made = []
+        def _try(name, make):
+            try:
+                make()
+                made.append(name)
+            except OSError:
+                pass
+        _try("udp", lambda: _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM).close())
+        _try("unix", lambda: _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM).close())
+        _libc = _ctypes.CDLL(None, use_errno=True)
+        for _name, _call in (("shm", lambda: _libc.shmget(0, 4096, 0o1600)),
+                             ("sem", lambda: _libc.semget(0, 1, 0o1600)),
+                             ("msg", lambda: _libc.msgget(0, 0o1600)),
+                             ("mq", lambda: _libc.mq_open(b"/rows", 0o100, 0o600, None))):
+            if _call() != -1:
+                made.append(_name)
+        _try("tcp", lambda: _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM).close())
+        return made
+"""
+
+
+@pytest.mark.slow
+def test_a_process_of_a_run_can_make_tcp_sockets_and_nothing_else_to_share(tmp_path):
+    run = run_cluster(DRIVER, module(tmp_path, SIDE_CHANNELS), isolation=sandbox(), quiet_seconds=QUIET)
+    for process in range(2):
+        assert run.result(process, "process_summary") == ["tcp"]   # jax's gRPC and gloo need no more
+    assert_nothing_left(run)
+
+
+ADDRESS_SPACE = """
+    import resource as _resource
+    def process_summary():
+        return _resource.getrlimit(_resource.RLIMIT_AS)[0]
+"""
+
+
+@pytest.mark.slow
+def test_each_process_of_a_run_holds_the_memory_limit_a_worker_would(tmp_path):
+    limits = worker_limits(3 << 30)   # --memory-limit 3
+    run = run_cluster(DRIVER, module(tmp_path, ADDRESS_SPACE), isolation=sandbox(), quiet_seconds=QUIET,
+                      limits=limits)
+    assert [run.result(p, "process_summary") for p in range(2)] == [limits.memory_bytes] * 2
+    assert_nothing_left(run)
+
+
 # What jax 0.10's CPU client published for processes 0 and 1 of a run of 2 x 4 devices (captured).
 BOOT = b"\x12$b3217682-2ea3-4325-8710-0097c1362d79"
 PUBLISHED = {
@@ -128,17 +177,19 @@ PUBLISHED = {
 
 
 def test_the_devices_a_process_publishes_are_read():
-    assert read_topology(PUBLISHED[0]) == (0, [0, 1, 2, 3])   # node 0 and device 0: fields left out, as 0
-    assert read_topology(PUBLISHED[1]) == (1, [2048, 2049, 2050, 2051])
+    # node 0 and device 0: fields left out, as 0
+    assert read_local_topology(PUBLISHED[0]) == LocalTopology(0, (0, 1, 2, 3))
+    assert read_local_topology(PUBLISHED[1]) == LocalTopology(1, (2048, 2049, 2050, 2051))
 
 
 def test_the_census_sees_a_connection_only_to_its_port():
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
         with socket.create_connection(("127.0.0.1", port)):
-            assert connected_to(os.getpid(), port) is None
+            held = tcp_connections(os.getpid())
+            assert connected(held, port) is None
             elsewhere = port + 1 if port < 65535 else 1
-            assert "none connected to the coordinator's port" in connected_to(os.getpid(), elsewhere)
+            assert "none connected to the coordinator's port" in connected(held, elsewhere)
 
 
 HANG_IN_SUM = """
@@ -181,6 +232,23 @@ def test_a_process_that_dies_is_reported_and_the_others_are_stopped(tmp_path):
     run.result(0, "global_from_local")   # building it needs no other process
     with pytest.raises((ClusterTimeout, ClusterCrashed)):
         run.result(0, "global_sum")
+    assert_nothing_left(run)
+
+
+def test_a_process_that_dies_right_after_the_proof_still_joined(tmp_path):
+    """The harness looks at each process as its join and its proof step left it (the process waits for that
+    look), so a process that dies at its next call, before the harness has read its report, still joined."""
+    twist = """
+        import os as _os
+        def process_summary():
+            _os._exit(3)
+    """
+    run = run_cluster(DRIVER, module(tmp_path, twist), isolation=sandbox(), quiet_seconds=QUIET)
+    assert [run.not_joined(p) for p in range(run.processes)] == [None] * run.processes
+    run.result(0, "initialize")
+    run.result(1, "initialize")
+    with pytest.raises(ClusterCrashed, match=r"ended during process_summary\(\).*exited with status 3"):
+        run.result(1, "process_summary")
     assert_nothing_left(run)
 
 

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from grader.course import paths
-from grader.worker import cgroups, confinement, containment, sandbox_users
+from grader.worker import cgroups, cluster_launch, confinement, containment, sandbox_users
 from grader.worker.confinement import Isolation
 from grader.worker.containment import Identity
 from grader.worker.launch import landlock_abi
@@ -192,14 +192,19 @@ def sandboxes():
 
 def confined(tmp_path: Path, name: str, level: Isolation, script: str, *args: str, network: bool = False,
              limits: confinement.WorkerLimits | None = None) -> tuple[confinement.ConfinedProcess, Path]:
-    """Start `script` confined at `level` in a folder of its own; its output goes to the returned file."""
+    """Start `script` confined at `level` in a folder of its own; its output goes to the returned file. With
+    `network`, as a process of a run (ex12): in a run's sandbox, under the filter each process gets on top."""
     folder = tmp_path / name
     (folder / "work").mkdir(parents=True)
     (folder / "script.py").write_text(textwrap.dedent(script))
     folder.chmod(0o755)
     output = folder / "out"
+    command = [sys.executable, "-I", str(folder / "script.py"), *args]
+    if network and containment.plan(level.value).seccomp:
+        command = [*cluster_launch.launched_with({"cwd": str(folder / "work"), "seccomp": {"profile": "process"}}),
+                   *command]
     with open(output, "wb") as stdout:
-        process = confinement.spawn_confined([sys.executable, "-I", str(folder / "script.py"), *args], level=level,
+        process = confinement.spawn_confined(command, level=level,
                                              workdir=folder / "work", readable=[folder], stdout=stdout,
                                              env={"PATH": "/usr/bin:/bin"}, network=network,
                                              limits=limits or confinement.WorkerLimits())

@@ -1,8 +1,10 @@
 """ex12's driver (grader.worker.cluster_driver says what a driver is): what the harness gives each of the
 run's processes, and what each process does with the student's module.
 
-Every process calls initialize, process_summary, global_from_local, global_sum, gather_to_host and
-barrier, in that order, then the grader's own use of the array global_from_local returned (USE_STEP).
+Every process calls initialize, then takes part in the grader's own collective over every device of every
+process (PROOF_STEP: the harness sees, at jax's coordination service and in /proc, whether it went through
+jax's collectives), then calls process_summary, global_from_local, global_sum, gather_to_host and barrier,
+in that order, then the grader's own use of the array global_from_local returned (USE_STEP).
 Each process is given only its own rows, drawn per run: separate rows for global_from_local and for the
 grader's array passed to global_sum and gather_to_host, so a sum or a gather right in every process came
 through the processes' collectives, and the rows of global_from_local's array reach a process only
@@ -25,7 +27,11 @@ import numpy as np
 # every process. They are rows the processes are given for that call only, so they reach a process only
 # through that array (the grader's array for global_sum and gather_to_host holds other rows).
 USE_STEP = "use_global_array"
-STEPS = ("initialize", "process_summary", "global_from_local", "global_sum", "gather_to_host", "barrier", USE_STEP)
+# The grader's own collective, right after the join: a sum over every device of every process. Whether it went
+# through jax's collectives (gloo) is what the harness checks before anything a process reports counts.
+PROOF_STEP = "sum_over_every_device"
+STEPS = ("initialize", PROOF_STEP, "process_summary", "global_from_local", "global_sum", "gather_to_host", "barrier",
+         USE_STEP)
 BARRIER_NAME = "shardlab-ex12"
 ROWS_PER_PROCESS = 8
 LATENESS = (1.0, 2.0)   # seconds the late process comes to the barrier after the others, drawn per run
@@ -92,6 +98,17 @@ def use_global_array(arr):
     return np.asarray(whole)
 
 
+def sum_over_every_device(mesh) -> float:
+    """The grader's collective: every device of every process contributes a one; each process gets the total."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    ones = jax.make_array_from_process_local_data(NamedSharding(mesh, PartitionSpec("d")),
+                                                  np.ones(jax.local_device_count(), np.float32))
+    return float(jax.jit(jnp.sum, out_shardings=NamedSharding(mesh, PartitionSpec()))(ones))
+
+
 def describe_host_array(value) -> dict:
     import jax
 
@@ -123,10 +140,11 @@ def run(process) -> None:
     # jax's backend starts here (unless initialize started it): once joined, it publishes this process's
     # devices to the coordinator, where the grader sees them.
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
-    step("process_summary", lambda: module.process_summary())
-    # The grader's own mesh and array, so that each function is graded on correct inputs: devices in
-    # process order, so process i's rows are block i of the global array.
+    # The grader's own mesh, so that each function is graded on correct inputs: devices in process order, so
+    # process i's rows are block i of the global array.
     mesh = Mesh(np.array(devices), ("d",), axis_types=(jax.sharding.AxisType.Explicit,))
+    step(PROOF_STEP, lambda: sum_over_every_device(mesh))
+    step("process_summary", lambda: module.process_summary())
     given = jax.make_array_from_process_local_data(NamedSharding(mesh, PartitionSpec("d")), inputs["given"])
     _, built = step("global_from_local", lambda: module.global_from_local(inputs["rows"].copy(), mesh),
                     describe_global_array)
