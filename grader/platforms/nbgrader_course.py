@@ -41,9 +41,16 @@ which a rebuild leaves alone and which is read last.
 """
 
 import os
+import sys
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it reads this file)
 here = os.path.dirname(os.path.abspath(__file__))
+
+# nbgrader runs `alembic` by name when it makes a gradebook: the one installed beside the Python running
+# nbgrader, so that `.venv/bin/nbgrader` works without the venv activated.
+tools = os.path.dirname(sys.executable)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != tools:
+    os.environ["PATH"] = os.pathsep.join([tools, os.environ.get("PATH", os.defpath)])
 
 c.CourseDirectory.course_id = {course_id!r}
 c.CourseDirectory.root = here

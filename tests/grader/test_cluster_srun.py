@@ -5,6 +5,7 @@ leaves nothing running, grading refuses the launcher; and the handout README's s
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -32,6 +33,15 @@ JOIN = """    jax.distributed.initialize(coordinator_address=coordinator_address
                                process_id=process_id)
 """
 BARRIER = "    multihost_utils.sync_global_devices(name)\n"
+# The venv's executables, found beside the Python running the tests (.ci/run does not activate the venv).
+OWN_TOOLS = os.path.dirname(sys.executable)
+
+
+def _path(env: dict[str, str], *, activated: bool) -> dict[str, str]:
+    """`env` with the venv's bin/ first on PATH (activated) or not on it at all (a user who runs
+    .venv/bin/shardlab without activating)."""
+    rest = [entry for entry in env.get("PATH", os.defpath).split(os.pathsep) if entry != OWN_TOOLS]
+    return env | {"PATH": os.pathsep.join([OWN_TOOLS, *rest] if activated else rest)}
 
 
 def _module(folder: Path, source: str) -> Path:
@@ -79,8 +89,9 @@ def _check(folder: Path) -> dict[str, object]:
 def test_shardlab_check_passes_for_the_reference_under_srun(local_slurm, tmp_path):
     folder = _module(tmp_path / "solutions", REFERENCE.read_text())
     begun = time.monotonic()
-    done = subprocess.run(["shardlab", "check", "ex12", "--impl", str(folder), "--launcher", "srun"],
-                          cwd=paths.REPO_ROOT, env=local_slurm.env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([os.path.join(OWN_TOOLS, "shardlab"), "check", "ex12", "--impl", str(folder), "--launcher",
+                           "srun"], cwd=paths.REPO_ROOT, env=_path(local_slurm.env, activated=False),
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all 6 visible tests pass" in done.stdout, done.stdout
     print(f"shardlab check ex12 --launcher srun: {time.monotonic() - begun:.1f} s")
@@ -166,13 +177,15 @@ def _readme_job(tmp_path: Path) -> str:
 @pytest.mark.slow
 def test_the_readme_srun_example_runs_on_slurm(local_slurm, tmp_path):
     """The README's job, run as written inside a 2-task allocation (its #SBATCH lines, for two GPU nodes, are
-    comments to bash): srun starts 2 processes of 4 host CPU devices against the reference, and each prints
-    its own summary and the same sum and shape."""
+    comments to bash), by a student whose environment is activated (its `python` is the course's): srun starts
+    2 processes of 4 host CPU devices against the reference, and each prints its own summary and the same sum
+    and shape."""
     job = _readme_job(tmp_path / "handout")
     work = tmp_path / "work"
     shutil.copy(REFERENCE, _module(work / "exercises", "") / MODULE)
     (work / "job.sh").write_text(job)
-    env = local_slurm.env | {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+    env = _path(local_slurm.env, activated=True) | {"XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+                                                     "JAX_PLATFORMS": "cpu"}
     done = subprocess.run(["salloc", "--ntasks=2", "--overcommit", "bash", "job.sh"], cwd=work, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -5,6 +5,7 @@ reference, an untouched stub and a partly broken submission, generate_feedback a
 import ast
 import csv
 import html
+import os
 import re
 import subprocess
 import sys
@@ -39,6 +40,14 @@ AUTOGRADED = (EX09, EX12)
 # The function the "partial" student leaves as a stub, and how the tests reach it (ex12's through a check).
 BROKEN = (EX12, "barrier", "check.barrier(")
 GRADE_ID = re.compile(r"[A-Za-z0-9_-]+")
+OWN_TOOLS = os.path.dirname(sys.executable)   # the venv's bin/, where nbgrader's `alembic` is
+
+
+def unactivated() -> dict[str, str]:
+    """This environment as a user's who runs the venv's nbgrader or shardlab without activating the venv:
+    its bin/ not on PATH (.ci/run runs the suite so, as a fresh machine would)."""
+    path = [entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep) if entry != OWN_TOOLS]
+    return dict(os.environ) | {"PATH": os.pathsep.join(path)}
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +176,8 @@ def test_test_cells_carry_the_test_functions_pytest_runs(built):
     sections = notebooks.split_sections(body(cells_of(notebook, "tests-setup")[0]))
     assert sections["conftest.py"] == (EX04.tests_dir() / "conftest.py").read_text()
     assert "TOL = dict(rtol=1e-5, atol=1e-6)" in sections["test_visible.py"]
-    assert list(notebooks.split_sections(body(cells_of(built[EX01.id], "tests-setup")[0]))) == ["test_visible.py"]
+    assert list(notebooks.split_sections(body(cells_of(built[EX01.id], "tests-setup")[0]))) == [
+        *(path.name for path in EX01.support_files()), "test_visible.py"]
     for file, role in (("test_visible.py", "test"), ("test_hidden.py", "hidden")):
         parts = notebooks.test_file_parts((EX04.tests_dir() / file).read_text())
         cells = {notebooks.role_of(c)[1]: c for c in cells_of(notebook, role)}
@@ -312,7 +322,7 @@ def test_feedback_preprocessor_hides_hidden_code_and_keeps_outputs(built):
 def nbgrader(course, *args, timeout=900):
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env=unactivated())   # the course's config finds alembic
     assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     return time.monotonic() - start
 
@@ -455,3 +465,25 @@ def test_the_fast_path_records_the_grades_autograde_gives(course, tmp_path, caps
     assert not [key for key in cells if key[0] == "fast-partial" and key[1] == EX09.id]   # never submitted
     with capsys.disabled():
         print(f"\nfast path (shardlab grade --gradebook), three students at once: {seconds:.1f} s")
+
+
+@pytest.mark.slow
+def test_a_new_gradebook_is_made_without_the_venv_activated(tmp_path):
+    """`.venv/bin/shardlab grade --gradebook` into a gradebook that does not exist yet: nbgrader makes it and runs
+    `alembic` by name, which shardlab finds beside its own Python, the venv not activated."""
+    assert not [entry for entry in unactivated()["PATH"].split(os.pathsep)
+                if os.path.isfile(os.path.join(entry, "alembic"))], "an alembic outside the venv proves nothing"
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / EX01.module_file).write_text(EX01.solution_path().read_text())
+    database = tmp_path / "new" / "gradebook.db"
+    database.parent.mkdir()
+    done = subprocess.run([os.path.join(OWN_TOOLS, "shardlab"), "grade", str(submission), "--out",
+                           str(tmp_path / "out"), "--gradebook", f"sqlite:///{database}", "--student", "alice",
+                           "--exercise", EX01.id, "--timing=skip", "--quiet"],
+                          env=unactivated(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The gradebook was made (its alembic version set), and it has no notebook for ex01 until generate_assignment.
+    assert f"gradebook: {EX01.id}: no such notebook in the gradebook" in done.stderr, done.stderr[-3000:]
+    with Gradebook(f"sqlite:///{database}") as gradebook:
+        assert [student.id for student in gradebook.students] == ["alice"]
