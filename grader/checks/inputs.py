@@ -52,12 +52,6 @@ def use_secret(secret: str | None = None) -> str:
     return secret
 
 
-def grading_secret() -> int | None:
-    """The secret as one integer while grading, None in a student's own run."""
-    secret = os.environ.get(SECRET_VARIABLE)
-    return int.from_bytes(_secret_bytes(secret), "big") if secret else None
-
-
 def _secret_bytes(secret: str) -> bytes:
     try:
         raw = bytes.fromhex(secret)

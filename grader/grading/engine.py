@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
+from grader.core.bounds import clipped
 from grader.core.options import HARNESS_ALLOWANCE_BYTES, GradingOptions
 from grader.core.results import Category, TestResult
 from grader.course import catalog
@@ -216,7 +217,8 @@ def grade_submission(submission: str | Path, options: GradingOptions | None = No
                                 proof.memory_bytes, memory.applied,
                                 compile_cache=cache.describe(counts),
                                 time_limits=time_limits.describe(), parallel=len(runs)),
-        problems=prepared.problems, output=process.truncate("".join(run.output for run in runs), limits.output_chars),
+        problems=prepared.problems,
+        output=clipped("".join(run.output for run in runs), limits.output_chars, keep_end=True),   # with its end
         duration=time.monotonic() - started, visible_only=options.visible_only)
 
 

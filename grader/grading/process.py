@@ -86,11 +86,6 @@ def _child_environment(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
     return env | extra
 
 
-def truncate(text: str, limit: int) -> str:
-    """A log cut to `limit` characters: its start and its end (a crash's last words)."""
-    return clipped(text, limit, keep_end=True)
-
-
 def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, options: GradingOptions | None = None,
                      deselect: list[str] = (), collect_only: bool = False, limits: Limits | None = None,
                      deadline: float = float("inf"), time_limits: Path | None = None, prior_timeouts: list[str] = (),
@@ -140,7 +135,8 @@ def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, op
         with _SPAWNING:
             _RUNNING.discard(process.pid)
             reap_orphans(keep | _RUNNING)
-    outcome.output = truncate(output_path.read_text(errors="replace"), limits.output_chars)
+    # Its start and its end: a crash's last words.
+    outcome.output = clipped(output_path.read_text(errors="replace"), limits.output_chars, keep_end=True)
     return outcome
 
 
