@@ -18,6 +18,13 @@ so never assume the axis sizes. Values are float32. Tolerances (against a float6
 `sin_layer` rtol=1e-5, atol=1e-6; `column_sum` rtol=1e-5, atol=1e-4; `transpose_layout` exact.
 Useful tools: jax.make_mesh(shape, names, axis_types=...), NamedSharding, jax.P, jax.typeof,
 jax.eval_shape with jax.ShapeDtypeStruct(shape, dtype, sharding=...), jax.set_mesh, jax.reshard.
+
+To try things yourself on the course's 8 devices (the 2x4 mesh), start your script, REPL or notebook with
+`import jax; jax.config.update("jax_num_cpu_devices", 8)` before any other JAX call; if JAX has already
+run there, restart the REPL or kernel first (see "Experimenting on 8 devices" in the README).
+
+Grading: 15 points, sin_layer 2, column_sum 4 (1.5 of them for the all-reduce in its compiled
+program), predict_add 3.5, predict_matmul 3.5, transpose_layout 2.
 """
 
 import jax
@@ -42,9 +49,9 @@ def column_sum(x):
 
     x arrives as a 2-D array sharded P("x", "y") on a mesh whose axes are Auto (automatic
     partitioning). Returns the 1-D array of column sums, sharded P("y"). Tolerance rtol=1e-5,
-    atol=1e-4. The hidden tests compile your function with jax.jit (so it must be traceable: no
-    NumPy conversions of x, and no reading `x.sharding`, which a traced value does not have) and
-    check that the compiled program contains an all-reduce.
+    atol=1e-4. The tests also compile your function with jax.jit (so it must be traceable: no
+    NumPy conversions of x, and no reading `x.sharding`, which a traced value does not have),
+    check that the compiled program contains an all-reduce, and run it for the column sums.
     Hint: after each device sums its own block of rows, what does it hold, and who holds the other
     rows of the same columns?
     """

@@ -13,9 +13,16 @@ partial product and the devices must sum them.
 
 Every function takes the mesh it must use. Results are compared with a single-device
 `softmax(x @ W + b)` at rtol=1e-5, atol=1e-6 (float32), and graded on meshes of 2, 4 and 8 devices.
-The hidden tests also compile your functions and read which collectives the program really runs,
-and time `layer_shard_map` on a large batch against a baseline in which every device computes the
-whole batch: a data-parallel layer must be several times faster than that.
+The tests also compile your functions and read which collectives the program really runs, read
+XLA's count of the flops each device of `layer_shard_map`'s program does (a 1/n share of the
+one-device layer's), and time `layer_shard_map` on a large batch against a baseline in which every
+device computes the whole batch: a data-parallel layer must be several times faster than that. Each
+of these rules is earned only by a compiled program that also computes the layer. The visible tests
+check each rule once on 8 devices; the hidden ones on other sizes, inputs and meshes.
+
+Grading: 20 points. The values and shardings (and layer_explicit's types) 11, the collectives 4.5,
+the flops 1.5, the speedup 3; the visible tests (`shardlab check ex04`) carry 7 of them: values 4,
+collectives 1.5, flops 0.5, speedup 1.
 """
 
 import jax
@@ -57,8 +64,9 @@ def layer_shard_map(x, W, b, mesh):
 
     x arrives sharded P("data", None), W and b replicated. Each device applies the layer to its own
     block of rows. Returns the output sharded P("data", None). No collectives: the compiled program
-    must contain none. The hidden tests time it (under jax.jit) against every device computing the
-    whole batch, and expect several times that baseline's speed.
+    must contain none, and each device does a 1/n share of the flops. The tests time it (under
+    jax.jit) against every device computing the whole batch, and expect at least n/2 times that
+    baseline's speed on n devices.
     Hint: in_specs say how each argument is split among the devices, out_specs how the per-device
     results are put back together.
     """

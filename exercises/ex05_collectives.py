@@ -14,11 +14,16 @@ Worked example used throughout, on 4 devices:
     x = [3 1 4 1 | 5 9 2 6 | 5 3 5 8 | 9 7 1 2]      (blocks 0 | 1 | 2 | 3)
 
 Values are compared with NumPy at rtol=1e-5, atol=1e-5 (sums in a different order differ in the last
-bits), three ways: the output's sharding, each shard's shape, each shard's values; graded on meshes
-of 2, 4 and 8 devices. The hidden tests also compile each function (under `jax.jit`, with the mesh
-fixed) and read the collectives of the compiled program: on the CPU backend each shard_map collective
-becomes exactly one HLO instruction, so each function must use the kinds of collective its docstring
-names (HLO: ...), and no other kind. They also check that the compiled program computes the right values.
+bits; device_ranks's integers exactly), by the visible and the hidden tests alike, three ways: the
+output's sharding, each shard's shape, each shard's values; graded on meshes of 2, 4 and 8 devices.
+The tests also compile each function (under `jax.jit`, with the mesh fixed) and read the collectives
+of the compiled program: on the CPU backend each shard_map collective becomes exactly one HLO
+instruction, so each function must use the kinds of collective its docstring names (HLO: ...), and no
+other kind. The compiled program must also compute the right values. The visible tests check this on
+4 devices, the hidden ones on 2, 4 and 8.
+
+Grading: 15 points. device_ranks 3, the values and layouts 7, the collectives 5; the visible tests
+(`shardlab check ex05`) carry 5 of them: device_ranks 1, the worked example 2, the collectives 2.
 """
 
 import jax

@@ -18,8 +18,13 @@ the same work.
 
 Results are compared with float64 NumPy at rtol=1e-5, atol=1e-5, three ways (the output's sharding,
 each shard's shape, each shard's values), on meshes of 2, 4 and 8 devices (2x1, 2x2, 2x4 and 4x2).
-The hidden tests also compile each function and read the collectives of the program, and for
-case3_reducescatter the bytes each device's output takes, from the compiled program.
+The tests also compile each function and read the collectives of the program (each function's
+docstring states them), and for case3_reducescatter the bytes each device's output takes, from the
+compiled program; the compiled program must also compute C. The visible tests check all of this on
+the 2x4 mesh, the hidden ones on every mesh above, with other inputs.
+
+Grading: 15 points. The values and output shardings 7, the collectives 6, case3_reducescatter's output
+bytes 2; the visible tests (`shardlab check ex06`) carry 5 of them: values 2, collectives 2, bytes 1.
 """
 
 import jax

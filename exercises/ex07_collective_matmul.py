@@ -32,9 +32,15 @@ directions are the same, with 3 or more the wrong one gives wrong values.
 Results are compared with float64 NumPy at rtol=1e-5, atol=1e-4: float32 matmuls summed in
 different orders differ slightly, and the tests use normal inputs with rhs scaled by 1/sqrt(K), so
 the entries of the product are of order 1. They are graded on meshes of 2, 4 and 8 devices, three
-ways (the output's sharding, each shard's shape, each shard's values). The hidden tests also read
-which collectives the compiled programs run, and how much temporary memory the compiled overlapped
-all-gather matmul needs per device.
+ways (the output's sharding, each shard's shape, each shard's values). The tests also compile each
+function and read which collectives its program runs (each function's docstring says which), and how
+much temporary memory the compiled overlapped all-gather matmul needs per device; those tests check
+the values of the program they read too. The visible tests check each rule on 8 devices; the hidden
+tests on other meshes and shapes.
+
+Grading: 15 points. Values and shardings 8 (2 per function: 1 on 8 devices in the visible tests, 1 on
+2, 4 and 8 in the hidden ones). The compiled collectives 5 (1 in the visible tests, 4 hidden: 1 per
+function). The temporary memory of the overlapped all-gather matmul 2 (0.5 visible, 1.5 hidden).
 """
 
 import jax
@@ -61,10 +67,11 @@ def allgather_matmul_overlapped(lhs, rhs, mesh):
     At each of n steps a device multiplies the block of rhs it holds by the matching block of columns
     of its own lhs rows, adds that to its result, and passes the block on to its neighbour with
     `jax.lax.ppermute` (see the ring schedule in the module docstring).
-    The compiled program must contain collective-permute and no all-gather. The hidden tests also
-    read XLA's memory analysis of the compiled program (`temp_size_in_bytes`, per device) with 4 and
-    8 devices and rhs much larger than a device's rows of lhs: it must stay below the size of the
-    whole rhs (K * N * 4 bytes), which the all-gather version has to hold at once.
+    The compiled program must contain collective-permute and no all-gather. The tests also read XLA's
+    memory analysis of the compiled program (`temp_size_in_bytes`, per device) with rhs much larger
+    than a device's rows of lhs (the visible test with 8 devices, the hidden ones with 4 and 8): it
+    must stay below the size of the whole rhs (K * N * 4 bytes), which the all-gather version has to
+    hold at once.
     A Python loop over the steps is fine; inside `jax.lax.fori_loop`, a carry that starts
     device-invariant (zeros) and becomes device-varying needs `jax.lax.pcast(..., "i", to="varying")`
     where it starts.

@@ -21,20 +21,22 @@ replicated scalar. Every n_in and the batch divide evenly among the devices.
 
 Tolerance: after one step and after five, the parameters and losses must match the single-device
 `sgd_step` on the whole batch (float32) at rtol=1e-5, atol=1e-6; graded on meshes of 2, 4 and 8
-devices. The hidden tests also compile one step and read its program: it must all-gather (the
-weights) and reduce-scatter (their gradients), and must not all-reduce anything as large as a
-weight's full gradient (the biases' gradients and the loss are small and may be all-reduced). They
-read XLA's per-device memory figures too: the bytes of the arguments (params placed by your
-`shard_params`, plus the batch) must be at most 1/n of a replicated data-parallel step's, plus the
-biases and the batch block, which both versions hold whole. The temporary bytes are reported beside
-them, for information.
+devices. The tests also compile one step and read its program: it must all-gather (the weights) and
+reduce-scatter (their gradients), and must not all-reduce anything as large as a weight's full
+gradient (the biases' gradients and the loss are small and may be all-reduced). They read XLA's
+per-device memory figures too: the bytes of the arguments (params placed by your `shard_params`,
+plus the batch) must be at most 1/n of a replicated data-parallel step's, plus the biases and the
+batch block, which both versions hold whole. The hidden tests report the temporary bytes beside
+them, for information. The visible tests check each rule on 8 devices; the hidden ones on 2, 4 and
+8 with other inputs.
 
-Grading: 20 points. shard_params 2. fsdp_train_step's values and layouts 7 (one step, five and the
-ten of the worked example, against one device). Its compiled program 8: the weights all-gathered,
-every weight's gradient reduce-scattered (each device receives its 1/n of each), and no weight's
-whole gradient all-reduced. This is what makes FSDP: a step that all-reduces the gradients and then
-keeps its own rows computes the same values and layouts, and earns none of these 8. Its argument
-bytes 3. Both the program and the memory test check the values of the program they read.
+Grading: 20 points. shard_params 2 (1 visible, 1 hidden). fsdp_train_step's values and layouts 7 (one
+step, five and the ten of the worked example, against one device: 3 visible, 4 hidden). Its compiled
+program 8 (2 visible, 6 hidden): the weights all-gathered, every weight's gradient reduce-scattered
+(each device receives its 1/n of each), and no weight's whole gradient all-reduced. This is what
+makes FSDP: a step that all-reduces the gradients and then keeps its own rows computes the same
+values and layouts, and earns none of these 8. Its argument bytes 3 (1 visible, 2 hidden). Both the
+program and the memory tests check the values of the program they read.
 """
 
 import functools

@@ -34,6 +34,10 @@ collectives, nothing else.
 
 On a cluster the same program is started once per process by the scheduler (Slurm's `srun`, say),
 which also tells each process who it is; see the handout's README. Here the tests play that part.
+
+Grading: 15 points: initialize 1.25, process_summary 2.5, global_from_local 3.75, global_sum 2.5,
+gather_to_host 2.5, barrier 2.5; of each, 40% with 2 processes (the visible tests, 6 points) and 60%
+with 4 (hidden, 9 points). Each counts only in the processes the tests saw join the others.
 """
 
 import jax

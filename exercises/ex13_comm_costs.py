@@ -33,15 +33,16 @@ The model (the same for every collective function below):
 Every function's results are checked at rel_tol=1e-9 against this model, and against the book's
 worked answers at the book's own rounding.
 
-Grading: 10 bonus points. The book's worked answers 4 (the visible tests; each also checks the same
-function against the model on a ring drawn for it, in the same regime). The model's values on many
-random arrays, rings, bandwidths and latencies 3 (0.75 per collective). The hops of a
-latency-bound collective, the book's latency threshold and dp_comm_bound_batch's constant 1.5. The
-model's properties 1.5: one device costs nothing, more bytes or latency never cost less, more
-bandwidth never costs more, an all-reduce is a reduce-scatter plus an all-gather, an all-to-all a
-quarter of an all-gather, the units. Each property test first checks the value of the function it
-speaks about on the same example, and earns only when that is right too: 0.0 everywhere has every
-property and earns nothing.
+Grading: 10 bonus points. The visible tests 4: the book's worked answers (each also checks the same
+function against the model on a ring drawn for it, in the same regime) and, of the properties below,
+one device costing nothing on one array. The hidden tests 6: the model's values on many random
+arrays, rings, bandwidths and latencies 3 (0.75 per collective); the hops of a latency-bound
+collective, the book's latency threshold and dp_comm_bound_batch's constant 1.5; the model's
+properties 1.5: one device costs nothing, more bytes or latency never cost less, more bandwidth
+never costs more, an all-reduce is a reduce-scatter plus an all-gather, an all-to-all a quarter of
+an all-gather, the units. Each property test first checks the value of the function it speaks about
+on the same example, and earns only when that is right too: 0.0 everywhere has every property and
+earns nothing.
 """
 
 

@@ -23,10 +23,19 @@ a replicated scalar. The batch always divides evenly among the devices.
 
 Tolerance: after one step and after several (5 in the hidden tests), the parameters and losses must
 match the single-device `sgd_step` on the whole batch (float32) at rtol=1e-5, atol=1e-6; graded on
-meshes of 2, 4 and 8 devices. The hidden tests also compile one step and read its collectives (an all-reduce must be
-there, and no all-gather of anything batch-sized: gathering the batch means every device trains on
-all of it), and time both steps on a large batch against every device training on the whole batch:
-a data-parallel step must be several times faster than that.
+meshes of 2, 4 and 8 devices. The tests also compile each step and read its collectives (an all-reduce
+must be there, and no all-gather of anything batch-sized: gathering the batch means every device
+trains on all of it), and time the steps on a large batch, on 8 devices, against every device
+training on the whole batch: a data-parallel step must be at least 3.2 times faster than that
+(0.4 n). These tests check the values of the program they read or time too. The visible
+tests check each rule on 8 devices (the speed of train_step_shard_map alone); the hidden ones on 2,
+4 and 8 devices with other inputs, and time both steps on a larger batch.
+
+Grading: 20 points. shard_batch and replicate 4 (1 each in the visible tests, 1 each in the hidden
+ones). One step of train_step and of train_step_shard_map 4 (the same). Training over several steps
+4 (the visible worked example's 10 steps both ways 1; `train`'s 5 steps both ways 3, hidden). The
+compiled steps' collectives 3 (1 visible, 2 hidden). The speed against every device training on the
+whole batch 5 (1 visible, 4 hidden).
 """
 
 import jax
@@ -95,8 +104,8 @@ def train_step(params, x, y, lr):
     params arrive replicated (P()) and x, y sharded P("data", None) on an Explicit mesh (see the
     module docstring); there is no mesh argument, because the inputs' shardings say it all. The new
     params must come back replicated and the loss as a replicated scalar, with the values of
-    `sgd_step` on one device. The hidden tests compile this step: its program must contain an
-    all-reduce and no all-gather of the batch.
+    `sgd_step` on one device. The tests compile this step: its program must contain an all-reduce
+    and no all-gather of the batch.
     Hint: under jax.jit the computation follows the data: what does the single-device step need to
     become a data-parallel one?
     """

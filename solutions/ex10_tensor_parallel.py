@@ -34,9 +34,16 @@ are given already wrapped in `jax.jit` with the mesh a static argument (one comp
 
 Tolerance: forward outputs against a float64 NumPy forward, params and losses after one and after
 three steps against single-device SGD (float32), at rtol=1e-5, atol=1e-6. Graded on 4 x 2, 2 x 4 and
-2 x 2 meshes. The hidden tests also compile your functions and read, from the compiled program, the
-device groups of every all-reduce: the forward's must run over "model" (groups of |model| devices),
-the gradients' over "data" (groups of |data| devices).
+2 x 2 meshes. The tests also compile your functions and read, from the compiled program, the device
+groups of every all-reduce: the forward's must run over "model" (groups of |model| devices), the
+gradients' over "data" (groups of |data| devices); a program that gathers the weights instead does
+not count, whatever it computes, and the program read must also compute the right values.
+
+Grading: 20 points. shard_mlp_params 2. tp_forward's values and layout 3, its compiled program (one
+all-reduce, over "model") 3. tp_train_step's values and layouts 7 (one step and the worked example's
+five on 4 x 2, visible; three steps on each mesh, hidden), its compiled program (activations over
+"model", gradients over "data") 5. The visible tests (4 x 2) carry 7 of these points, one of them for
+each compiled program.
 """
 
 from functools import partial

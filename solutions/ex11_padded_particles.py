@@ -29,8 +29,8 @@ masked_mean 4 (values with garbage padding and empty devices 3; no particle at a
 checked after a case with particles). redistribute_by_slab 12: every particle arrives on its slab's
 device when nothing overflows 4; overflow 6 (1 in the visible tests): reported whenever a bucket is
 too small, never when none is, and then only the particles that did not fit are missing; an
-all-to-all in the compiled program that also redistributes right 2. Losing particles without
-saying so is the mistake this exercise is about: it costs those 6 points.
+all-to-all in the compiled program that also redistributes right 2 (0.5 in the visible tests).
+Losing particles without saying so is the mistake this exercise is about: it costs those 6 points.
 """
 
 from functools import partial
@@ -117,7 +117,7 @@ def redistribute_by_slab(pos, num, mesh, capacity):
                 them all (the extra ones are then lost). When overflow is False, every valid
                 particle must have arrived, exactly once; nothing may ever be lost without it.
     The order of the particles inside a device's block is free.
-    The hidden tests compile it under jax.jit (mesh and capacity fixed) and expect an all-to-all in the
+    The tests compile it under jax.jit (mesh and capacity fixed) and expect an all-to-all in the
     program, which must also compute the right result.
     Hint: a particle's place in its bucket is the number of valid particles before it with the same
     destination (a cumulative sum of one-hot rows); rows that are padding or do not fit have no place.

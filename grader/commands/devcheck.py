@@ -1,16 +1,26 @@
 """`shardlab dev-check`: the course is consistent. Every catalog exercise has its reference, stub and
-tests; exercises/ is exactly what the generator makes from solutions/; every reference passes all its
-tests; every stub fails every one of its tests as "not attempted"."""
+tests; exercises/ is exactly what the generator makes from solutions/; each exercise's tests weigh its
+catalog points, declare the kinds of rule they grade, and every kind its hidden tests grade is sampled
+by a visible test (docs/rules.md shows the table); every reference passes all its tests, recording the
+facts of the kinds it declares; every stub fails every one of its tests as "not attempted"."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from grader.core.results import Category, TestResult
+from grader.core.results import Category, TestMeta, TestResult, function_id
+from grader.core.rules import DESCRIPTIONS, Rule
 from grader.course import catalog, paths, stubs
+from grader.grading.collection import GradingError, collect_tests
 from grader.harness.runner import run_tests
 
 TEST_FILES = ("test_visible.py", "test_hidden.py")
+RULES_TABLE = paths.REPO_ROOT / "docs" / "rules.md"
+# The kinds whose checks record a fact on the test's result (grader.core.results): a test recording one
+# must declare it, and a test declaring one records it.
+FACTS = {Rule.LAYOUTS: lambda r: bool(r.layouts), Rule.COLLECTIVES: lambda r: bool(r.collectives),
+         Rule.SPEEDUP: lambda r: r.speedup is not None}
 
 
 @dataclass
@@ -59,6 +69,67 @@ def check_stubs_current(findings: Findings) -> None:
             findings.problems.append(f"{where} differs from what solutions/ generates: run `shardlab stubs`")
 
 
+def _graded_kinds(tests: list[TestMeta], hidden: bool) -> set[Rule]:
+    """The kinds of rule the (hidden or visible) tests that carry points grade."""
+    return {rule for test in tests if test.hidden == hidden and test.weight > 0 for rule in test.rules}
+
+
+def check_rules_sampled(findings: Findings, tests: list[TestMeta]) -> None:
+    """A test's points are its weight, so an exercise's tests weigh its catalog points; every test declares
+    the kinds of rule it grades; every kind an exercise's hidden tests grade, a visible test samples."""
+    for exercise in catalog.EXERCISES:
+        mine = [t for t in tests if t.exercise == exercise.id]
+        weight = math.fsum(t.weight for t in mine)
+        if mine and not math.isclose(weight, exercise.points, abs_tol=1e-9):
+            findings.problems.append(f"{exercise.id}: its tests weigh {weight:g} points, the catalog gives it "
+                                     f"{exercise.points}: a test's points are its weight")
+        for function in dict.fromkeys(function_id(t.nodeid) for t in mine if not t.rules):
+            findings.problems.append(f"{function} declares no kind of rule: mark it "
+                                     f"@pytest.mark.rules(...) with some of {', '.join(Rule)}")
+        for rule in sorted(_graded_kinds(mine, True) - _graded_kinds(mine, False)):
+            findings.problems.append(f"{exercise.id}: its hidden tests grade {rule} ({DESCRIPTIONS[rule]}) but no "
+                                     "visible test with points samples it: a student would learn the rule from "
+                                     "the grade")
+
+
+def rules_table(tests: list[TestMeta]) -> str:
+    """docs/rules.md: per exercise, its points, what its visible tests carry, and the kinds of rule graded
+    (x: by visible and hidden tests; v: by visible tests only)."""
+    kinds = [rule for rule in Rule if any(rule in t.rules for t in tests)]
+    lines = ["| exercise | points | visible | " + " | ".join(kinds) + " |",
+             "| --- | ---: | ---: |" + " :---: |" * len(kinds)]
+    for exercise in catalog.EXERCISES:
+        mine = [t for t in tests if t.exercise == exercise.id]
+        hidden, visible = _graded_kinds(mine, True), _graded_kinds(mine, False)
+        visible_points = math.fsum(t.weight for t in mine if not t.hidden)
+        marks = ["x" if rule in hidden and rule in visible else "v" if rule in visible else
+                 "HIDDEN ONLY" if rule in hidden else "" for rule in kinds]
+        lines.append(f"| {exercise.id} | {exercise.points} | {visible_points:g} | " + " | ".join(marks) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def check_rules_table(findings: Findings, tests: list[TestMeta]) -> None:
+    """docs/rules.md holds the table the tests make."""
+    table = rules_table(tests)
+    text = RULES_TABLE.read_text() if RULES_TABLE.is_file() else ""
+    if table not in text:
+        findings.problems.append(f"{_shown(RULES_TABLE)} does not hold the table of rule kinds the tests declare; "
+                                 f"it is now:\n{table}")
+
+
+def check_facts_declared(findings: Findings, results: list[TestResult]) -> None:
+    """On the reference, a test records the facts of the kinds it declares, and declares those it records."""
+    for result in results:
+        if not result.passed:
+            continue
+        for rule, recorded in FACTS.items():
+            if recorded(result) and rule not in result.rules:
+                findings.problems.append(f"{result.nodeid} records {rule} facts but does not declare {rule!s}")
+            elif rule in result.rules and not recorded(result):
+                findings.problems.append(f"{result.nodeid} declares {rule!s} but records no {rule} fact on the "
+                                         "reference")
+
+
 def check_reference_passes(findings: Findings) -> None:
     run = run_tests("reference")
     for result in run.results:
@@ -66,6 +137,7 @@ def check_reference_passes(findings: Findings) -> None:
             findings.problems.append(f"reference {result.category}: {result.nodeid}\n    "
                                      + result.message.replace("\n", "\n    "))
     _check_split(findings, run.results)
+    check_facts_declared(findings, run.results)
     findings.notes.append(f"reference: {sum(r.passed for r in run.results)} of "
                           f"{len(run.results)} tests passed")
 
@@ -101,6 +173,14 @@ def dev_check(*, run_tests_too: bool = True) -> Findings:
     findings = Findings()
     check_layout(findings)
     check_stubs_current(findings)
+    if findings.ok:
+        try:
+            tests = collect_tests()
+        except GradingError as exc:
+            findings.problems.append(str(exc))
+        else:
+            check_rules_sampled(findings, tests)
+            check_rules_table(findings, tests)
     if run_tests_too and findings.ok:
         check_reference_passes(findings)
         check_stubs_not_attempted(findings)

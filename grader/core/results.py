@@ -27,6 +27,7 @@ from grader.core.bounds import (
     text_size,
 )
 from grader.core.errors import ShardlabError
+from grader.core.rules import Rule, rules_of
 
 
 class Category(StrEnum):
@@ -98,6 +99,12 @@ class Block:
     def from_dict(cls, data: dict[str, Any]) -> Block:
         data = _keys(cls, data)
         return cls(tuple(_ints(span) for span in data["index"]), _ints(data["devices"]))
+
+
+def grid_words(ndim: int) -> str:
+    """What a layout's grid of blocks shows, for an array of `ndim` dimensions."""
+    return {0: "the whole array, a scalar", 1: "blocks along its one dimension",
+            2: "rows x columns"}.get(ndim, f"rows x columns of the first two of its {ndim} dimensions")
 
 
 @dataclass(frozen=True)
@@ -320,23 +327,24 @@ class TestMeta:
     exercise: str | None          # None: a test outside an exercise folder (dev-check reports it)
     hidden: bool
     slow: bool
-    weight: float                 # its share of its exercise's points (grader.harness.selection)
+    weight: float                 # its points (grader.harness.selection)
     limit: float                  # seconds it may run (grader.harness.time_limits)
+    rules: tuple[Rule, ...] = ()  # the kinds of rule it grades (its `rules` marker)
 
     __test__ = False   # not a pytest test class
 
     def result(self, category: str, message: str = "", duration: float = 0.0, *, strike: bool = False) -> TestResult:
         return TestResult(nodeid=self.nodeid, exercise=self.exercise, hidden=self.hidden, weight=self.weight,
-                          category=category, message=message, duration=duration, strike=strike)
+                          category=category, message=message, duration=duration, strike=strike, rules=self.rules)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return dataclasses.asdict(self) | {"rules": [str(rule) for rule in self.rules]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TestMeta:
         data = _keys(cls, data)
         return cls(str(data["nodeid"]), data["exercise"], bool(data["hidden"]), bool(data["slow"]),
-                   float(data["weight"]), float(data["limit"]))
+                   float(data["weight"]), float(data["limit"]), rules_of(data.get("rules", ())))
 
 
 @dataclass
@@ -344,7 +352,7 @@ class TestResult:
     nodeid: str
     exercise: str | None          # None: a test in no exercise's folder (dev-check reports it)
     hidden: bool
-    weight: float                 # the test's share of its exercise (see grader.harness.selection)
+    weight: float                 # the test's points (see grader.harness.selection)
     category: str                 # a Category value
     message: str = ""             # what the student should see
     duration: float = 0.0
@@ -355,6 +363,7 @@ class TestResult:
     strike: bool = False          # counts towards the exercise's timeouts (a timeout or a harness crash)
     layouts: list[LayoutCheck] = field(default_factory=list)            # its sharding checks
     collectives: list[CollectivesCheck] = field(default_factory=list)   # its collectives checks
+    rules: tuple[Rule, ...] = ()  # the kinds of rule it grades (grader.core.rules)
 
     __test__ = False   # not a pytest test class
 
@@ -443,7 +452,8 @@ class TestResult:
                 "speedup": self.speedup.to_dict() if self.speedup is not None else None, "output": self.output,
                 "score": self.score, "max_score": self.max_score, "strike": self.strike,
                 "layouts": [check.to_dict() for check in self.layouts],
-                "collectives": [check.to_dict() for check in self.collectives]}
+                "collectives": [check.to_dict() for check in self.collectives],
+                "rules": [str(rule) for rule in self.rules]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], ignore: tuple[str, ...] = ()) -> TestResult:
@@ -454,4 +464,5 @@ class TestResult:
             "speedup": SpeedFigures.from_dict(speedup) if speedup is not None else None,
             "layouts": [LayoutCheck.from_dict(c) for c in data.get("layouts", ())],
             "collectives": [CollectivesCheck.from_dict(c) for c in data.get("collectives", ())],
+            "rules": rules_of(data.get("rules", ())),
         })

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from grader.core.bounds import GRADING_CHARS, MESSAGE_CHARS, PROBLEM_CHARS, PROBLEMS, clipped
+from grader.core.bounds import GRADING_CHARS, MESSAGE_CHARS, NAME_CHARS, PROBLEM_CHARS, PROBLEMS, clipped
 from grader.core.results import Category, TestResult
 from grader.course import catalog
 
@@ -26,6 +26,12 @@ class ExerciseResult:
     def score(self) -> float:
         return math.fsum(t.score for t in self.tests)   # exact: the same total in any test order
 
+    @property
+    def checked(self) -> float:
+        """The points its tests that ran carry: all of max_score when every test ran, less when only the
+        visible ones did."""
+        return math.fsum(t.max_score for t in self.tests)
+
     def count(self, category: Category) -> int:
         return sum(t.category == category for t in self.tests)
 
@@ -39,6 +45,7 @@ class GradingResults:
     output: str = ""              # the harness's own output (warnings, a crash's last words), truncated
     duration: float = 0.0
     visible_only: bool = False
+    ignored: list[str] = field(default_factory=list)    # files in the submission that are not exercise modules
 
     def __post_init__(self):
         """A grading's text is bounded (grader.core.bounds), whatever made it: when its tests would take more
@@ -59,6 +66,10 @@ class GradingResults:
         if len(problems) > PROBLEMS:
             problems[PROBLEMS - 1:] = [f"... and {len(problems) - PROBLEMS + 1} more problems, not listed"]
         self.problems = problems
+        ignored = [clipped(str(name), NAME_CHARS) for name in self.ignored]
+        if len(ignored) > PROBLEMS:
+            ignored[PROBLEMS - 1:] = [f"... and {len(ignored) - PROBLEMS + 1} more"]
+        self.ignored = ignored
 
     @property
     def score(self) -> float:
@@ -68,6 +79,11 @@ class GradingResults:
     def max_score(self) -> float:
         """The course's maximum: a bonus exercise adds to the score only."""
         return math.fsum(e.max_score for e in self.exercises.values() if not e.bonus)
+
+    @property
+    def checked(self) -> float:
+        """The points the tests that ran carry (a visible-only run's are fewer than max_score)."""
+        return math.fsum(e.checked for e in self.exercises.values())
 
     def tests(self) -> list[TestResult]:
         return [t for e in self.exercises.values() for t in e.tests]
@@ -81,7 +97,8 @@ class GradingResults:
         }
         return {"submission": self.submission, "score": self.score, "max_score": self.max_score,
                 "visible_only": self.visible_only, "duration": self.duration, "exercises": exercises,
-                "problems": self.problems, "output": self.output, "environment": self.environment}
+                "problems": self.problems, "ignored": self.ignored, "output": self.output,
+                "environment": self.environment}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GradingResults:
@@ -93,7 +110,8 @@ class GradingResults:
             exercises[ex_id] = ExerciseResult(ex["id"], ex["title"], ex["max_score"], tests, ex.get("note", ""),
                                               ex.get("bonus", False))
         return cls(data["submission"], exercises, data.get("environment", {}), data.get("problems", []),
-                   data.get("output", ""), data.get("duration", 0.0), data.get("visible_only", False))
+                   data.get("output", ""), data.get("duration", 0.0), data.get("visible_only", False),
+                   data.get("ignored", []))
 
 
 _SMALLEST_CUT = 1_000   # a cut test keeps at least this much: the start of its message and the note
@@ -128,11 +146,14 @@ def _cut(test: TestResult, cap: int) -> TestResult:
 
 
 def score_exercise(exercise: catalog.Exercise, tests: list[TestResult], note: str = "") -> ExerciseResult:
-    """Share the exercise's catalog points among its tests by weight; a passed (or skipped) test earns its
-    share."""
+    """A test's points are its weight: an exercise's tests, visible and hidden, weigh its catalog points
+    (dev-check checks it), so a run of some of them (the visible ones) carries only their points. Should
+    the tests run weigh more than the exercise (a course being written), they share its points by weight:
+    never a score above the maximum. A passed (or skipped) test earns its points."""
     total_weight = math.fsum(t.weight for t in tests)
+    scale = min(1.0, exercise.points / total_weight) if total_weight else 0.0
     for test in tests:
-        test.max_score = exercise.points * test.weight / total_weight if total_weight else 0.0
+        test.max_score = test.weight * scale
         # A test skipped by the timing policy or because the platform does not report a figure earns its
         # share: the student is not penalized for the grader's choice or platform. Student code cannot
         # make a graded test skip: in a worker, its exceptions come back as ordinary errors.

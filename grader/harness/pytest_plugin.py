@@ -38,14 +38,15 @@ pytest_plugins = ["grader.harness.options", "grader.harness.selection", "grader.
 def pytest_configure(config):
     config.addinivalue_line("markers", "hidden: a hidden test, never shown to students before grading")
     config.addinivalue_line("markers", "slow: a slow test, run with --slow")
-    config.addinivalue_line("markers", "points(weight): this test function's share of its exercise's points "
+    config.addinivalue_line("markers", "points(weight): this test function's points out of its exercise's "
                                        "(default 1), split equally among its parametrized cases")
+    config.addinivalue_line("markers", "rules(*kinds): the kinds of rule the test grades (grader.core.rules)")
     for exercise in catalog.EXERCISES:
         config.addinivalue_line("markers", f"{exercise.id}: tests of {exercise.title}")
     try:
         verify_host_devices()
     except DeviceCountError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise pytest.UsageError(f"set-up error: {exc}") from None
     try:
         impl = resolve_source(config.getoption("--impl"))
     except FileNotFoundError as exc:

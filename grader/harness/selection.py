@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from grader.core.results import TestMeta, function_id
+from grader.core.rules import UnknownRule, rules_of
 from grader.course import catalog
 from grader.harness.session import META, session_of
 
@@ -51,7 +52,17 @@ def pytest_collection_modifyitems(config, items):
             slow=item.get_closest_marker("slow") is not None,
             weight=(float(marker.args[0]) if marker else 1.0) / cases[function_id(item.nodeid)],
             limit=limits.limit(item.nodeid),
+            rules=_rules(item),
         )
+
+
+def _rules(item) -> tuple:
+    """The kinds of rule a test declares it grades: its closest `rules` marker's (dev-check requires one)."""
+    marker = item.get_closest_marker("rules")
+    try:
+        return rules_of(marker.args) if marker else ()
+    except UnknownRule as exc:
+        raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
 
 
 @pytest.hookimpl(wrapper=True)

@@ -175,7 +175,7 @@ def test_test_cells_carry_the_test_functions_pytest_runs(built):
     notebook = built[EX04.id]
     sections = notebooks.split_sections(body(cells_of(notebook, "tests-setup")[0]))
     assert sections["conftest.py"] == (EX04.tests_dir() / "conftest.py").read_text()
-    assert "TOL = dict(rtol=1e-5, atol=1e-6)" in sections["test_visible.py"]
+    assert "SPEED_SHAPES = dict(n_data=8192" in sections["test_visible.py"]
     assert list(notebooks.split_sections(body(cells_of(built[EX01.id], "tests-setup")[0]))) == [
         *(path.name for path in EX01.support_files()), "test_visible.py"]
     for file, role in (("test_visible.py", "test"), ("test_hidden.py", "hidden")):
@@ -185,7 +185,8 @@ def test_test_cells_carry_the_test_functions_pytest_runs(built):
         for name, code in parts.functions.items():
             assert code in body(cells[name])
     speed = cells_of(notebook, "hidden")[-2]
-    assert "@pytest.mark.points(2)\ndef test_layer_shard_map_speedup_over_replicated" in speed.source
+    assert ('@pytest.mark.rules("speedup", "values")\n@pytest.mark.points(2)\n'
+            "def test_layer_shard_map_speedup_over_replicated") in speed.source
 
 
 # ---- the runner, in this process -------------------------------------------------------------------

@@ -18,10 +18,12 @@ from grader.course import catalog
 from grader.harness.runner import run_tests
 
 # exercise: (its enforced speedup tests, repeats)
-ENFORCED = {
-    "ex04_sharded_layer": (("test_layer_shard_map_speedup_over_replicated",), 6),
-    "ex08_data_parallel_training": (("test_train_step_speedup_over_replicated",
-                                     "test_train_step_shard_map_speedup_over_replicated"), 6),
+ENFORCED = {   # the speed tests of each exercise, visible and hidden, and how many times each is run
+    "ex04_sharded_layer": (("test_hidden.py::test_layer_shard_map_speedup_over_replicated",
+                            "test_visible.py::test_layer_shard_map_speedup_over_replicated_on_8_devices"), 6),
+    "ex08_data_parallel_training": (("test_hidden.py::test_train_step_speedup_over_replicated",
+                                     "test_hidden.py::test_train_step_shard_map_speedup_over_replicated",
+                                     "test_visible.py::test_train_step_shard_map_speedup"), 6),
 }
 REPLICATES_WORK = Path(__file__).parent / "submissions" / "replicates_work"
 
@@ -29,7 +31,7 @@ REPLICATES_WORK = Path(__file__).parent / "submissions" / "replicates_work"
 def repeated(impl, exercise_id):
     tests, repeats = ENFORCED[exercise_id]
     folder = catalog.get(exercise_id).tests_dir()
-    run = run_tests(impl, tests=[folder / f"test_hidden.py::{test}" for test in tests],
+    run = run_tests(impl, tests=[folder / test for test in tests],
                     extra_args=(f"--repeat={repeats}",))
     assert len(run.results) == repeats * len(tests), run.output[-2000:]
     return run

@@ -9,6 +9,7 @@ The two routes run side by side with the timing checks off (`--timing=skip`: a s
 its values, then skips), so that neither measures under the other's load. Whether the speed thresholds
 pass the reference and fail replicated work is shown alone, and repeatedly, by test_speedup_flakes."""
 
+import ast
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,6 +36,20 @@ def test_every_submission_module_has_expectations():
     listed = {(folder, ex) for folder, by_ex in expectations().items() for ex in by_ex}
     on_disk = {(p.parent.name, p.stem) for p in SUBMISSIONS.glob("*/ex*.py")}
     assert on_disk == listed
+
+
+def visible_functions(exercise: catalog.Exercise) -> set[str]:
+    tree = ast.parse((exercise.tests_dir() / "test_visible.py").read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+
+
+def test_every_wrong_submission_fails_a_visible_test():
+    """A student's own check tells them: every design the corpus holds that breaks a rule fails a visible test
+    (test_submission_scores_as_expected_both_ways shows it does, with grading's message)."""
+    unseen = [f"{folder}/{exercise}: fails only {sorted(failing)}"
+              for folder, by_exercise in expectations().items() for exercise, failing in by_exercise.items()
+              if failing and not failing & visible_functions(catalog.get(exercise))]
+    assert not unseen, "\n".join(unseen)
 
 
 ROUTES = {"in-process": (), "isolated": ("--isolate",)}

@@ -1,6 +1,6 @@
-"""What ex01's visible and hidden tests share: the check of a shard table against the array's own sharding,
-and a layout drawn for the test (a table depends on nothing else, so fixed layouts alone could be answered
-from a list)."""
+"""What ex01's visible and hidden tests share: the check of a mesh (axis names, sizes, types and device
+order), the check of a shard table against the array's own sharding, and a layout drawn for the test (a
+table depends on nothing else, so fixed layouts alone could be answered from a list)."""
 
 import jax
 import numpy as np
@@ -8,6 +8,35 @@ import pytest
 from jax.sharding import NamedSharding
 
 from grader.checks import inputs, test_mesh
+
+
+def device_ids(mesh):
+    return [d.id for d in mesh.devices.flat]
+
+
+def _check_mesh(mesh, shape: dict, axis_type, what: str):
+    assert isinstance(mesh, jax.sharding.Mesh), (
+        f"{what}: expected a jax.sharding.Mesh, got {type(mesh).__name__}")
+    assert tuple(mesh.axis_names) == tuple(shape), (
+        f"{what}: expected the axis names {tuple(shape)}, got {mesh.axis_names}")
+    assert dict(mesh.shape) == shape, f"{what}: expected the axis sizes {shape}, got {dict(mesh.shape)}"
+    assert tuple(mesh.axis_types) == (axis_type,) * len(shape), (
+        f"{what}: every axis must be {axis_type.name}, got axis_types={mesh.axis_types}")
+    first = jax.devices()[:mesh.devices.size]
+    # Row-major order of the first devices, or the order jax.make_mesh picks for them (the same on CPU;
+    # it may follow the physical topology on accelerators).
+    chosen = jax.make_mesh(tuple(shape.values()), tuple(shape), axis_types=(axis_type,) * len(shape),
+                           devices=first)
+    accepted = ([d.id for d in first], device_ids(chosen))
+    assert device_ids(mesh) in accepted, (
+        f"{what}: expected the first {len(first)} devices in order {accepted[0]}, got {device_ids(mesh)}")
+
+
+@pytest.fixture
+def check_mesh():
+    """check_mesh(mesh, shape, axis_type, what): a Mesh with these axis names and sizes ({"x": 2, "y": 4}), every
+    axis of this AxisType, over the first devices in order."""
+    return _check_mesh
 
 
 def expected_rows(arr):

@@ -10,37 +10,16 @@ from grader.checks import assert_sharded_like, inputs, test_mesh
 pytestmark = pytest.mark.hidden
 
 
-
-def device_ids(mesh):
-    return [d.id for d in mesh.devices.flat]
-
-
-def check_mesh(mesh, shape: dict, axis_type, what: str):
-    assert isinstance(mesh, jax.sharding.Mesh), (
-        f"{what}: expected a jax.sharding.Mesh, got {type(mesh).__name__}")
-    assert tuple(mesh.axis_names) == tuple(shape), (
-        f"{what}: expected the axis names {tuple(shape)}, got {mesh.axis_names}")
-    assert dict(mesh.shape) == shape, f"{what}: expected the axis sizes {shape}, got {dict(mesh.shape)}"
-    assert tuple(mesh.axis_types) == (axis_type,) * len(shape), (
-        f"{what}: every axis must be {axis_type.name}, got axis_types={mesh.axis_types}")
-    first = jax.devices()[:mesh.devices.size]
-    # Row-major order of the first devices, or the order jax.make_mesh picks for them (the same on CPU;
-    # it may follow the physical topology on accelerators).
-    chosen = jax.make_mesh(tuple(shape.values()), tuple(shape), axis_types=(axis_type,) * len(shape),
-                           devices=first)
-    accepted = ([d.id for d in first], device_ids(chosen))
-    assert device_ids(mesh) in accepted, (
-        f"{what}: expected the first {len(first)} devices in order {accepted[0]}, got {device_ids(mesh)}")
-
-
 @pytest.mark.points(0.5)
-def test_mesh_2x4_devices_in_order(impl):
+@pytest.mark.rules("values")
+def test_mesh_2x4_devices_in_order(impl, check_mesh):
     mesh = impl.make_mesh_2x4()
     check_mesh(mesh, {"x": 2, "y": 4}, AxisType.Explicit, "make_mesh_2x4()")
     assert mesh.devices.shape == (2, 4), f"the device grid should be 2x4, got {mesh.devices.shape}"
 
 
 @pytest.mark.points(0.5)
+@pytest.mark.rules("values")
 def test_mesh_2x4_sharding_is_in_the_type(impl):
     mesh = impl.make_mesh_2x4()
     arr = jax.device_put(np.zeros((4, 8), np.float32), NamedSharding(mesh, P("x", "y")))
@@ -50,19 +29,22 @@ def test_mesh_2x4_sharding_is_in_the_type(impl):
 
 
 @pytest.mark.points(0.5)
-def test_data_mesh_sizes(impl, n_devices):
+@pytest.mark.rules("values")
+def test_data_mesh_sizes(impl, check_mesh, n_devices):
     check_mesh(impl.make_data_mesh(n_devices), {"data": n_devices}, AxisType.Auto,
                f"make_data_mesh({n_devices})")
 
 
 @pytest.mark.points(0.5)
+@pytest.mark.rules("values")
 @pytest.mark.parametrize("n", [1, 3, 5])
-def test_data_mesh_odd_sizes(impl, n):
+def test_data_mesh_odd_sizes(impl, check_mesh, n):
     check_mesh(impl.make_data_mesh(n), {"data": n}, AxisType.Auto, f"make_data_mesh({n})")
 
 
 @pytest.mark.points(0.5)
-def test_data_mesh_named_axis(impl, n_devices):
+@pytest.mark.rules("values")
+def test_data_mesh_named_axis(impl, check_mesh, n_devices):
     check_mesh(impl.make_data_mesh(n_devices, name="batch"), {"batch": n_devices}, AxisType.Auto,
                f"make_data_mesh({n_devices}, name='batch')")
     check_mesh(impl.make_data_mesh(n_devices, "rows"), {"rows": n_devices}, AxisType.Auto,
@@ -84,6 +66,7 @@ PLACEMENTS = {
 
 
 @pytest.mark.points(1.5)
+@pytest.mark.rules("values", "layouts")
 @pytest.mark.parametrize("axis_type", ["explicit", "auto"])
 @pytest.mark.parametrize("case", list(PLACEMENTS))
 def test_place_layouts(impl, n_devices, case, axis_type):
@@ -95,6 +78,7 @@ def test_place_layouts(impl, n_devices, case, axis_type):
 
 
 @pytest.mark.points(0.5)
+@pytest.mark.rules("values", "layouts")
 def test_place_moves_a_placed_array(impl):
     mesh = test_mesh((2, 4), ("x", "y"), "explicit")
     x = inputs.rng(0).integers(-2**31, 2**31, (8, 8), dtype=np.int32)
@@ -115,6 +99,7 @@ TABLES = {
 
 
 @pytest.mark.points(0.75)
+@pytest.mark.rules("values")
 @pytest.mark.parametrize("case", list(TABLES))
 def test_shard_table_layouts(impl, check_table, drawn_array, case):
     """Each case's layout, then one drawn for the test."""
@@ -127,6 +112,7 @@ def test_shard_table_layouts(impl, check_table, drawn_array, case):
 
 
 @pytest.mark.points(0.5)
+@pytest.mark.rules("values")
 def test_shard_table_sizes(impl, check_table, drawn_array, n_devices):
     mesh = test_mesh((n_devices,), ("data",), "auto")
     arr = jax.device_put(np.zeros((2 * n_devices, 3), np.float32), NamedSharding(mesh, P("data")))
@@ -136,6 +122,7 @@ def test_shard_table_sizes(impl, check_table, drawn_array, n_devices):
 
 
 @pytest.mark.points(0.5)
+@pytest.mark.rules("values")
 def test_shard_table_sorted_on_a_reversed_mesh(impl, check_table, drawn_array):
     # The devices sit in the mesh in reverse order, so the shards come in the order 7, 6, ..., 0.
     devices = np.array(jax.devices()[:8][::-1]).reshape(2, 4)
@@ -149,6 +136,7 @@ def test_shard_table_sorted_on_a_reversed_mesh(impl, check_table, drawn_array):
 
 
 @pytest.mark.points(0.25)
+@pytest.mark.rules("values")
 def test_shard_table_single_device_and_scalar(impl, check_table):
     rng = inputs.rng(0)
     device = jax.devices()[int(rng.integers(8))]

@@ -1,7 +1,9 @@
-"""What ex02's visible and hidden tests share: the check of shard_shape on a layout that divides, the check
-of a description against the array's own sharding, what replicate_along's spec is, and layouts drawn for
-the test (every function here answers from a layout alone, so fixed layouts alone could be answered from
-a list)."""
+"""What ex02's visible and hidden tests share: the check of shard_shape on a layout that divides, the checks
+of its ValueError (raised, naming the dimension), the check of a description against the array's own
+sharding, what replicate_along's spec is, and layouts drawn for the test (every function here answers from
+a layout alone, so fixed layouts alone could be answered from a list)."""
+
+import re
 
 import jax
 import numpy as np
@@ -41,6 +43,73 @@ def check_shard_shape():
 def before_errors():
     """The note an error test adds to its valid case's message."""
     return BEFORE_ERRORS
+
+
+def names_dimension(message: str, dims) -> bool:
+    """The message mentions one of these dimension indices as a number of its own."""
+    return any(re.search(rf"(?<![\w.]){d}(?![\w.])", message) for d in dims)
+
+
+def value_error_from(call, what: str) -> ValueError:
+    try:
+        returned = call()
+    except ValueError as exc:
+        return exc
+    raise AssertionError(f"{what} should raise ValueError, but it returned {returned!r}")
+
+
+def _check_rejects_indivisible(impl, global_shape, mesh_shape, spec, dim):
+    """shard_shape raises ValueError naming dimension `dim`, the one its mesh axes do not divide."""
+    what = f"shard_shape({tuple(global_shape)}, {dict(mesh_shape)}, {spec})"
+    error = value_error_from(lambda: impl.shard_shape(tuple(global_shape), dict(mesh_shape), spec), what)
+    assert names_dimension(str(error), [dim]), (
+        f"{what} raised ValueError, but its message must name dimension {dim} (the one that is not "
+        f"divisible) by its index; got: {error}")
+
+
+def _check_rejects_axis_used_twice(impl, global_shape, mesh_shape, spec, dims, axis=None):
+    """shard_shape raises ValueError naming one of `dims`: where the axis is used again (the greatest of them)
+    or, for an axis repeated in one tuple, that dimension."""
+    what = f"shard_shape({tuple(global_shape)}, {dict(mesh_shape)}, {spec})"
+    error = value_error_from(lambda: impl.shard_shape(tuple(global_shape), dict(mesh_shape), spec), what)
+    which = "the axis" if axis is None else f"the axis {axis!r}"
+    assert names_dimension(str(error), dims), (
+        f"{what} raised ValueError, but its message must name the dimension where {which} is used "
+        f"again (dimension {max(dims)}) by its index; got: {error}")
+
+
+def _check_drawn_axis_used_twice(impl, seed=0):
+    """A layout drawn for the test (shard_shape checked on it first), then the same with one of its axes used
+    again in another dimension (or in the same entry)."""
+    rng = inputs.rng(seed)
+    sizes, valid, shape = inputs.layout(rng)
+    _check_shard_shape(impl, shape, sizes, valid, _named_shard_shape(shape, sizes, valid), note=BEFORE_ERRORS)
+    entries = [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in valid]
+    first = int(rng.choice([i for i, e in enumerate(entries) if e]))
+    axis = str(rng.choice(entries[first]))
+    again = int(rng.choice([i for i in range(len(entries)) if i != first] or [first]))   # or the same entry
+    entries[again] += (axis,)
+    repeated = P(*(None if not e else e[0] if len(e) == 1 else e for e in entries))
+    _check_rejects_axis_used_twice(impl, shape, sizes, repeated, sorted({first, again}), axis)
+
+
+@pytest.fixture
+def check_rejects_indivisible():
+    """check_rejects_indivisible(impl, global_shape, mesh_shape, spec, dim): a ValueError naming dimension dim."""
+    return _check_rejects_indivisible
+
+
+@pytest.fixture
+def check_rejects_axis_used_twice():
+    """check_rejects_axis_used_twice(impl, global_shape, mesh_shape, spec, dims, axis=None): a ValueError naming
+    one of dims, where the axis is used again."""
+    return _check_rejects_axis_used_twice
+
+
+@pytest.fixture
+def check_drawn_axis_used_twice():
+    """check_drawn_axis_used_twice(impl, seed=0): the same on a layout drawn for the test, one axis repeated."""
+    return _check_drawn_axis_used_twice
 
 
 KEYS = ("shard_shape", "num_devices", "is_fully_replicated", "is_fully_addressable", "replication_factor")

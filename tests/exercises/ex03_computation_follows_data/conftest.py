@@ -1,15 +1,31 @@
-"""What ex03's visible and hidden tests share: every 2-D spec over the mesh's axes, asking JAX which
-sharding an operation gives, and comparing a student's predictions with it. No answer is written here:
-JAX is asked every time."""
+"""What ex03's visible and hidden tests share: the check that column_sum's compiled program all-reduces
+(and computes the column sums), every 2-D spec over the mesh's axes, asking JAX which sharding an operation
+gives, and comparing a student's predictions with it. No answer is written here: JAX is asked every time."""
 
 import itertools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import test_mesh
+from grader.checks import assert_collectives, test_mesh
+
+
+def check_all_reduce(impl, mesh, data):
+    """column_sum of `data` placed P("x", "y") on `mesh` (Auto axes): its compiled program contains an
+    all-reduce, and running it gives the column sums."""
+    x = jax.device_put(data, NamedSharding(mesh, P("x", "y")))
+    assert_collectives(impl.column_sum, x, present=("all-reduce",), expected=data.astype(np.float64).sum(axis=0),
+                       rtol=1e-5, atol=1e-4, what=f"column_sum on a {mesh.shape['x']}x{mesh.shape['y']} mesh")
+
+
+@pytest.fixture(name="check_all_reduce")
+def check_all_reduce_fixture():
+    """check_all_reduce(impl, mesh, data): column_sum's compiled program all-reduces, and gives the column sums."""
+    return check_all_reduce
+
 
 # Every 2-D spec over the mesh axes ("x", "y") that names no axis twice: 11 of them.
 ENTRIES = (None, "x", "y", ("x", "y"), ("y", "x"))

@@ -1,9 +1,35 @@
-"""What ex04's visible and hidden tests share: the inputs and the float64 NumPy reference layer."""
+"""What ex04's visible and hidden tests share: the inputs, the float64 NumPy reference layer, the tolerance,
+and the rules each function's compiled program is graded by (its collectives, the flops each device does,
+the speed of the data-parallel layer), checked the same way by the visible and the hidden tests."""
 
+import jax
 import numpy as np
 import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import inputs
+from grader.checks import (
+    NotReported,
+    assert_collectives,
+    assert_computes,
+    compiled,
+    flops_per_device,
+    inputs,
+    test_mesh,
+)
+
+# The module docstring's tolerance (float32).
+TOL = dict(rtol=1e-5, atol=1e-6)
+
+# function: (its mesh's kind, x's spec, W's spec, the collectives its compiled program must have exactly).
+COLLECTIVES = {
+    "layer_auto": ("auto", P("data", None), P(), {}),
+    "layer_shard_map": ("explicit", P("data", None), P(), {}),
+    "layer_feature_sharded": ("explicit", P(None, "data"), P("data", None), {"all-reduce": 1}),
+}
+
+# Against every device computing the whole batch, a layer that divides the work is up to n times
+# faster; half of that leaves room for a noisy machine and none for replicated work (about 1x).
+SPEEDUP_FRACTION_OF_N = 0.5
 
 
 def _inputs(n_data=64, n_features=16, n_out=10, seed=0):
@@ -20,6 +46,12 @@ def _reference(x, W, b):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def _placed(mesh, x_spec, W_spec, inputs):
+    x, W, b = inputs
+    return (jax.device_put(x, NamedSharding(mesh, x_spec)), jax.device_put(W, NamedSharding(mesh, W_spec)),
+            jax.device_put(b, NamedSharding(mesh, P())))
+
+
 @pytest.fixture
 def layer_inputs():
     """layer_inputs(n_data, n_features, n_out, seed) -> (x, W, b) as float32 NumPy arrays."""
@@ -30,3 +62,77 @@ def layer_inputs():
 def reference_layer():
     """softmax(x @ W + b) in float64 NumPy, on one device."""
     return _reference
+
+
+@pytest.fixture
+def tol():
+    return TOL
+
+
+@pytest.fixture
+def placed():
+    """placed(mesh, x_spec, W_spec, (x, W, b)) -> x, W and b on the mesh (b replicated)."""
+    return _placed
+
+
+@pytest.fixture
+def collectives_rule(impl):
+    """check(name, n, inputs): the compiled program of the function `name` on a mesh of n devices, its
+    inputs placed as its docstring says, has exactly the collectives its docstring states, and computes
+    the layer."""
+    def check(name, n, inputs):
+        kind, x_spec, W_spec, exactly = COLLECTIVES[name]
+        mesh = test_mesh((n,), ("data",), kind)
+        assert_collectives(lambda x, W, b: getattr(impl, name)(x, W, b, mesh), *_placed(mesh, x_spec, W_spec, inputs),
+                           exactly=exactly, expected=_reference(*inputs), **TOL, what=name)
+    return check
+
+
+@pytest.fixture
+def flops_rule(impl):
+    """check(n, inputs): XLA's own count of the floating-point work each device does in layer_shard_map's
+    compiled program, on n devices, is a 1/n share of the one-device layer's; the program computes the layer."""
+    def check(n, inputs):
+        mesh = test_mesh((n,), ("data",), "explicit")
+        args = _placed(mesh, P("data", None), P(), inputs)
+        program = compiled(lambda x, W, b: impl.layer_shard_map(x, W, b, mesh), *args)
+        assert_computes(program(*args), _reference(*inputs), **TOL, what="layer_shard_map")
+        try:
+            one = flops_per_device(compiled(lambda x, W, b: jax.nn.softmax(x @ W + b), *inputs))
+            each = flops_per_device(program)
+        except NotReported as exc:
+            pytest.skip(str(exc))
+        assert each <= 1.25 * one / n, (
+            f"each device performs {each:.0f} flops, the whole layer on one device {one:.0f}: with the batch "
+            f"split over {n} devices each should do about {one / n:.0f}. Is every device computing the "
+            "whole batch?")
+    return check
+
+
+def _speed_setup(impl, n, inputs):
+    mesh = test_mesh((n,), ("data",), "explicit")
+    x, W, b = _placed(mesh, P("data", None), P(), inputs)
+    candidate = jax.jit(lambda x, W, b: impl.layer_shard_map(x, W, b, mesh))
+    return mesh, (x, W, b), lambda: candidate(x, W, b)
+
+
+@pytest.fixture
+def speed_setup(impl):
+    """speed_setup(n, inputs) -> (mesh, (x, W, b) placed for layer_shard_map, a call of its jitted program)."""
+    return lambda n, inputs: _speed_setup(impl, n, inputs)
+
+
+@pytest.fixture
+def speedup_rule(impl, speedup):
+    """check(n, inputs): layer_shard_map's jitted program on n devices computes the layer, and runs at least
+    SPEEDUP_FRACTION_OF_N * n times as fast as every device computing the whole batch."""
+    def check(n, inputs):
+        mesh, (_, W, b), run_candidate = _speed_setup(impl, n, inputs)
+        assert_computes(run_candidate(), _reference(*inputs), **TOL, what="layer_shard_map")
+        # The baseline: the jitted layer with every input replicated on the mesh, so that every device
+        # computes the whole batch.
+        x_everywhere = jax.device_put(inputs[0], NamedSharding(mesh, P()))
+        replicated = jax.jit(lambda x, W, b: jax.nn.softmax(x @ W + b))
+        speedup(lambda: replicated(x_everywhere, W, b), run_candidate, threshold=SPEEDUP_FRACTION_OF_N * n,
+                label="layer_shard_map against every device computing the whole batch", devices=n)
+    return check

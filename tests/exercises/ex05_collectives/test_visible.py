@@ -1,9 +1,12 @@
-"""ex05_collectives, visible tests: the worked example of the module docstring, on 4 devices, and
-device_ranks on 8. Run them with `shardlab check ex05`.
+"""ex05_collectives, visible tests: the worked example of the module docstring, on 4 devices, the
+collectives of each function's compiled program on 4 devices, and device_ranks on 8. Run them with
+`shardlab check ex05`. Points: device_ranks 1, the worked example 2, collectives 2 (of 15: the hidden
+tests grade the same rules on 2, 4 and 8 devices and other inputs).
 
 Each function's compiled program is run on the worked example and on an input of the same shape drawn
 for the test (small integers, so that every sum is exact): a program that returns the docstring's
-answers without computing them earns nothing."""
+answers without computing them earns nothing. Values are compared at the module docstring's tolerance,
+as the hidden tests compare them."""
 
 import jax
 import numpy as np
@@ -12,15 +15,15 @@ from jax.sharding import PartitionSpec as P
 
 from grader.checks import assert_sharded_like, inputs
 
-EXACT = dict(rtol=0, atol=0)
+
+@pytest.mark.rules("values", "layouts")
+@pytest.mark.points(1)
+def test_device_ranks(ranks_rule):
+    ranks_rule(8)
 
 
-def test_device_ranks(impl, ring):
-    mesh, _ = ring(8)
-    ranks = impl.device_ranks(mesh)
-    assert_sharded_like(ranks, mesh, P("i"), np.arange(8), **EXACT, name="device_ranks")
-
-
+@pytest.mark.rules("values", "layouts")
+@pytest.mark.points(2)
 @pytest.mark.parametrize("name, want, spec", [
     ("all_gather", [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 1, 2], P()),
     ("all_reduce", [22, 20, 12, 17], P()),
@@ -30,11 +33,21 @@ def test_device_ranks(impl, ring):
     ("ring_shift", [9, 7, 1, 2, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], P("i")),
     ("ring_all_reduce", [22, 20, 12, 17], P()),
 ])
-def test_worked_example(impl, ring, example, expected, name, want, spec):
+def test_worked_example(impl, ring, example, expected, tol, name, want, spec):
     mesh, place = ring(4)
     program = jax.jit(lambda x: getattr(impl, name)(x, mesh))   # traced once, for both inputs
-    assert_sharded_like(program(place(example)), mesh, spec, np.array(want), **EXACT,
+    assert_sharded_like(program(place(example)), mesh, spec, np.array(want), **tol,
                         name=f"{name} of the worked example")
     x = inputs.rng(0).integers(-9, 10, example.shape).astype(np.float32)
-    assert_sharded_like(program(place(x)), mesh, spec, getattr(expected, name)(x, 4), **EXACT,
+    assert_sharded_like(program(place(x)), mesh, spec, getattr(expected, name)(x, 4), **tol,
                         name=f"{name} of x = {x.astype(int).tolist()}")
+
+
+@pytest.mark.rules("collectives", "values")
+@pytest.mark.points(2)
+@pytest.mark.parametrize("name", ["all_gather", "all_reduce", "reduce_scatter", "all_reduce_via_scatter_gather",
+                                  "all_to_all", "ring_shift", "ring_all_reduce"])
+def test_collectives_on_4_devices(collectives_rule, name):
+    """The kinds of collective each docstring names (HLO: ...), and no other, in the program compiled for a
+    2-D x of 16 rows (4 blocks of 4) drawn for the test; that program must compute the right values too."""
+    collectives_rule(name, 4, inputs.rng(1).integers(-9, 10, (16, 2)).astype(np.float32))

@@ -1,18 +1,41 @@
-"""ex06_matmul_cases, visible tests: each case's values and output sharding on a 2x4 mesh. Run them with
-`shardlab check ex06`."""
+"""ex06_matmul_cases, visible tests on a 2x4 mesh: each case's values and output sharding, the collectives
+of its compiled program, and the per-device output bytes of case3_reducescatter. Run them with
+`shardlab check ex06`. Points: values 2, collectives 2, output bytes 1 (of 15: the hidden tests grade the
+same rules on 2x1, 2x2, 2x4 and 4x2 meshes, with other inputs)."""
 
 import jax
 import pytest
 
 from grader.checks import assert_sharded_like, test_mesh
 
-TOL = dict(rtol=1e-5, atol=1e-5)
+CASE_NAMES = ["case1_local", "case2_allgather", "case3_allreduce", "case3_reducescatter", "case4_allgather"]
 
 
-@pytest.mark.parametrize("case", ["case1_local", "case2_allgather", "case3_allreduce", "case3_reducescatter",
-                                  "case4_allgather"])
-def test_case(impl, cases, operands, product, case):
-    mesh = test_mesh((2, 4), ("x", "y"), "explicit")
+@pytest.fixture
+def mesh():
+    return test_mesh((2, 4), ("x", "y"), "explicit")
+
+
+@pytest.mark.rules("values", "layouts")
+@pytest.mark.points(2)
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_case(impl, mesh, cases, operands, product, tol, case):
     (A, B), placed = operands(mesh, case)
     out = jax.jit(lambda a, b: getattr(impl, case)(a, b, mesh))(*placed)
-    assert_sharded_like(out, mesh, cases[case][2], product(A, B), **TOL, name=f"{case}'s C")
+    assert_sharded_like(out, mesh, cases[case][2], product(A, B), **tol, name=f"{case}'s C")
+
+
+@pytest.mark.rules("collectives", "values")
+@pytest.mark.points(2)
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_collectives_on_2x4(mesh, collectives_rule, case):
+    """The collectives each docstring states, in the program compiled for A (16, 24) and B (24, 32) drawn for
+    the test; that program must compute C too."""
+    collectives_rule(case, mesh, seed=1)
+
+
+@pytest.mark.rules("memory", "values")
+@pytest.mark.points(1)
+def test_reducescatter_output_bytes_on_2x4(mesh, output_bytes_rule):
+    """Each device's output of case3_reducescatter takes 1/|x| of the bytes of an all-reduce's (all of C)."""
+    output_bytes_rule(mesh, seed=1)

@@ -1,11 +1,16 @@
-"""What ex07's visible and hidden tests share: the inputs, placed on the mesh, and the float64 NumPy product."""
+"""What ex07's visible and hidden tests share: the inputs, placed on the mesh, the float64 NumPy product,
+and the rules the compiled programs are graded by (their collectives, and the overlapped all-gather
+matmul's temporary memory), so that `shardlab check` applies the very checks grading does."""
 
 import jax
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import inputs
+from grader.checks import NotReported, assert_collectives, assert_computes, compiled, inputs, memory_per_device
+
+# float32 matmuls summed in different orders; the product's entries are of order 1.
+TOL = dict(rtol=1e-5, atol=1e-4)
 
 
 def _inputs(M, K, N, seed=0):
@@ -20,6 +25,10 @@ LAYOUTS = {"allgather": (P("i", None), P("i", None)), "reducescatter": (P(None, 
 def _placed(mesh, layout, lhs, rhs):
     specs = LAYOUTS[layout]
     return tuple(jax.device_put(v, NamedSharding(mesh, spec)) for v, spec in zip((lhs, rhs), specs))
+
+
+def _reference_matmul(lhs, rhs):
+    return np.asarray(lhs, np.float64) @ np.asarray(rhs, np.float64)
 
 
 @pytest.fixture
@@ -38,4 +47,57 @@ def placed():
 @pytest.fixture
 def reference_matmul():
     """lhs @ rhs in float64 NumPy, on one device."""
-    return lambda lhs, rhs: np.asarray(lhs, np.float64) @ np.asarray(rhs, np.float64)
+    return _reference_matmul
+
+
+# --- the compiled programs -----------------------------------------------------------------------
+
+# Each function: its inputs' layout, and the collectives its compiled program must have (assert_collectives).
+COLLECTIVE_RULES = {
+    "allgather_matmul": ("allgather", dict(exactly={"all-gather": 1})),
+    "allgather_matmul_overlapped": ("allgather", dict(present=("collective-permute",), absent=("all-gather",))),
+    "reducescatter_matmul": ("reducescatter", dict(exactly={"reduce-scatter": 1})),
+    "reducescatter_matmul_overlapped": ("reducescatter", dict(only=("collective-permute",))),
+}
+
+
+def _check_collectives(impl, name, mesh, lhs, rhs):
+    """The compiled program of `name` on `mesh` has the collectives of COLLECTIVE_RULES, and computes lhs @ rhs."""
+    layout, rule = COLLECTIVE_RULES[name]
+    fn = getattr(impl, name)
+    return assert_collectives(lambda a, b: fn(a, b, mesh), *_placed(mesh, layout, lhs, rhs), **rule,
+                              expected=_reference_matmul(lhs, rhs), **TOL, what=name)
+
+
+def _check_temp_memory(impl, mesh, lhs, rhs):
+    """XLA's own figure for the temporary buffers one device needs in the compiled allgather_matmul_overlapped
+    (which must also compute lhs @ rhs): below the whole rhs, which the all-gather version holds at once;
+    blocks travelling round the ring need only a few of its n blocks at a time."""
+    n = mesh.devices.size
+    args = _placed(mesh, "allgather", lhs, rhs)
+    program = compiled(lambda a, b: impl.allgather_matmul_overlapped(a, b, mesh), *args)
+    assert_computes(program(*args), _reference_matmul(lhs, rhs), **TOL, what="allgather_matmul_overlapped")
+    try:
+        temp = memory_per_device(program).temp_bytes
+    except NotReported as exc:
+        pytest.skip(str(exc))
+    whole_rhs = rhs.size * rhs.dtype.itemsize
+    assert temp < whole_rhs, (
+        f"with lhs {lhs.shape} and rhs {rhs.shape} on {n} devices, the compiled allgather_matmul_overlapped "
+        f"needs {temp} bytes of temporary memory per device, the whole rhs is {whole_rhs} bytes (one block "
+        f"{whole_rhs // n}): it must stay below the whole rhs. Does your function gather rhs, or collect "
+        "every block before multiplying? Multiply each block as it arrives and keep only the running result.")
+
+
+@pytest.fixture
+def check_collectives():
+    """check_collectives(impl, name, mesh, lhs, rhs): the compiled program of impl.<name> has the collectives
+    COLLECTIVE_RULES gives it, and computes lhs @ rhs (lhs, rhs as NumPy arrays; placed here)."""
+    return _check_collectives
+
+
+@pytest.fixture
+def check_temp_memory():
+    """check_temp_memory(impl, mesh, lhs, rhs): the compiled allgather_matmul_overlapped computes lhs @ rhs with
+    less temporary memory per device than the whole rhs."""
+    return _check_temp_memory

@@ -1,13 +1,26 @@
 """What ex09's visible and hidden tests share: the tests' own copy of the single-device MLP and SGD step
 (a student's module cannot change them), the training problem, the reference run on one device, the
-test's own FSDP placement, and the check of trained parameters (values first, saying which gradient
-mistake a wrong update made, then the layouts)."""
+test's own FSDP placement, the check of trained parameters (values first, saying which gradient
+mistake a wrong update made, then the layouts), and the rules a compiled step is graded by (its
+collectives, its per-device argument bytes), so that `shardlab check` applies the very checks grading
+does."""
+
+import math
+import re
 
 import jax
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import assert_sharded_like
+from grader.checks import (
+    NotReported,
+    assert_collectives,
+    assert_computes,
+    assert_sharded_like,
+    compiled,
+    inspect_collectives,
+    memory_per_device,
+)
 from grader.checks.training import (
     assert_losses,
     assert_trains_like_sgd,
@@ -132,3 +145,137 @@ def check_layout():
 def check_trained():
     """check_trained(params, loss_or_losses, mesh, params0, x, y, lr=LR, steps=1, what=...)"""
     return _check_trained
+
+
+# --- the compiled step ---------------------------------------------------------------------------
+
+def _expected_leaves(params, x, y, lr=LR):
+    """One single-device step's new params and loss, flat (as the tests' compiled steps return them)."""
+    want, losses = _reference(params, x, y, lr=lr)
+    return [*jax.tree.leaves(want), losses[0]]
+
+
+def _step_program(impl, mesh, args):
+    """The student's step compiled by the test (inside its own jax.jit), its results as a flat list."""
+    return compiled(lambda p, x, y: jax.tree.leaves(impl.fsdp_train_step(p, x, y, LR, mesh)), *args)
+
+
+def _elements(line: str, kind: str = "all-reduce") -> int:
+    """Elements of a collective's result (summed over a tuple): `%ar = (f32[64]{0}, f32[]) all-reduce(...)`."""
+    shapes = line.split("=", 1)[1].split(kind, 1)[0]
+    return sum(math.prod(int(d) for d in dims.split(",") if d) for dims in re.findall(r"\w+\[([\d,]*)\]", shapes))
+
+
+def _check_program(impl, mesh, params, x, y):
+    """Weights all-gathered, their gradients reduce-scattered: no device ever receives a weight's whole
+    gradient. The biases' gradients and the loss may be all-reduced: they are far smaller than any W.
+    The values of the compiled step first: a program that computes nothing has no collectives."""
+    n_devices = mesh.devices.size
+    args = _fsdp_placed(mesh, params, x, y)
+    program = _step_program(impl, mesh, args)
+    expected = _expected_leaves(params, x, y)
+    assert_computes(program(*args), expected, **TOL, what="fsdp_train_step")
+    ops = inspect_collectives(program, what="fsdp_train_step")
+    all_reduces = [op.line for op in ops if op.kind == "all-reduce"]
+    moved = sum(_elements(line) for line in all_reduces)
+    smallest = min(W.size for W, _ in params)
+    small_stuff = sum(b.size for _, b in params) + 1
+    if moved >= smallest:
+        biggest = max(all_reduces, key=_elements)
+        raise AssertionError(
+            f"the compiled program of fsdp_train_step all-reduces {moved} elements per step in all; the biases' "
+            f"gradients and the loss are only {small_stuff}, and the smallest weight's full gradient alone has "
+            f"{smallest}: a full weight gradient is all-reduced, so every device receives all of it (and, if it "
+            "then keeps only its own rows, throws the rest away). FSDP reduces each weight's gradient with a "
+            "reduce-scatter (jax.lax.psum_scatter): each device receives only its own slice of the sum, "
+            f"1/{n_devices} of it, and no device ever holds a whole reduced gradient.\n  {biggest[:300]}")
+    assert_collectives(program, *args, present=("all-gather", "reduce-scatter"), expected=expected, **TOL,
+                       what="fsdp_train_step (the weights gathered where they are used, their gradients "
+                            "reduce-scattered)")
+    # Every weight's gradient goes through a reduce-scatter: each device receives its 1/n of each (a token
+    # reduce-scatter beside gradients reduced another way does not count).
+    scatters = [op.line for op in ops if op.kind == "reduce-scatter"]
+    scattered = sum(_elements(line, "reduce-scatter") for line in scatters)
+    slices = sum(W.size for W, _ in params) // n_devices
+    assert scattered >= slices, (
+        f"the reduce-scatters of the compiled fsdp_train_step give each device {scattered} elements in all; its "
+        f"slices of the weights' gradients alone have {slices} (1/{n_devices} of every W's gradient). Reduce "
+        "every weight's gradient with jax.lax.psum_scatter, not only a part of them.")
+
+
+_BASELINES: dict = {}   # the replicated data-parallel step compiled per device count and shapes
+
+
+def _replicated_baseline(mesh, params, xs, ys):
+    """ex08's data-parallel step, written here: every parameter replicated, the batch split. Its
+    per-device memory is what FSDP divides."""
+    replicated = jax.device_put(params, NamedSharding(mesh, P()))
+    key = (mesh.devices.size, tuple(W.shape for W, _ in params), xs.shape, ys.shape)
+    if key not in _BASELINES:
+        _BASELINES[key] = compiled(lambda p, x, y: jax.tree.leaves(sgd_step(p, x, y, LR)), replicated, xs, ys)
+    return _BASELINES[key]
+
+
+def _check_argument_bytes(impl, mesh, params, x, y):
+    """XLA's own figure for the bytes of each device's arguments of the compiled step, with the params placed
+    by the student's shard_params (their layouts checked first, then the step's values): 1/n of the weights,
+    against all of them in a replicated data-parallel step. Both hold the biases whole and one block of the
+    batch, which is the slack allowed."""
+    n_devices = mesh.devices.size
+    placed = impl.shard_params(params, mesh)
+    _check_fsdp_layout(placed, mesh, params,
+                       what="shard_params's result (the params this test compiles the step on)")
+    _, xs, ys = _fsdp_placed(mesh, [], x, y)
+    args = (placed, xs, ys)
+    program = _step_program(impl, mesh, args)
+    assert_computes(program(*args), _expected_leaves(params, x, y), **TOL, what="fsdp_train_step")
+    baseline = _replicated_baseline(mesh, params, xs, ys)
+    try:
+        fsdp, replicated = memory_per_device(program), memory_per_device(baseline)
+    except NotReported as exc:
+        pytest.skip(str(exc))
+    biases = sum(b.nbytes for _, b in params)
+    block = (x.nbytes + y.nbytes) // n_devices
+    bound = replicated.argument_bytes / n_devices + biases + block
+    ratio = fsdp.argument_bytes / replicated.argument_bytes
+    print(f"argument bytes per device on {n_devices} devices: fsdp_train_step {fsdp.argument_bytes}, replicated "
+          f"data-parallel step {replicated.argument_bytes} (ratio {ratio:.3f}, bound {bound:.0f})")
+    assert fsdp.argument_bytes <= bound, (
+        f"each device's arguments of the compiled fsdp_train_step take {fsdp.argument_bytes} bytes; a replicated "
+        f"data-parallel step's take {replicated.argument_bytes}, and FSDP on {n_devices} devices should need at "
+        f"most 1/{n_devices} of that plus the biases ({biases} bytes) and one block of the batch ({block} bytes), "
+        f"which both hold: {bound:.0f}. Does every device still receive whole weights?")
+
+
+@pytest.fixture
+def check_program():
+    """check_program(impl, mesh, params, x, y): the compiled fsdp_train_step, on inputs placed as it expects,
+    computes single-device SGD's step, all-gathers, reduce-scatters every weight's gradient, and all-reduces
+    nothing as large as a weight's full gradient."""
+    return _check_program
+
+
+@pytest.fixture
+def check_argument_bytes():
+    """check_argument_bytes(impl, mesh, params, x, y): with params placed by impl.shard_params, the compiled
+    fsdp_train_step computes single-device SGD's step, and each device's arguments take at most 1/n of a
+    replicated data-parallel step's, plus the biases and one block of the batch."""
+    return _check_argument_bytes
+
+
+@pytest.fixture
+def step_program():
+    """step_program(impl, mesh, args): the student's step compiled inside the test's own jax.jit."""
+    return _step_program
+
+
+@pytest.fixture
+def replicated_baseline():
+    """replicated_baseline(mesh, params, xs, ys): the compiled replicated data-parallel step, for its memory."""
+    return _replicated_baseline
+
+
+@pytest.fixture
+def expected_leaves():
+    """expected_leaves(params, x, y): one single-device step's new params and loss, as a flat list."""
+    return _expected_leaves

@@ -1,7 +1,7 @@
 """ex09_fsdp, visible tests (8 devices). Run them with `shardlab check ex09`.
 
-Points (ex09_fsdp.py's docstring): these tests carry 4 of the 20; the hidden ones check the same on 2, 4 and
-8 devices, and the compiled step's collectives and memory."""
+Points (ex09_fsdp.py's docstring): these tests carry 7 of the 20; the hidden ones check the same on 2, 4 and
+8 devices with other inputs, and five steps of training."""
 
 import numpy as np
 import pytest
@@ -14,6 +14,7 @@ N_BATCH = 32                       # 4 rows per device
 
 
 @pytest.mark.points(1)
+@pytest.mark.rules("values", "layouts")
 def test_shard_params(impl, problem, check_layout):
     mesh = test_mesh((N,), ("data",), "explicit")
     params, _, _ = problem(N_BATCH)
@@ -21,6 +22,7 @@ def test_shard_params(impl, problem, check_layout):
 
 
 @pytest.mark.points(1.5)
+@pytest.mark.rules("values", "layouts")
 def test_fsdp_train_step(impl, problem, fsdp_placed, check_trained):
     mesh = test_mesh((N,), ("data",), "explicit")
     params, x, y = problem(N_BATCH)
@@ -29,6 +31,7 @@ def test_fsdp_train_step(impl, problem, fsdp_placed, check_trained):
 
 
 @pytest.mark.points(1.5)
+@pytest.mark.rules("values", "layouts", "training")
 def test_fsdp_worked_example(impl, problem, check_layout, fsdp_placed, check_trained):
     """The lab's worked example: place the params with shard_params, then 10 FSDP steps, the losses going
     down like one device's and every W still split over the devices."""
@@ -43,3 +46,24 @@ def test_fsdp_worked_example(impl, problem, check_layout, fsdp_placed, check_tra
         losses.append(np.asarray(loss))
     check_trained(params, np.asarray(losses), mesh, params0, x, y, lr=LR, steps=10,
                   what="fsdp_train_step's params")
+
+
+@pytest.mark.points(2)
+@pytest.mark.rules("collectives", "values")
+def test_fsdp_compiled_step(impl, problem, check_program):
+    """The step compiled inside the test's own jax.jit: it computes single-device SGD's step, all-gathers
+    (the weights), reduce-scatters every weight's gradient, and all-reduces nothing as large as a weight's
+    whole gradient (the biases' gradients and the loss are small and may be all-reduced)."""
+    params, x, y = problem(N_BATCH, seed=1)
+    check_program(impl, test_mesh((N,), ("data",), "explicit"), params, x, y)
+
+
+@pytest.mark.points(1)
+@pytest.mark.rules("memory", "layouts", "values")
+def test_fsdp_step_argument_bytes(impl, problem, check_argument_bytes):
+    """With the params placed by shard_params, each device's arguments of the compiled step (XLA's memory
+    analysis) take at most 1/8 of a replicated data-parallel step's, plus the biases and one block of the
+    batch, which both hold whole."""
+    params, _, _ = problem(N_BATCH, seed=2)
+    _, x, y = problem(N_BATCH, seed=3)
+    check_argument_bytes(impl, test_mesh((N,), ("data",), "explicit"), params, x, y)

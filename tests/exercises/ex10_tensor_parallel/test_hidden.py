@@ -1,7 +1,11 @@
 """ex10_tensor_parallel, hidden tests on 4 x 2, 2 x 4 and 2 x 2 meshes: the layout of the params, the
 forward's values and its one all-reduce over "model", three training steps against single-device SGD,
 and the device groups of the step's all-reduces (activations over "model", gradients over "data"),
-read from the compiled program and compared with the mesh's axes."""
+read from the compiled program and compared with the mesh's axes.
+
+Points (the module docstring of ex10_tensor_parallel.py): the weights are points out of 20; these tests carry
+13 of them. What the compiled programs' all-reduces run over is what makes tensor parallelism: a forward that
+gathers the weights computes the same values and layouts."""
 
 import jax
 import pytest
@@ -21,6 +25,8 @@ def _seed(shape):
     return 10 * shape[0] + shape[1]
 
 
+@pytest.mark.points(1)
+@pytest.mark.rules("values", "layouts")
 @MESHES
 def test_shard_mlp_params_layouts(impl, tp_mesh, problem, shape):
     mesh = tp_mesh(shape)
@@ -33,6 +39,8 @@ def test_shard_mlp_params_layouts(impl, tp_mesh, problem, shape):
         assert_sharded_like(out[name], mesh, spec, params[name], rtol=0, atol=0, name=name)
 
 
+@pytest.mark.points(2)
+@pytest.mark.rules("values", "layouts")
 @MESHES
 def test_tp_forward_values(impl, tp_mesh, place, problem, check_forward, shape):
     mesh = tp_mesh(shape)
@@ -40,6 +48,8 @@ def test_tp_forward_values(impl, tp_mesh, place, problem, check_forward, shape):
     check_forward(impl.tp_forward(*place(mesh, params, x), mesh), mesh, params, x)
 
 
+@pytest.mark.points(2)
+@pytest.mark.rules("collectives", "values")
 @MESHES
 def test_tp_forward_all_reduces_over_model(impl, tp_mesh, place, problem, reference_forward, assert_forward_program,
                                            shape):
@@ -50,6 +60,8 @@ def test_tp_forward_all_reduces_over_model(impl, tp_mesh, place, problem, refere
     assert_forward_program(program, args, reference_forward(params, x), mesh)
 
 
+@pytest.mark.points(4)
+@pytest.mark.rules("training", "values", "layouts")
 @MESHES
 def test_tp_train_step_values(impl, tp_mesh, place, problem, reference_steps, check_step, shape):
     """Three steps, each taking the previous step's params: they keep their layout from step to step."""
@@ -63,6 +75,8 @@ def test_tp_train_step_values(impl, tp_mesh, place, problem, reference_steps, ch
                    what="tp_train_step's params")
 
 
+@pytest.mark.points(4)
+@pytest.mark.rules("collectives", "values")
 @MESHES
 def test_tp_train_step_all_reduce_groups(impl, tp_mesh, place, problem, reference_steps, assert_step_program, shape):
     mesh = tp_mesh(shape)

@@ -1,6 +1,7 @@
 """What ex11's visible and hidden tests share: padded per-device particle buffers (with garbage in the
-padding), the NumPy reference mean, and the check of a redistribution, which knows nothing of the order
-of the particles inside a device nor of how many padding rows each device's block has."""
+padding), the NumPy reference mean and the check of a mean, the check of a redistribution, which knows
+nothing of the order of the particles inside a device nor of how many padding rows each device's block
+has, and the check of a compiled redistribution (an all-to-all in a program that redistributes right)."""
 
 from collections import Counter
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import assert_sharded_like, assert_sharding, inputs
+from grader.checks import assert_close, assert_collectives, assert_sharded_like, assert_sharding, compiled, inputs
 
 CAP = 8   # rows per device in every test's input: the same shapes for every example, one compile per test
 
@@ -51,6 +52,15 @@ def _valid(pos, num, n):
 def _reference_mean(pos, num, n):
     valid = _valid(pos, num, n).astype(np.float64)
     return valid.mean(axis=0) if len(valid) else np.zeros(3)
+
+
+def _check_mean(mean, pos, num, n, **tol):
+    """masked_mean's result for inputs (pos, num) as NumPy arrays: no NaN (an empty device), then the values."""
+    mean = np.asarray(mean)
+    assert not np.isnan(mean).any(), (
+        f"masked_mean gave {mean} with counts {np.asarray(num).tolist()}: an empty device must not make a NaN")
+    assert_close(mean, _reference_mean(pos, num, n), **tol,
+                 name=f"masked_mean with counts {np.asarray(num).tolist()} (padding rows hold garbage)")
 
 
 def _rows(array) -> Counter:
@@ -122,6 +132,16 @@ def _check_redistribution(result, pos, num, n, capacity, mesh=None):
             f"(new counts {counts.tolist()}, particles per destination {pairs.sum(axis=0).tolist()})")
 
 
+def _assert_redistribution_program(impl, mesh, pos, num, capacity):
+    """redistribute_by_slab compiled under jax.jit (mesh and capacity fixed): the program must contain an
+    all-to-all, and earns it only by also redistributing (pos, num) right."""
+    n = mesh.shape["d"]
+    args = _place(mesh, pos, num)
+    program = compiled(lambda p, k: impl.redistribute_by_slab(p, k, mesh, capacity), *args)
+    _check_redistribution(program(*args), pos, num, n, capacity)
+    assert_collectives(program, present=("all-to-all",), what="redistribute_by_slab")
+
+
 def _assert_stacked(got, mesh, spec, want, *, name, **tol):
     """A result of expanding_shard_map: first its shape, with what a wrong one usually means, then
     assert_sharded_like (sharding, shard shapes, shard values)."""
@@ -166,6 +186,19 @@ def place():
 def reference_mean():
     """The float64 mean of the valid rows (zeros when there are none)."""
     return _reference_mean
+
+
+@pytest.fixture
+def check_mean():
+    """check_mean(mean, pos, num, n, rtol=..., atol=...): no NaN, and the float64 mean of the valid rows."""
+    return _check_mean
+
+
+@pytest.fixture
+def assert_redistribution_program():
+    """assert_redistribution_program(impl, mesh, pos, num, capacity): an all-to-all in the compiled program,
+    which redistributes right."""
+    return _assert_redistribution_program
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """What ex13's visible and hidden tests share: the check that a result is a plain number close to the
-expected one, the tests' own copy of the cost model that the exercise's docstring states, and cases drawn
-for each test: a test of fixed numbers (the book's) also checks the model on a case drawn for it, so that
-no fixed answer is earned by a function that only knows the fixed answers."""
+expected one, the tests' own copy of the cost model that the exercise's docstring states, the check of a
+property (one device costs nothing) after the value it speaks about, and cases drawn for each test: a test
+of fixed numbers (the book's) also checks the model on a case drawn for it, so that no fixed answer is
+earned by a function that only knows the fixed answers."""
 
 import math
 
@@ -45,6 +46,24 @@ MODEL = {
 }
 COLLECTIVES = tuple(MODEL)
 REGIMES = ("bandwidth", "latency")
+
+
+# What a property test says when the value it checks first is wrong.
+ANCHOR = "the value is checked before the property: a property earns its points only with the model's values"
+
+
+def _exact(impl, name, args, why=""):
+    """name(*args) is the model's value (see _check)."""
+    return _check(getattr(impl, name)(*args), MODEL[name](*args), _call(name, *args), why=why)
+
+
+def _check_one_device(impl, name, nbytes, bandwidth, latency):
+    """The property "one device costs nothing", after the value on a ring of 2 of the same array (at least a
+    byte, so never 0): 0.0 everywhere has the property and is no model."""
+    _exact(impl, name, (max(nbytes, 1), bandwidth, 2, latency), why=ANCHOR)
+    args = (nbytes, bandwidth, 1, latency)
+    _check(getattr(impl, name)(*args), 0.0, _call(name, *args),
+           why="with n = 1 no byte moves and no hop is made, whatever the latency")
 
 
 def _drawn_ring(regime, seed=0):
@@ -100,6 +119,13 @@ def call_text():
 def cost_model():
     """{function name: the tests' copy of its cost in seconds, same arguments as the exercise's}."""
     return MODEL
+
+
+@pytest.fixture
+def check_one_device():
+    """check_one_device(impl, name, nbytes, bandwidth, latency): the model's value on a ring of 2, then 0 on a
+    ring of one device."""
+    return _check_one_device
 
 
 @pytest.fixture
