@@ -3,10 +3,24 @@
 import os
 import tempfile
 
-from grader.course.devices import force_host_devices
+import pytest
+
+from grader.course.devices import DeviceCountError, force_host_devices
 from grader.harness import timing_lock
 
-force_host_devices()
+try:
+    force_host_devices()
+    _SETUP_ERROR = None
+except DeviceCountError as exc:
+    # Raised here, it would be a traceback "while loading conftest"; from pytest_configure it is a usage error.
+    _SETUP_ERROR = str(exc)
+
+
+@pytest.hookimpl(tryfirst=True)   # before the plugin's pytest_configure starts jax on the wrong devices
+def pytest_configure(config):
+    if _SETUP_ERROR:
+        raise pytest.UsageError(f"set-up error: {_SETUP_ERROR}")
+
 
 # One timing lock for a whole pytest run and every grader it starts (grader.harness.timing_lock): with
 # the suite split over workers (pytest -n 2), a speedup test, wherever it runs, measures while no

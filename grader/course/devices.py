@@ -1,14 +1,21 @@
-"""Forcing the host CPU devices every test runs on, before JAX starts its backend."""
+"""Forcing the host CPU devices every test runs on, before JAX starts its backend.
+
+Two variables ask jax for a number of host devices: XLA_FLAGS (--xla_force_host_platform_device_count=N)
+and JAX_NUM_CPU_DEVICES, which wins over XLA_FLAGS. Either one asking for another count than the course's
+is a set-up error, said before anything runs (`check_environment`), never a crash blamed on the student's
+code. Every message about the device count is written here."""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 
 from grader.core.errors import ShardlabError
 
 HOST_DEVICES = 8
 _FLAG = "--xla_force_host_platform_device_count"
+NUM_CPU_DEVICES = "JAX_NUM_CPU_DEVICES"
 
 
 def cores() -> int:
@@ -20,17 +27,55 @@ class DeviceCountError(ShardlabError, RuntimeError):
     pass
 
 
+def experiment_recipe(count: int = HOST_DEVICES) -> str:
+    """The one way to experiment on the course's devices (the handout's README, "Experimenting on 8 devices")."""
+    return f'import jax; jax.config.update("jax_num_cpu_devices", {count})'
+
+
+def _experiment_hint(count: int) -> str:
+    return (f"To experiment on {count} devices yourself, start your script, REPL or notebook with "
+            f"`{experiment_recipe(count)}` instead of setting a variable.")
+
+
+def _flag_conflict(value: str, count: int) -> str:
+    return (f"XLA_FLAGS asks for {value} host devices ({_FLAG}={value}) but shardlab grades on {count}. "
+            f"Fix: `unset XLA_FLAGS` (or set {_FLAG}={count} in it), then run the command again. "
+            + _experiment_hint(count))
+
+
+def _variable_conflict(value: str, count: int) -> str:
+    return (f"{NUM_CPU_DEVICES}={value} asks jax for {value} CPU devices but shardlab grades on {count}. "
+            f"Fix: `unset {NUM_CPU_DEVICES}` (or `export {NUM_CPU_DEVICES}={count}`), then run the command "
+            "again. " + _experiment_hint(count))
+
+
+def _is_count(value: str, count: int) -> bool:
+    try:
+        return int(value) == count
+    except ValueError:
+        return False
+
+
+def check_environment(count: int = HOST_DEVICES, environ: Mapping[str, str] = os.environ) -> None:
+    """Raise DeviceCountError, naming the variable, its value and the fix, when XLA_FLAGS or
+    JAX_NUM_CPU_DEVICES asks for another number of host devices than `count`. Reads only."""
+    for value in re.findall(rf"{_FLAG}=(\S*)", environ.get("XLA_FLAGS", "")):
+        if not _is_count(value, count):
+            raise DeviceCountError(_flag_conflict(value, count))
+    value = environ.get(NUM_CPU_DEVICES)
+    if value is not None and not _is_count(value, count):
+        raise DeviceCountError(_variable_conflict(value, count))
+
+
 def force_host_devices(count: int = HOST_DEVICES) -> None:
     """Ask XLA for `count` CPU devices. Must run before jax is imported; a conflicting request raises."""
+    check_environment(count)
     flags = os.environ.get("XLA_FLAGS", "")
-    found = re.search(rf"{_FLAG}=(\d+)", flags)
-    if found and int(found.group(1)) != count:
-        raise DeviceCountError(
-            f"XLA_FLAGS asks for {found.group(1)} host devices but shardlab grades on {count}: "
-            f"unset {_FLAG} in XLA_FLAGS"
-        )
-    if not found:
+    if _FLAG not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}={count}".strip()
+    # One request, in XLA_FLAGS: JAX_NUM_CPU_DEVICES (checked above: `count` too) would win over the XLA_FLAGS a
+    # child given this environment sets for another count (ex12's srun tasks, grader.worker.cluster_srun).
+    os.environ.pop(NUM_CPU_DEVICES, None)
     # The course grades on host devices; a machine with an accelerator can opt in with JAX_PLATFORMS.
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -44,5 +89,6 @@ def verify_host_devices(count: int = HOST_DEVICES) -> None:
         raise DeviceCountError(
             f"JAX started with {actual} {jax.default_backend()} device(s), shardlab needs {count}. "
             f"jax was imported before the device count was forced ({_FLAG}={count} in XLA_FLAGS); "
-            "import jax only after shardlab's conftest has run."
+            "import jax only after shardlab's conftest has run (in a notebook: restart the kernel and run "
+            "this first)."
         )
