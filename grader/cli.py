@@ -36,11 +36,7 @@ def _cmd_stubs(args) -> int:
         for problem in findings.problems:
             print(problem)
         return 0 if findings.ok else 1
-    if not paths.SOLUTIONS_DIR.is_dir():
-        print("no solutions/ here (a student handout?): stubs are generated from the course's references",
-              file=sys.stderr)
-        return 2
-    changed = stubs.write_stubs()
+    changed = stubs.write_stubs()   # main refuses it in a handout, which has no solutions/
     for path in changed:
         print(f"wrote {path.relative_to(paths.REPO_ROOT)}")
     if not changed:
@@ -87,8 +83,13 @@ def _cmd_nbgrader_build(args) -> int:
     return 0
 
 
-def _add_nbgrader_commands(commands) -> None:
-    nbgrader = commands.add_parser("nbgrader", help="package the course for nbgrader")
+def _staff(handout: bool, text: str) -> dict:
+    """A staff command's help: left out of a handout's (where the command refuses to run)."""
+    return {} if handout else {"help": text}   # argparse lists a subcommand only when it has a help
+
+
+def _add_nbgrader_commands(commands, handout: bool = False) -> None:
+    nbgrader = commands.add_parser("nbgrader", **_staff(handout, "course staff: package the course for nbgrader"))
     nbgrader_commands = nbgrader.add_subparsers(dest="nbgrader_command", required=True)
     build = nbgrader_commands.add_parser(
         "build", help="write COURSE_DIR/source/<assignment>/<exercise id>.ipynb and COURSE_DIR/nbgrader_config.py")
@@ -254,15 +255,21 @@ def _grade_batch_on_slurm(args, options: GradingOptions) -> int:
     return 0 if state == "COMPLETED" else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="shardlab", description="A self-grading course in JAX parallelism.")
-    commands = parser.add_subparsers(dest="command", required=True)
+def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
+    """The command line; in a student's handout (handout=True) the help shows only what works there."""
+    parser = argparse.ArgumentParser(
+        prog="shardlab", description="A self-grading course in JAX parallelism. Students: `shardlab check` runs "
+        "the visible tests of your next exercise, `shardlab list` shows where you are.")
+    shown = ("check", "list", "grade", "grade-batch") if handout else (
+        "check", "list", "grade", "grade-batch", *STAFF_ONLY)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(shown) + "}",
+                                     title="commands (students: check and list; the others are for course staff)")
 
     check = commands.add_parser("check", help="run the visible tests of your next pending exercise, of "
                                                "EXERCISE, or of every exercise (--all)")
     check.add_argument("exercise", nargs="?", metavar="EXERCISE",
-                       help='an exercise id or number, e.g. "ex04" (default: the first exercise whose visible '
-                            'tests do not all pass)')
+                       help='an exercise id or number: "ex04_sharded_layer", "ex04", "ex4", "04" or "4" (default: '
+                            'the first exercise whose visible tests do not all pass)')
     check.add_argument("--all", action="store_true", help="check every exercise and show a summary")
     check.add_argument("--impl", default="exercises", metavar="PATH",
                        help="the folder of exercise modules to check (default: exercises/)")
@@ -279,11 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the folder of exercise modules (default: exercises/)")
     listing.set_defaults(func=_cmd_list)
 
-    stubs = commands.add_parser("stubs", help="regenerate the student stubs in exercises/ from solutions/")
-    stubs.add_argument("--check", action="store_true", help="only report stubs that are out of date")
-    stubs.set_defaults(func=_cmd_stubs)
-
-    grade = commands.add_parser("grade", help="grade one submission (a folder or a .zip of exNN_name.py modules)")
+    grade = commands.add_parser("grade", help="grade one submission (a folder or a .zip of exNN_name.py modules); "
+                                              "in a handout, `--visible-only` grades your own work as its CI does")
     grade.add_argument("submission", help="the submission folder or .zip")
     grade.add_argument("--out", required=True, type=Path,
                        help="where report.json, results.json, junit.xml and feedback.html go")
@@ -295,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(grade, GRADE)
     grade.set_defaults(func=_cmd_grade)
 
-    batch = commands.add_parser("grade-batch", help="grade a class: one folder or .zip per student")
+    batch = commands.add_parser("grade-batch", help="course staff: grade a class, one folder or .zip per student")
     batch.add_argument("submissions", help="folder holding one submission per student")
     batch.add_argument("--out", required=True, type=Path,
                        help="grades.csv, the class page index.html, and students/<student>/ for each student")
@@ -309,9 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_slurm_arguments(batch)
     batch.set_defaults(func=_cmd_grade_batch)
 
-    calibrate = commands.add_parser("calibrate", help="course staff: time the reference on this machine, so that "
-                                                      "each test's time limit follows from it (and fill the "
-                                                      "compile cache)")
+    calibrate = commands.add_parser("calibrate", **_staff(handout, "course staff: time the reference on this "
+                                                                   "machine, so that each test's time limit "
+                                                                   "follows from it (and fill the compile cache)"))
     calibrate.add_argument("--ship", action="store_true",
                            help="course authors: also write the timings into the package "
                                 "(grader/harness/reference_times.json), the limits of every machine without a "
@@ -319,26 +323,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(calibrate, CALIBRATE)
     calibrate.set_defaults(func=_cmd_calibrate)
 
-    release = commands.add_parser("release", help="write the student handout to OUT: the stubs, the visible tests, "
-                                                  "the grader and a CI grading workflow, never a solution or a "
-                                                  "hidden test")
+    stubs = commands.add_parser("stubs", **_staff(handout, "course authors: regenerate the student stubs in "
+                                                           "exercises/ from solutions/"))
+    stubs.add_argument("--check", action="store_true", help="only report stubs that are out of date")
+    stubs.set_defaults(func=_cmd_stubs)
+
+    release = commands.add_parser("release", **_staff(handout, "course staff: write the student handout to OUT: the "
+                                                               "stubs, the visible tests, the grader and a CI "
+                                                               "grading workflow, never a solution or a hidden test"))
     release.add_argument("out", type=Path, metavar="OUT", help="a new or empty folder, outside the course's trees")
     release.add_argument("--course-name", default="shardlab", help="the title of the handout's README")
     release.add_argument("--force", action="store_true", help="replace the contents of a non-empty OUT")
     release.set_defaults(func=_cmd_release)
 
-    _add_nbgrader_commands(commands)
+    _add_nbgrader_commands(commands, handout)
 
-    gradescope = commands.add_parser("gradescope", help="course authors: the Gradescope autograder")
+    gradescope = commands.add_parser("gradescope", **_staff(handout, "course staff: the Gradescope autograder"))
     gradescope_commands = gradescope.add_subparsers(dest="gradescope_command", required=True)
     gradescope_build = gradescope_commands.add_parser(
         "build", help="write the autograder zip to upload to Gradescope (tests, grader, no solutions)")
     gradescope_build.add_argument("out_zip", type=Path, metavar="OUT.zip", help="where to write the zip")
     gradescope_build.set_defaults(func=_cmd_gradescope_build)
 
-    dev = commands.add_parser("dev-check", help="course authors: every reference passes, every stub "
-                                                "fails as not attempted, exercises/ is generated, the "
-                                                "catalog matches the files")
+    dev = commands.add_parser("dev-check", **_staff(handout, "course authors: every reference passes, every stub "
+                                                             "fails as not attempted, exercises/ is generated, "
+                                                             "every hidden rule kind has a visible sample"))
     dev.add_argument("--no-tests", action="store_true", help="skip the two test runs")
     dev.set_defaults(func=_cmd_dev_check)
     return parser
@@ -356,9 +365,46 @@ def find_own_tools_first() -> None:
         os.environ["PATH"] = os.pathsep.join([own, *rest])
 
 
+# The commands that start test runs: a conflicting device count in the environment is refused before any
+# runs, as the set-up's error (a test process that died of it would read as the student's crash).
+RUNS_TESTS = ("check", "grade", "grade-batch", "calibrate", "dev-check")
+
+
+def setup_error(command: str) -> str | None:
+    """`command`'s set-up error, said before it starts anything, or None."""
+    from grader.course.devices import DeviceCountError, check_environment
+
+    if command not in RUNS_TESTS:
+        return None
+    try:
+        check_environment()
+    except DeviceCountError as exc:
+        return str(exc)
+    return None
+
+
+# The course staff's commands that need the course itself (solutions/ and the hidden tests): a student's
+# handout has neither, so there they are left out of the help and refuse to run, saying why.
+STAFF_ONLY = ("calibrate", "stubs", "release", "nbgrader", "gradescope", "dev-check")
+
+
+def in_handout() -> bool:
+    """A student's handout: the grader without the course's references."""
+    return not paths.SOLUTIONS_DIR.is_dir()
+
+
 def main(argv: list[str] | None = None) -> int:
     find_own_tools_first()
-    args = build_parser().parse_args(argv)
+    args = build_parser(handout=in_handout()).parse_args(argv)
+    if args.command in STAFF_ONLY and in_handout():
+        print(f"shardlab {args.command}: a course staff command: it needs the course's solutions/ and hidden tests, "
+              "which a student handout does not have. Students use `shardlab check` and `shardlab list`.",
+              file=sys.stderr)
+        return 2
+    problem = setup_error(args.command)
+    if problem:
+        print(f"shardlab {args.command}: set-up error: {problem}", file=sys.stderr)
+        return 2
     return args.func(args)
 
 

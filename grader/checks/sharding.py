@@ -9,7 +9,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from grader.checks.numerics import compare
 from grader.core import facts
-from grader.core.results import Block, Layout, LayoutCheck
+from grader.core.results import Block, Layout, LayoutCheck, grid_words
 
 
 def format_index(index: tuple[slice, ...]) -> str:
@@ -83,7 +83,7 @@ def _layout_message(name, arr, expected_sharding, headline) -> str:
         f"{name}: {headline}\n"
         f"  expected {describe_sharding(expected_sharding)}\n"
         f"  actual   {describe_sharding(arr.sharding)}\n"
-        "Which devices hold each block (rows x columns of the first two dimensions):\n"
+        f"Which devices hold each block ({grid_words(arr.ndim)}):\n"
         + side_by_side(layout_text(arr.shape, expected_sharding), layout_text(arr.shape, arr.sharding))
     )
 

@@ -31,9 +31,10 @@ from grader.core.results import Category, TestResult
 from grader.course import catalog, paths, stubs
 from grader.course.devices import HOST_DEVICES, cores
 from grader.course.implementations import resolve_source
-from grader.grading.results import GradingResults, score_exercise
+from grader.grading.results import ExerciseResult, GradingResults, score_exercise
 from grader.harness.runner import RunFailed, run_tests
 from grader.reports.feedback_page import write_feedback_html
+from grader.reports.text import visible_share
 
 STATUS_FILE = Path(".shardlab") / "status.json"
 FEEDBACK_FILE = Path(".shardlab") / "feedback.html"   # `check --html`'s page, beside the status file
@@ -57,29 +58,43 @@ class CheckUsageError(ShardlabError, ValueError):
 
 @dataclass(frozen=True)
 class ExerciseCheck:
-    """One exercise's visible tests, run against one module."""
+    """One exercise's visible tests, run against one module; or what is known of it without running them."""
 
     exercise: catalog.Exercise
     tests: list[TestResult]         # grader.harness.recording's results, in run order
     module_hash: str | None         # of the module as it was when checked (None: missing)
     crash: str = ""                 # pytest's output when the run ended without results
+    syntax_error: str = ""          # the module does not parse: where and why (no test ran)
+    known: dict | None = None       # not run: the status file's record of its last check, which passed
 
     @property
     def ok(self) -> bool:
-        return not self.crash and all(t.category in OK_CATEGORIES for t in self.tests)
+        if self.known is not None:
+            return True
+        return not self.crash and not self.syntax_error and all(t.category in OK_CATEGORIES for t in self.tests)
 
     def count(self, category: Category) -> int:
         return sum(t.category == category.value for t in self.tests)
 
+    def scored(self) -> ExerciseResult:
+        """Its visible tests scored: each carries its points, and the exercise how many of them they check."""
+        return score_exercise(self.exercise, [dataclasses.replace(test) for test in self.tests])
+
     def summary(self) -> str:
-        """"all 4 visible tests pass" or "1 of 8 visible tests pass (2 failed, 5 not attempted)"."""
+        """"visible: 4 of 20 points checked, all pass (3 tests)", or "visible: ..., 1 pass (1 of 8 tests
+        pass: 2 failed, 5 not attempted)"."""
+        if self.known is not None:
+            return f"passed at its last check ({self.known.get('checked_at', 'earlier')}), unchanged since"
+        if self.syntax_error:
+            return "the module does not parse: no test ran"
         if self.crash:
             return "the test run stopped before it finished"
         total, passed = len(self.tests), self.count(Category.PASSED)
+        share = visible_share(self.scored())
         if self.ok:
-            return f"all {total} visible tests pass" if total != 1 else "the visible test passes"
+            return f"{share} ({total} tests)" if total != 1 else f"{share} (1 test)"
         others = [f"{self.count(c)} {c.value}" for c in Category if c is not Category.PASSED and self.count(c)]
-        return f"{passed} of {total} visible tests pass ({', '.join(others)})"
+        return f"{share} ({passed} of {total} tests pass: {', '.join(others)})"
 
 
 @dataclass(frozen=True)
@@ -105,12 +120,37 @@ def module_hash(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
+def syntax_error(path: Path) -> str:
+    """Where and why the module does not parse, as Python says it ("line 12: invalid syntax" and the line),
+    or "" when it parses (or is missing): said once, instead of once per test that imports it."""
+    try:
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}" if exc.lineno else "somewhere"
+        shown = [f"{_shown(path)}, {where}: {exc.msg}"]
+        if exc.text:
+            shown.append("    " + exc.text.rstrip("\n"))
+            if exc.offset and exc.offset > 0:
+                shown.append("    " + " " * (exc.offset - 1) + "^")
+        return "\n".join(shown)
+    except (OSError, ValueError):   # missing: the tests say "not attempted"; NUL bytes: Python says it below
+        return ""
+    return ""
+
+
 def check_exercises(exercises: list[catalog.Exercise], source: Path, *,
                     seconds_each: float = SECONDS_PER_EXERCISE, launcher: str = "local") -> list[ExerciseCheck]:
     """Run these exercises' visible tests against the modules in `source`, in one pytest process
     stopped after `seconds_each` per exercise (a student's endless loop ends the check, not the shell).
     launcher: how a multi-process exercise starts its processes ("srun": one Slurm step)."""
     digests = [module_hash(e.stub_path(source)) for e in exercises]   # before the run: what was checked
+    broken = {e.id: problem for e in exercises if (problem := syntax_error(e.stub_path(source)))}
+    if broken:   # each broken module said once; the others run as usual
+        rest = [e for e in exercises if e.id not in broken]
+        ran = {c.exercise.id: c for c in check_exercises(rest, source, seconds_each=seconds_each,
+                                                         launcher=launcher)} if rest else {}
+        return [ExerciseCheck(e, [], digest, syntax_error=broken[e.id]) if e.id in broken else ran[e.id]
+                for e, digest in zip(exercises, digests)]
     try:
         run = run_tests(source, tests=[e.tests_dir() for e in exercises], visible_only=True,
                         timeout=seconds_each * len(exercises),
@@ -147,9 +187,15 @@ def check(exercise: str | None = None, *, impl: str | Path = "exercises", all_ex
 
 
 def _check_up_to_next_pending(source: Path, launcher: str = "local") -> list[ExerciseCheck]:
-    """Rustlings-style: the exercises in catalog order, stopping at the first not all green."""
+    """Rustlings-style: the exercises in catalog order, stopping at the first not all green. An exercise
+    whose module passed its last check and is unchanged since is not run again (`--all` runs everything)."""
+    recorded = load_status(source)
     checks = []
     for exercise in catalog.EXERCISES:
+        last = recorded.get(exercise.id)
+        if exercise_status(exercise, source, last) is Status.DONE:
+            checks.append(ExerciseCheck(exercise, [], last.get("sha256"), known=last))
+            continue
         checks += check_exercises([exercise], source, launcher=launcher)
         if not checks[-1].ok:
             break
@@ -184,11 +230,14 @@ def record_checks(report: CheckReport) -> Path:
     folder = data.setdefault(report.source.name, {})
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for item in report.checks:
+        if item.known is not None:   # not run now: its record stands
+            continue
         categories: dict[str, int] = {}
         for test in item.tests:
             categories[test.category] = categories.get(test.category, 0) + 1
         folder[item.exercise.id] = {"ok": item.ok, "sha256": item.module_hash, "categories": categories,
-                                    "crashed": bool(item.crash), "checked_at": now}
+                                    "crashed": bool(item.crash), "syntax_error": bool(item.syntax_error),
+                                    "checked_at": now}
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")
     partial.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -204,8 +253,11 @@ def check_results(report: CheckReport) -> GradingResults:
     as `shardlab grade --visible-only` shares them; a run that stopped is a problem of that exercise."""
     exercises, problems = {}, []
     for item in report.checks:
+        if item.known is not None:
+            continue   # not run now: nothing to show but that it passed before
         tests = [dataclasses.replace(test) for test in item.tests]   # scoring writes into them
-        note = "module missing: not attempted" if item.module_hash is None else ""
+        note = ("module missing: not attempted" if item.module_hash is None
+                else f"the module does not parse:\n{item.syntax_error}" if item.syntax_error else "")
         exercises[item.exercise.id] = score_exercise(item.exercise, tests, note)
         if item.crash:
             problems.append(f"{item.exercise.id}: the tests stopped before they finished: the process running them "
@@ -321,6 +373,9 @@ def render_exercise(item: ExerciseCheck, console: Console) -> None:
         mark, style = _MARKS[Category.NOT_ATTEMPTED]
         console.print(Text.assemble("  ", (mark, style), f" {item.exercise.module_file} is missing: "
                                                          f"{len(item.tests)} tests not attempted"))
+    elif item.syntax_error:
+        console.print(Text("  ✗ the module does not parse, so no test ran:", style="red"))
+        _print_verbatim(console, Text(_indented(item.syntax_error, 6)))
     else:
         for test in item.tests:
             render_test(test, console)
@@ -342,7 +397,8 @@ def _check_again(source: Path, exercise: catalog.Exercise | None = None) -> str:
 
 def _hint(report: CheckReport, item: ExerciseCheck, console: Console) -> None:
     named = item.exercise if report.mode != "next" else None   # `check` alone finds it again
-    console.print(Text.assemble(("Hint: ", "bold"), item.exercise.hint))
+    if not item.syntax_error:   # a typo is not a misunderstanding: no hint about the idea
+        console.print(Text.assemble(("Hint: ", "bold"), item.exercise.hint))
     console.print(Text(f"Edit {_shown(item.exercise.stub_path(report.source))}, then run "
                        f"`{_check_again(report.source, named)}` again."))
 
@@ -359,12 +415,24 @@ def render_check(report: CheckReport, console: Console) -> None:
         if report.next_pending:
             _next(report, report.next_pending, console)
     elif report.ok:
-        console.print(Text("When you are graded, hidden tests check more: other mesh sizes and more cases."))
+        console.print(Text(_graded_later(report.checks[0].exercise)))
     else:
         _hint(report, report.checks[0], console)
 
 
+def _graded_later(exercise: catalog.Exercise) -> str:
+    """What the hidden tests add, in the words that fit the exercise (ex13 has no mesh)."""
+    if exercise.id == "ex12_multi_controller":
+        return "When you are graded, hidden tests check more: more processes, other inputs."
+    if exercise.devices == (8,):
+        return "When you are graded, hidden tests check more: other inputs and more cases."
+    return "When you are graded, hidden tests check more: other mesh sizes, other inputs and more cases."
+
+
 def _render_next(report: CheckReport, console: Console) -> None:
+    if report.checks and all(item.known is not None for item in report.checks):
+        _render_all_known(report, console)
+        return
     pending = report.next_pending
     for item in report.checks:
         if item is pending:
@@ -386,6 +454,13 @@ def _next(report: CheckReport, pending: ExerciseCheck, console: Console) -> None
     _hint(report, pending, console)
 
 
+def _render_all_known(report: CheckReport, console: Console) -> None:
+    """Every exercise passed at its last check and is unchanged since: the table at once, nothing run."""
+    render_list([(item.exercise, Status.DONE) for item in report.checks], console, report.source, footer=False)
+    console.print(Text(f"All {len(report.checks)} exercises passed their visible tests at their last check and are "
+                       f"unchanged since. `{_check_again(report.source)} --all` runs them all again.", style="green"))
+
+
 def _render_summary(report: CheckReport, console: Console) -> None:
     table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     table.add_column("exercise")
@@ -400,17 +475,20 @@ def _render_summary(report: CheckReport, console: Console) -> None:
 
 
 def render_list(statuses: list[tuple[catalog.Exercise, Status]], console: Console,
-                source: Path = paths.EXERCISES_DIR) -> None:
+                source: Path = paths.EXERCISES_DIR, *, footer: bool = True) -> None:
     table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
-    table.add_column("exercise")
-    table.add_column("title")
-    table.add_column("points", justify="right")
-    table.add_column("status")
+    # Ids are never cut: they are what a student types; titles wrap instead.
+    table.add_column("exercise", no_wrap=True, min_width=max(len(e.id) for e, _ in statuses))
+    table.add_column("title", ratio=1)
+    table.add_column("points", justify="right", no_wrap=True)
+    table.add_column("status", no_wrap=True)
     for exercise, status in statuses:
         table.add_row(exercise.id, Text(exercise.title), str(exercise.points),
                       Text(status.value, style=_STATUS_STYLES[status]))
-    table.add_row("total", "", str(sum(e.points for e, _ in statuses if not e.bonus)), "bonus points come on top")
+    table.add_row("total", Text("bonus points on top"), str(sum(e.points for e, _ in statuses if not e.bonus)), "")
     console.print(table)
+    if not footer:
+        return
     done = sum(status is Status.DONE for _, status in statuses)
     console.print(Text(f"{done} of {len(statuses)} done: visible tests all passed at the last check, file "
                        "unchanged since."))

@@ -174,10 +174,14 @@ class UnknownExercise(ShardlabError, KeyError):
 
 
 def get(name: str) -> Exercise:
-    """An exercise by its id ("ex04_sharded_layer"), its number ("ex04") or its module file name."""
-    key = name.removesuffix(".py")
+    """An exercise by its id ("ex04_sharded_layer"), its module file name, or its number in any of the ways a
+    student types it: "ex04", "ex4", "04" or "4"."""
+    key = name.strip().removesuffix(".py")
     if key in _BY_ID:
         return _BY_ID[key]
+    digits = key.removeprefix("ex")
+    if digits.isdigit() and len(digits) <= 3:
+        key = f"ex{int(digits):02d}"
     matches = [e for e in EXERCISES if e.number == key]
     if len(matches) == 1:
         return matches[0]

@@ -217,7 +217,7 @@ def grade_submission(submission: str | Path, options: GradingOptions | None = No
                                 proof.memory_bytes, memory.applied,
                                 compile_cache=cache.describe(counts),
                                 time_limits=time_limits.describe(), parallel=len(runs)),
-        problems=prepared.problems,
+        problems=prepared.problems, ignored=prepared.ignored,
         output=clipped("".join(run.output for run in runs), limits.output_chars, keep_end=True),   # with its end
         duration=time.monotonic() - started, visible_only=options.visible_only)
 

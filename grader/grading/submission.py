@@ -102,9 +102,6 @@ def prepare_submission(source: str | Path, workdir: Path) -> PreparedSubmission:
     if not prepared.found:
         expected = ", ".join(sorted(MODULE_NAMES))
         prepared.problems.append(f"no exercise module found (expected files named like {expected})")
-    if prepared.ignored:
-        shown = ", ".join(prepared.ignored[:12]) + (" ..." if len(prepared.ignored) > 12 else "")
-        prepared.problems.append(f"not graded and never loaded: {shown}")
     return prepared
 
 

@@ -16,12 +16,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.core.results import Category, CollectivesCheck, LayoutCheck, TestResult
+from grader.core.results import Category, CollectivesCheck, LayoutCheck, TestResult, grid_words
+from grader.course import catalog
 from grader.grading.results import ExerciseResult, GradingResults
 from grader.reports import pictures
 from grader.reports.files import write_atomically
 from grader.reports.html import Markup, document, element
-from grader.reports.text import COUNTED, category_counts, counts_text, points, printable, shown_when, speedup_figures
+from grader.reports.text import (
+    COUNTED,
+    category_counts,
+    checked_score,
+    counts_text,
+    ignored_line,
+    points,
+    printable,
+    shown_when,
+    speedup_figures,
+    total_checked_score,
+    visible_share,
+    visible_total,
+)
 
 FILE_NAME = "feedback.html"
 _ATTENTION = frozenset(COUNTED) - {Category.PASSED, Category.SKIPPED}   # shown open, first
@@ -50,8 +64,8 @@ def layout_figure(check: LayoutCheck) -> Markup:
     verdict = element("span", "as expected" if check.passed else "differs from what was asked",
                       class_="verdict-pass" if check.passed else "verdict-fail")
     return element("figure",
-                   element("figcaption", f"{check.name}: which devices hold each block (rows x columns of the first "
-                                         "two dimensions) ", verdict),
+                   element("figcaption", f"{check.name}: which devices hold each block "
+                                         f"({grid_words(len(check.expected.global_shape))}) ", verdict),
                    element("div", pictures.device_grid(check.expected, colours, "expected"),
                            pictures.device_grid(check.actual, colours, "actual"), class_="pair"),
                    class_="layout-check", data_name=check.name, data_passed=str(check.passed).lower())
@@ -142,11 +156,24 @@ def _test_group(tests: list[TestResult], heading: str) -> list[Markup]:
 
 # -- one exercise -----------------------------------------------------------------------------------------
 
-def exercise_section(exercise: ExerciseResult, hidden_visibility: str) -> Markup:
+def _hint(exercise: ExerciseResult) -> str:
+    """The catalog's hint, for an exercise some test of which did not earn its points: what the terminal
+    shows after a failing check."""
+    if all(t.earns for t in exercise.tests):
+        return ""
+    try:
+        return catalog.get(exercise.id).hint
+    except catalog.UnknownExercise:
+        return ""
+
+
+def exercise_section(exercise: ExerciseResult, hidden_visibility: str, visible_only: bool = False) -> Markup:
     visible = [t for t in exercise.tests if not t.hidden]
     hidden = [t for t in exercise.tests if t.hidden]
     show_hidden = hidden_visibility != "hidden"
-    if show_hidden or not hidden:
+    if visible_only:   # how much of the exercise its visible tests check, never a score out of them alone
+        score = element("span", visible_share(exercise), class_=score_class(exercise.score, exercise.checked))
+    elif show_hidden or not hidden:
         score = element("span", f"{points(exercise.score)}/{points(exercise.max_score)} points",
                         class_=score_class(exercise.score, exercise.max_score))
     else:   # the score would tell how hidden tests went
@@ -156,6 +183,8 @@ def exercise_section(exercise: ExerciseResult, hidden_visibility: str) -> Markup
                      " · bonus" if exercise.bonus else None, class_="lede")]
     if exercise.note:
         parts.append(element("p", exercise.note, class_="note"))
+    if hint := _hint(exercise):
+        parts.append(element("p", element("strong", "Hint: "), hint, class_="hint"))
     parts += _test_group(visible, f"Visible tests ({len(visible)})")
     if hidden and show_hidden:
         parts += _test_group(hidden, f"Hidden tests ({len(hidden)}): names and messages, shown to students "
@@ -174,7 +203,10 @@ def summary_table(results: GradingResults, hidden_visibility: str) -> Markup:
     columns = [c for c in COUNTED if c is Category.PASSED or any(t.category == c for t in shown_tests)]
     for exercise in results.exercises.values():
         tests = exercise.tests if show_hidden else [t for t in exercise.tests if not t.hidden]
-        if show_hidden or len(tests) == len(exercise.tests):
+        if results.visible_only:
+            score = element("td", checked_score(exercise),
+                            class_=f"num {score_class(exercise.score, exercise.checked)}")
+        elif show_hidden or len(tests) == len(exercise.tests):
             score = element("td", f"{points(exercise.score)}/{points(exercise.max_score)}",
                             class_=f"num {score_class(exercise.score, exercise.max_score)}")
         else:
@@ -216,25 +248,33 @@ def environment_table(environment: dict) -> Markup:
 def feedback_page(results: GradingResults, *, hidden_visibility: str = "after_due_date") -> str:
     """The whole page, as text: the same results give the same bytes."""
     shown_when(hidden_visibility)   # a ValueError for a visibility Gradescope does not know
-    total = element("p", element("span", f"{points(results.score)}/{points(results.max_score)}",
-                                 class_=f"score {score_class(results.score, results.max_score)}"),
-                    " points", class_="total")
+    if results.visible_only:   # what passed of the points the visible tests check, of the maximum
+        total = element("p", element("span", total_checked_score(results),
+                                     class_=f"score {score_class(results.score, results.checked)}"),
+                        " points", class_="total")
+    else:
+        total = element("p", element("span", f"{points(results.score)}/{points(results.max_score)}",
+                                     class_=f"score {score_class(results.score, results.max_score)}"),
+                        " points", class_="total")
     notes = []
     if results.visible_only:
-        notes.append(element("p", "Only the visible tests were run: hidden tests check more when you are graded.",
-                             class_="note"))
+        notes.append(element("p", f"Only the visible tests were run: {visible_total(results)}. The hidden tests "
+                                  "check the rest, on other sizes and inputs, when you are graded.", class_="note"))
     elif hidden_visibility not in ("hidden", "visible") and any(t.hidden for t in results.tests()):
         notes.append(element("p", "This page names the hidden tests and shows their messages; students see them "
                                   f"{shown_when(hidden_visibility)}.", class_="note"))
     problems = [element("div", element("strong", "Problems with the submission"),
                         element("ul", [element("li", p) for p in results.problems]), class_="problems")
                 if results.problems else None]
+    if results.ignored:
+        notes.append(element("p", ignored_line(results.ignored), class_="note"))
     body = [
         element("header", element("h1", "shardlab feedback"), element("p", results.submission, class_="lede"),
                 total, notes),
         problems,
         element("nav", summary_table(results, hidden_visibility), class_="toc"),
-        [exercise_section(exercise, hidden_visibility) for exercise in results.exercises.values()],
+        [exercise_section(exercise, hidden_visibility, results.visible_only)
+         for exercise in results.exercises.values()],
         element("section", element("h2", "Where this ran"), environment_table(results.environment),
                 id="environment"),
     ]

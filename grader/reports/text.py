@@ -37,6 +37,39 @@ def points(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
+def visible_share(exercise) -> str:
+    """A visible-only run's word on an exercise (a grader.grading.results.ExerciseResult): how many of its
+    points its visible tests check, and whether they pass: "visible: 4 of 20 points checked, all pass"."""
+    checked = f"visible: {points(exercise.checked)} of {points(exercise.max_score)} points checked"
+    if not exercise.tests:
+        return f"{checked}: no test ran"
+    if all(test.earns for test in exercise.tests):
+        return f"{checked}, all pass"
+    return f"{checked}, {points(exercise.score)} pass"
+
+
+def ignored_line(names: list[str]) -> str:
+    """The files of a submission that are not exercise modules: never loaded, and no fault of the student's."""
+    return f"Ignored, not exercise modules (never loaded): {', '.join(names)}"
+
+
+def checked_score(exercise) -> str:
+    """An exercise's score in a visible-only run: "4/4 of 20", what passed of the points checked, of its maximum."""
+    return f"{points(exercise.score)}/{points(exercise.checked)} of {points(exercise.max_score)}"
+
+
+def visible_total(results) -> str:
+    """A whole visible-only run (a GradingResults), never a score out of the checked points alone:
+    "visible tests: 48.5 of the 60 points they check pass, of 195 in all"."""
+    return (f"visible tests: {points(results.score)} of the {points(results.checked)} points they check pass, of "
+            f"{points(results.max_score)} in all")
+
+
+def total_checked_score(results) -> str:
+    """The total row of a visible-only run: "48.5/60 of 195"."""
+    return f"{points(results.score)}/{points(results.checked)} of {points(results.max_score)}"
+
+
 def speedup_figures(fig: SpeedFigures) -> str:
     """One line with a speedup test's measured figures."""
     low, high = fig.spread

@@ -24,15 +24,20 @@ from grader.reports.files import write_atomically
 from grader.reports.text import (
     COUNTED,
     category_counts,
+    checked_score,
     counts_text,
     exercise_number,
     feedback,
     file_stem,
+    ignored_line,
     points,
     printable,
     shown_when,
     speedup_figures,
+    total_checked_score,
     verdict,
+    visible_share,
+    visible_total,
 )
 
 REPORT_FILES = {"report": "report.json", "gradescope": "results.json", "junit": "junit.xml",
@@ -139,10 +144,13 @@ def _gradescope_test(exercise: ExerciseResult, number: str, test: TestResult, sc
     }
 
 
-def _exercise_row(exercise: ExerciseResult, reveal_hidden: bool, hidden_visibility: str) -> list[str]:
+def _exercise_row(exercise: ExerciseResult, reveal_hidden: bool, hidden_visibility: str,
+                  visible_only: bool) -> list[str]:
     """The exercise, how it went, and its note, as Markdown cells of the summary's table."""
     hidden = [t for t in exercise.tests if t.hidden]
-    if reveal_hidden or not hidden:
+    if visible_only:
+        result = f"{visible_share(exercise)} ({counts_text(exercise.tests)})"
+    elif reveal_hidden or not hidden:
         result = f"{points(exercise.score)}/{points(exercise.max_score)} points ({counts_text(exercise.tests)})"
     else:
         # Per-exercise points would tell how the hidden tests went before Gradescope shows them.
@@ -157,15 +165,19 @@ def gradescope_output(results: GradingResults, hidden_visibility: str = "after_d
     """The top-level Markdown: a table with the score of every exercise (or, while hidden tests are not
     shown, how the visible ones went), then whatever was wrong with the submission as a whole."""
     reveal = hidden_visibility == "visible"
-    parts = [f"## shardlab: {points(results.score)}/{points(results.max_score)} points" if reveal else "## shardlab"]
+    parts = [f"## shardlab: {points(results.score)}/{points(results.max_score)} points"
+             if reveal and not results.visible_only else "## shardlab"]
     if results.visible_only:
-        parts.append("Only the visible tests were run.")
+        parts.append(f"Only the visible tests were run: {markdown.text(visible_total(results))}.")
     if results.exercises:
-        rows = [_exercise_row(exercise, reveal, hidden_visibility) for exercise in results.exercises.values()]
+        rows = [_exercise_row(exercise, reveal, hidden_visibility, results.visible_only)
+                for exercise in results.exercises.values()]
         columns = 3 if any(row[2] for row in rows) else 2   # a Note column only when there is a note
         parts.append(markdown.table(["Exercise", "Result", "Note"][:columns], [row[:columns] for row in rows]))
     if results.problems:
         parts += ["**Problems with the submission:**", markdown.bullet_list(map(markdown.text, results.problems))]
+    if results.ignored:
+        parts.append(markdown.text(ignored_line(results.ignored)))
     return "\n\n".join(parts)
 
 
@@ -300,16 +312,20 @@ def summary_table(results: GradingResults) -> Table:
     table = Table(title=Text(f"shardlab: {printable(results.submission)}"), title_justify="left")
     # Ids are never cut; titles and notes wrap, so the table fits an 80-column terminal.
     table.add_column("Exercise", min_width=max(len(ex_id) for ex_id in results.exercises) if results.exercises else 8)
-    table.add_column("Score", justify="right", no_wrap=True)
+    # A visible-only run shows what passed of the points its tests check, of the maximum: never a total above it.
+    table.add_column("Visible pts" if results.visible_only else "Score", justify="right", no_wrap=True)
     for category in shown:
         table.add_column(SHORT_HEADERS[category], justify="right", no_wrap=True)
     for ex_id, exercise in results.exercises.items():
-        score = Text(f"{points(exercise.score)}/{points(exercise.max_score)}",
-                     style=_score_style(exercise.score, exercise.max_score))
+        shown_score = (checked_score(exercise) if results.visible_only
+                       else f"{points(exercise.score)}/{points(exercise.max_score)}")
+        score = Text(shown_score, style=_score_style(exercise.score, exercise.checked if results.visible_only
+                                                     else exercise.max_score))
         table.add_row(_exercise_cell(exercise), score, *(str(counts[ex_id][c]) for c in shown))
     table.add_section()
-    table.add_row(Text("Total", style="bold"), Text(f"{points(results.score)}/{points(results.max_score)}",
-                  style="bold"), *(str(totals[c]) for c in shown))
+    total = (total_checked_score(results) if results.visible_only
+             else f"{points(results.score)}/{points(results.max_score)}")
+    table.add_row(Text("Total", style="bold"), Text(total, style="bold"), *(str(totals[c]) for c in shown))
     return table
 
 
@@ -318,11 +334,14 @@ def print_summary(results: GradingResults, console: Console | None = None) -> No
     console = console or Console()
     console.print(summary_table(results))
     if results.visible_only:
-        console.print(Text("Only the visible tests were run.", style="dim"))
+        console.print(Text(f"Only the visible tests were run: {visible_total(results)}; the hidden tests check "
+                           "the rest when you are graded.", style="dim"))
     if results.problems:
         console.print(Text("Problems with the submission:", style="bold red"))
         for problem in results.problems:
             console.print(Text(f"  - {printable(problem)}"))
+    if results.ignored:
+        console.print(Text(printable(ignored_line(results.ignored)), style="dim"))
 
 
 # -- all of them ---------------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ P, F, E, T, N = Category.PASSED, Category.FAILED, Category.ERROR, Category.TIMEO
 
 def case(function: str, params: str, category: Category, message: str = "") -> TestResult:
     exercise = function.split("/")[2]
-    return TestResult(nodeid=function + params, exercise=exercise, hidden="test_hidden" in function, weight=1.0,
+    weight = catalog.get(exercise).points / 3   # three tests weigh an exercise's points
+    return TestResult(nodeid=function + params, exercise=exercise, hidden="test_hidden" in function, weight=weight,
                       category=category.value, message=message)
 
 

@@ -225,7 +225,7 @@ def test_grade_script_is_valid_bash_and_grades_the_visible_tests(handout):
 
 
 def a_report(tmp_path) -> Path:
-    """ex01's visible tests all passed, one of ex04's, nothing else: 10 + 5 of the course's points."""
+    """Four visible tests of 1 point each per exercise: ex01's all passed, one of ex04's, nothing else: 5 points."""
     exercises = {}
     for exercise in catalog.EXERCISES:
         passing = {"ex01_meshes": 4, "ex04_sharded_layer": 1}.get(exercise.id, 0)
@@ -243,13 +243,18 @@ def test_grade_summary_publishes_the_score(handout, tmp_path):
     done = subprocess.run([sys.executable, str(handout / ".github/grade_summary.py"), str(a_report(tmp_path))],
                           capture_output=True, text=True, check=True,
                           env=os.environ | {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs)})
-    assert done.stdout.splitlines()[0] == f"Score: 15 / {TOTAL} points (visible tests)"
-    assert "  ex04_sharded_layer: 5 / 20 (1 of 4 tests pass)" in done.stdout
-    assert summary.read_text().startswith(f"## Score: 15 / {TOTAL} points (visible tests)\n")
-    assert "| ex01_meshes | Devices and meshes | 10 / 10 | 4 of 4 |" in summary.read_text()
+    checked = 4 * len(catalog.EXERCISES)
+    score_line = (f"Visible tests: 5 of the {checked} points they check pass (of {TOTAL} in all: the hidden tests "
+                  "check the rest when you are graded)")
+    assert done.stdout.splitlines()[0] == score_line
+    assert "  ex04_sharded_layer: visible: 4 of 20 points checked, 1 pass (1 of 4 tests pass)" in done.stdout
+    assert "  ex01_meshes: visible: 4 of 10 points checked, all pass (4 of 4 tests pass)" in done.stdout
+    assert summary.read_text().startswith(f"## {score_line}\n")
+    assert "| ex01_meshes | Devices and meshes | visible: 4 of 10 points checked, all pass | 4 of 4 |" in \
+        summary.read_text()
     classroom = classroom_result(outputs)
     assert classroom["status"] == "pass" and classroom["max_score"] == TOTAL
-    assert sum(test["score"] for test in classroom["tests"]) == 15
+    assert sum(test["score"] for test in classroom["tests"]) == 5
     assert [test["status"] for test in classroom["tests"]] == ["pass"] + ["fail"] * (len(catalog.EXERCISES) - 1)
 
 
@@ -357,11 +362,35 @@ def test_ci_grade_script_runs_locally(installed, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((handout / "graded" / "report.json").read_text())
     assert report["visible_only"] and report["max_score"] == catalog.total_points()
-    assert report["score"] == pytest.approx(20)
     assert not any(t["hidden"] for ex in report["exercises"].values() for t in ex["tests"])
-    assert f"Score: 20 / {TOTAL} points (visible tests)" in done.stdout
-    assert summary.read_text().startswith(f"## Score: 20 / {TOTAL} points")
-    assert sum(test["score"] for test in classroom_result(outputs)["tests"]) == pytest.approx(20)
+    assert_visible_points_are_weights(handout / "graded", report)
+    exercises = report["exercises"]
+    solved = [sum(t["weight"] for t in exercises[ex]["tests"]) for ex in ("ex01_meshes", "ex02_sharding_properties")]
+    assert report["score"] == pytest.approx(sum(solved)) and 0 < report["score"] < TOTAL
+    checked = sum(t["weight"] for ex in exercises.values() for t in ex["tests"])
+    score_line = f"Visible tests: {points(report['score'])} of the {points(checked)} points they check pass (of {TOTAL}"
+    assert score_line in done.stdout and summary.read_text().startswith(f"## {score_line}")
+    assert f"  ex01_meshes: visible: {points(solved[0])} of 10 points checked, all pass" in done.stdout
+    assert sum(test["score"] for test in classroom_result(outputs)["tests"]) == pytest.approx(report["score"])
+
+
+def points(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def assert_visible_points_are_weights(graded: Path, report: dict) -> None:
+    """A visible-only run's outputs: each test's points are its weight (report.json, results.json, the page),
+    and no exercise nor the total shows a score above what it may reach."""
+    tests = [t for ex in report["exercises"].values() for t in ex["tests"]]
+    assert tests and all(t["max_score"] == pytest.approx(t["weight"]) for t in tests)
+    for exercise in report["exercises"].values():
+        assert exercise["score"] <= sum(t["max_score"] for t in exercise["tests"]) + 1e-9 <= exercise["max_score"]
+    gradescope = json.loads((graded / "results.json").read_text())
+    assert [t["max_score"] for t in gradescope["tests"]] == [pytest.approx(t["weight"], abs=1e-4) for t in tests]
+    assert gradescope["score"] == pytest.approx(report["score"], abs=1e-3) and gradescope["score"] <= TOTAL
+    page = (graded / "feedback.html").read_text()
+    shown = re.findall(r'<span class="pts">([0-9.]+)/([0-9.]+) points</span>', page)
+    assert [float(most) for _, most in shown] == [pytest.approx(t["weight"], abs=0.01) for t in tests]
 
 
 @pytest.mark.slow
@@ -373,4 +402,4 @@ def test_ci_grade_script_can_fail_under_a_score(installed, tmp_path):
                    GITHUB_STEP_SUMMARY=str(summary))
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "below --fail-under 30" in done.stderr
-    assert summary.read_text().startswith(f"## Score: 10 / {TOTAL} points")   # published all the same
+    assert summary.read_text().startswith("## Visible tests: ")   # published all the same

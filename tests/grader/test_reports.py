@@ -4,6 +4,7 @@ summary. The results are built by hand with score_exercise; nothing here runs a 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import json
 import math
@@ -61,6 +62,14 @@ COLLECTIVES = CollectivesCheck("layer_auto", passed=False, exactly={}, absent=("
                                found=(Collective("all-reduce", 2, ("data",), "%ar = f32[4]{0} all-reduce(...)"),))
 
 
+def scored(exercise_id: str, tests: list[TestResult], note: str = ""):
+    """The tests scored as a course's are: their weights, in these proportions, add up to the exercise's points."""
+    exercise = catalog.get(exercise_id)
+    total = sum(t.weight for t in tests)
+    return score_exercise(exercise, [dataclasses.replace(t, weight=t.weight * exercise.points / total)
+                                     for t in tests], note)
+
+
 def sample_results() -> GradingResults:
     """ex01 all passed (10 points); ex04 every category (20 points, shares of 20/3 points); ex02 missing."""
     ex01 = "ex01_meshes"
@@ -93,9 +102,9 @@ def sample_results() -> GradingResults:
                   case(ex02, "test_hidden", "test_sizes_property", Category.NOT_ATTEMPTED, hidden=True,
                        message=missing)]
     exercises = {
-        ex01: score_exercise(catalog.get(ex01), ex01_tests),
-        ex04: score_exercise(catalog.get(ex04), ex04_tests),
-        ex02: score_exercise(catalog.get(ex02), ex02_tests, note="module missing: not attempted"),
+        ex01: scored(ex01, ex01_tests),
+        ex04: scored(ex04, ex04_tests),
+        ex02: scored(ex02, ex02_tests, note="module missing: not attempted"),
     }
     return GradingResults("alice", exercises, environment={"jax": "0.10.2", "devices": 8}, problems=[PROBLEM],
                           output="student printed this", duration=42.4)
@@ -225,7 +234,7 @@ def test_gradescope_scores_add_up_for_any_weights(exercises):
     for exercise, cases in zip(catalog.EXERCISES, exercises, strict=False):
         tests = [case(exercise.id, "test_visible", f"test_{i}", Category.PASSED if passed else Category.FAILED,
                       weight=weight) for i, (weight, passed) in enumerate(cases)]
-        graded[exercise.id] = score_exercise(exercise, tests)
+        graded[exercise.id] = scored(exercise.id, tests)
     results = GradingResults("any", graded)
     data = reports.gradescope_dict(results)
     assert gradescope_problems(data) == []
@@ -321,10 +330,41 @@ def test_gradescope_summary_keeps_hidden_outcomes_until_they_are_shown(results, 
     assert text_of(html).endswith(f"Problems with the submission:\n\n{PROBLEM}\n\n")
 
 
-def test_gradescope_summary_says_when_only_the_visible_tests_ran(results):
+def visible_run() -> GradingResults:
+    """A visible-only run of every exercise: two visible tests each, of 1 and 1.5 points, the second failing
+    in ex04: never a score out of the 2.5 points they check alone."""
+    graded = {e.id: score_exercise(e, [case(e.id, "test_visible", "test_a", Category.PASSED),
+                                       case(e.id, "test_visible", "test_b",
+                                            Category.FAILED if e.id == "ex04_sharded_layer" else Category.PASSED,
+                                            weight=1.5)])
+              for e in catalog.EXERCISES}
+    return GradingResults("bob", graded, visible_only=True)
+
+
+def test_gradescope_summary_says_what_the_visible_tests_check(results):
     results.visible_only = True
     html = html_of(reports.gradescope_dict(results)["output"])
-    assert "<p>Only the visible tests were run.</p>" in html
+    assert ("<p>Only the visible tests were run: visible tests: 19.17 of the 40 points they check pass, of 40 in "
+            "all.</p>") in html
+    visible = reports.gradescope_dict(visible_run())
+    rows = dict((cells[0], cells[1]) for cells in tables_of(html_of(visible["output"]))[0][1:])
+    assert rows["ex04_sharded_layer (One layer, three ways)"] == \
+        "visible: 2.5 of 20 points checked, 1 pass (1 passed, 1 failed)"
+    assert rows["ex09_fsdp (Fully sharded data parallelism)"] == \
+        "visible: 2.5 of 20 points checked, all pass (2 passed)"
+    assert [t["max_score"] for t in visible["tests"][:2]] == [1.0, 1.5]   # each test's points are its weight
+    assert visible["score"] == 12 * 2.5 + 1 <= catalog.total_points()
+
+
+def test_a_visible_run_never_shows_a_total_above_the_maximum():
+    console = Console(record=True, width=100, file=io.StringIO())
+    reports.print_summary(visible_run(), console)
+    lines = console.export_text().splitlines()
+    assert row(lines, "ex04_sharded_layer")[0][:2] == ["ex04_sharded_layer", "1/2.5 of 20"]
+    assert row(lines, "ex09_fsdp")[0][:2] == ["ex09_fsdp", "2.5/2.5 of 20"]
+    assert row(lines, "Total")[0][:2] == ["Total", f"31/32.5 of {catalog.total_points()}"]
+    assert f"visible tests: 31 of the 32.5 points they check pass, of {catalog.total_points()} in all" in \
+        re.sub(r"\s+", " ", " ".join(lines))
 
 
 def test_a_failed_test_shows_its_layouts_and_collectives(results):
@@ -608,7 +648,7 @@ def test_summary_has_a_row_per_exercise_and_a_total(results):
 
 @pytest.mark.parametrize("width", [80, 120])
 def test_summary_of_a_clean_run_fits_the_terminal_uncut(width):
-    graded = {e.id: score_exercise(e, [case(e.id, "test_visible", "test_a", Category.PASSED)])
+    graded = {e.id: score_exercise(e, [case(e.id, "test_visible", "test_a", Category.PASSED, weight=e.points)])
               for e in catalog.EXERCISES}
     console = Console(record=True, width=width, file=io.StringIO())
     reports.print_summary(GradingResults("bob", graded), console)
@@ -668,3 +708,16 @@ def test_reports_do_not_change_the_results(results):
     reports.junit_xml(results)
     reports.summary_table(results)
     assert results.to_dict() == before
+
+
+def test_files_that_are_not_exercise_modules_are_listed_as_ignored_not_as_problems():
+    graded = GradingResults("bob", {}, ignored=["README.md", "notes/plan.txt"])
+    again = GradingResults.from_dict(json.loads(json.dumps(graded.to_dict())))
+    assert again.ignored == ["README.md", "notes/plan.txt"] and again.problems == []
+    console = Console(record=True, width=120, file=io.StringIO())
+    reports.print_summary(again, console)
+    text = console.export_text()
+    assert "Problems with the submission" not in text
+    assert "Ignored, not exercise modules (never loaded): README.md, notes/plan.txt" in text
+    output = reports.gradescope_dict(again)["output"]
+    assert "Problems" not in output and r"README\.md" in output

@@ -2,7 +2,8 @@
 
     python .github/grade_summary.py graded/report.json
 
-- prints the score and a line per exercise;
+- prints the score and a line per exercise; a run of the visible tests says how many of each exercise's
+  points they check and whether they pass, never a score out of those points alone;
 - appends a Markdown table to the job summary, when $GITHUB_STEP_SUMMARY names a file;
 - writes `result` (GitHub Classroom's autograding format, base64-encoded JSON, one test per
   exercise) to the step's outputs, when $GITHUB_OUTPUT names a file, for Classroom's reporter.
@@ -26,18 +27,38 @@ def passed(exercise: dict) -> int:
     return sum(test["category"] == "passed" for test in exercise["tests"])
 
 
+def checked(exercise: dict) -> float:
+    """The points the tests that ran carry: a test's points are its weight."""
+    return sum(test["max_score"] for test in exercise["tests"])
+
+
+def earned_all(exercise: dict) -> bool:
+    return all(test["category"] in ("passed", "skipped") for test in exercise["tests"])
+
+
 def score_line(report: dict) -> str:
-    which = "visible tests" if report.get("visible_only") else "all tests"
-    return f"Score: {points(report['score'])} / {points(report['max_score'])} points ({which})"
+    if report.get("visible_only"):
+        everything = sum(checked(ex) for ex in report["exercises"].values())
+        return (f"Visible tests: {points(report['score'])} of the {points(everything)} points they check pass "
+                f"(of {points(report['max_score'])} in all: the hidden tests check the rest when you are graded)")
+    return f"Score: {points(report['score'])} / {points(report['max_score'])} points (all tests)"
+
+
+def exercise_points(report: dict, exercise: dict) -> str:
+    """"visible: 4 of 20 points checked, all pass" after a visible-only run, "15 / 20" after grading."""
+    if not report.get("visible_only"):
+        return f"{points(exercise['score'])} / {points(exercise['max_score'])}"
+    share = f"visible: {points(checked(exercise))} of {points(exercise['max_score'])} points checked"
+    return f"{share}, all pass" if earned_all(exercise) else f"{share}, {points(exercise['score'])} pass"
 
 
 def exercise_lines(report: dict) -> list[str]:
-    return [f"  {ex['id']}: {points(ex['score'])} / {points(ex['max_score'])} "
-            f"({passed(ex)} of {len(ex['tests'])} tests pass)" for ex in report["exercises"].values()]
+    return [f"  {ex['id']}: {exercise_points(report, ex)} ({passed(ex)} of {len(ex['tests'])} tests pass)"
+            for ex in report["exercises"].values()]
 
 
 def markdown(report: dict) -> str:
-    rows = [f"| {ex['id']} | {ex['title'].replace('|', '/')} | {points(ex['score'])} / {points(ex['max_score'])} "
+    rows = [f"| {ex['id']} | {ex['title'].replace('|', '/')} | {exercise_points(report, ex)} "
             f"| {passed(ex)} of {len(ex['tests'])} |" for ex in report["exercises"].values()]
     return "\n".join([f"## {score_line(report)}", "", "| exercise | title | points | tests passed |",
                       "| --- | --- | ---: | ---: |", *rows, "",
