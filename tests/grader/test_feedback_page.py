@@ -404,3 +404,14 @@ def test_grading_the_example_writes_a_page_true_to_its_report(browser, page_visi
         assert seen.page.locator("section.exercise").count() == 3
     assert seen.requests == [] and seen.console == [] and seen.errors == []
     shutil.rmtree(out)
+
+
+def test_the_page_carries_the_hint_of_an_exercise_that_lost_points_and_names_1d_grids():
+    vector = test_result(EX04, "test_bias", Category.FAILED, message="bias: wrong sharding",
+                         layouts=[LayoutCheck("bias", VECTOR, VECTOR, False)])
+    lost = GradingResults("s", {EX04.id: score_exercise(EX04, [vector])})
+    page = feedback_page.feedback_page(lost)
+    assert f"<strong>Hint: </strong>{html.escape(EX04.hint, quote=False)}" in page
+    assert "bias: which devices hold each block (blocks along its one dimension)" in page
+    passed = GradingResults("s", {EX04.id: score_exercise(EX04, [test_result(EX04, "test_ok", Category.PASSED)])})
+    assert "Hint: " not in feedback_page.feedback_page(passed)
