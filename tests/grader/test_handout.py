@@ -4,6 +4,7 @@ its tests, `shardlab check` and `list`, and the CI grading script run the way th
 
 import ast
 import base64
+import html
 import json
 import os
 import re
@@ -389,8 +390,32 @@ def assert_visible_points_are_weights(graded: Path, report: dict) -> None:
     assert [t["max_score"] for t in gradescope["tests"]] == [pytest.approx(t["weight"], abs=1e-4) for t in tests]
     assert gradescope["score"] == pytest.approx(report["score"], abs=1e-3) and gradescope["score"] <= TOTAL
     page = (graded / "feedback.html").read_text()
-    shown = re.findall(r'<span class="pts">([0-9.]+)/([0-9.]+) points</span>', page)
-    assert [float(most) for _, most in shown] == [pytest.approx(t["weight"], abs=0.01) for t in tests]
+    shown = dict(re.findall(r'data-nodeid="([^"]+)"[^>]*>.*?<span class="pts">[0-9.]+/([0-9.]+) points</span>', page,
+                            re.S))
+    assert {html.unescape(nodeid): float(most) for nodeid, most in shown.items()} == \
+        {t["nodeid"]: pytest.approx(t["weight"], abs=0.01) for t in tests}
+
+
+@pytest.mark.slow
+def test_the_example_submission_graded_by_the_handouts_ci_shows_visible_points_honestly(installed, tmp_path):
+    """The issue's case: a visible-only run of the example submission (some exercises right, some wrong, some
+    not started) never shows a total above the maximum, and each test carries its weight, on every output."""
+    handout = installed[0]
+    for exercise in catalog.EXERCISES:
+        shutil.copyfile(exercise.stub_path(paths.REPO_ROOT / "examples" / "submission"),
+                        exercise.stub_path(handout / "exercises"))
+    summary = tmp_path / "summary.md"
+    done = in_venv(installed, "bash", str(handout / ".github/grade.sh"), "graded", cwd=tmp_path,
+                   GITHUB_STEP_SUMMARY=str(summary))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((handout / "graded" / "report.json").read_text())
+    assert_visible_points_are_weights(handout / "graded", report)
+    checked = sum(t["weight"] for ex in report["exercises"].values() for t in ex["tests"])
+    assert 0 < report["score"] < checked < TOTAL
+    score_line = f"Visible tests: {points(report['score'])} of the {points(checked)} points they check pass (of {TOTAL}"
+    assert score_line in done.stdout and summary.read_text().startswith(f"## {score_line}")
+    for exercise in report["exercises"].values():
+        assert f"  {exercise['id']}: visible: " in done.stdout
 
 
 @pytest.mark.slow

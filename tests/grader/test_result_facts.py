@@ -1,10 +1,9 @@
 """Each test's result carries the facts its checks established, from the harness to report.json: the
 layouts of its sharding checks, the collectives of its HLO checks, the figures of its speed test. ex04
-has all three kinds; its tests are read (not run) to know which test calls which check."""
+has all three kinds; the kinds of rule each test declares (@pytest.mark.rules) say which it grades."""
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from grader.core.results import Layout, MalformedResult, TestResult
+from grader.core.rules import Rule
 from grader.course import catalog, paths
 from grader.grading.engine import grade_submission
 from grader.reports.writers import write_report_json
@@ -23,23 +23,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_result_facts")]
 
 EX04 = catalog.get("ex04_sharded_layer")
 SUBMISSIONS = Path(__file__).parent / "submissions"
-SHARDING_CHECKS = {"assert_sharding", "assert_sharded_like"}
-
-
-def checks_called(exercise: catalog.Exercise) -> dict[str, set[str]]:
-    """{test function: the checks its body calls}, read from the exercise's test files."""
-    called = {}
-    for path in exercise.tests_dir().glob("test_*.py"):
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                names = {c.func.id if isinstance(c.func, ast.Name) else getattr(c.func, "attr", "")
-                         for c in ast.walk(node) if isinstance(c, ast.Call)}
-                called[node.name] = names & (SHARDING_CHECKS | {"assert_collectives", "speedup"})
-    return called
-
-
-def function_of(test: TestResult) -> str:
-    return test.name.split("[", 1)[0]
 
 
 def blocks_on_this_host(layout: Layout) -> dict[tuple, tuple[int, ...]]:
@@ -66,9 +49,8 @@ def wrong_sharding():
 
 
 def test_every_sharding_check_records_the_layouts_it_compared(reference):
-    called = checks_called(EX04)
     tests = reference.exercises[EX04.id].tests
-    checked = [t for t in tests if called[function_of(t)] & SHARDING_CHECKS]
+    checked = [t for t in tests if Rule.LAYOUTS in t.rules]
     assert len(checked) >= 8
     for test in checked:
         assert test.passed and test.layouts, test.nodeid
@@ -81,15 +63,14 @@ def test_every_sharding_check_records_the_layouts_it_compared(reference):
             assert sorted(d for block in check.actual.blocks for d in block.devices) == \
                 sorted(check.expected.mesh_devices), test.nodeid     # every device of the mesh, once
     for test in tests:
-        if not called[function_of(test)] & SHARDING_CHECKS:
+        if Rule.LAYOUTS not in test.rules:
             assert test.layouts == [], test.nodeid
 
 
 def test_every_collectives_check_records_what_it_found(reference):
-    called = checks_called(EX04)
     tests = reference.exercises[EX04.id].tests
-    checked = [t for t in tests if "assert_collectives" in called[function_of(t)]]
-    assert len(checked) >= 6
+    checked = [t for t in tests if Rule.COLLECTIVES in t.rules]
+    assert len(checked) >= 9
     for test in checked:
         assert test.passed and len(test.collectives) == 1, test.nodeid
         check = test.collectives[0]
@@ -97,20 +78,19 @@ def test_every_collectives_check_records_what_it_found(reference):
         if "no_collectives" in test.name:
             assert check.found == () and check.exactly == {}, test.nodeid
         if "one_all_reduce" in test.name:
-            n = int(test.name.split("[", 1)[1].split("dev")[0])
+            n = int(test.name.split("[", 1)[1].split("dev")[0]) if "[" in test.name else 8   # visible: 8 devices
             [found] = check.found
             assert (found.op, found.group_size, found.mesh_axes) == ("all-reduce", n, ("data",)), test.nodeid
             assert "all-reduce(" in found.line and "metadata=" not in found.line
     for test in tests:
-        if "assert_collectives" not in called[function_of(test)]:
+        if Rule.COLLECTIVES not in test.rules:
             assert test.collectives == [], test.nodeid
 
 
 def test_every_speed_test_records_its_figures(reference):
-    called = checks_called(EX04)
     tests = reference.exercises[EX04.id].tests
-    timed = [t for t in tests if "speedup" in called[function_of(t)]]
-    assert len(timed) == 2
+    timed = [t for t in tests if Rule.SPEEDUP in t.rules]
+    assert len(timed) == 3   # the hidden and the visible speed rule, and the report-only figure against one device
     for test in timed:
         figures = test.speedup
         assert figures is not None and figures.policy == "report", test.nodeid
