@@ -82,7 +82,10 @@ def route(version: tuple[int, int], python: str, handout: Path, work: Path) -> t
     out = folder / "graded"
     if run([bin_ / "shardlab", "grade", EXAMPLE, "--out", out, "--quiet"], copy, log) != 0:
         return "shardlab grade of the example submission failed", None
-    return None, json.loads((out / "report.json").read_text())["score"]
+    report = json.loads((out / "report.json").read_text())
+    if not report["visible_only"]:   # a handout holds no hidden test: its grading says it checked the visible ones
+        return "the handout's grading of the example did not say it ran the visible tests only", None
+    return None, report["score"]
 
 
 def main(argv: list[str]) -> int:

@@ -219,7 +219,9 @@ def grade_submission(submission: str | Path, options: GradingOptions | None = No
                                 time_limits=time_limits.describe(), parallel=len(runs)),
         problems=prepared.problems, ignored=prepared.ignored,
         output=clipped("".join(run.output for run in runs), limits.output_chars, keep_end=True),   # with its end
-        duration=time.monotonic() - started, visible_only=options.visible_only)
+        # A course without hidden tests (a student's handout) grades its visible tests only, and says so.
+        duration=time.monotonic() - started,
+        visible_only=options.visible_only or not any(test.hidden for test in meta.values()))
 
 
 def _harness_environment(cache: CompileCache, prepared: PreparedSubmission, workdir: Path,
