@@ -260,8 +260,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shardlab", description="A self-grading course in JAX parallelism. Students: `shardlab check` runs "
         "the visible tests of your next exercise, `shardlab list` shows where you are.")
-    shown = ("check", "list", "grade", "grade-batch") if handout else (
-        "check", "list", "grade", "grade-batch", *STAFF_ONLY)
+    shown = IN_A_HANDOUT + (() if handout else STAFF_ONLY)   # in the order they are added below
     commands = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(shown) + "}",
                                      title="commands (students: check and list; the others are for course staff)")
 
@@ -386,6 +385,7 @@ def setup_error(command: str) -> str | None:
 # The course staff's commands that need the course itself (solutions/ and the hidden tests): a student's
 # handout has neither, so there they are left out of the help and refuse to run, saying why.
 STAFF_ONLY = ("calibrate", "stubs", "release", "nbgrader", "gradescope", "dev-check")
+IN_A_HANDOUT = ("check", "list", "grade", "grade-batch")
 
 
 def in_handout() -> bool:
@@ -395,8 +395,9 @@ def in_handout() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     find_own_tools_first()
-    args = build_parser(handout=in_handout()).parse_args(argv)
-    if args.command in STAFF_ONLY and in_handout():
+    handout = in_handout()
+    args = build_parser(handout=handout).parse_args(argv)
+    if args.command in STAFF_ONLY and handout:
         print(f"shardlab {args.command}: a course staff command: it needs the course's solutions/ and hidden tests, "
               "which a student handout does not have. Students use `shardlab check` and `shardlab list`.",
               file=sys.stderr)

@@ -76,9 +76,10 @@ class ExerciseCheck:
     def count(self, category: Category) -> int:
         return sum(t.category == category.value for t in self.tests)
 
-    def scored(self) -> ExerciseResult:
-        """Its visible tests scored: each carries its points, and the exercise how many of them they check."""
-        return score_exercise(self.exercise, [dataclasses.replace(test) for test in self.tests])
+    def scored(self, note: str = "") -> ExerciseResult:
+        """Its visible tests scored (copies: scoring writes into them): each carries its points, and the
+        exercise how many of them they check."""
+        return score_exercise(self.exercise, [dataclasses.replace(test) for test in self.tests], note)
 
     def summary(self) -> str:
         """"visible: 4 of 20 points checked, all pass (3 tests)", or "visible: ..., 1 pass (1 of 8 tests
@@ -249,16 +250,15 @@ def record_checks(report: CheckReport) -> Path:
 
 
 def check_results(report: CheckReport) -> GradingResults:
-    """A check as grading results, for the feedback page: each exercise's points shared among its visible tests,
-    as `shardlab grade --visible-only` shares them; a run that stopped is a problem of that exercise."""
+    """A check as grading results, for the feedback page: each visible test carries its points, as in
+    `shardlab grade --visible-only`; a run that stopped is a problem of that exercise."""
     exercises, problems = {}, []
     for item in report.checks:
         if item.known is not None:
             continue   # not run now: nothing to show but that it passed before
-        tests = [dataclasses.replace(test) for test in item.tests]   # scoring writes into them
         note = ("module missing: not attempted" if item.module_hash is None
                 else f"the module does not parse:\n{item.syntax_error}" if item.syntax_error else "")
-        exercises[item.exercise.id] = score_exercise(item.exercise, tests, note)
+        exercises[item.exercise.id] = item.scored(note)
         if item.crash:
             problems.append(f"{item.exercise.id}: the tests stopped before they finished: the process running them "
                             f"ended (did your code exit, crash Python or run out of memory?). Its last output:\n"

@@ -25,14 +25,14 @@ from grader.reports.html import Markup, document, element
 from grader.reports.text import (
     COUNTED,
     category_counts,
-    checked_score,
     counts_text,
     ignored_line,
     points,
     printable,
+    reachable,
+    score_text,
     shown_when,
     speedup_figures,
-    total_checked_score,
     visible_share,
     visible_total,
 )
@@ -203,12 +203,9 @@ def summary_table(results: GradingResults, hidden_visibility: str) -> Markup:
     columns = [c for c in COUNTED if c is Category.PASSED or any(t.category == c for t in shown_tests)]
     for exercise in results.exercises.values():
         tests = exercise.tests if show_hidden else [t for t in exercise.tests if not t.hidden]
-        if results.visible_only:
-            score = element("td", checked_score(exercise),
-                            class_=f"num {score_class(exercise.score, exercise.checked)}")
-        elif show_hidden or len(tests) == len(exercise.tests):
-            score = element("td", f"{points(exercise.score)}/{points(exercise.max_score)}",
-                            class_=f"num {score_class(exercise.score, exercise.max_score)}")
+        if show_hidden or len(tests) == len(exercise.tests):   # a visible-only run has no hidden test
+            score = element("td", score_text(exercise, results.visible_only),
+                            class_=f"num {score_class(exercise.score, reachable(exercise, results.visible_only))}")
         else:
             score = element("td", f"{sum(t.passed for t in tests)}/{len(tests)} visible", class_="num")
         counts = category_counts(tests)
@@ -248,14 +245,9 @@ def environment_table(environment: dict) -> Markup:
 def feedback_page(results: GradingResults, *, hidden_visibility: str = "after_due_date") -> str:
     """The whole page, as text: the same results give the same bytes."""
     shown_when(hidden_visibility)   # a ValueError for a visibility Gradescope does not know
-    if results.visible_only:   # what passed of the points the visible tests check, of the maximum
-        total = element("p", element("span", total_checked_score(results),
-                                     class_=f"score {score_class(results.score, results.checked)}"),
-                        " points", class_="total")
-    else:
-        total = element("p", element("span", f"{points(results.score)}/{points(results.max_score)}",
-                                     class_=f"score {score_class(results.score, results.max_score)}"),
-                        " points", class_="total")
+    reached = score_class(results.score, reachable(results, results.visible_only))
+    total = element("p", element("span", score_text(results, results.visible_only), class_=f"score {reached}"),
+                    " points", class_="total")
     notes = []
     if results.visible_only:
         notes.append(element("p", f"Only the visible tests were run: {visible_total(results)}. The hidden tests "

@@ -53,9 +53,17 @@ def ignored_line(names: list[str]) -> str:
     return f"Ignored, not exercise modules (never loaded): {', '.join(names)}"
 
 
-def checked_score(exercise) -> str:
-    """An exercise's score in a visible-only run: "4/4 of 20", what passed of the points checked, of its maximum."""
-    return f"{points(exercise.score)}/{points(exercise.checked)} of {points(exercise.max_score)}"
+def score_text(scored, visible_only: bool) -> str:
+    """An exercise's or a grading's score (an ExerciseResult or GradingResults): "15/20"; in a visible-only run
+    "4/4 of 20", what passed of the points its tests check, of the maximum, never a score out of those alone."""
+    if visible_only:
+        return f"{points(scored.score)}/{points(scored.checked)} of {points(scored.max_score)}"
+    return f"{points(scored.score)}/{points(scored.max_score)}"
+
+
+def reachable(scored, visible_only: bool) -> float:
+    """What the score could have reached: the points checked in a visible-only run, else the maximum."""
+    return scored.checked if visible_only else scored.max_score
 
 
 def visible_total(results) -> str:
@@ -63,11 +71,6 @@ def visible_total(results) -> str:
     "visible tests: 48.5 of the 60 points they check pass, of 195 in all"."""
     return (f"visible tests: {points(results.score)} of the {points(results.checked)} points they check pass, of "
             f"{points(results.max_score)} in all")
-
-
-def total_checked_score(results) -> str:
-    """The total row of a visible-only run: "48.5/60 of 195"."""
-    return f"{points(results.score)}/{points(results.checked)} of {points(results.max_score)}"
 
 
 def speedup_figures(fig: SpeedFigures) -> str:

@@ -24,7 +24,6 @@ from grader.reports.files import write_atomically
 from grader.reports.text import (
     COUNTED,
     category_counts,
-    checked_score,
     counts_text,
     exercise_number,
     feedback,
@@ -32,9 +31,10 @@ from grader.reports.text import (
     ignored_line,
     points,
     printable,
+    reachable,
+    score_text,
     shown_when,
     speedup_figures,
-    total_checked_score,
     verdict,
     visible_share,
     visible_total,
@@ -317,15 +317,12 @@ def summary_table(results: GradingResults) -> Table:
     for category in shown:
         table.add_column(SHORT_HEADERS[category], justify="right", no_wrap=True)
     for ex_id, exercise in results.exercises.items():
-        shown_score = (checked_score(exercise) if results.visible_only
-                       else f"{points(exercise.score)}/{points(exercise.max_score)}")
-        score = Text(shown_score, style=_score_style(exercise.score, exercise.checked if results.visible_only
-                                                     else exercise.max_score))
+        score = Text(score_text(exercise, results.visible_only),
+                     style=_score_style(exercise.score, reachable(exercise, results.visible_only)))
         table.add_row(_exercise_cell(exercise), score, *(str(counts[ex_id][c]) for c in shown))
     table.add_section()
-    total = (total_checked_score(results) if results.visible_only
-             else f"{points(results.score)}/{points(results.max_score)}")
-    table.add_row(Text("Total", style="bold"), Text(total, style="bold"), *(str(totals[c]) for c in shown))
+    table.add_row(Text("Total", style="bold"), Text(score_text(results, results.visible_only), style="bold"),
+                  *(str(totals[c]) for c in shown))
     return table
 
 
