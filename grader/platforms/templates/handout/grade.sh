@@ -15,5 +15,7 @@ shardlab grade exercises --out "$out" --visible-only --timing report \
     ${SHARDLAB_FAIL_UNDER:+--fail-under "$SHARDLAB_FAIL_UNDER"} || status=$?
 if [ -f "$out/report.json" ]; then
     python .github/grade_summary.py "$out/report.json"
+else   # still publish a result: 0 points and why, rather than none (GitHub Classroom would show nothing)
+    python .github/grade_summary.py --error "\`shardlab grade\` exited $status without a report: the error it printed says why"
 fi
 exit "$status"
