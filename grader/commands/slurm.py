@@ -43,6 +43,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,16 @@ class SlurmBatch:
     cwd: str
     jobs: dict[str, str] = field(default_factory=dict)   # "calibrate" / "array" / "collect" -> job id
     refused: dict[str, str] = field(default_factory=dict)   # students not graded -> why (batch.ClassFolder)
+    submitted_at: dict[str, str] = field(default_factory=dict)   # student -> submission time (--submitted-at)
+
+    def class_term(self) -> batch.ClassTerm:
+        """The course the grade arguments name, its adjustments, and the submission times."""
+        from grader.commands.publish import class_term
+        from grader.course import term
+
+        options = GradingOptions.from_args(_grade_parser().parse_args(self.grade_arguments), GRADE)
+        times = {student: datetime.fromisoformat(at) for student, at in self.submitted_at.items()}
+        return class_term(term.load(options.course), times)
 
     @property
     def folder(self) -> Path:
@@ -184,12 +195,13 @@ class SlurmPlan:
 
 
 def plan(submissions_dir: Path, out: Path, options: GradingOptions, slurm: SlurmRequest, *,
-         force: bool = False, timeout: float | None = None) -> SlurmPlan:
-    """The batch and its job scripts: nothing is submitted (submit does that)."""
+         force: bool = False, timeout: float | None = None, times: dict[str, datetime] | None = None) -> SlurmPlan:
+    """The batch and its job scripts: nothing is submitted (submit does that). times: each student's
+    submission time (grade-batch --submitted-at)."""
     out = Path(out).resolve()
     klass = batch.find_submissions(Path(submissions_dir))
     skipped = [s for s in klass.to_grade
-               if not force and batch.read_row(batch.student_folder(out, s) / batch.REPORT) is not None]
+               if not force and batch.ClassTerm().standing(batch.student_folder(out, s) / batch.REPORT, s) is not None]
     todo = [s for s in klass.to_grade if s not in skipped]
     cache = (options.cache or out / batch.CACHE).resolve()
     options = dataclasses.replace(options, cache=cache, parallel=options.parallel or slurm.cpus_per_task)
@@ -199,7 +211,8 @@ def plan(submissions_dir: Path, out: Path, options: GradingOptions, slurm: Slurm
     made = SlurmBatch(name=name, out=str(out), students={s: str(p.resolve()) for s, p in klass.students.items()},
                       todo=todo, grade_arguments=options.arguments(GRADE),
                       timeout=timeout or options.time_limit + 300, python=sys.executable, course=course_digest(),
-                      cwd=str(paths.REPO_ROOT), refused=klass.refused)
+                      cwd=str(paths.REPO_ROOT), refused=klass.refused,
+                      submitted_at={s: t.isoformat() for s, t in (times or {}).items()})
     minutes = int((options.time_limit + TASK_MARGIN_SECONDS) // 60)
     directives = slurm.directives(f"{minutes // 60:02d}:{minutes % 60:02d}:00")
     task = [made.python, "-m", "grader.commands.slurm"]
@@ -335,7 +348,7 @@ def run_task(manifest: Path, index: int) -> batch.StudentOutcome:
                                   timing_lock.LOCK_DIR: str(out / batch.TIMING_LOCK / node)}
         (out / batch.TIMING_LOCK / node).mkdir(parents=True, exist_ok=True)
         outcome = batch.grade_one(student, Path(made.students[student]), out, options=options,
-                                  timeout=made.timeout, env=env)
+                                  timeout=made.timeout, env=env, class_term=made.class_term())
     (folder / OUTCOME).write_text(json.dumps(
         {"student": outcome.student, "status": outcome.status, "seconds": outcome.seconds, "detail": outcome.detail,
          "job": f"{os.environ.get('SLURM_ARRAY_JOB_ID', '')}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}",
@@ -357,27 +370,23 @@ def _grade_parser() -> argparse.ArgumentParser:
 
 
 def collect(manifest: Path) -> Path:
-    """The collect job: grades.csv and the class page, a row for every student of the class."""
-    from grader.reports.class_page import write_class_page
+    """The collect job: published as grade-batch publishes on one machine (grader.commands.publish): every
+    student's page and results.json, grades.csv and the class page, a row for every student of the class."""
+    from grader.commands.publish import publish_class
 
     made = SlurmBatch.load(manifest)
     out = Path(made.out)
-    outcomes, rows, failures = [], {}, {}
+    outcomes = []
     for student in made.students:
         if student in made.refused:
-            failures[student] = made.refused[student]
             outcomes.append(batch.StudentOutcome(student, batch.REFUSED, detail=made.refused[student]))
-            continue
-        row = batch.read_row(batch.student_folder(out, student) / batch.REPORT)
-        if row is not None:
-            rows[student] = row
-            outcomes.append(batch.StudentOutcome(student, "graded" if student in made.todo else "skipped", row=row))
-        else:
+        elif student in made.todo:
             outcome = read_outcome(out, student)
-            failures[student] = outcome.detail
-            outcomes.append(outcome)
-    batch.write_grades_csv(out, list(made.students), rows, failures)
-    return write_class_page(out, outcomes)
+            outcomes.append(outcome if outcome.status == "failed" else batch.StudentOutcome(student, "graded"))
+        else:
+            outcomes.append(batch.StudentOutcome(student, "skipped", detail="already graded"))
+    options = GradingOptions.from_args(_grade_parser().parse_args(made.grade_arguments), GRADE)
+    return publish_class(out, outcomes, made.class_term(), hidden_visibility=options.hidden_visibility).page
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,7 +28,7 @@ from rich.text import Text
 
 from grader.core.errors import ShardlabError
 from grader.core.results import Category, TestResult
-from grader.course import catalog, paths, stubs
+from grader.course import catalog, paths, stubs, term
 from grader.course.devices import HOST_DEVICES, cores
 from grader.course.implementations import resolve_source
 from grader.grading.results import ExerciseResult, GradingResults, score_exercise
@@ -165,6 +165,16 @@ def check_exercises(exercises: list[catalog.Exercise], source: Path, *,
             for e, digest in zip(exercises, digests)]
 
 
+def term_exercises() -> tuple[catalog.Exercise, ...]:
+    """This term's exercises, with its points: a handout's course.toml (written by `shardlab release` from the
+    instructor's course file) holds them; without one, the catalog's."""
+    found = term.find(paths.REPO_ROOT)
+    try:
+        return (term.load(found) if found else term.default_course()).exercises
+    except term.CourseFileError as exc:
+        raise CheckUsageError(str(exc)) from None
+
+
 def check(exercise: str | None = None, *, impl: str | Path = "exercises", all_exercises: bool = False,
           record: bool = True, launcher: str = "local") -> CheckReport:
     """Check one exercise (an id or number), every exercise, or by default the catalog in order up to
@@ -173,26 +183,29 @@ def check(exercise: str | None = None, *, impl: str | Path = "exercises", all_ex
         raise CheckUsageError("give an exercise or --all, not both")
     try:
         source = resolve_source(impl)
-        chosen = catalog.get(exercise) if exercise else None
+        exercises = term_exercises()
+        chosen = next((e for e in exercises if e.id == catalog.get(exercise).id), None) if exercise else None
+        if exercise and chosen is None:
+            raise catalog.UnknownExercise(f"{catalog.get(exercise).id} (not in this term's course.toml)")
     except (FileNotFoundError, catalog.UnknownExercise) as exc:
         raise CheckUsageError(str(exc)) from None
     if chosen:
         report = CheckReport(source, "one", check_exercises([chosen], source, launcher=launcher))
     elif all_exercises:
-        report = CheckReport(source, "all", check_exercises(list(catalog.EXERCISES), source, launcher=launcher))
+        report = CheckReport(source, "all", check_exercises(list(exercises), source, launcher=launcher))
     else:
-        report = CheckReport(source, "next", _check_up_to_next_pending(source, launcher))
+        report = CheckReport(source, "next", _check_up_to_next_pending(source, exercises, launcher))
     if record:
         record_checks(report)
     return report
 
 
-def _check_up_to_next_pending(source: Path, launcher: str = "local") -> list[ExerciseCheck]:
-    """Rustlings-style: the exercises in catalog order, stopping at the first not all green. An exercise
+def _check_up_to_next_pending(source: Path, exercises, launcher: str = "local") -> list[ExerciseCheck]:
+    """Rustlings-style: the term's exercises in order, stopping at the first not all green. An exercise
     whose module passed its last check and is unchanged since is not run again (`--all` runs everything)."""
     recorded = load_status(source)
     checks = []
-    for exercise in catalog.EXERCISES:
+    for exercise in exercises:
         last = recorded.get(exercise.id)
         if exercise_status(exercise, source, last) is Status.DONE:
             checks.append(ExerciseCheck(exercise, [], last.get("sha256"), known=last))
@@ -305,7 +318,7 @@ def exercise_statuses(*, impl: str | Path = "exercises",
                       solutions: Path = paths.SOLUTIONS_DIR) -> list[tuple[catalog.Exercise, Status]]:
     source = resolve_source(impl)
     recorded = load_status(source)
-    return [(e, exercise_status(e, source, recorded.get(e.id), solutions)) for e in catalog.EXERCISES]
+    return [(e, exercise_status(e, source, recorded.get(e.id), solutions)) for e in term_exercises()]
 
 
 # ------------------------------------------------------------------------------------- rendering
@@ -528,7 +541,7 @@ def list_command(*, impl: str | Path = "exercises", solutions: Path = paths.SOLU
     out, err = _consoles(console)
     try:
         statuses = exercise_statuses(impl=impl, solutions=solutions)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, CheckUsageError) as exc:
         err.print(Text(f"shardlab list: {exc}"), soft_wrap=True)
         return 2
     render_list(statuses, out, resolve_source(impl))

@@ -50,6 +50,8 @@ VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 GRADE, GRADE_BATCH, CALIBRATE = "grade", "grade-batch", "calibrate"
 GRADING = frozenset({GRADE, GRADE_BATCH})
 EVERY_COMMAND = frozenset({GRADE, GRADE_BATCH, CALIBRATE})
+# The commands that read the course file (grader.course.term): grading and the staff's builds and exports.
+COURSE_COMMANDS = GRADING | {"release", "nbgrader build", "gradescope build", "course", "override", "export"}
 
 
 def memory_gib(text: str) -> float:
@@ -92,6 +94,7 @@ class Declaration:
     harness: HarnessOption | None = None         # the harness takes it too, as this pytest option
     report: str | None = None                    # where report.json's environment records it ("limits.x")
     to_report: Callable[[Any], Any] = _same      # the value as report.json records it
+    in_course_file: bool = False                 # the course file may set it; a flag given says otherwise
 
 
 def option(default: Any, flag: str, help: str, *, commands: frozenset[str] = GRADING, **declared: Any) -> Any:
@@ -120,8 +123,9 @@ class GradingOptions:
         False, "--visible-only", "run only the visible tests",
         harness=HarnessOption("--visible-only", "leave out the hidden tests"))
     timing: str = option(
-        "enforce", "--timing", "speedup thresholds: enforce (default), report the figures only, or skip",
-        type=str, choices=TIMINGS, report="timing",
+        "enforce", "--timing", "speedup thresholds: enforce (default: the course file's timing, else enforce), report "
+                               "the figures only, or skip",
+        type=str, choices=TIMINGS, report="timing", in_course_file=True,
         harness=HarnessOption("--timing", "speedup tests: enforce thresholds, report figures only, or skip "
                                           "(default: $SHARDLAB_TIMING or enforce)",
                               type=str, default="enforce", default_env="SHARDLAB_TIMING"))
@@ -177,8 +181,15 @@ class GradingOptions:
         "after_due_date", "--hidden-visibility",
         "when students see the hidden tests' names and messages: results.json's Gradescope visibility of each "
         "hidden test; feedback.html shows them unless hidden (instructors only), so hand it out accordingly "
-        "(default after_due_date)",
-        type=str, choices=VISIBILITIES, report="hidden_visibility")
+        "(default: the course file's hidden_visibility, else after_due_date)",
+        type=str, choices=VISIBILITIES, report="hidden_visibility", in_course_file=True)
+    course: Path | None = option(
+        None, "--course", "the term's course file (default: course.toml in the current folder, else every exercise "
+                          "of the catalog with its points and no due dates)",
+        commands=COURSE_COMMANDS, type=Path, metavar="FILE")
+
+    # The options the course file may set that no flag gave (from_args): with_course fills them.
+    unset: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.exercises, tuple):   # a list given by a caller: kept as an immutable tuple
@@ -201,8 +212,19 @@ class GradingOptions:
         for name, declaration in DECLARATIONS.items():
             if command in declaration.commands:
                 value = getattr(args, name)
+                if declaration.in_course_file and value is None:
+                    continue   # not given: the course file's, else the default (with_course)
                 given[name] = tuple(value or ()) if declaration.repeated else value
-        return cls(**given)
+        return cls(**given, unset=frozenset(name for name, d in DECLARATIONS.items()
+                                             if d.in_course_file and command in d.commands
+                                             and getattr(args, name) is None))
+
+    def with_course(self, settings: dict[str, Any]) -> GradingOptions:
+        """These options with the course file's `settings` ({option name: value}) for the options it may set
+        and no flag set: a flag given wins over the course file, the course file over the default."""
+        return dataclasses.replace(self, unset=frozenset(), **{
+            name: value for name, value in settings.items()
+            if name in self.unset and value is not None and DECLARATIONS[name].in_course_file})
 
     def for_command(self, command: str) -> GradingOptions:
         """These options, but only those `command` takes: the others back to their defaults."""
@@ -248,7 +270,8 @@ class GradingOptions:
         return described
 
 
-DECLARATIONS: dict[str, Declaration] = {f.name: f.metadata["option"] for f in dataclasses.fields(GradingOptions)}
+DECLARATIONS: dict[str, Declaration] = {f.name: f.metadata["option"] for f in dataclasses.fields(GradingOptions)
+                                         if "option" in f.metadata}
 DEFAULTS = GradingOptions()
 
 
@@ -270,10 +293,10 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         if declaration.type is None:
             parser.add_argument(declaration.flag, dest=name, action="store_true", help=declaration.help)
         else:
+            default = None if declaration.in_course_file else getattr(DEFAULTS, name)
             parser.add_argument(declaration.flag, dest=name, type=declaration.type, metavar=declaration.metavar,
                                 choices=declaration.choices, help=declaration.help,
-                                **({"action": "append"} if declaration.repeated else
-                                   {"default": getattr(DEFAULTS, name)}))
+                                **({"action": "append"} if declaration.repeated else {"default": default}))
 
 
 def add_harness_options(group) -> None:

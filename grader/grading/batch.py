@@ -25,14 +25,19 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import psutil
 
 from grader.core.options import GRADE, GradingOptions
-from grader.course import catalog
+from grader.core.results import MalformedResult
+from grader.course.adjustments import Adjustment
 from grader.course.devices import cores
-from grader.grading import process, spreadsheet
+from grader.course.term import Course, default_course
+from grader.grading import lateness, process, spreadsheet
+from grader.grading.results import GradingResults
+from grader.grading.standing import Standing, standing
 from grader.harness import timing_lock
 from grader.worker import cgroups
 
@@ -57,7 +62,7 @@ class StudentOutcome:
                                 # REFUSED (not graded: detail says why)
     seconds: float = 0.0
     detail: str = ""
-    row: dict | None = None     # the student's line of grades.csv, taken from report.json as it was written
+    standing: Standing | None = None   # the student's grade, from report.json as it was written (grades.csv's row)
 
 
 @dataclass
@@ -108,14 +113,41 @@ def find_submissions(folder: Path) -> ClassFolder:
     return ClassFolder(students, refused, ignored)
 
 
+@dataclass(frozen=True)
+class ClassTerm:
+    """What a class is graded and published against: the course, the instructor's adjustments and the
+    submission times given for the batch (grade-batch --submitted-at FILE.csv)."""
+    course: Course = field(default_factory=default_course)
+    adjustments: tuple[Adjustment, ...] = ()
+    times: dict[str, datetime] = field(default_factory=dict)
+
+    def standing(self, report: Path, student: str) -> Standing | None:
+        """`student`'s grade from their report.json: its late penalties judged again by this course (an extension
+        granted since counts) and the adjustments applied; None when there is no report to read."""
+        try:
+            results = GradingResults.from_dict(json.loads(Path(report).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, MalformedResult):
+            return None
+        return standing(self.judged(results, student), list(self.adjustments), student)
+
+    def judged(self, results: GradingResults, student: str) -> GradingResults:
+        """`results` with this course's late penalties, from the submission time it records."""
+        return lateness.with_term(results, self.course, student, lateness.recorded_time(results))
+
+
 def grade_one(student: str, submission: Path, out: Path, *, options: GradingOptions, timeout: float,
-              env: dict[str, str]) -> StudentOutcome:
-    """`shardlab grade` with `options`, in a session of its own, so that a timeout kills all it started."""
+              env: dict[str, str], class_term: ClassTerm | None = None) -> StudentOutcome:
+    """`shardlab grade` with `options`, in a session of its own, so that a timeout kills all it started. An
+    earlier report in the student's folder is graded into (grader.grading.regrade), never lost: a grading
+    that fails leaves it as it was."""
+    term = class_term or ClassTerm()
     target = student_folder(out, student)
     target.mkdir(parents=True, exist_ok=True)
-    (target / REPORT).unlink(missing_ok=True)
     started = time.monotonic()
+    submitted = term.times.get(student)
     command = [sys.executable, "-m", "grader.cli", "grade", str(submission), "--out", str(target), "--quiet",
+               # --flag=value: a student named "-2+3" is a value, not a flag
+               f"--student={student}", *([f"--submitted-at={submitted.isoformat()}"] if submitted else []),
                *options.arguments(GRADE)]
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                              stdin=subprocess.DEVNULL, start_new_session=True)
@@ -127,41 +159,47 @@ def grade_one(student: str, submission: Path, out: Path, *, options: GradingOpti
         log, code = f"grading took longer than {timeout:.0f} s and was stopped\n{child.communicate()[0]}", None
     (target / "grading.log").write_text(log[-20_000:])
     seconds = time.monotonic() - started
-    row = read_row(target / REPORT) if code == 0 else None
-    if row is not None:
-        return StudentOutcome(student, "graded", seconds, row=row)
+    graded = term.standing(target / REPORT, student) if code == 0 else None
+    if graded is not None:
+        return StudentOutcome(student, "graded", seconds, standing=graded)
     return StudentOutcome(student, "failed", seconds, f"exit status {code}: {log.strip()[-300:]}")
 
 
-def read_row(report: Path) -> dict | None:
-    """A student's grades.csv line from their report.json, or None if there is none to read."""
-    try:
-        data = json.loads(report.read_text())
-        scores = {ex_id: round(ex["score"], 2) for ex_id, ex in data["exercises"].items()}
-        return {**scores, "total": round(data["score"], 2), "max_score": round(data["max_score"], 2),
-                "status": "graded"}
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def _row(graded: Standing, failure: str | None) -> dict:
+    """A student's grades.csv line: each exercise's final score, then what the tests gave, the late penalty,
+    the adjustments, the total and why."""
+    return {**{e.id: round(e.final, 2) for e in graded.exercises}, "raw": round(graded.raw, 2),
+            "late_penalty": round(graded.penalty, 2), "adjusted": round(graded.override, 2),
+            "total": round(graded.final, 2), "max_score": round(graded.max_score, 2),
+            "status": f"graded; {failure}" if failure else "graded",
+            "late": "; ".join(graded.late), "adjustments": "; ".join(graded.adjusted)}
 
 
-def write_grades_csv(out: Path, students: list[str], rows: dict[str, dict], failures: dict[str, str]) -> Path:
-    """One line per student, from the rows this batch holds (read once, as each grading ended)."""
-    columns = ["student", *(e.id for e in catalog.EXERCISES), "total", "max_score", "status"]
-    lines = [{"student": s, **rows[s]} if s in rows else
+def write_grades_csv(out: Path, students: list[str], standings: dict[str, Standing], failures: dict[str, str],
+                     course: Course | None = None) -> Path:
+    """One line per student, from the standings this batch holds (read once, as each grading ended)."""
+    course = course or default_course()
+    extra = sorted({e.id for g in standings.values() for e in g.exercises} - {e.id for e in course.exercises})
+    columns = ["student", *(e.id for e in course.exercises), *extra, "raw", "late_penalty", "adjusted", "total",
+               "max_score", "status", "late", "adjustments"]
+    lines = [{"student": s, **_row(standings[s], failures.get(s))} if s in standings else
              {"student": s, "status": f"not graded: {failures.get(s, 'unknown')}"} for s in students]
     return spreadsheet.write_csv(Path(out) / GRADES, columns, lines)
 
 
 def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOptions | None = None, *,
                 jobs: int = 1, force: bool = False, timeout: float = 3600.0, progress=None,
-                **overrides) -> BatchSummary:
+                class_term: ClassTerm | None = None, **overrides) -> BatchSummary:
     """Grade every submission in `submissions_dir` into `out`/students/<student>/ and write `out`/grades.csv.
+    class_term: the course (options.course names its file, for each student's grading), the adjustments and the
+    submission times.
 
     options: how each student is graded (grader.core.options.GradingOptions), with `overrides` by field
     name (exercises=["ex01"]). Every core is kept busy: `jobs` students at once, each with cores / jobs
     harnesses (unless options.parallel says otherwise). `progress(student, outcome)` is called as each
     student finishes (the CLI draws a bar with it)."""
     options = dataclasses.replace(options or GradingOptions(), **overrides)
+    term = class_term or ClassTerm()
     started = time.monotonic()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -175,7 +213,7 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOp
         options = dataclasses.replace(options, parallel=max(1, cores() // max(1, jobs)))
     summary = BatchSummary()
     failures: dict[str, str] = {}
-    rows: dict[str, dict] = {}
+    standings: dict[str, Standing] = {}
     todo = {}
     for student, why in klass.refused.items():
         failures[student] = why
@@ -183,16 +221,17 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOp
         if progress:
             progress(student, summary.outcomes[-1])
     for student, path in klass.to_grade.items():
-        earlier = None if force else read_row(student_folder(out, student) / REPORT)
+        earlier = None if force else term.standing(student_folder(out, student) / REPORT, student)
         if earlier is not None:
-            rows[student] = earlier
-            summary.outcomes.append(StudentOutcome(student, "skipped", detail="already graded", row=earlier))
+            standings[student] = earlier
+            summary.outcomes.append(StudentOutcome(student, "skipped", detail="already graded", standing=earlier))
             if progress:
                 progress(student, summary.outcomes[-1])
         else:
             todo[student] = path
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(grade_one, s, p, out, options=options, timeout=timeout, env=env): s
+        futures = {pool.submit(grade_one, s, p, out, options=options, timeout=timeout, env=env, class_term=term):
+                   s
                    for s, p in todo.items()}
         for future in as_completed(futures):
             student = futures[future]
@@ -204,12 +243,12 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOp
             if outcome.status == "failed":
                 failures[student] = outcome.detail
             else:
-                rows[student] = outcome.row
+                standings[student] = outcome.standing
             summary.outcomes.append(outcome)
-            summary.grades_csv = write_grades_csv(out, list(klass.students), rows, failures)
+            summary.grades_csv = write_grades_csv(out, list(klass.students), standings, failures, term.course)
             if progress:
                 progress(student, outcome)
     process.reap_orphans(keep)
-    summary.grades_csv = write_grades_csv(out, list(klass.students), rows, failures)
+    summary.grades_csv = write_grades_csv(out, list(klass.students), standings, failures, term.course)
     summary.seconds = time.monotonic() - started
     return summary

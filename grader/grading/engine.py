@@ -30,6 +30,7 @@ from grader.core.options import HARNESS_ALLOWANCE_BYTES, GradingOptions
 from grader.core.results import Category, TestResult
 from grader.course import catalog
 from grader.course.devices import HOST_DEVICES, cores
+from grader.course.term import Course, default_course
 from grader.grading import preflight, process
 from grader.grading.collection import GradingError, collect_tests
 from grader.grading.compile_cache import CompileCache, refuse_if_visible
@@ -156,8 +157,10 @@ def _tail(output: str) -> str:
 
 def grade_submission(submission: str | Path, options: GradingOptions | None = None, *,
                      cache: CompileCache | None = None, time_limits: TimeLimits | None = None,
-                     **overrides) -> GradingResults:
-    """Grade a folder or .zip; every catalog exercise (or those named) gets a result, whatever happens.
+                     course: Course | None = None, **overrides) -> GradingResults:
+    """Grade a folder or .zip; every exercise of the course (or those named) gets a result, whatever happens.
+    course: the term (grader.course.term): its exercises, in its order, with its points (default: the
+    catalog's).
 
     options: how (grader.core.options.GradingOptions; default: its defaults), with `overrides` by field
     name (exercises=["ex01"], timing="skip", parallel=2); parallel None: one harness (the CLI gives the
@@ -180,7 +183,8 @@ def grade_submission(submission: str | Path, options: GradingOptions | None = No
         raise GradingError(str(exc)) from None
     options = dataclasses.replace(options, isolation=level.value)
     process.become_subreaper()
-    chosen = [catalog.get(name) for name in options.exercises] if options.exercises else list(catalog.EXERCISES)
+    course = course or default_course()
+    chosen = [course.exercise(name) for name in options.exercises] if options.exercises else list(course.exercises)
     harnesses = max(1, min(parallel, len(chosen)))
     with cgroups.submission_memory(submission_memory_limit(proof.memory_bytes, harnesses)) as memory, \
             tempfile.TemporaryDirectory(prefix="shardlab-grade-") as tmp:

@@ -11,6 +11,7 @@ from typing import Any
 from grader.core.bounds import GRADING_CHARS, MESSAGE_CHARS, NAME_CHARS, PROBLEM_CHARS, PROBLEMS, clipped
 from grader.core.results import Category, TestResult
 from grader.course import catalog
+from grader.course.term import Lateness
 
 
 @dataclass
@@ -21,10 +22,21 @@ class ExerciseResult:
     tests: list[TestResult] = field(default_factory=list)
     note: str = ""                # e.g. "module missing: not attempted"
     bonus: bool = False           # extra credit: its score counts, its max_score does not
+    late: Lateness | None = None  # when it came in against its due date, and what that costs (the course file)
 
     @property
     def score(self) -> float:
+        """What its tests earned: the raw score, before any late penalty."""
         return math.fsum(t.score for t in self.tests)   # exact: the same total in any test order
+
+    @property
+    def penalty(self) -> float:
+        """The points the late policy takes off the raw score."""
+        return self.score * self.late.percent / 100 if self.late is not None else 0.0
+
+    @property
+    def final(self) -> float:
+        return self.score - self.penalty
 
     @property
     def checked(self) -> float:
@@ -34,6 +46,42 @@ class ExerciseResult:
 
     def count(self, category: Category) -> int:
         return sum(t.category == category for t in self.tests)
+
+
+@dataclass(frozen=True)
+class TermRecord:
+    """Which term graded whose submission, and when it came in: report.json's "term"."""
+    course: str                         # the course's name
+    course_file: str | None = None      # None: no course file, the catalog's course
+    course_digest: str | None = None    # sha256 of the course file's bytes
+    student: str | None = None          # as extensions and adjustments name them
+    submitted_at: str | None = None     # ISO 8601 with its offset; None: not known, no late policy applied
+    submitted_from: str | None = None   # where that time came from: the flag, a times file, git, Gradescope
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TermRecord:
+        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)} | {"course": data["course"]})
+
+
+@dataclass(frozen=True)
+class Regrade:
+    """One exercise graded again into an existing report: when, and its score before and after."""
+    exercise: str
+    at: str                             # ISO 8601, UTC
+    before: float
+    after: float
+    course_digest: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Regrade:
+        return cls(str(data["exercise"]), str(data["at"]), float(data["before"]), float(data["after"]),
+                   data.get("course_digest"))
 
 
 @dataclass
@@ -46,6 +94,8 @@ class GradingResults:
     duration: float = 0.0
     visible_only: bool = False
     ignored: list[str] = field(default_factory=list)    # files in the submission that are not exercise modules
+    term: TermRecord | None = None                      # the course file, the student and the submission time
+    regrades: list[Regrade] = field(default_factory=list)   # exercises graded again into this report, oldest first
 
     def __post_init__(self):
         """A grading's text is bounded (grader.core.bounds), whatever made it: when its tests would take more
@@ -76,6 +126,15 @@ class GradingResults:
         return math.fsum(e.score for e in self.exercises.values())
 
     @property
+    def penalty(self) -> float:
+        return math.fsum(e.penalty for e in self.exercises.values())
+
+    @property
+    def final(self) -> float:
+        """The score after late penalties (an instructor's adjustments come on top: grader.grading.standing)."""
+        return math.fsum(e.final for e in self.exercises.values())
+
+    @property
     def max_score(self) -> float:
         """The course's maximum: a bonus exercise adds to the score only."""
         return math.fsum(e.max_score for e in self.exercises.values() if not e.bonus)
@@ -92,10 +151,13 @@ class GradingResults:
         exercises = {
             ex_id: {"id": ex.id, "title": ex.title, "max_score": ex.max_score,
                     "tests": [t.to_dict() | {"name": t.name} for t in ex.tests], "note": ex.note, "bonus": ex.bonus,
-                    "score": ex.score}
+                    "score": ex.score, "late": ex.late.to_dict() if ex.late is not None else None,
+                    "penalty": ex.penalty, "final": ex.final}
             for ex_id, ex in self.exercises.items()
         }
-        return {"submission": self.submission, "score": self.score, "max_score": self.max_score,
+        return {"submission": self.submission, "score": self.score, "penalty": self.penalty, "final": self.final,
+                "max_score": self.max_score, "term": self.term.to_dict() if self.term is not None else None,
+                "regrades": [r.to_dict() for r in self.regrades],
                 "visible_only": self.visible_only, "duration": self.duration, "exercises": exercises,
                 "problems": self.problems, "ignored": self.ignored, "output": self.output,
                 "environment": self.environment}
@@ -107,11 +169,14 @@ class GradingResults:
         exercises = {}
         for ex_id, ex in data["exercises"].items():
             tests = [TestResult.from_dict(t, ignore=("name",)) for t in ex["tests"]]
+            late = ex.get("late")
             exercises[ex_id] = ExerciseResult(ex["id"], ex["title"], ex["max_score"], tests, ex.get("note", ""),
-                                              ex.get("bonus", False))
+                                              ex.get("bonus", False), Lateness.from_dict(late) if late else None)
+        term = data.get("term")
         return cls(data["submission"], exercises, data.get("environment", {}), data.get("problems", []),
                    data.get("output", ""), data.get("duration", 0.0), data.get("visible_only", False),
-                   data.get("ignored", []))
+                   data.get("ignored", []), TermRecord.from_dict(term) if term else None,
+                   [Regrade.from_dict(r) for r in data.get("regrades", ())])
 
 
 _SMALLEST_CUT = 1_000   # a cut test keeps at least this much: the start of its message and the note
@@ -147,11 +212,16 @@ def _cut(test: TestResult, cap: int) -> TestResult:
 
 def score_exercise(exercise: catalog.Exercise, tests: list[TestResult], note: str = "") -> ExerciseResult:
     """A test's points are its weight: an exercise's tests, visible and hidden, weigh its catalog points
-    (dev-check checks it), so a run of some of them (the visible ones) carries only their points. Should
-    the tests run weigh more than the exercise (a course being written), they share its points by weight:
-    never a score above the maximum. A passed (or skipped) test earns its points."""
+    (dev-check checks it), so a run of some of them (the visible ones) carries only their points. A term
+    that gives the exercise other points (its course file) scales every test alike. Should the tests run
+    weigh more than the exercise (a course being written), they share its points by weight: never a score
+    above the maximum. A passed (or skipped) test earns its points."""
     total_weight = math.fsum(t.weight for t in tests)
-    scale = min(1.0, exercise.points / total_weight) if total_weight else 0.0
+    try:
+        catalog_points = catalog.get(exercise.id).points
+    except catalog.UnknownExercise:
+        catalog_points = exercise.points
+    scale = exercise.points / catalog_points * min(1.0, catalog_points / total_weight) if total_weight else 0.0
     for test in tests:
         test.max_score = test.weight * scale
         # A test skipped by the timing policy or because the platform does not report a figure earns its

@@ -25,6 +25,7 @@ from grader.core.results import Category, TestResult, function_id
 from grader.course import catalog
 from grader.grading.batch import REFUSED, REPORT, STUDENTS, StudentOutcome, student_folder
 from grader.grading.results import GradingResults
+from grader.grading.standing import standing
 from grader.reports import pictures
 from grader.reports.feedback_page import FILE_NAME as FEEDBACK, badge, score_class
 from grader.reports.files import write_atomically
@@ -56,10 +57,14 @@ class StudentSummary:
     status: str                          # "graded", "skipped" (graded by an earlier batch), "failed", "refused",
                                          # "unreadable"
     detail: str = ""                     # why a student could not be graded
-    total: float = 0.0
+    total: float = 0.0                   # the final score: late penalties and adjustments applied
     max_score: float = 0.0
-    scores: dict[str, float] = field(default_factory=dict)   # {exercise id: score}
+    scores: dict[str, float] = field(default_factory=dict)   # {exercise id: final score}
     has_page: bool = False               # OUT/students/<student>/feedback.html exists
+    raw: float = 0.0                     # what the tests gave
+    penalty: float = 0.0                 # what the late policy took off
+    override: float = 0.0                # what the instructor's adjustments changed
+    reasons: tuple[str, ...] = ()        # why: each late penalty's and adjustment's reason
 
     @property
     def graded(self) -> bool:
@@ -151,6 +156,7 @@ def _add_student(tallies: ClassTallies, out: Path, outcome: StudentOutcome) -> N
         reason = f"{REPORT} cannot be read: {type(exc).__name__}: {exc}"
         tallies.students.append(StudentSummary(outcome.student, "unreadable", reason, has_page=has_page))
         return
+    graded = outcome.standing or standing(results, student=outcome.student)
     for exercise in results.exercises.values():
         tally = tallies.exercises.setdefault(
             exercise.id, ExerciseTally(exercise.id, exercise.title, exercise.max_score, exercise.bonus))
@@ -159,8 +165,9 @@ def _add_student(tallies: ClassTallies, out: Path, outcome: StudentOutcome) -> N
         tally.attempted += any(t.category != Category.NOT_ATTEMPTED for t in exercise.tests)
         _add_tests(tallies, exercise.id, exercise.tests)
     tallies.students.append(StudentSummary(
-        outcome.student, outcome.status, total=results.score, max_score=results.max_score,
-        scores={e.id: e.score for e in results.exercises.values()}, has_page=has_page))
+        outcome.student, outcome.status, total=graded.final, max_score=graded.max_score,
+        scores={e.id: e.final for e in graded.exercises}, has_page=has_page, raw=graded.raw,
+        penalty=graded.penalty, override=graded.override, reasons=tuple(graded.late + graded.adjusted)))
 
 
 def tally_class(out: Path, outcomes: Iterable[StudentOutcome]) -> ClassTallies:
@@ -207,10 +214,14 @@ STATUS_TEXT = {"graded": "graded", "skipped": "graded earlier", "failed": "could
 
 
 def students_table(tallies: ClassTallies, exercises: list[ExerciseTally]) -> Markup:
+    """A row per student: the final total and each exercise's final score; when a late penalty or an
+    adjustment changed anyone's grade, also what the tests gave, the penalty, the adjustments and why."""
+    changed = any(s.penalty or s.reasons for s in tallies.students)
     head = element("tr", element("th", "student"), element("th", "total", class_="num"),
+                   *[element("th", name, class_="num") for name in ("tests", "late", "adjusted") if changed],
                    *[element("th", element("abbr", e.id.split("_", 1)[0], title=f"{e.id}: {e.title}"),
                              class_="num") for e in exercises],
-                   element("th", "status"))
+                   element("th", "status"), element("th", "why") if changed else None)
     rows = []
     for s in tallies.students:
         if s.graded:
@@ -219,12 +230,20 @@ def students_table(tallies: ClassTallies, exercises: list[ExerciseTally]) -> Mar
             cells = [element("td", points(s.scores[e.id]), class_=f"num {score_class(s.scores[e.id], e.max_score)}",
                              data_exercise=e.id) if e.id in s.scores else
                      element("td", "-", class_="num", data_exercise=e.id) for e in exercises]
+            parts = [element("td", points(s.raw), class_="num", data_raw=points(s.raw)),
+                     element("td", f"-{points(s.penalty)}" if s.penalty else "", class_="num",
+                             data_penalty=points(s.penalty)),
+                     element("td", f"{'+' if s.override >= 0 else '-'}{points(abs(s.override))}" if s.override else "",
+                             class_="num", data_override=points(s.override))] if changed else []
         else:
             total = element("td", "-", class_="num")
             cells = [element("td", "-", class_="num", data_exercise=e.id) for e in exercises]
+            parts = [element("td", "-", class_="num")] * 3 if changed else []
         status = element("td", STATUS_TEXT.get(s.status, s.status),
                          class_="status-ok" if s.graded else "status-bad")
-        rows.append(element("tr", element("td", student_link(s)), total, *cells, status,
+        why = element("td", element("ul", [element("li", r) for r in s.reasons]) if s.reasons else "",
+                      class_="why") if changed else None
+        rows.append(element("tr", element("td", student_link(s)), total, *parts, *cells, status, why,
                             data_student=s.student, data_status=s.status,
                             data_total=points(s.total) if s.graded else None))
     return element("div", element("table", element("thead", head), element("tbody", rows), class_="students"),
@@ -269,8 +288,9 @@ def teach_entry(tally: TestTally, attempted: int) -> Markup:
         data_attempted=attempted, data_not_attempted=tally.not_attempted)
 
 
-def class_page(out: Path, outcomes: list[StudentOutcome]) -> str:
-    """The whole page, as text: the same reports and outcomes give the same bytes."""
+def class_page(out: Path, outcomes: list[StudentOutcome], similarity: Markup | None = None) -> str:
+    """The whole page, as text: the same reports and outcomes give the same bytes. similarity: the section of
+    similar submissions (grader.reports.similarity_section), when one was computed."""
     out = Path(out)
     tallies = tally_class(out, outcomes)
     exercises = sorted(tallies.exercises.values(), key=lambda e: _exercise_order(e.id))
@@ -321,12 +341,13 @@ def class_page(out: Path, outcomes: list[StudentOutcome]) -> str:
                 if exercises else element("p", "No exercise was graded.", class_="note"),
                 id="exercises"),
         teach_section,
+        similarity,
         not_graded_section,
     ]
     return document(f"shardlab class: {printable(name)}", *body)
 
 
-def write_class_page(out: Path, outcomes: list[StudentOutcome]) -> Path:
+def write_class_page(out: Path, outcomes: list[StudentOutcome], similarity: Markup | None = None) -> Path:
     """OUT/index.html, written atomically."""
     out = Path(out)
-    return write_atomically(out / FILE_NAME, class_page(out, outcomes))
+    return write_atomically(out / FILE_NAME, class_page(out, outcomes, similarity))

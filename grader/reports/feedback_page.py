@@ -19,12 +19,14 @@ from pathlib import Path
 from grader.core.results import Category, CollectivesCheck, LayoutCheck, TestResult, grid_words
 from grader.course import catalog
 from grader.grading.results import ExerciseResult, GradingResults
+from grader.grading.standing import Standing
 from grader.reports import pictures
 from grader.reports.files import write_atomically
 from grader.reports.html import Markup, document, element
 from grader.reports.text import (
     COUNTED,
     category_counts,
+    changes_score,
     counts_text,
     ignored_line,
     points,
@@ -33,6 +35,7 @@ from grader.reports.text import (
     score_text,
     shown_when,
     speedup_figures,
+    standing_reasons,
     visible_share,
     visible_total,
 )
@@ -242,12 +245,36 @@ def environment_table(environment: dict) -> Markup:
                              for name, value in rows if value not in (None, "", {})], class_="env")
 
 
-def feedback_page(results: GradingResults, *, hidden_visibility: str = "after_due_date") -> str:
-    """The whole page, as text: the same results give the same bytes."""
+def grade_table(standing: Standing) -> Markup:
+    """Per exercise what the tests gave, the late penalty, the adjustments and the final score, with why."""
+    rows = [element("tr", element("td", element("a", e.id, href=f"#{e.id}")),
+                    element("td", points(e.raw), class_="num"),
+                    element("td", f"-{points(e.penalty)}" if e.penalty else "", class_="num"),
+                    element("td", f"{e.override:+.2f}".rstrip("0").rstrip(".") if e.adjustments else "", class_="num"),
+                    element("td", f"{points(e.final)}/{points(e.max_score)}", class_="num"),
+                    element("td", "; ".join(standing_reasons(e))), data_exercise=e.id)
+            for e in standing.exercises]
+    head = element("tr", *[element("th", name, class_="num" if name not in ("exercise", "why") else None)
+                           for name in ("exercise", "tests", "late", "adjusted", "grade", "why")])
+    return element("section", element("h2", "Your grade"),
+                   element("table", element("thead", head), element("tbody", rows), class_="summary grade"),
+                   id="grade")
+
+
+def feedback_page(results: GradingResults, *, hidden_visibility: str = "after_due_date",
+                  standing: Standing | None = None) -> str:
+    """The whole page, as text: the same results give the same bytes. With a `standing` that a late penalty or
+    an adjustment changes (and scores the page may show), the grade and its reasons come first."""
     shown_when(hidden_visibility)   # a ValueError for a visibility Gradescope does not know
     reached = score_class(results.score, reachable(results, results.visible_only))
     total = element("p", element("span", score_text(results, results.visible_only), class_=f"score {reached}"),
                     " points", class_="total")
+    graded = changes_score(standing) and not results.visible_only and (
+        hidden_visibility != "hidden" or not any(t.hidden for t in results.tests()))
+    if graded:
+        total = element("p", element("span", f"{points(standing.final)}/{points(standing.max_score)}",
+                                     class_=f"score {score_class(standing.final, standing.max_score)}"),
+                        f" points ({points(standing.raw)} from the tests)", class_="total")
     notes = []
     if results.visible_only:
         notes.append(element("p", f"Only the visible tests were run: {visible_total(results)}. The hidden tests "
@@ -264,6 +291,7 @@ def feedback_page(results: GradingResults, *, hidden_visibility: str = "after_du
         element("header", element("h1", "shardlab feedback"), element("p", results.submission, class_="lede"),
                 total, notes),
         problems,
+        grade_table(standing) if graded else None,
         element("nav", summary_table(results, hidden_visibility), class_="toc"),
         [exercise_section(exercise, hidden_visibility, results.visible_only)
          for exercise in results.exercises.values()],
@@ -274,5 +302,5 @@ def feedback_page(results: GradingResults, *, hidden_visibility: str = "after_du
 
 
 def write_feedback_html(results: GradingResults, path: str | Path, *,
-                        hidden_visibility: str = "after_due_date") -> Path:
-    return write_atomically(path, feedback_page(results, hidden_visibility=hidden_visibility))
+                        hidden_visibility: str = "after_due_date", standing: Standing | None = None) -> Path:
+    return write_atomically(path, feedback_page(results, hidden_visibility=hidden_visibility, standing=standing))

@@ -136,3 +136,25 @@ def shown_when(visibility: str) -> str:
     if visibility not in VISIBILITIES:
         raise ValueError(f"hidden_visibility must be one of {', '.join(VISIBILITIES)}, not {visibility!r}")
     return SHOWN_WHEN[visibility]
+
+
+def changes_score(standing) -> bool:
+    """Whether a grader.grading.standing.Standing differs from what the tests gave: a late penalty or an
+    adjustment."""
+    return standing is not None and any(e.penalty or e.adjustments for e in standing.exercises)
+
+
+def standing_words(exercise) -> str:
+    """An ExerciseStanding as one line: "18 from the tests, -3.6 late, +2 adjusted: 16.4/20"."""
+    parts = [f"{points(exercise.raw)} from the tests"]
+    if exercise.penalty:
+        parts.append(f"-{points(exercise.penalty)} late")
+    if exercise.adjustments:
+        parts.append(f"{'+' if exercise.override >= 0 else '-'}{points(abs(exercise.override))} adjusted")
+    return ", ".join(parts) + f": {points(exercise.final)}/{points(exercise.max_score)}"
+
+
+def standing_reasons(exercise) -> list[str]:
+    """Why an exercise's final score is not its raw one: the late policy's reason, each adjustment's."""
+    reasons = [f"late: {exercise.late.reason}"] if exercise.penalty and exercise.late is not None else []
+    return reasons + [f"adjusted: {adjustment.describe()}" for adjustment in exercise.adjustments]

@@ -19,11 +19,13 @@ from rich.text import Text
 
 from grader.core.results import Category, TestResult
 from grader.grading.results import ExerciseResult, GradingResults
+from grader.grading.standing import Standing
 from grader.reports import feedback_page, markdown
 from grader.reports.files import write_atomically
 from grader.reports.text import (
     COUNTED,
     category_counts,
+    changes_score,
     counts_text,
     exercise_number,
     feedback,
@@ -35,6 +37,8 @@ from grader.reports.text import (
     score_text,
     shown_when,
     speedup_figures,
+    standing_reasons,
+    standing_words,
     verdict,
     visible_share,
     visible_total,
@@ -161,12 +165,20 @@ def _exercise_row(exercise: ExerciseResult, reveal_hidden: bool, hidden_visibili
     return [markdown.text(f"{exercise.id} ({exercise.title})"), result, markdown.text(exercise.note)]
 
 
-def gradescope_output(results: GradingResults, hidden_visibility: str = "after_due_date") -> str:
+def gradescope_output(results: GradingResults, hidden_visibility: str = "after_due_date",
+                      standing: Standing | None = None) -> str:
     """The top-level Markdown: a table with the score of every exercise (or, while hidden tests are not
-    shown, how the visible ones went), then whatever was wrong with the submission as a whole."""
+    shown, how the visible ones went), a late penalty's or an adjustment's reason, then whatever was wrong
+    with the submission as a whole."""
     reveal = hidden_visibility == "visible"
     parts = [f"## shardlab: {points(results.score)}/{points(results.max_score)} points"
              if reveal and not results.visible_only else "## shardlab"]
+    if changes_score(standing):
+        parts.append("**Your grade:** " + markdown.text(f"{points(standing.final)}/{points(standing.max_score)} "
+                                                         f"points ({points(standing.raw)} from the tests)"))
+        parts.append(markdown.bullet_list(
+            markdown.text(f"{e.id}: {standing_words(e)}; " + "; ".join(standing_reasons(e)))
+            for e in standing.exercises if e.penalty or e.adjustments))
     if results.visible_only:
         parts.append(f"Only the visible tests were run: {markdown.text(visible_total(results))}.")
     if results.exercises:
@@ -181,8 +193,11 @@ def gradescope_output(results: GradingResults, hidden_visibility: str = "after_d
     return "\n\n".join(parts)
 
 
-def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_due_date") -> dict[str, Any]:
-    """Gradescope's results.json: one test per shardlab test, hidden ones shown per `hidden_visibility`.
+def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_due_date",
+                    standing: Standing | None = None) -> dict[str, Any]:
+    """Gradescope's results.json: one test per shardlab test, hidden ones shown per `hidden_visibility`; with a
+    `standing` that a late penalty or an adjustment changes, its final score is the submission's ("score" wins
+    over the tests' sum on Gradescope) and the output says why.
 
     Not "hidden" by default: Gradescope expects hidden tests to carry no points, and ours carry most."""
     shown_when(hidden_visibility)   # a ValueError for a visibility Gradescope does not know
@@ -194,10 +209,11 @@ def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_
         for minor, test in enumerate(exercise.tests, start=1):
             score, max_score = next(rounded)
             tests.append(_gradescope_test(exercise, f"{major}.{minor}", test, score, max_score, hidden_visibility))
+    total = standing.final if changes_score(standing) else sum(score for score, _ in points)
     return {
-        "score": round(sum(score for score, _ in points) * _UNITS) / _UNITS,
+        "score": round(total * _UNITS) / _UNITS,
         "execution_time": round(results.duration),
-        "output": gradescope_output(results, hidden_visibility),
+        "output": gradescope_output(results, hidden_visibility, standing),
         "output_format": "md",
         "visibility": "visible",
         # The grader's stdout can name hidden tests and show student prints: instructors only.
@@ -209,8 +225,9 @@ def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_
 
 
 def write_gradescope_json(results: GradingResults, path: str | Path, *,
-                          hidden_visibility: str = "after_due_date") -> Path:
-    return write_atomically(path, _json_text(gradescope_dict(results, hidden_visibility=hidden_visibility)))
+                          hidden_visibility: str = "after_due_date", standing: Standing | None = None) -> Path:
+    return write_atomically(path, _json_text(gradescope_dict(results, hidden_visibility=hidden_visibility,
+                                                             standing=standing)))
 
 
 # -- JUnit XML -------------------------------------------------------------------------------------
@@ -326,10 +343,18 @@ def summary_table(results: GradingResults) -> Table:
     return table
 
 
-def print_summary(results: GradingResults, console: Console | None = None) -> None:
-    """The summary table, then what was wrong with the submission as a whole."""
+def print_summary(results: GradingResults, console: Console | None = None, standing: Standing | None = None) -> None:
+    """The summary table, the grade when a late penalty or an adjustment changes it, then what was wrong with
+    the submission as a whole."""
     console = console or Console()
     console.print(summary_table(results))
+    if changes_score(standing):
+        console.print(Text(f"Grade: {points(standing.final)}/{points(standing.max_score)} "
+                           f"({points(standing.raw)} from the tests)", style="bold"))
+        for exercise in standing.exercises:
+            if exercise.penalty or exercise.adjustments:
+                console.print(Text(printable(f"  {exercise.id}: {standing_words(exercise)}; "
+                                             + "; ".join(standing_reasons(exercise)))))
     if results.visible_only:
         console.print(Text(f"Only the visible tests were run: {visible_total(results)}; the hidden tests check "
                            "the rest when you are graded.", style="dim"))
@@ -344,15 +369,27 @@ def print_summary(results: GradingResults, console: Console | None = None) -> No
 # -- all of them ---------------------------------------------------------------------------------------
 
 def write_all(results: GradingResults, out_dir: str | Path, *,
-              hidden_visibility: str = "after_due_date") -> dict[str, Path]:
+              hidden_visibility: str = "after_due_date", standing: Standing | None = None) -> dict[str, Path]:
     """report.json, results.json (Gradescope), junit.xml and the student's feedback.html in out_dir, created if
-    missing. hidden_visibility: when students see hidden tests (grader.core.options), in results.json and the page."""
+    missing. hidden_visibility: when students see hidden tests (grader.core.options), in results.json and the page.
+    standing: the grade with late penalties and the instructor's adjustments (grader.grading.standing), shown in
+    results.json and the page; report.json keeps the raw results (and the late penalties), never an adjustment."""
     out_dir = Path(out_dir)
     return {
         "report": write_report_json(results, out_dir / REPORT_FILES["report"]),
-        "gradescope": write_gradescope_json(results, out_dir / REPORT_FILES["gradescope"],
-                                            hidden_visibility=hidden_visibility),
+        **publish(results, out_dir, hidden_visibility=hidden_visibility, standing=standing),
         "junit": write_junit_xml(results, out_dir / REPORT_FILES["junit"]),
+    }
+
+
+def publish(results: GradingResults, out_dir: str | Path, *, hidden_visibility: str = "after_due_date",
+            standing: Standing | None = None) -> dict[str, Path]:
+    """What shows a grade to people: results.json and feedback.html, written again when the adjustments or the
+    course file change (grade-batch, override) without grading again."""
+    out_dir = Path(out_dir)
+    return {
+        "gradescope": write_gradescope_json(results, out_dir / REPORT_FILES["gradescope"],
+                                            hidden_visibility=hidden_visibility, standing=standing),
         "feedback": feedback_page.write_feedback_html(results, out_dir / REPORT_FILES["feedback"],
-                                                      hidden_visibility=hidden_visibility),
+                                                      hidden_visibility=hidden_visibility, standing=standing),
     }

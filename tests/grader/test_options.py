@@ -15,6 +15,7 @@ from grader.cli import build_parser, main
 from grader.core import options as declared
 from grader.core.options import (
     CALIBRATE,
+    COURSE_COMMANDS,
     DECLARATIONS,
     DEFAULTS,
     EVERY_COMMAND,
@@ -36,7 +37,8 @@ EX01 = catalog.get("ex01")
 # Every option away from its default, so that a route that drops or mangles one is seen.
 SAMPLE = GradingOptions(visible_only=True, timing="skip", test_timeout=7.5, time_limit=99.0, memory_limit=3.5,
                         isolation="process", exercises=("ex01", "ex03"), cache=Path("/tmp/a cache"),
-                        no_compile_cache=True, cache_max_mb=12.0, parallel=3, hidden_visibility="visible")
+                        no_compile_cache=True, cache_max_mb=12.0, parallel=3, hidden_visibility="visible",
+                        course=Path("/tmp/a course.toml"))
 POSITIONAL = {GRADE: ["some-submission", "--out", "out"], GRADE_BATCH: ["some-class", "--out", "out"], CALIBRATE: []}
 
 
@@ -49,11 +51,11 @@ def test_the_sample_moves_every_option_off_its_default():
 
 
 def test_every_field_is_declared_once_and_every_flag_is_its_own():
-    assert list(DECLARATIONS) == [f.name for f in dataclasses.fields(GradingOptions)]
+    assert list(DECLARATIONS) == [f.name for f in dataclasses.fields(GradingOptions) if f.name != "unset"]
     flags = [d.flag for d in DECLARATIONS.values()]
     harness_flags = [d.harness.flag for d in DECLARATIONS.values() if d.harness is not None]
     assert len(set(flags)) == len(flags) and len(set(harness_flags)) == len(harness_flags)
-    assert all(d.commands and d.commands <= EVERY_COMMAND for d in DECLARATIONS.values())
+    assert all(d.commands and d.commands <= EVERY_COMMAND | COURSE_COMMANDS for d in DECLARATIONS.values())
 
 
 @pytest.mark.parametrize("command", [GRADE, GRADE_BATCH, CALIBRATE])
@@ -69,6 +71,15 @@ def test_every_option_round_trips_through_the_cli(command):
     assert parsed(command, wanted.arguments(command)) == wanted
     assert {name for name in DECLARATIONS if getattr(wanted, name) != getattr(DEFAULTS, name)} == \
         {name for name, d in DECLARATIONS.items() if command in d.commands}
+
+
+def test_a_flag_given_wins_over_the_course_file_and_the_course_file_over_the_default():
+    course = {"timing": "report", "hidden_visibility": "hidden"}
+    assert parsed(GRADE, []).with_course(course) == dataclasses.replace(DEFAULTS, timing="report",
+                                                                         hidden_visibility="hidden")
+    given = parsed(GRADE, ["--timing", "enforce"]).with_course(course)
+    assert (given.timing, given.hidden_visibility) == ("enforce", "hidden")
+    assert parsed(GRADE, []).with_course({"timing": None}) == DEFAULTS
 
 
 def test_calibrating_from_a_batch_keeps_only_what_calibrate_takes():

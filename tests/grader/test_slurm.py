@@ -19,6 +19,7 @@ from grader.commands import slurm
 from grader.core.options import GRADE_BATCH, GradingOptions
 from grader.course import catalog
 from grader.grading.batch import student_folder
+from grader.grading.results import GradingResults
 
 pytestmark = pytest.mark.xdist_group("test_slurm")   # one local Slurm for the file
 
@@ -104,7 +105,7 @@ def test_students_already_graded_are_not_submitted_again(tmp_path):
     out = tmp_path / "out"
     alice = student_folder(out, "alice")
     alice.mkdir(parents=True)
-    (alice / "report.json").write_text(json.dumps({"exercises": {}, "score": 10.0, "max_score": 195.0}))
+    (alice / "report.json").write_text(json.dumps(GradingResults("alice", {}).to_dict()))
     made = slurm.plan(klass, out, GradingOptions(test_timeout=30.0), slurm.SlurmRequest())
     assert made.skipped == ["alice"] and "alice" not in made.batch.todo
     forced = slurm.plan(klass, out, GradingOptions(test_timeout=30.0), slurm.SlurmRequest(), force=True)

@@ -1,0 +1,49 @@
+"""Grading again into an existing report without losing what it holds.
+
+`grade --exercise ex04 --out OUT` (and `grade-batch --force --exercise ex04`, on one machine or on Slurm,
+which runs `grade` per student) grades ex04 alone: its result replaces ex04's in OUT/report.json and every
+other exercise's results, scores and facts stay as they were. Each exercise graded again is recorded with
+when, and its score before and after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from grader.core.results import MalformedResult
+from grader.grading.results import GradingResults, Regrade
+
+
+def earlier_report(out: Path, submission: str) -> GradingResults | None:
+    """The report a grading of the same submission left in `out`, if any (another's, or an unreadable one: None)."""
+    path = Path(out) / "report.json"
+    try:
+        earlier = GradingResults.from_dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, MalformedResult):
+        return None
+    return earlier if Path(earlier.submission).name == Path(submission).name else None
+
+
+def merge(earlier: GradingResults, new: GradingResults, *, partial: bool, at: datetime | None = None) -> GradingResults:
+    """`new` graded into `earlier`: with `partial` (some exercises only), the others are kept as they were;
+    otherwise `new` is the whole grading. Either way each exercise both hold is recorded as regraded."""
+    at = at or datetime.now(timezone.utc)
+    digest = new.term.course_digest if new.term is not None else None
+    regrades = list(earlier.regrades) + [
+        Regrade(ex_id, at.isoformat(timespec="seconds"), earlier.exercises[ex_id].score, exercise.score, digest)
+        for ex_id, exercise in new.exercises.items() if ex_id in earlier.exercises]
+    if not partial:
+        return dataclasses.replace(new, regrades=regrades)
+    exercises = dict(earlier.exercises)
+    exercises.update(new.exercises)
+    return dataclasses.replace(
+        new, exercises=exercises, regrades=regrades,
+        problems=list(dict.fromkeys([*earlier.problems, *new.problems])),
+        # The earlier grading ran every test of the exercises kept: the whole is visible-only if either was.
+        visible_only=earlier.visible_only or new.visible_only,
+        duration=earlier.duration + new.duration)
