@@ -17,6 +17,11 @@ to the student handout. verify_autograder_zip checks all this (what must not shi
 builder uses: grader.platforms.no_secrets under its GRADESCOPE policy), and the build refuses any zip it
 finds fault with.
 
+With a term's course file (grader.course.term), the zip holds it whole, extensions included (only
+instructors see the zip), as course.toml at its root: /autograder/source/course.toml, which run_autograder
+passes to `shardlab grade --course`. It always passes /autograder/submission_metadata.json with
+`--submission-metadata`: Gradescope's submission time, due dates and users (grader.platforms.gradescope_metadata).
+
 On Gradescope, give the assignment more than the default resources (Autograder Settings): 2 CPUs for 8
 forced host devices, and 2 GB of memory, since a grading child peaked at 480 MB here, close to the
 default 768 MB. Grading a fully correct submission took 26 s here on 2 cores. run_autograder stops
@@ -26,19 +31,22 @@ header says how to raise them).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
 from grader.core.errors import ShardlabError
-from grader.course import catalog, paths
+from grader.course import catalog, paths, term
 from grader.platforms import no_secrets
 
 TEMPLATES = Path(__file__).with_name("gradescope_templates")
 SCRIPTS = ("setup.sh", "run_autograder")              # at the zip's root, executable: Gradescope's entry points
 ROOT_FILES = ("pyproject.toml", "README.md", "conftest.py")   # pyproject names the README: pip needs both
 REQUIRED_GRADER_FILES = ("grader/__init__.py", "grader/cli.py", "grader/course/paths.py")
+COURSE_FILE = term.FILE_NAME   # the term's course file, at the zip's root: /autograder/source/course.toml
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)   # the earliest a zip can hold: the same course gives the same bytes
 
 
@@ -79,23 +87,43 @@ def _zip_info(name: str, executable: bool) -> zipfile.ZipInfo:
     return info
 
 
-def _write_zip(path: Path, files: dict[str, Path]) -> None:
+def _write_zip(path: Path, files: dict[str, Path], extra: dict[str, bytes] | None = None) -> None:
     with zipfile.ZipFile(path, "w") as zf:
         for name in SCRIPTS:
             zf.writestr(_zip_info(name, executable=True), (TEMPLATES / name).read_bytes())
         for name, source in sorted(files.items()):
             zf.writestr(_zip_info(name, executable=os.access(source, os.X_OK)), source.read_bytes())
+        for name, data in sorted((extra or {}).items()):
+            zf.writestr(_zip_info(name, executable=False), data)
 
 
-def build_gradescope_zip(out_zip: str | Path, *, secrets: no_secrets.CourseSecrets | None = None) -> Path:
+def course_file_bytes(course: term.Course, out_zip: Path) -> dict[str, bytes]:
+    """{COURSE_FILE: the course file's bytes} as grading read them (its digest checked), or {} for the
+    catalog's course, which has no file."""
+    if course.source is None:
+        return {}
+    path = Path(course.source.path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GradescopeBuildError(out_zip, [f"the course file {path} cannot be read: {exc.strerror or exc}"]) from None
+    if hashlib.sha256(data).hexdigest() != course.source.digest:
+        raise GradescopeBuildError(out_zip, [f"the course file {path} changed since it was read: build again"])
+    return {COURSE_FILE: data}
+
+
+def build_gradescope_zip(out_zip: str | Path, *, secrets: no_secrets.CourseSecrets | None = None,
+                         course: term.Course | None = None) -> Path:
     """Write the autograder zip to `out_zip` and verify it against `secrets` (the course's own by
     default). If verification finds a problem, nothing is left at `out_zip` and GradescopeBuildError
-    lists what is wrong."""
+    lists what is wrong. course: the term (grader.course.term.load), whose course file the zip holds
+    whole as course.toml, for run_autograder to grade with; None (or the catalog's course): no course file."""
     out_zip = Path(out_zip)
+    extra = course_file_bytes(course, out_zip) if course is not None else {}
     out_zip.parent.mkdir(parents=True, exist_ok=True)
     partial = out_zip.with_name(f".{out_zip.name}.part")
     try:
-        _write_zip(partial, course_files())
+        _write_zip(partial, course_files(), extra)
         problems = verify_autograder_zip(partial, secrets=secrets)
         if problems:
             raise GradescopeBuildError(out_zip, problems)
@@ -142,6 +170,20 @@ def _script_problems(zf: zipfile.ZipFile, names: set[str]) -> list[str]:
     return problems
 
 
+def _course_file_problems(zf: zipfile.ZipFile, names: set[str]) -> list[str]:
+    """A course file in the zip must be one grading can read: the problems term.load finds in it."""
+    if COURSE_FILE not in names:
+        return []
+    with tempfile.TemporaryDirectory(prefix="shardlab-course-") as folder:
+        path = Path(folder) / COURSE_FILE
+        path.write_bytes(zf.read(COURSE_FILE))
+        try:
+            term.load(path)
+        except term.CourseFileError as exc:
+            return [f"{COURSE_FILE}: {problem}" for problem in exc.problems]
+    return []
+
+
 def _leaks(zf: zipfile.ZipFile, secrets: no_secrets.CourseSecrets | None) -> list[str]:
     """What the GRADESCOPE policy forbids (a solution line, a solutions folder, a compiled file), in
     every entry, folders included."""
@@ -153,13 +195,16 @@ def verify_autograder_zip(path: str | Path, *, secrets: no_secrets.CourseSecrets
     """What is wrong with an autograder zip, or [] when nothing is: required entries (Gradescope's two
     scripts, executable, and every catalog exercise's visible and hidden tests), no unsafe path, and
     nothing the GRADESCOPE policy of grader.platforms.no_secrets forbids (no solutions/, no compiled
-    file, no line of a reference solution in any file) against `secrets` (the course's own by default)."""
+    file, no line of a reference solution in any file) against `secrets` (the course's own by default),
+    and a course file, when the zip holds one, that grading can read."""
     try:
         with zipfile.ZipFile(path) as zf:
             names = {info.filename for info in zf.infolist() if not info.is_dir()}
-            return _missing(names) + _unsafe(names) + _script_problems(zf, names) + _leaks(zf, secrets)
+            return (_missing(names) + _unsafe(names) + _script_problems(zf, names) + _course_file_problems(zf, names)
+                    + _leaks(zf, secrets))
     except (OSError, zipfile.BadZipFile) as exc:
         return [f"{path} cannot be read as a zip: {exc}"]
 
 
-__all__ = ["GradescopeBuildError", "build_gradescope_zip", "course_files", "verify_autograder_zip"]
+__all__ = ["COURSE_FILE", "GradescopeBuildError", "build_gradescope_zip", "course_file_bytes", "course_files",
+           "verify_autograder_zip"]

@@ -8,20 +8,30 @@ dependencies are the course's pins, a README for students and a GitHub Actions w
 exercises/ with the visible tests (.github/grade.sh, runnable locally). It never holds solutions/ or a
 hidden test: `verify_handout` scans every file with the check every builder uses (grader.platforms.no_secrets,
 under its HANDOUT policy), and `build_handout` refuses to finish when it finds anything.
+
+With a term's course file (grader.course.term), the handout holds that term's exercises only (their stubs,
+visible tests and the files those run beside; never another exercise's), the README's table gives the term's
+points and due dates, and course.toml at the handout's root is the course file as students may read it
+(`student_course_file`): name, timezone, points, assignments with their due dates, and the late policy.
+The instructor's extensions (which name students), roster and adjustments never ship, nor the settings
+that are the instructor's business (hidden_visibility, timing).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import stat
 import tomllib
+from datetime import datetime, timedelta
 from pathlib import Path
 from string import Template
+from zoneinfo import ZoneInfo
 
 from grader.core.errors import ShardlabError
-from grader.course import catalog, paths, stubs
+from grader.course import catalog, paths, stubs, term
 from grader.platforms import no_secrets
 
 DEFAULT_COURSE_NAME = "shardlab"
@@ -37,7 +47,9 @@ TEMPLATE_FILES = {
     "grade_summary.py": ".github/grade_summary.py",
 }
 SUBSTITUTED = {"README.md", "pyproject.toml.in"}   # the others are shipped verbatim ($ is bash's there)
-INSTRUCTOR_ONLY = {"nbgrader", "nbformat"}       # dependencies the students' commands never import
+INSTRUCTOR_ONLY = {"nbgrader", "nbformat", "copydetect"}   # dependencies the students' commands never import
+# What the handout's course.toml may hold: what students may know of the term.
+STUDENT_KEYS = frozenset({"name", "timezone", "points", "late", "assignment"})
 # Course trees a handout must never be written into (nor the course itself be inside the handout).
 PROTECTED = ("grader", "solutions", "exercises", "tests", "examples")
 
@@ -49,24 +61,36 @@ class HandoutError(ShardlabError, RuntimeError):
 # ------------------------------------------------------------------------------------------- build
 
 
-def build_handout(out: str | Path, *, course_name: str = DEFAULT_COURSE_NAME, force: bool = False,
-                  secrets: no_secrets.CourseSecrets | None = None) -> Path:
+def build_handout(out: str | Path, *, course_name: str | None = None, force: bool = False,
+                  secrets: no_secrets.CourseSecrets | None = None, course: term.Course | None = None) -> Path:
     """Write the student handout into `out` (new or empty; with force its contents are replaced),
     verify it against `secrets` (the course's own by default), and return its path. A handout that
-    fails verification is deleted, and HandoutError lists what was found."""
+    fails verification is deleted, and HandoutError lists what was found.
+
+    course: the term (grader.course.term.load): only its exercises ship, with its points, and its course
+    file as students may read it goes to course.toml. None: every exercise of the catalog, no course.toml.
+    course_name: the README's title (default: the course's name, else "shardlab")."""
     out = Path(out).expanduser().resolve()
+    exercises = tuple(course.exercises) if course is not None else catalog.EXERCISES
+    if not exercises:
+        raise HandoutError("the course holds no exercise: there is nothing to hand out")
+    if course_name is None:
+        course_name = course.name if course is not None else DEFAULT_COURSE_NAME
     check_destination(out)
-    _check_stubs_current()
+    _check_stubs_current(exercises)
     _prepare(out, force)
-    _copy_exercises(out)
-    _copy_tests(out)
+    _copy_exercises(out, exercises)
+    _copy_tests(out, exercises)
     _copy_grader(out)
-    _write_templates(out, course_name)
+    _write_templates(out, course_name, exercises, course)
+    if course is not None:
+        (out / term.FILE_NAME).write_text(student_course_file(course))
     leaks = no_secrets.find_leaks(handout_files(out), no_secrets.HANDOUT, secrets)
-    if leaks:
+    problems = ([no_secrets.listing(leaks)] if leaks else []) + course_file_problems(out)
+    if problems:
         shutil.rmtree(out)
-        raise HandoutError(f"the handout would reveal what students must not see, so it was deleted:\n  "
-                           f"{no_secrets.listing(leaks)}")
+        raise HandoutError("the handout would reveal what students must not see, so it was deleted:\n  "
+                           + "\n  ".join(problems))
     return out
 
 
@@ -94,10 +118,12 @@ def _prepare(out: Path, force: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _check_stubs_current() -> None:
-    """The stubs are shipped as committed; stale ones could hold what the reference has since hidden."""
+def _check_stubs_current(exercises: tuple[catalog.Exercise, ...] = catalog.EXERCISES) -> None:
+    """The stubs are shipped as committed; stale ones could hold what the reference has since hidden.
+    Only the stubs that ship are checked."""
+    shipped = {exercise.stub_path() for exercise in exercises}
     stale = [path.name for path, text in stubs.expected_stubs().items()
-             if not path.is_file() or path.read_text() != text]
+             if path in shipped and (not path.is_file() or path.read_text() != text)]
     if stale:
         raise HandoutError(f"exercises/ is out of date ({', '.join(stale)}): run `shardlab stubs` first")
 
@@ -107,15 +133,15 @@ def _copy(source: Path, target: Path) -> None:
     shutil.copyfile(source, target)
 
 
-def _copy_exercises(out: Path) -> None:
-    for exercise in catalog.EXERCISES:
+def _copy_exercises(out: Path, exercises: tuple[catalog.Exercise, ...]) -> None:
+    for exercise in exercises:
         _copy(exercise.stub_path(), exercise.stub_path(out / "exercises"))
 
 
-def _copy_tests(out: Path) -> None:
+def _copy_tests(out: Path, exercises: tuple[catalog.Exercise, ...]) -> None:
     """The root conftest.py, and each exercise's visible tests with the files they run beside."""
     _copy(paths.REPO_ROOT / "conftest.py", out / "conftest.py")
-    for exercise in catalog.EXERCISES:
+    for exercise in exercises:
         target = exercise.tests_dir(out / "tests" / "exercises")
         _copy(exercise.tests_dir() / "test_visible.py", target / "test_visible.py")
         for support in exercise.support_files():
@@ -127,8 +153,9 @@ def _copy_grader(out: Path) -> None:
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"))
 
 
-def _write_templates(out: Path, course_name: str) -> None:
-    values = _readme_values(course_name) | _pyproject_values(course_name)
+def _write_templates(out: Path, course_name: str, exercises: tuple[catalog.Exercise, ...] = catalog.EXERCISES,
+                     course: term.Course | None = None) -> None:
+    values = _readme_values(course_name, exercises, course) | _pyproject_values(course_name)
     for name, destination in TEMPLATE_FILES.items():
         text = (TEMPLATES_DIR / name).read_text()
         if name in SUBSTITUTED:
@@ -140,13 +167,45 @@ def _write_templates(out: Path, course_name: str) -> None:
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def _readme_values(course_name: str) -> dict[str, str]:
-    rows = [f"| `{e.id}` | {e.title} | {e.points}{' bonus' if e.bonus else ''} |" for e in catalog.EXERCISES]
-    table = "\n".join(["| exercise | title | points |", "| --- | --- | ---: |", *rows,
-                       f"| | total (bonus points come on top) | {catalog.total_points()} |"])
-    example = next(e for e in reversed(catalog.EXERCISES) if not e.bonus)
+def _points(value: float) -> str:
+    """10 -> "10", 12.5 -> "12.5": as the course file writes them."""
+    return f"{value:g}"
+
+
+def _readme_values(course_name: str, exercises: tuple[catalog.Exercise, ...] = catalog.EXERCISES,
+                   course: term.Course | None = None) -> dict[str, str]:
+    """The README's exercise table: each exercise with its points (the term's), and its due date when the
+    term gives any."""
+    dues = {e.id: course.due(e.id)[0] for e in exercises} if course is not None else {}
+    with_due = any(due is not None for due in dues.values())
+    head, rule = "| exercise | title | points |", "| --- | --- | ---: |"
+    if with_due:
+        head, rule = head + " due |", rule + " --- |"
+    rows = []
+    for e in exercises:
+        row = f"| `{e.id}` | {e.title} | {_points(e.points)}{' bonus' if e.bonus else ''} |"
+        if with_due:
+            due = dues[e.id]
+            row += f" {_when(due) if due is not None else 'no due date'} |"
+        rows.append(row)
+    total = math.fsum(e.points for e in exercises if not e.bonus)
+    table = "\n".join([head, rule, *rows,
+                       f"| | total (bonus points come on top) | {_points(total)} |{' |' if with_due else ''}"])
+    if course is not None:
+        table += ("\n\n`course.toml` holds the term's assignments, their due dates and the late policy: "
+                  "`shardlab list` shows them too.")
+        if course.late.percent or course.late.zero_after is not None:
+            table += f" Late work: {course.late.describe()}."
+    example = next((e for e in reversed(exercises) if not e.bonus), exercises[-1])
     return {"course_name": course_name, "exercise_table": table, "example": example.number,
             "example_id": example.id}
+
+
+def _when(moment: datetime) -> str:
+    """A due date as students read it: 2026-10-05 23:59 (UTC+02:00)."""
+    offset = moment.strftime("%z")
+    zone = f"UTC{offset[:3]}:{offset[3:]}" if offset else "UTC"
+    return f"{moment:%Y-%m-%d %H:%M} ({zone})"
 
 
 def _pyproject_values(course_name: str) -> dict[str, str]:
@@ -174,6 +233,74 @@ def _toml(value) -> str:
     return json.dumps(value)
 
 
+# ------------------------------------------------------------------------- the students' course file
+
+
+def _toml_value(value) -> str:
+    """A course file's value: a date and time with its offset (TOML's offset date-time), a number, text or a
+    list of them."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise HandoutError(f"{value} has no UTC offset: a course's dates always have one")
+        return value.isoformat()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    return _toml(value)
+
+
+def _grace(grace: timedelta) -> str:
+    """As the course file takes it: "15m" for whole minutes, else the minutes as a number."""
+    minutes = grace.total_seconds() / 60
+    return _toml(f"{int(minutes)}m") if minutes.is_integer() else repr(minutes)
+
+
+def course_timezone(course: term.Course) -> str | None:
+    """The course file's timezone: as its file names it, else the zone its dates were read in."""
+    if course.source is not None:
+        try:
+            zone = tomllib.loads(Path(course.source.path).read_text()).get("timezone")
+        except (OSError, ValueError):
+            zone = None
+        if isinstance(zone, str):
+            return zone
+    moments = [a.due for a in course.assignments] + [course.late.zero_after]
+    return next((m.tzinfo.key for m in moments if m is not None and isinstance(m.tzinfo, ZoneInfo)), None)
+
+
+def student_course_file(course: term.Course) -> str:
+    """The course file as students may read it (the handout's course.toml): the course's name and timezone,
+    each exercise's points, the assignments with their due dates, and the late policy. What names students
+    ([[extension]] tables, the roster and adjustments files) and what only instructors set (hidden_visibility,
+    timing) is left out. Every date is written with its UTC offset; grader.course.term.load reads the file
+    back into the same exercises, points, assignments and late policy."""
+    lines = [f"# The course file of {course.name}, as students see it: this term's exercises, their points, the",
+             "# assignments' due dates and the late policy. Written by `shardlab release`; `shardlab list` reads it.",
+             f"name = {_toml(course.name)}"]
+    zone = course_timezone(course)
+    if zone is not None:
+        lines.append(f"timezone = {_toml(zone)}")
+    lines += ["", "[points]"]
+    lines += [f"{e.id} = {_toml_value(float(e.points))}" for e in course.exercises]
+    late = course.late
+    if late != term.LatePolicy():
+        lines += ["", "[late]", f"percent = {_toml_value(late.percent)}", f"per = {_toml(late.per)}",
+                  f"cap = {_toml_value(late.cap)}"]
+        if late.grace:
+            lines.append(f"grace = {_grace(late.grace)}")
+        if late.zero_after is not None:
+            lines.append(f"zero_after = {_toml_value(late.zero_after)}")
+    else:
+        lines += ["", "# late work: no penalty"]
+    for assignment in course.assignments:
+        lines += ["", "[[assignment]]", f"name = {_toml(assignment.name)}"]
+        if assignment.due is not None:
+            lines.append(f"due = {_toml_value(assignment.due)}")
+        lines.append(f"exercises = {_toml_value(list(assignment.exercises))}")
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------------------------------ verify
 
 
@@ -193,5 +320,20 @@ def handout_files(root: Path) -> dict[str, bytes]:
 def verify_handout(path: str | Path, *, secrets: no_secrets.CourseSecrets | None = None) -> list[str]:
     """Every problem found in the handout at `path` under the handout's policy (grader.platforms.no_secrets:
     no solution line, no hidden test, no solutions folder, no compiled file), each "file:line: what";
-    an empty list means the handout is clean. `secrets`: the course's own by default."""
-    return [str(leak) for leak in no_secrets.find_leaks(handout_files(Path(path)), no_secrets.HANDOUT, secrets)]
+    an empty list means the handout is clean. `secrets`: the course's own by default. A course.toml must be
+    one students may read: nothing but STUDENT_KEYS."""
+    found = no_secrets.find_leaks(handout_files(Path(path)), no_secrets.HANDOUT, secrets)
+    return [str(leak) for leak in found] + course_file_problems(Path(path))
+
+
+def course_file_problems(root: Path) -> list[str]:
+    """What the handout's course.toml holds that students must not read (extensions name students; the
+    roster and adjustments are the instructor's), or that is not a course file."""
+    path = root / term.FILE_NAME
+    if not path.is_file():
+        return []
+    try:
+        table = tomllib.loads(path.read_text())
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return [f"{term.FILE_NAME}: not a course file: {exc}"]
+    return [f"{term.FILE_NAME}: {key}: the instructor's, not for students" for key in sorted(set(table) - STUDENT_KEYS)]

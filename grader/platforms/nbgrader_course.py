@@ -8,12 +8,26 @@ By default each exercise is its own assignment, named by its id; a group puts se
 notebooks into one assignment. Before anything is written, each notebook as `nbgrader generate_assignment`
 will release it (nbgrader's own ClearSolutions and ClearHiddenTests) goes through the check every builder
 uses (grader.platforms.no_secrets, its NBGRADER_RELEASE policy): no solution line and no hidden test.
+
+With a term's course file (grader.course.term), the course's assignments are nbgrader's: one per
+[[assignment]], named as the course file names it, holding its exercises in its order, each notebook's
+test cells sharing the term's points for the exercise. nbgrader 0.9.6 takes a due date only in its
+gradebook (the `duedate` of its Assignment table, which `nbgrader db assignment add NAME --duedate=...`,
+formgrader and the Gradebook API's update_or_create_assignment write; nbgrader_config.py has no setting
+for it since `CourseDirectory.db_assignments` was removed): the build writes each assignment's due date
+there, through that API, into the gradebook nbgrader_config.py names. `nbgrader generate_assignment` keeps
+it (it creates or updates the assignment with no due date given), and nbgrader's late-submission penalty,
+`nbgrader collect --before-duedate` and formgrader then see it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import re
+import sys
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
@@ -21,8 +35,9 @@ from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
 from grader.core.results import TestMeta
-from grader.course import catalog
+from grader.course import catalog, term
 from grader.platforms import no_secrets, notebooks
+from grader.platforms.handout import course_timezone
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -75,6 +90,7 @@ c.GenerateFeedback.preprocessors = [
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 
+{term_settings}
 load_subconfig("nbgrader_config_local.py", here)  # noqa: F821
 '''
 
@@ -122,10 +138,96 @@ def assignments(exercises: list[catalog.Exercise], groups: dict[str, list[catalo
     return dict(sorted(result.items(), key=lambda item: order[item[1][0].id]))
 
 
-def nbgrader_config(course_id: str, *, timeout: int = 600) -> str:
+def nbgrader_config(course_id: str, *, timeout: int = 600, course: term.Course | None = None) -> str:
     if not _NAME.fullmatch(course_id):
         raise ValueError(f"a course id is letters, digits, - and _: {course_id!r}")
-    return CONFIG_TEMPLATE.format(course_id=course_id, timeout=timeout, pattern=NOISE_PATTERN)
+    return CONFIG_TEMPLATE.format(course_id=course_id, timeout=timeout, pattern=NOISE_PATTERN,
+                                  term_settings=_term_settings(course))
+
+
+def _term_settings(course: term.Course | None) -> str:
+    """The config's lines about the term: where its due dates are (a comment: nbgrader reads them from the
+    gradebook) and the zone formgrader shows times in."""
+    if course is None:
+        return ""
+    lines = [f"# The term: {course.name}" + (f" (course file {course.source.path})." if course.source else "."),
+             "# Its due dates are in the gradebook (nbgrader reads them nowhere else); `shardlab nbgrader build "
+             "--course`", "# wrote them there:"]
+    for assignment in course.assignments:
+        due = assignment.due.isoformat() if assignment.due is not None else "no due date"
+        lines.append(f"#   {assignment.name}: {due}")
+    zone = course_timezone(course)
+    if zone is not None:
+        lines += ["# Formgrader shows times in the course's timezone.", f"c.NbGraderAPI.timezone = {zone!r}"]
+    return "\n".join(lines) + "\n\n"
+
+
+def course_assignments(course: term.Course, exercises: list[str] | None = None
+                       ) -> dict[str, list[catalog.Exercise]]:
+    """Assignment name -> its exercises (the term's, with the term's points), in the course file's order;
+    `exercises` (ids or numbers): only these, each of which must be in the term."""
+    wanted = {course.exercise(name).id for name in exercises} if exercises else None
+    by_id = {e.id: e for e in course.exercises}
+    plan = {}
+    for assignment in course.assignments:
+        if not _NAME.fullmatch(assignment.name):
+            raise ValueError(f"nbgrader names an assignment with letters, digits, - and _ only: the course file's "
+                             f"assignment {assignment.name!r} cannot be one")
+        members = [by_id[ex_id] for ex_id in assignment.exercises if wanted is None or ex_id in wanted]
+        if members:
+            plan[assignment.name] = members
+    return plan
+
+
+def _due_dates(course: term.Course, names: list[str]) -> dict[str, datetime | None]:
+    return {a.name: a.due for a in course.assignments if a.name in names}
+
+
+@contextlib.contextmanager
+def _own_tools_first():
+    """nbgrader runs `alembic` by name when it makes a gradebook: the one beside this Python, for a while."""
+    before = os.environ.get("PATH")
+    tools = os.path.dirname(sys.executable)
+    os.environ["PATH"] = os.pathsep.join([tools, before or os.defpath])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = before
+
+
+def gradebook_url(course_dir: str | Path) -> str:
+    """The gradebook nbgrader uses in `course_dir`: its nbgrader_config.py's CourseDirectory.db_url, with
+    nbgrader_config_local.py's say, as nbgrader reads them."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    root = Path(course_dir).resolve()
+    config = PyFileConfigLoader("nbgrader_config.py", str(root)).load_config()
+    url = config.CourseDirectory.get("db_url")
+    return str(url) if url else f"sqlite:///{root / 'gradebook.db'}"
+
+
+def _no_such_sqlite_file(url: str) -> bool:
+    prefix = "sqlite:///"
+    return url.startswith(prefix) and not Path(url[len(prefix):]).exists()
+
+
+def write_due_dates(course_dir: str | Path, due_dates: dict[str, datetime | None], *, course_id: str) -> str:
+    """Each assignment's due date (None: none) into the gradebook of `course_dir`, through nbgrader's own
+    Gradebook API (as `nbgrader db assignment add NAME --duedate=...` does); returns the gradebook's url.
+    nbgrader keeps the time in UTC."""
+    from nbgrader.api import Gradebook
+
+    with _own_tools_first():
+        url = gradebook_url(course_dir)
+        if not any(due is not None for due in due_dates.values()) and _no_such_sqlite_file(url):
+            return url   # nothing to write and nothing to clear: generate_assignment will make the gradebook
+        with Gradebook(url, course_id) as gradebook:
+            for name, due in due_dates.items():
+                gradebook.update_or_create_assignment(name, duedate=due)
+    return url
 
 
 def released(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -148,17 +250,32 @@ def released_files(notebooks_by_name: dict[str, nbformat.NotebookNode]) -> dict[
 
 def build_course(course_dir: str | Path, *, groups: dict[str, list[catalog.Exercise]] | None = None,
                  exercises: list[str] | None = None, course_id: str = "shardlab",
-                 tests: list[TestMeta] | None = None, secrets: no_secrets.CourseSecrets | None = None) -> list[Path]:
+                 tests: list[TestMeta] | None = None, secrets: no_secrets.CourseSecrets | None = None,
+                 course: term.Course | None = None) -> list[Path]:
     """Write source/<assignment>/<exercise id>.ipynb for every exercise (or those named) and
     nbgrader_config.py into `course_dir`; returns the files written. `tests` is collect_tests()'s
     metadata, collected here when not given. Raises no_secrets.LeaksFound, having written nothing, when
     a notebook as released would hold a solution line or a hidden test of `secrets` (the course's own
-    by default)."""
-    config = nbgrader_config(course_id)   # a bad course id fails before anything is written
-    chosen = [catalog.get(name) for name in exercises] if exercises else list(catalog.EXERCISES)
+    by default).
+
+    course: the term (grader.course.term.load). Its assignments are nbgrader's, its points the test
+    cells', and each assignment's due date (or its absence) is written into the gradebook nbgrader_config.py
+    names (write_due_dates; a term without due dates makes no gradebook that does not exist yet). With a
+    course file, `groups` is refused: the course file groups.
+    None (or the catalog's course, with groups): each exercise alone or in its group, no due date."""
     groups = groups or {}
-    chosen += [e for members in groups.values() for e in members if e not in chosen]
-    plan = assignments(chosen, groups)
+    if course is not None and groups:
+        if course.source is not None:
+            raise ValueError("the course file puts the exercises into assignments: give it or --group, not both")
+        course = None   # the catalog's course: the groups say how to group it
+    config = nbgrader_config(course_id, course=course)   # a bad course id fails before anything is written
+    if course is not None:
+        plan = course_assignments(course, exercises)
+        chosen = [e for members in plan.values() for e in members]
+    else:
+        chosen = [catalog.get(name) for name in exercises] if exercises else list(catalog.EXERCISES)
+        chosen += [e for members in groups.values() for e in members if e not in chosen]
+        plan = assignments(chosen, groups)
     if tests is None:
         from grader.grading.collection import collect_tests
 
@@ -175,4 +292,6 @@ def build_course(course_dir: str | Path, *, groups: dict[str, list[catalog.Exerc
         nbformat.write(notebook, path)
         written.append(path)
     (root / "nbgrader_config.py").write_text(config)
+    if course is not None:
+        write_due_dates(root, _due_dates(course, list(plan)), course_id=course_id)
     return written + [root / "nbgrader_config.py"]

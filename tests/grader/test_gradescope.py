@@ -231,7 +231,11 @@ def autograder_root(tmp_path: Path, source: Path, submission: dict[str, str], ve
         (root / "venv").symlink_to(venv)   # where setup.sh puts it: run_autograder's default Python
     for name, text in submission.items():
         (root / "submission" / name).write_text(text)
-    (root / "submission_metadata.json").write_text(json.dumps({"id": 1, "assignment": {"title": "shardlab"}}))
+    # Gradescope's real format (gradescope-autograders.readthedocs.io/en/latest/submission_metadata/).
+    (root / "submission_metadata.json").write_text(json.dumps({
+        "id": 1, "created_at": "2026-10-01T12:00:00.000000+02:00",
+        "assignment": {"title": "shardlab", "due_date": "2026-10-05T23:59:00.000000+02:00", "late_due_date": None},
+        "users": [{"email": "student@example.com", "id": 1234, "name": "Student User"}]}))
     shutil.copy2(source / "run_autograder", root / "run_autograder")
     return root
 
