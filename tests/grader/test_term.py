@@ -261,3 +261,19 @@ def test_a_git_clones_last_commit_is_its_submission_time(tmp_path):
     found = lateness.from_git(clone)
     assert found.at == at("2026-10-06T08:30:00+02:00") and "commit" in found.source
     assert lateness.from_git(tmp_path) is None
+
+
+def test_a_handouts_course_file_is_the_term_its_check_and_list_go_through(tmp_path, monkeypatch):
+    """`shardlab release` writes the term's course.toml at the handout's root: check and list follow it."""
+    from grader.commands import student
+    from grader.course import paths
+
+    (tmp_path / "course.toml").write_text(COURSE)
+    monkeypatch.setattr(paths, "REPO_ROOT", tmp_path)
+    assert [(e.id, e.points) for e in student.term_exercises()] == \
+        [("ex01_meshes", 10), ("ex04_sharded_layer", 30), ("ex05_collectives", 15)]
+    with pytest.raises(student.CheckUsageError, match="not in this term"):
+        student.check("ex06", impl=paths.EXERCISES_DIR, record=False)
+    (tmp_path / "course.toml").write_text("[late]\npercent = 300\n")
+    with pytest.raises(student.CheckUsageError, match="line 2: percent"):
+        student.term_exercises()
