@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from pathlib import Path
 
-from grader.core.options import CALIBRATE, GRADE, GRADE_BATCH, MAX_PARALLEL, GradingOptions, add_arguments
+from grader.core.options import CALIBRATE, GRADE, GRADE_BATCH, add_arguments
 from grader.course import catalog, paths
 
 
@@ -94,6 +93,24 @@ def _cmd_nbgrader_build(args) -> int:
     return 0
 
 
+def _grading(name: str):
+    """A handler of grader.commands.grading, imported when it runs (`shardlab check` starts without it)."""
+    def run(args) -> int:
+        from grader.commands import grading
+
+        return getattr(grading, name)(args)
+    return run
+
+
+def _term(name: str):
+    """A handler of grader.commands.term, imported when it runs."""
+    def run(args) -> int:
+        from grader.commands import term
+
+        return getattr(term, name)(args)
+    return run
+
+
 def _staff(handout: bool, text: str) -> dict:
     """A staff command's help: left out of a handout's (where the command refuses to run)."""
     return {} if handout else {"help": text}   # argparse lists a subcommand only when it has a help
@@ -121,306 +138,6 @@ def _cmd_dev_check(args) -> int:
     findings = dev_check(run_tests_too=not args.no_tests)
     print(report(findings))
     return 0 if findings.ok else 1
-
-
-def _options(args, command: str) -> GradingOptions:
-    """What `command` was asked, typed; --parallel's default (the cores, at most MAX_PARALLEL) filled in."""
-    from grader.course.devices import cores
-
-    options = GradingOptions.from_args(args, command)
-    return dataclasses.replace(options, parallel=options.parallel or max(1, min(cores(), MAX_PARALLEL)))
-
-
-def _cache(options: GradingOptions, default: Path | None = None):
-    from grader.grading.compile_cache import CompileCache, default_folder
-
-    folder = options.cache or default or default_folder()
-    return CompileCache(None if options.no_compile_cache else folder, max_bytes=options.cache_max_bytes), folder
-
-
-def _course(options: GradingOptions, submission: Path | None = None):
-    """The term options.course names (or the current folder's course.toml, or the catalog's), and the options
-    with its settings where no flag gave one. A course file that cannot be used is a ShardlabError. A course.toml
-    found inside the submission graded is the student's, never the course's: not used."""
-    from grader.course import term
-
-    found = options.course or term.find()
-    if found is not None and submission is not None and options.course is None \
-            and Path(found).resolve().is_relative_to(Path(submission).resolve()):
-        print(f"shardlab: {found} is inside the submission: not the course file (give --course)", file=sys.stderr)
-        found = None
-    course = term.load(found) if found is not None else term.default_course()
-    return course, options.with_course({"timing": course.timing, "hidden_visibility": course.hidden_visibility})
-
-
-def _submission_time(args, course):
-    """When the submission came in (grader.grading.lateness), the course with a platform's dates, and the
-    student's name as the course file's extensions and the adjustments name them."""
-    from grader.grading import lateness
-
-    submitted, student = None, args.student or Path(args.submission).stem
-    if args.submission_metadata:
-        from grader.platforms import gradescope_metadata as gradescope
-
-        try:
-            meta = gradescope.read_metadata(args.submission_metadata)
-        except gradescope.SubmissionMetadataError as exc:
-            # The platform's file, not the student's work: graded without a time (no late penalty), and said.
-            print(f"shardlab grade: {exc}: graded without a submission time, so without a late penalty",
-                  file=sys.stderr)
-        else:
-            course = gradescope.course_with_platform_dates(course, meta)
-            submitted = lateness.SubmissionTime(meta.submitted_at, "Gradescope's submission_metadata.json")
-            student = args.student or gradescope.course_student(course, meta) or student
-    if args.submitted_at:
-        submitted = lateness.SubmissionTime(lateness.moment(args.submitted_at, "--submitted-at"), "--submitted-at")
-    return submitted or lateness.from_git(Path(args.submission)), course, student
-
-
-def _cmd_grade(args) -> int:
-    from grader.core.errors import ShardlabError
-    from grader.course import adjustments
-    from grader.grading import lateness, regrade
-    from grader.grading.engine import GradingError, grade_submission
-    from grader.grading.standing import standing
-    from grader.grading.submission import SubmissionError
-    from grader.harness import time_limits
-    from grader.reports.writers import print_summary, write_all
-
-    try:
-        course, options = _course(_options(args, GRADE), Path(args.submission))
-        submitted, course, student = _submission_time(args, course)
-        adjusted = adjustments.load(course.adjustments)
-    except ShardlabError as exc:
-        print(f"shardlab grade: {exc}", file=sys.stderr)
-        return 2
-    cache, folder = _cache(options)
-    try:
-        results = grade_submission(args.submission, options, cache=cache, course=course,
-                                   time_limits=time_limits.load(folder, options.test_timeout))
-    except (SubmissionError, GradingError, catalog.UnknownExercise) as exc:
-        print(f"shardlab grade: {exc}", file=sys.stderr)
-        return 2
-    earlier = regrade.earlier_report(args.out, args.submission)
-    if submitted is None and earlier is not None:
-        submitted = lateness.recorded_time(earlier)
-    results = lateness.with_term(results, course, student, submitted)
-    if earlier is not None:
-        results = regrade.merge(earlier, results, partial=bool(options.exercises))
-    mine = standing(results, adjusted, student)
-    written = write_all(results, args.out, hidden_visibility=options.hidden_visibility, standing=mine)
-    if args.gradebook:
-        from grader.reports.gradebook import record_in_gradebook
-
-        for problem in record_in_gradebook(results, db_url=args.gradebook, student=student):
-            print(f"shardlab grade: gradebook: {problem}", file=sys.stderr)
-    for problem in mine.problems:
-        print(f"shardlab grade: {problem}", file=sys.stderr)
-    if not args.quiet:
-        print_summary(results, standing=mine)
-        print("wrote " + ", ".join(str(path) for path in written.values()))
-    if args.fail_under is not None and results.score < args.fail_under:
-        print(f"score {results.score:.2f} is below --fail-under {args.fail_under:g}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _cmd_calibrate(args) -> int:
-    return _calibrate(_options(args, CALIBRATE), ship=args.ship)
-
-
-def _calibrate(options: GradingOptions, ship: bool = False) -> int:
-    from grader.grading.calibration import calibrate
-    from grader.grading.engine import GradingError
-    from grader.harness import time_limits
-
-    options = options.for_command(CALIBRATE)   # from grade-batch: the whole course, whatever it grades
-    cache, folder = _cache(options)
-    print("timing the reference solutions on this machine (once per course version and machine) ...")
-    try:
-        limits = calibrate(folder, options, cache=cache)
-    except (time_limits.CalibrationError, GradingError) as exc:
-        print(f"shardlab calibrate: {exc}", file=sys.stderr)
-        return 1
-    print(f"{limits.source}; wrote {Path(folder) / time_limits.FILE_NAME}")
-    if ship:
-        print(f"wrote {time_limits.ship(limits)}: the limits wherever this course is graded without a calibration")
-    return 0
-
-
-def _cmd_grade_batch(args) -> int:
-    from rich.progress import Progress
-    from rich.text import Text
-
-    from grader.commands.publish import class_term, publish_class
-    from grader.core.errors import ShardlabError
-    from grader.grading import lateness
-    from grader.grading.batch import CACHE, REFUSED, find_submissions, grade_batch
-    from grader.harness import time_limits
-    from grader.reports.text import printable
-
-    try:
-        # --parallel: grade_batch's cores / jobs
-        course, options = _course(GradingOptions.from_args(args, GRADE_BATCH), Path(args.submissions))
-        term = class_term(course, lateness.read_times(args.submitted_at) if args.submitted_at else None)
-    except ShardlabError as exc:
-        print(f"shardlab grade-batch: {exc}", file=sys.stderr)
-        return 2
-    if course.source is not None:   # each student's grading (a child, a Slurm task) reads the same file
-        options = dataclasses.replace(options, course=Path(course.source.path))
-    if args.slurm or args.slurm_dry_run:
-        return _grade_batch_on_slurm(args, options, term)
-    if args.wait:
-        print("shardlab grade-batch: --wait follows a Slurm batch: give --slurm too", file=sys.stderr)
-        return 2
-    _, folder = _cache(options, default=args.out / CACHE)
-    options = dataclasses.replace(options, cache=folder)
-    if time_limits.batch_should_calibrate(folder, options.test_timeout):
-        # Limits from the reference before the first student: this also fills the compile cache with the
-        # programs every student's tests compile (the baselines and references).
-        if _calibrate(dataclasses.replace(_options(args, GRADE_BATCH), cache=folder)) != 0:
-            print(f"shardlab grade-batch: grading with {time_limits.FALLBACK_SECONDS:g} s per test instead",
-                  file=sys.stderr)
-    klass = find_submissions(Path(args.submissions))
-    if klass.ignored:
-        print(f"not submissions (hidden, or neither a folder nor a .zip), ignored: "
-              f"{', '.join(printable(repr(name)) for name in klass.ignored)}")
-    with Progress(transient=False) as bar:
-        task = bar.add_task("grading", total=len(klass.students))
-
-        def advance(student, outcome):
-            # Text, not str: a student's name is theirs, and rich would read "[link=...]" in a str as markup.
-            bar.console.print(Text(printable(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip())))
-            bar.advance(task)
-
-        summary = grade_batch(args.submissions, args.out, options, jobs=args.jobs, force=args.force,
-                              timeout=options.time_limit + 300, progress=advance, class_term=term)
-    published = publish_class(args.out, summary.outcomes, term, hidden_visibility=options.hidden_visibility,
-                              similarity=_similarity(klass, course))
-    for problem in published.problems:
-        print(printable(f"adjustments: {problem}"), file=sys.stderr)
-    refused = f", {summary.count(REFUSED)} refused (their rows say why)" if summary.count(REFUSED) else ""
-    print(f"{summary.count('graded')} graded, {summary.count('skipped')} already graded, "
-          f"{summary.count('failed')} failed{refused} in {summary.seconds:.0f} s; grades in {published.grades_csv}; "
-          f"class page {published.page}")
-    return 0
-
-
-def _similarity(klass, course):
-    """The class page's section of unusually similar submissions, per exercise of the course."""
-    from grader.grading.similarity import compare_class
-    from grader.reports.similarity_section import similarity_section
-
-    return similarity_section(compare_class(klass.to_grade, [e.id for e in course.exercises]))
-
-
-def _grade_batch_on_slurm(args, options: GradingOptions, term) -> int:
-    from grader.commands import slurm
-
-    try:
-        made = slurm.plan(Path(args.submissions), args.out, options, slurm.SlurmRequest.from_args(args),
-                          force=args.force, times=term.times)
-        if args.slurm_dry_run:
-            for job, script in made.scripts.items():
-                print(f"# --- {job}.sbatch ---\n{script}")
-            return 0
-        print(f"{len(made.skipped)} already graded; submitting {len(made.batch.todo)} students to Slurm")
-        submitted = slurm.submit(made)
-    except slurm.SlurmError as exc:
-        print(f"shardlab grade-batch: {exc}", file=sys.stderr)
-        return 2
-    jobs = submitted.jobs
-    print("submitted " + ", ".join(f"{job} job {number}" for job, number in jobs.items())
-          + f"; the batch is in {submitted.folder}")
-    if not args.wait:
-        print(f"follow it with `squeue --jobs {','.join(jobs.values())}`; grades.csv and index.html are written "
-              f"into {args.out} when the collect job ({jobs['collect']}) ends")
-        return 0
-    try:
-        state = slurm.follow(submitted)
-    except slurm.SlurmError as exc:
-        print(f"shardlab grade-batch: {exc}", file=sys.stderr)
-        return 2
-    print(f"the collect job ended {state}; grades in {args.out / 'grades.csv'}; class page {args.out / 'index.html'}")
-    return 0 if state == "COMPLETED" else 1
-
-
-def _load_course(args, command: str):
-    """The course --course names (or the current folder's course.toml); None after saying why it cannot be read."""
-    from grader.core.errors import ShardlabError
-    from grader.course import term
-
-    try:
-        return term.load(args.course)
-    except ShardlabError as exc:
-        print(f"shardlab {command}: {exc}", file=sys.stderr)
-        return None
-
-
-def _cmd_course_check(args) -> int:
-    from grader.course import adjustments, term
-
-    course = _load_course(args, "course check")
-    if course is None:
-        return 2
-    for line in term.describe(course):
-        print(line)
-    try:
-        found = adjustments.load(course.adjustments)
-    except adjustments.AdjustmentsError as exc:
-        print(f"shardlab course check: {exc}", file=sys.stderr)
-        return 2
-    if course.adjustments is not None:
-        print(f"  adjustments: {len(found)} in {course.adjustments}" if found else
-              f"  adjustments: none yet ({course.adjustments})")
-    return 0
-
-
-def _cmd_override(args) -> int:
-    from grader.commands.term import TermCommandError, make_adjustment, record_override
-    from grader.core.errors import ShardlabError
-    from grader.core.options import DEFAULTS
-    from grader.reports.text import printable
-
-    course = _load_course(args, "override")
-    if course is None:
-        return 2
-    try:
-        adjustment = make_adjustment(args.student, args.exercise, args.test, args.set, args.add, args.reason, args.by)
-        published = record_override(args.out, course, adjustment,
-                                    course.hidden_visibility or DEFAULTS.hidden_visibility)
-    except (TermCommandError, ShardlabError) as exc:
-        print(f"shardlab override: {exc}", file=sys.stderr)
-        return 2
-    for problem in published.problems:
-        print(printable(f"adjustments: {problem}"), file=sys.stderr)
-    graded = published.standings.get(adjustment.student)
-    if graded is not None:
-        print(printable(f"{adjustment.student}: {graded.final:.2f}/{graded.max_score:g} after the adjustment "
-                        f"({graded.raw:.2f} from the tests)"))
-    print(f"recorded in {course.adjustments}; wrote {published.grades_csv} and {published.page}")
-    return 0
-
-
-def _cmd_export(args) -> int:
-    from grader.commands.term import export_grades
-    from grader.core.errors import ShardlabError
-    from grader.reports.text import printable
-
-    course = _load_course(args, "export")
-    if course is None:
-        return 2
-    if args.canvas is None and args.long is None:
-        print("shardlab export: say what to write: --canvas FILE, --long FILE or both", file=sys.stderr)
-        return 2
-    try:
-        lines = export_grades(args.out, course, canvas=args.canvas, long=args.long)
-    except ShardlabError as exc:
-        print(f"shardlab export: {exc}", file=sys.stderr)
-        return 2
-    for line in lines:
-        print(printable(line))
-    return 0
 
 
 def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
@@ -472,7 +189,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
                        help="Gradescope's submission_metadata.json: the submission time and the due dates "
                             "(run_autograder)")
     add_arguments(grade, GRADE)
-    grade.set_defaults(func=_cmd_grade)
+    grade.set_defaults(func=_grading("grade_command"))
 
     batch = commands.add_parser("grade-batch", help="course staff: grade a class, one folder or .zip per student")
     batch.add_argument("submissions", help="folder holding one submission per student")
@@ -492,7 +209,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     from grader.commands.slurm import add_slurm_arguments
 
     add_slurm_arguments(batch)
-    batch.set_defaults(func=_cmd_grade_batch)
+    batch.set_defaults(func=_grading("grade_batch_command"))
 
     calibrate = commands.add_parser("calibrate", **_staff(handout, "course staff: time the reference on this "
                                                                    "machine, so that each test's time limit "
@@ -502,7 +219,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
                                 "(grader/harness/reference_times.json), the limits of every machine without a "
                                 "calibration of its own; run it again after changing tests")
     add_arguments(calibrate, CALIBRATE)
-    calibrate.set_defaults(func=_cmd_calibrate)
+    calibrate.set_defaults(func=_grading("calibrate_command"))
 
     stubs = commands.add_parser("stubs", **_staff(handout, "course authors: regenerate the student stubs in "
                                                            "exercises/ from solutions/"))
@@ -524,7 +241,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     course_check = course_commands.add_parser(
         "check", help="read the course file, say what is wrong with it (with its line), or print the term")
     add_arguments(course_check, "course")
-    course_check.set_defaults(func=_cmd_course_check)
+    course_check.set_defaults(func=_term("course_check_command"))
 
     override = commands.add_parser("override", **_staff(handout, "course staff: adjust a student's grade by hand "
                                                                  "(kept in the course's adjustments file, across "
@@ -540,7 +257,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     override.add_argument("--reason", required=True, help="why: the student and the class page show it")
     override.add_argument("--by", required=True, help="who made the adjustment")
     add_arguments(override, "override")
-    override.set_defaults(func=_cmd_override)
+    override.set_defaults(func=_term("override_command"))
 
     export = commands.add_parser("export", **_staff(handout, "course staff: a graded class's grades as an LMS "
                                                              "imports them, for the course file's roster"))
@@ -550,7 +267,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     export.add_argument("--long", type=Path, metavar="FILE", help="a long CSV: student, exercise, raw, penalty, "
                                                                   "override, final, and why")
     add_arguments(export, "export")
-    export.set_defaults(func=_cmd_export)
+    export.set_defaults(func=_term("export_command"))
 
     _add_nbgrader_commands(commands, handout)
 

@@ -4,6 +4,7 @@ graded class's folder (grade-batch's OUT) and the course file."""
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 
 from grader.commands.publish import Publication, class_term, publish_class
@@ -107,3 +108,83 @@ def export_grades(out: Path, course: Course, *, canvas: Path | None, long: Path 
     if long is not None:
         said.append(f"wrote {lms_export.long_csv(standings, course, the_roster, long)}")
     return said
+
+
+# -- the command line's handlers -------------------------------------------------------------------------
+
+def load_course(args, command: str):
+    """The course --course names (or the current folder's course.toml); None after saying why it cannot be read."""
+    from grader.core.errors import ShardlabError
+    from grader.course import term
+
+    try:
+        return term.load(args.course)
+    except ShardlabError as exc:
+        print(f"shardlab {command}: {exc}", file=sys.stderr)
+        return None
+
+
+def course_check_command(args) -> int:
+    from grader.course import adjustments, term
+
+    course = load_course(args, "course check")
+    if course is None:
+        return 2
+    for line in term.describe(course):
+        print(line)
+    try:
+        found = adjustments.load(course.adjustments)
+    except adjustments.AdjustmentsError as exc:
+        print(f"shardlab course check: {exc}", file=sys.stderr)
+        return 2
+    if course.adjustments is not None:
+        print(f"  adjustments: {len(found)} in {course.adjustments}" if found else
+              f"  adjustments: none yet ({course.adjustments})")
+    return 0
+
+
+def override_command(args) -> int:
+    from grader.commands.term import TermCommandError, make_adjustment, record_override
+    from grader.core.errors import ShardlabError
+    from grader.core.options import DEFAULTS
+    from grader.reports.text import printable
+
+    course = load_course(args, "override")
+    if course is None:
+        return 2
+    try:
+        adjustment = make_adjustment(args.student, args.exercise, args.test, args.set, args.add, args.reason, args.by)
+        published = record_override(args.out, course, adjustment,
+                                    course.hidden_visibility or DEFAULTS.hidden_visibility)
+    except (TermCommandError, ShardlabError) as exc:
+        print(f"shardlab override: {exc}", file=sys.stderr)
+        return 2
+    for problem in published.problems:
+        print(printable(f"adjustments: {problem}"), file=sys.stderr)
+    graded = published.standings.get(adjustment.student)
+    if graded is not None:
+        print(printable(f"{adjustment.student}: {graded.final:.2f}/{graded.max_score:g} after the adjustment "
+                        f"({graded.raw:.2f} from the tests)"))
+    print(f"recorded in {course.adjustments}; wrote {published.grades_csv} and {published.page}")
+    return 0
+
+
+def export_command(args) -> int:
+    from grader.commands.term import export_grades
+    from grader.core.errors import ShardlabError
+    from grader.reports.text import printable
+
+    course = load_course(args, "export")
+    if course is None:
+        return 2
+    if args.canvas is None and args.long is None:
+        print("shardlab export: say what to write: --canvas FILE, --long FILE or both", file=sys.stderr)
+        return 2
+    try:
+        lines = export_grades(args.out, course, canvas=args.canvas, long=args.long)
+    except ShardlabError as exc:
+        print(f"shardlab export: {exc}", file=sys.stderr)
+        return 2
+    for line in lines:
+        print(printable(line))
+    return 0

@@ -20,7 +20,7 @@ finds fault with.
 With a term's course file (grader.course.term), the zip holds it whole, extensions included (only
 instructors see the zip), as course.toml at its root: /autograder/source/course.toml, which run_autograder
 passes to `shardlab grade --course`. It always passes /autograder/submission_metadata.json with
-`--submission-metadata`: Gradescope's submission time, due dates and users (grader.platforms.gradescope_metadata).
+`--submission-metadata`: Gradescope's submission time, due dates and users (grader.grading.gradescope_metadata).
 
 On Gradescope, give the assignment more than the default resources (Autograder Settings): 2 CPUs for 8
 forced host devices, and 2 GB of memory, since a grading child peaked at 480 MB here, close to the

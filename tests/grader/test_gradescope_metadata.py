@@ -12,7 +12,7 @@ import pytest
 
 from grader.core.errors import ShardlabError
 from grader.course import term
-from grader.platforms.gradescope_metadata import (
+from grader.grading.gradescope_metadata import (
     SubmissionMetadata,
     SubmissionMetadataError,
     Submitter,
