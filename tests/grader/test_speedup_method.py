@@ -23,7 +23,9 @@ def test_ratio_of_known_sleeps():
 
 
 def test_near_the_threshold_is_measured_again():
-    result = measure_speedup(sleeper(0.004), sleeper(0.004), threshold=1.0, label="equal", devices=2,
+    # Equal sleeps, long for the same reason as above: 4 ms ones measured 1.13x-1.45x beside the suite's other
+    # worker (a CI run), the scheduler's ratio, whose spread then missed the threshold.
+    result = measure_speedup(sleeper(0.048), sleeper(0.048), threshold=1.0, label="equal", devices=2,
                              repeats=5, max_repeats=15)
     assert result.repeats == 15
     assert result.near_threshold
