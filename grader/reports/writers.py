@@ -176,8 +176,9 @@ def gradescope_output(results: GradingResults, hidden_visibility: str = "after_d
     if changes_score(standing):
         parts.append("**Your grade:** " + markdown.text(f"{points(standing.final)}/{points(standing.max_score)} "
                                                          f"points ({points(standing.raw)} from the tests)"))
+        # An exercise's figures would tell how its hidden tests went: with them shown only.
         parts.append(markdown.bullet_list(
-            markdown.text(f"{e.id}: {standing_words(e)}; " + "; ".join(standing_reasons(e)))
+            markdown.text(f"{e.id}: " + (f"{standing_words(e)}; " if reveal else "") + "; ".join(standing_reasons(e)))
             for e in standing.exercises if e.penalty or e.adjustments))
     if results.visible_only:
         parts.append(f"Only the visible tests were run: {markdown.text(visible_total(results))}.")
