@@ -118,7 +118,7 @@ def calibrate_command(args) -> int:
 
 
 def calibrate(options: GradingOptions, ship: bool = False) -> int:
-    from grader.grading.calibration import calibrate
+    from grader.grading import calibration
     from grader.grading.engine import GradingError
     from grader.harness import time_limits
 
@@ -126,7 +126,7 @@ def calibrate(options: GradingOptions, ship: bool = False) -> int:
     cache, folder = compile_cache_for(options)
     print("timing the reference solutions on this machine (once per course version and machine) ...")
     try:
-        limits = calibrate(folder, options, cache=cache)
+        limits = calibration.calibrate(folder, options, cache=cache)
     except (time_limits.CalibrationError, GradingError) as exc:
         print(f"shardlab calibrate: {exc}", file=sys.stderr)
         return 1

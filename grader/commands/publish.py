@@ -7,14 +7,13 @@ job), and `shardlab override` after recording an adjustment, without grading any
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course import adjustments as adjustments_file
 from grader.course.term import Course
 from grader.grading import batch
-from grader.grading.results import GradingResults
+from grader.grading.results import read_report
 from grader.grading.standing import Standing, standing
 from grader.reports import writers
 from grader.reports.class_page import write_class_page
@@ -34,13 +33,6 @@ class Publication:
     problems: list[str] = field(default_factory=list)    # adjustments that could not apply, with their lines
 
 
-def _read(report: Path) -> GradingResults | None:
-    try:
-        return GradingResults.from_dict(json.loads(report.read_text(encoding="utf-8")))
-    except Exception:   # an unreadable report is the class page's to show, not a reason to stop
-        return None
-
-
 def publish_class(out: Path, outcomes: list[batch.StudentOutcome], term: batch.ClassTerm, *,
                   hidden_visibility: str, similarity: Markup | None = None) -> Publication:
     """Each graded student's late penalties judged by `term`'s course (report.json updated when they changed),
@@ -51,7 +43,7 @@ def publish_class(out: Path, outcomes: list[batch.StudentOutcome], term: batch.C
     for outcome in outcomes:
         folder = batch.student_folder(out, outcome.student)
         # A grading that failed keeps the report an earlier one wrote (a regrade that failed changes nothing).
-        results = _read(folder / batch.REPORT) if outcome.status != batch.REFUSED else None
+        results = read_report(folder / batch.REPORT) if outcome.status != batch.REFUSED else None
         if results is None:
             failures[outcome.student] = outcome.detail or "no report to read"
             published.append(outcome)

@@ -153,14 +153,17 @@ class SlurmBatch:
     refused: dict[str, str] = field(default_factory=dict)   # students not graded -> why (batch.ClassFolder)
     submitted_at: dict[str, str] = field(default_factory=dict)   # student -> submission time (--submitted-at)
 
+    def grade_options(self) -> GradingOptions:
+        """The options each student is graded with, as `shardlab grade` parses its arguments."""
+        return GradingOptions.from_args(_grade_parser().parse_args(self.grade_arguments), GRADE)
+
     def class_term(self) -> batch.ClassTerm:
         """The course the grade arguments name, its adjustments, and the submission times."""
         from grader.commands.publish import class_term
         from grader.course import term
 
-        options = GradingOptions.from_args(_grade_parser().parse_args(self.grade_arguments), GRADE)
         times = {student: datetime.fromisoformat(at) for student, at in self.submitted_at.items()}
-        return class_term(term.load(options.course), times)
+        return class_term(term.load(self.grade_options().course), times)
 
     @property
     def folder(self) -> Path:
@@ -342,7 +345,7 @@ def run_task(manifest: Path, index: int) -> batch.StudentOutcome:
         outcome = batch.StudentOutcome(student, "failed", detail="the course on this node differs from the one the "
                                        "batch was submitted with: not graded (install the same course everywhere)")
     else:
-        options = GradingOptions.from_args(_grade_parser().parse_args(made.grade_arguments), GRADE)
+        options = made.grade_options()
         node = node_name()
         env = dict(os.environ) | {"PYTHONDONTWRITEBYTECODE": "1",
                                   timing_lock.LOCK_DIR: str(out / batch.TIMING_LOCK / node)}
@@ -385,8 +388,8 @@ def collect(manifest: Path) -> Path:
             outcomes.append(outcome if outcome.status == "failed" else batch.StudentOutcome(student, "graded"))
         else:
             outcomes.append(batch.StudentOutcome(student, "skipped", detail="already graded"))
-    options = GradingOptions.from_args(_grade_parser().parse_args(made.grade_arguments), GRADE)
-    return publish_class(out, outcomes, made.class_term(), hidden_visibility=options.hidden_visibility).page
+    return publish_class(out, outcomes, made.class_term(),
+                         hidden_visibility=made.grade_options().hidden_visibility).page
 
 
 def main(argv: list[str] | None = None) -> int:

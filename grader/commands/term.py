@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 
 from grader.commands.publish import Publication, class_term, publish_class
+from grader.core.cells import as_data
 from grader.core.errors import ShardlabError
-from grader.course import adjustments as adjustments_file, catalog, roster
+from grader.core.options import DEFAULTS
+from grader.course import adjustments as adjustments_file, catalog, roster, term as course_file
 from grader.course.adjustments import Adjustment
 from grader.course.term import Course
 from grader.grading import batch, spreadsheet
 from grader.grading.standing import Standing
 from grader.reports import lms_export
+from grader.reports.text import printable
 
 
 class TermCommandError(ShardlabError):
@@ -39,7 +42,7 @@ def class_outcomes(out: Path) -> list[batch.StudentOutcome]:
     if grades.is_file():
         with grades.open(newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle):
-                student = (row.get("student") or "").removeprefix("'")   # written neutralized
+                student = as_data(row.get("student") or "")   # written neutralized
                 if student and student not in outcomes:
                     why = (row.get("status") or "").removeprefix("not graded: ")
                     outcomes[student] = batch.StudentOutcome(student, batch.REFUSED, detail=why)
@@ -114,27 +117,22 @@ def export_grades(out: Path, course: Course, *, canvas: Path | None, long: Path 
 
 def load_course(args, command: str):
     """The course --course names (or the current folder's course.toml); None after saying why it cannot be read."""
-    from grader.core.errors import ShardlabError
-    from grader.course import term
-
     try:
-        return term.load(args.course)
+        return course_file.load(args.course)
     except ShardlabError as exc:
         print(f"shardlab {command}: {exc}", file=sys.stderr)
         return None
 
 
 def course_check_command(args) -> int:
-    from grader.course import adjustments, term
-
     course = load_course(args, "course check")
     if course is None:
         return 2
-    for line in term.describe(course):
+    for line in course_file.describe(course):
         print(line)
     try:
-        found = adjustments.load(course.adjustments)
-    except adjustments.AdjustmentsError as exc:
+        found = adjustments_file.load(course.adjustments)
+    except adjustments_file.AdjustmentsError as exc:
         print(f"shardlab course check: {exc}", file=sys.stderr)
         return 2
     if course.adjustments is not None:
@@ -144,11 +142,6 @@ def course_check_command(args) -> int:
 
 
 def override_command(args) -> int:
-    from grader.commands.term import TermCommandError, make_adjustment, record_override
-    from grader.core.errors import ShardlabError
-    from grader.core.options import DEFAULTS
-    from grader.reports.text import printable
-
     course = load_course(args, "override")
     if course is None:
         return 2
@@ -156,7 +149,7 @@ def override_command(args) -> int:
         adjustment = make_adjustment(args.student, args.exercise, args.test, args.set, args.add, args.reason, args.by)
         published = record_override(args.out, course, adjustment,
                                     course.hidden_visibility or DEFAULTS.hidden_visibility)
-    except (TermCommandError, ShardlabError) as exc:
+    except ShardlabError as exc:
         print(f"shardlab override: {exc}", file=sys.stderr)
         return 2
     for problem in published.problems:
@@ -170,10 +163,6 @@ def override_command(args) -> int:
 
 
 def export_command(args) -> int:
-    from grader.commands.term import export_grades
-    from grader.core.errors import ShardlabError
-    from grader.reports.text import printable
-
     course = load_course(args, "export")
     if course is None:
         return 2

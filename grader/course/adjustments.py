@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.cells import as_data
 from grader.core.errors import FileProblems
 from grader.course import catalog
 
@@ -43,12 +44,6 @@ class Adjustment:
         what = f"set to {self.set:g}" if self.set is not None else f"{self.add:+g} points"
         on = f"{self.test}: " if self.test else ""
         return f"{on}{what} by {self.by}: {self.reason}"
-
-
-def _data(value: object) -> str:
-    """A cell as text, without the quote a spreadsheet-safe writer put before a formula-like start."""
-    text = value.strip() if isinstance(value, str) else ""
-    return text[1:] if text[:1] == "'" and text[1:2] in ("=", "+", "-", "@") else text
 
 
 def _number(text: str, column: str, line: int, problems: list[str]) -> float | None:
@@ -77,7 +72,8 @@ def parse(text: str, path: Path | str = "adjustments.csv") -> list[Adjustment]:
     found = []
     for row in reader:
         line = reader.line_num
-        row = {(key or "").strip(): _data(value) for key, value in row.items()}
+        row = {(key or "").strip(): as_data(value.strip()) if isinstance(value, str) else ""
+               for key, value in row.items()}
         if not any(row.values()):
             continue
         try:

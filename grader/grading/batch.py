@@ -16,7 +16,6 @@ while one is being timed.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import signal
 import subprocess
@@ -31,12 +30,11 @@ from pathlib import Path
 import psutil
 
 from grader.core.options import GRADE, GradingOptions
-from grader.core.results import MalformedResult
 from grader.course.adjustments import Adjustment
 from grader.course.devices import cores
 from grader.course.term import Course, default_course
 from grader.grading import lateness, process, spreadsheet
-from grader.grading.results import GradingResults
+from grader.grading.results import GradingResults, read_report
 from grader.grading.standing import Standing, standing
 from grader.harness import timing_lock
 from grader.worker import cgroups
@@ -124,11 +122,8 @@ class ClassTerm:
     def standing(self, report: Path, student: str) -> Standing | None:
         """`student`'s grade from their report.json: its late penalties judged again by this course (an extension
         granted since counts) and the adjustments applied; None when there is no report to read."""
-        try:
-            results = GradingResults.from_dict(json.loads(Path(report).read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, MalformedResult):
-            return None
-        return standing(self.judged(results, student), list(self.adjustments), student)
+        results = read_report(report)
+        return None if results is None else standing(self.judged(results, student), list(self.adjustments), student)
 
     def judged(self, results: GradingResults, student: str) -> GradingResults:
         """`results` with this course's late penalties, from the submission time it records."""

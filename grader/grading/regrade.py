@@ -9,24 +9,16 @@ when, and its score before and after.
 from __future__ import annotations
 
 import dataclasses
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.core.results import MalformedResult
-from grader.grading.results import GradingResults, Regrade
+from grader.grading.results import GradingResults, Regrade, read_report
 
 
 def earlier_report(out: Path, submission: str) -> GradingResults | None:
     """The report a grading of the same submission left in `out`, if any (another's, or an unreadable one: None)."""
-    path = Path(out) / "report.json"
-    try:
-        earlier = GradingResults.from_dict(json.loads(path.read_text()))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError, MalformedResult):
-        return None
-    return earlier if Path(earlier.submission).name == Path(submission).name else None
+    earlier = read_report(Path(out) / "report.json")
+    return earlier if earlier is not None and Path(earlier.submission).name == Path(submission).name else None
 
 
 def merge(earlier: GradingResults, new: GradingResults, *, partial: bool, at: datetime | None = None) -> GradingResults:

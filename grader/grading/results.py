@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from grader.core.bounds import GRADING_CHARS, MESSAGE_CHARS, NAME_CHARS, PROBLEM_CHARS, PROBLEMS, clipped
@@ -177,6 +179,15 @@ class GradingResults:
                    data.get("output", ""), data.get("duration", 0.0), data.get("visible_only", False),
                    data.get("ignored", []), TermRecord.from_dict(term) if term else None,
                    [Regrade.from_dict(r) for r in data.get("regrades", ())])
+
+
+def read_report(path: Path) -> GradingResults | None:
+    """The grading a report.json holds; None when there is none, or it cannot be read (the caller says what
+    that means: not graded yet, or nothing earlier to keep)."""
+    try:
+        return GradingResults.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):   # MalformedResult is a ValueError
+        return None
 
 
 _SMALLEST_CUT = 1_000   # a cut test keeps at least this much: the start of its message and the note

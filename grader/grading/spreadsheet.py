@@ -2,10 +2,9 @@
 spreadsheet reads its cells as data, never as formulas.
 
 Student names come from LMS exports, so from students: a folder named `=HYPERLINK(...)` or `@SUM(1+9)*cmd|x`
-would become a formula when an instructor opens grades.csv. As OWASP advises against CSV injection, a text cell
-that starts with =, +, -, @, a tab or a carriage return gets a leading single quote (spreadsheets show the rest
-as text), and every text cell is quoted. Numbers (the scores) are written as numbers, never changed: a number
-cell cannot hold a formula, and a negative number is data, not an expression.
+would become a formula when an instructor opens grades.csv. A text cell that starts like a formula gets a leading
+single quote (grader.core.cells), and every text cell is quoted. Numbers (the scores) are written as numbers,
+never changed: a number cell cannot hold a formula, and a negative number is data, not an expression.
 """
 
 from __future__ import annotations
@@ -16,15 +15,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def as_text(value: object) -> object:
-    """A cell's value as written: text a spreadsheet would read as a formula behind a single quote; numbers
-    and other text as they are."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
+from grader.core.cells import as_text
 
 
 def write_csv(path: Path, columns: list[str], rows: Iterable[Mapping[str, object]]) -> Path:

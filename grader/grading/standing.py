@@ -11,7 +11,7 @@ stays within 0 and the exercise's points.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from grader.course.adjustments import Adjustment
 from grader.course.term import Lateness
@@ -113,9 +113,3 @@ def standing(results: GradingResults, adjustments: list[Adjustment] = (), studen
                       for ex in results.exercises.values())
     return Standing(student, exercises, tuple(problems))
 
-
-@dataclass
-class ClassStandings:
-    """Every graded student's standing, by name, with the problems of the adjustments file as a whole."""
-    students: dict[str, Standing] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)

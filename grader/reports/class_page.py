@@ -30,7 +30,7 @@ from grader.reports import pictures
 from grader.reports.feedback_page import FILE_NAME as FEEDBACK, badge, score_class
 from grader.reports.files import write_atomically
 from grader.reports.html import Markup, document, element
-from grader.reports.text import points, printable, verdict
+from grader.reports.text import points, printable, signed_points, verdict
 
 FILE_NAME = "index.html"
 FAILING = frozenset({Category.FAILED, Category.ERROR, Category.TIMEOUT, Category.CRASHED})
@@ -233,7 +233,7 @@ def students_table(tallies: ClassTallies, exercises: list[ExerciseTally]) -> Mar
             parts = [element("td", points(s.raw), class_="num", data_raw=points(s.raw)),
                      element("td", f"-{points(s.penalty)}" if s.penalty else "", class_="num",
                              data_penalty=points(s.penalty)),
-                     element("td", f"{'+' if s.override >= 0 else '-'}{points(abs(s.override))}" if s.override else "",
+                     element("td", signed_points(s.override) if s.override else "",
                              class_="num", data_override=points(s.override))] if changed else []
         else:
             total = element("td", "-", class_="num")

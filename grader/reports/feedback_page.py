@@ -34,6 +34,7 @@ from grader.reports.text import (
     reachable,
     score_text,
     shown_when,
+    signed_points,
     speedup_figures,
     standing_reasons,
     visible_share,
@@ -250,7 +251,7 @@ def grade_table(standing: Standing) -> Markup:
     rows = [element("tr", element("td", element("a", e.id, href=f"#{e.id}")),
                     element("td", points(e.raw), class_="num"),
                     element("td", f"-{points(e.penalty)}" if e.penalty else "", class_="num"),
-                    element("td", f"{e.override:+.2f}".rstrip("0").rstrip(".") if e.adjustments else "", class_="num"),
+                    element("td", signed_points(e.override) if e.adjustments else "", class_="num"),
                     element("td", f"{points(e.final)}/{points(e.max_score)}", class_="num"),
                     element("td", "; ".join(standing_reasons(e))), data_exercise=e.id)
             for e in standing.exercises]

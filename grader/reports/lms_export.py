@@ -45,9 +45,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.cells import as_text
 from grader.course.roster import Roster, RosterEntry
 from grader.course.term import Assignment, Course
-from grader.grading.spreadsheet import as_text, write_csv
+from grader.grading.spreadsheet import write_csv
 from grader.grading.standing import ExerciseStanding, Standing
 
 CANVAS_STUDENT_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")

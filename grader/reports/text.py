@@ -138,6 +138,11 @@ def shown_when(visibility: str) -> str:
     return SHOWN_WHEN[visibility]
 
 
+def signed_points(value: float) -> str:
+    """2 -> "+2", -3.5 -> "-3.5": points added or taken off."""
+    return ("-" if value < 0 else "+") + points(abs(value))
+
+
 def changes_score(standing) -> bool:
     """Whether a grader.grading.standing.Standing differs from what the tests gave: a late penalty or an
     adjustment."""
@@ -150,7 +155,7 @@ def standing_words(exercise) -> str:
     if exercise.penalty:
         parts.append(f"-{points(exercise.penalty)} late")
     if exercise.adjustments:
-        parts.append(f"{'+' if exercise.override >= 0 else '-'}{points(abs(exercise.override))} adjusted")
+        parts.append(f"{signed_points(exercise.override)} adjusted")
     return ", ".join(parts) + f": {points(exercise.final)}/{points(exercise.max_score)}"
 
 

@@ -19,6 +19,7 @@ import pytest
 
 import grader
 from grader.commands import slurm
+from grader.core import cells
 from grader.course import catalog
 from grader.grading import batch, spreadsheet
 from grader.grading.batch import find_submissions, student_folder
@@ -60,8 +61,8 @@ def read_grades(out: Path) -> dict[str, dict[str, str]]:
         rows = list(csv.DictReader(handle))
     for row in rows:
         for value in row.values():
-            assert not value.startswith(spreadsheet.FORMULA_STARTS), f"a formula cell: {value!r} in {row}"
-    return {row["student"][1:] if row["student"][1:].startswith(spreadsheet.FORMULA_STARTS) else row["student"]: row
+            assert not value.startswith(cells.FORMULA_STARTS), f"a formula cell: {value!r} in {row}"
+    return {row["student"][1:] if row["student"][1:].startswith(cells.FORMULA_STARTS) else row["student"]: row
             for row in rows}
 
 
@@ -111,7 +112,7 @@ def test_text_cells_a_spreadsheet_would_run_are_text_and_numbers_stay_numbers(tm
     path = spreadsheet.write_csv(tmp_path / "x.csv", ["student", "total"], rows)
     raw = path.read_bytes().decode("utf-8")
     read = list(csv.DictReader(io.StringIO(raw, newline="")))
-    assert [row["student"] for row in read] == [("'" + t if t.startswith(spreadsheet.FORMULA_STARTS) else t)
+    assert [row["student"] for row in read] == [("'" + t if t.startswith(cells.FORMULA_STARTS) else t)
                                                 for t in texts]
     # Numbers are written as numbers, unquoted, a negative one too (data, never an expression); text is quoted.
     assert [float(row["total"]) for row in read] == numbers

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.cells import FORMULA_STARTS
 from grader.course import roster as roster_module, term
 from grader.course.adjustments import Adjustment
 from grader.course.roster import Roster, RosterError
 from grader.course.term import Lateness
-from grader.grading.spreadsheet import FORMULA_STARTS
 from grader.grading.standing import ExerciseStanding, Standing
 from grader.reports import lms_export
 
