@@ -16,10 +16,10 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from grader.cluster.driver import load_driver
+from grader.cluster.run import run_cluster
 from grader.course import catalog
-from grader.worker import confinement
-from grader.worker.cluster import run_cluster
-from grader.worker.cluster_driver import load_driver
+from grader.sandbox import confinement
 
 EX12 = catalog.get("ex12_multi_controller")
 DRIVER = load_driver(EX12.tests_dir() / "driver.py")

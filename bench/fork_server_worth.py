@@ -4,7 +4,7 @@ without (grader.worker.supervisor.FORK_SERVER off: every replaced worker starts 
 The two ways alternate submission by submission, so the machine's load falls on both alike.
 
 The batch: copies of the reference, the corpus's submissions that hold the exercises
-(tests/grader/submissions/), and attacks of tests/grader/test_hostile.py's kind that cost workers:
+(tests/grader/submissions/), and attacks of tests/grader/hostile/test_corpus.py's kind that cost workers:
 a crash in one call, in every call, at import; an endless loop; a protocol break; a daemon left behind.
 Each harness counts the sandboxes it started and the workers it forked (a worker per sandbox without
 the fork server), and the bench prints per submission and in all: seconds both ways, and the ratio.
@@ -58,15 +58,15 @@ HARNESS = textwrap.dedent("""
 
 
 def _hostile_corpus():
-    """tests/grader/test_hostile.py, for its way of writing an attack into a module (`wrap`)."""
-    spec = importlib.util.spec_from_file_location("shardlab_hostile_corpus", CORPUS.parent / "test_hostile.py")
+    """tests/grader/hostile/test_corpus.py, for its way of writing an attack into a module (`wrap`)."""
+    spec = importlib.util.spec_from_file_location("shardlab_hostile_corpus", CORPUS.parent / "hostile" / "test_corpus.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def wrap(function: str, condition: str, action: str) -> str:
-    """test_hostile's wrap (n: the function's first positional argument), with the modules the actions use."""
+    """test_corpus's wrap (n: the function's first positional argument), with the modules the actions use."""
     return "\nimport os, sys\n" + _hostile_corpus().wrap(function, condition, action)
 
 
@@ -83,7 +83,7 @@ BREAK = textwrap.dedent("""
 
 def attacks(exercise: str) -> dict[str, str]:
     """Hostile variants of the reference's module for `exercise`: what each appends to it. The attacks on
-    one call are test_hostile.py's, on ex01's make_data_mesh (other exercises keep the reference)."""
+    one call are tests/grader/hostile/test_corpus.py's, on ex01's make_data_mesh (other exercises keep the reference)."""
     names = [line[4:line.index("(")] for line in (SOLUTIONS / MODULES[exercise]).read_text().splitlines()
              if line.startswith("def ")]
     daemon = ("import subprocess; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.worker import confinement
+from grader.sandbox import confinement
 from grader.worker.stand_in import RemoteModule
 from grader.worker.supervisor import Worker
 

@@ -150,7 +150,7 @@ class GradingOptions:
         commands=EVERY_COMMAND, type=memory_gib, metavar="GIB", report="limits.worker_memory_bytes",
         to_report=_gib_to_limit,
         harness=HarnessOption("--worker-memory", "with --isolate: the worker's address-space limit, 0 for none "
-                                                 "(default: grader.worker.confinement.WorkerLimits; `shardlab "
+                                                 "(default: grader.sandbox.confinement.WorkerLimits; `shardlab "
                                                  "grade --memory-limit` sets it)",
                               type=int, metavar="BYTES", to_harness=_gib_to_bytes, from_harness=_bytes_to_gib))
     isolation: str = option(

@@ -74,7 +74,7 @@ def force_host_devices(count: int = HOST_DEVICES) -> None:
     if _FLAG not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {_FLAG}={count}".strip()
     # One request, in XLA_FLAGS: JAX_NUM_CPU_DEVICES (checked above: `count` too) would win over the XLA_FLAGS a
-    # child given this environment sets for another count (ex12's srun tasks, grader.worker.cluster_srun).
+    # child given this environment sets for another count (ex12's srun tasks, grader.cluster.srun).
     os.environ.pop(NUM_CPU_DEVICES, None)
     # The course grades on host devices; a machine with an accelerator can opt in with JAX_PLATFORMS.
     os.environ.setdefault("JAX_PLATFORMS", "cpu")

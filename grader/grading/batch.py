@@ -37,7 +37,7 @@ from grader.grading import lateness, process, spreadsheet
 from grader.grading.results import GradingResults, read_report
 from grader.grading.standing import Standing, standing
 from grader.harness import timing_lock
-from grader.worker import cgroups
+from grader.sandbox import cgroups
 
 # OUT's layout, declared once: the batch's own files at the top, every student's files below STUDENTS.
 STUDENTS = "students"

@@ -75,7 +75,7 @@ def _size(path: Path) -> int:
 def refuse_if_visible(folder: Path, readable: list[Path]) -> None:
     """The cache must not lie inside anything a worker reads (the grader package, Python, the system,
     the submission): raise ValueError naming the problem."""
-    from grader.worker.confinement import SYSTEM_PATHS, python_paths
+    from grader.sandbox.confinement import SYSTEM_PATHS, python_paths
 
     real = Path(os.path.realpath(folder))
     for seen in [*map(Path, SYSTEM_PATHS), *map(Path, python_paths()), *readable]:

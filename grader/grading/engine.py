@@ -38,7 +38,7 @@ from grader.grading.results import GradingResults, score_exercise
 from grader.grading.submission import PreparedSubmission, cleanup, prepare_submission
 from grader.harness import time_limits as time_limits_module, timing_lock
 from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits
-from grader.worker import cgroups, confinement
+from grader.sandbox import cgroups, confinement
 from grader.worker.failures import describe_death
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core.errors import ShardlabError
-from grader.worker import confinement
+from grader.sandbox import confinement
 
 PROBE_SECONDS = 120.0   # jax's import and backend start take 1-3 s; a loaded machine, many times that
 
@@ -30,7 +30,7 @@ import json, resource
 from grader.course.devices import force_host_devices
 force_host_devices()
 import jax, jax.numpy as jnp
-import grader.course.implementations, grader.worker.main, grader.worker.protocol, grader.worker.zygote
+import grader.course.implementations, grader.worker.request_loop, grader.worker.protocol, grader.worker.zygote
 mesh = jax.make_mesh((jax.device_count(),), ("d",))
 x = jax.device_put(jnp.arange(8.0 * jax.device_count()), jax.NamedSharding(mesh, jax.P("d")))
 total = float(jax.jit(lambda a: (2 * a).sum())(x))

@@ -31,11 +31,11 @@ from grader.core.options import (  # noqa: F401  (the memory constants: for call
 from grader.core.results import TestMeta, TestResult
 from grader.harness import events, runner, timing_lock
 from grader.harness.time_limits import FALLBACK_SECONDS
-from grader.worker.confinement import (
+from grader.sandbox.confinement import (
     become_subreaper,  # noqa: F401  (for callers)
     reap_orphans,
 )
-from grader.worker.containment import launcher
+from grader.sandbox.restrictions import launcher
 
 
 @dataclass(frozen=True)

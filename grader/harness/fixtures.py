@@ -42,8 +42,8 @@ class ProcessRuns:
         self._runs: dict[tuple, object] = {}
 
     def get(self, session, exercise, driver_path, **options):
-        from grader.worker.cluster import LIMIT_SECONDS, run_cluster
-        from grader.worker.cluster_driver import load_driver
+        from grader.cluster.driver import load_driver
+        from grader.cluster.run import LIMIT_SECONDS, run_cluster
 
         driver = load_driver(driver_path)   # the course's, beside the exercise's tests
         path = session.impl / exercise.module_file
@@ -67,9 +67,9 @@ PROCESS_RUNS = ProcessRuns()
 
 @pytest.fixture(scope="session")
 def run_processes(request):
-    """run(exercise, driver_path, processes=2, devices_per_process=4) -> grader.worker.cluster.ClusterRun:
+    """run(exercise, driver_path, processes=2, devices_per_process=4) -> grader.cluster.run.ClusterRun:
     the exercise's module run by several processes (a multi-process exercise), each running the exercise's
-    driver (driver_path: a file beside its tests, see grader.worker.cluster_driver), confined like the
+    driver (driver_path: a file beside its tests, see grader.cluster.driver), confined like the
     worker with --isolate, in a plain process tree of its own otherwise, or as one srun step's tasks with
     --launcher srun. Each configuration runs once; a run that failed to start raises again in every test
     that asks for it."""

@@ -39,6 +39,6 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     if config.getoption("--launcher") == "srun" and config.getoption("--isolate"):
-        from grader.worker.cluster_srun import NOT_WITH_ISOLATION
+        from grader.cluster.srun import NOT_WITH_ISOLATION
 
         raise pytest.UsageError(NOT_WITH_ISOLATION)

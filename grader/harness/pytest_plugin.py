@@ -54,7 +54,7 @@ def pytest_configure(config):
     isolation = None
     if config.getoption("--isolate"):
         from grader.checks import inputs
-        from grader.worker import confinement
+        from grader.sandbox import confinement
 
         inputs.use_secret()   # before the tests are imported: what they draw, the student cannot foresee
 

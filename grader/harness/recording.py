@@ -111,7 +111,7 @@ def pytest_sessionfinish(session):
 def _isolation_report(level) -> dict:
     if level is None:
         return {"level": "in-process", "detail": "the implementation ran inside the test process"}
-    from grader.worker import confinement
+    from grader.sandbox import confinement
 
     return confinement.describe(level)
 

@@ -59,7 +59,7 @@ class HarnessSession:
     def worker_limits(self):
         """The limits of every process that runs the student's code: the worker, and each process of a run of
         several (--worker-memory, from --memory-limit)."""
-        from grader.worker.confinement import WorkerLimits, worker_limits
+        from grader.sandbox.confinement import WorkerLimits, worker_limits
 
         return WorkerLimits() if self.worker_memory is None else worker_limits(self.worker_memory)
 

@@ -1,1 +1,2 @@
-"""The untrusted side: the worker process that runs a student's module, its confinement, and the protocol it speaks."""
+"""The worker: the process that imports a student's module and answers the harness's requests, its zygote, the
+supervisor that starts and watches it, and the protocol they speak."""

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import psutil
 
-from grader.worker import confinement, protocol
+from grader.sandbox import confinement
+from grader.worker import protocol
 from grader.worker.failures import WorkerBrokeProtocol, WorkerCrashed, WorkerFailure, WorkerTimeout, describe_death
 
 STARTUP_SECONDS = 120.0          # a confined Python importing jax (a new zygote)

@@ -12,7 +12,7 @@ SOCK_SEQPACKET pair:
     harness -> zygote: b"<n>" with two fds, worker n's request-read and response-write pipe ends
     zygote -> harness: b"ready" once imported; b"exit <n> <status>" when worker n has ended
 
-Each worker is a forked child running grader.worker.main.serve on its pipes; it inherits the zygote's
+Each worker is a forked child running grader.worker.request_loop.serve on its pipes; it inherits the zygote's
 namespaces, limits, user, Landlock domain, session and process group. Under bubblewrap the zygote is
 the pid namespace's init (bwrap --as-pid-1), so no worker can kill or stop it; elsewhere one can (same
 user), and the next worker then starts cold. The zygote is a child subreaper, so a worker's
@@ -31,14 +31,14 @@ import traceback
 from pathlib import Path
 
 from grader.course.devices import force_host_devices
-from grader.worker.launch import _libc
+from grader.sandbox.launch import load_libc
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 
 def _prctl(option: int, value: int) -> None:
-    if _libc().prctl(option, value, 0, 0, 0) != 0:
+    if load_libc().prctl(option, value, 0, 0, 0) != 0:
         raise OSError(f"prctl({option}, {value}) failed")
 
 
@@ -52,12 +52,12 @@ def _become_worker(control: socket.socket, fds: list[int], folder: Path) -> None
         signal.signal(signal.SIGINT, signal.default_int_handler)   # as in any Python
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         _prctl(PR_SET_DUMPABLE, 1)   # as a fresh worker: its own /proc entries readable by itself
-        from grader.worker import main as worker_main
+        from grader.worker import request_loop
 
         # What the student's code may look at is the process a worker started on its own would be.
-        sys.modules["__main__"] = worker_main
-        sys.argv = [worker_main.__file__, str(fds[0]), str(fds[1]), str(folder)]
-        code = worker_main.serve(fds[0], fds[1], folder)
+        sys.modules["__main__"] = request_loop
+        sys.argv = [request_loop.__file__, str(fds[0]), str(fds[1]), str(folder)]
+        code = request_loop.serve(fds[0], fds[1], folder)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     except BaseException:
@@ -129,7 +129,7 @@ def main(argv: list[str]) -> int:
     import numpy  # noqa: F401
 
     from grader.course import implementations  # noqa: F401
-    from grader.worker import main as worker_main, protocol  # noqa: F401
+    from grader.worker import protocol, request_loop  # noqa: F401
 
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     # Not dumpable: a worker (same user) cannot ptrace this process or read its memory, so it cannot

@@ -28,3 +28,56 @@ def test_the_readme_draws_the_layers_in_the_contracts_order():
 def test_every_grader_package_is_a_layer():
     packages = {p.name for p in (paths.REPO_ROOT / "grader").iterdir() if (p / "__init__.py").is_file()}
     assert packages | {"cli"} == {name for layer in contract_layers() for name in layer}
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Each grader module -> the grader modules it imports, lazily or not (grimp, import-linter's own graph)."""
+    import grimp
+
+    graph = grimp.build_graph("grader")
+    return {m: {i for i in graph.find_modules_directly_imported_by(m) if i != m} for m in graph.modules}
+
+
+def test_no_module_imports_itself_back():
+    """No circle of imports, through lazy imports too: each module sits above all it imports."""
+    imports = module_imports()
+    state: dict[str, str] = {}
+    circles = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for name in sorted(imports.get(module, ())):
+            if state.get(name) == "open":
+                circles.append(" -> ".join([*path[path.index(name):], name]))
+            elif name not in state:
+                visit(name, [*path, name])
+        state[module] = "done"
+
+    for module in sorted(imports):
+        if module not in state:
+            visit(module, [module])
+    assert circles == []
+
+
+def test_no_private_name_is_imported_across_modules():
+    """A name with a leading underscore is its module's own: no other grader module imports it or reaches it
+    through the module (`module._name`)."""
+    import ast
+
+    found = []
+    for path in sorted((paths.REPO_ROOT / "grader").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        modules = set()   # local names bound to grader modules
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader"):
+                for alias in node.names:
+                    if alias.name.startswith("_"):
+                        found.append(f"{path.name}: from {node.module} import {alias.name}")
+                    modules.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                modules |= {a.asname or a.name for a in node.names if a.name.startswith("grader")}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                found.append(f"{path.name}: {node.value.id}.{node.attr}")
+    assert found == []

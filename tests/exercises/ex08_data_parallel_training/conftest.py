@@ -163,7 +163,7 @@ def check_program():
 # Against every device training on the whole batch, a data-parallel step does 1/n of the work plus
 # one all-reduce of the gradients (about 2 ms on these host devices), so it stays below ex04's layer.
 # Measured on SPEED_SIZES at 8 devices, 2 cores shared with other jobs, with the hidden tests' batch of
-# 16384: the reference 5.7x to 7.1x, replicated work 0.8x to 1.0x (tests/grader/test_speedup_flakes.py);
+# 16384: the reference 5.7x to 7.1x, replicated work 0.8x to 1.0x (tests/grader/checks/test_speedup_flakes.py);
 # with the visible test's 8192 (load average 6 on 2 cores), the reference 4.2x to 6.2x over 8 runs and
 # replicated work 0.9x to 1.1x over 6. 0.4 of n (3.2x) leaves room for a loaded machine and none for
 # replicated work.

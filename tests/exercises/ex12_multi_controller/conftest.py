@@ -5,7 +5,7 @@ What the processes do is this exercise's driver (driver.py, beside this file). E
 only its own rows, drawn at random per run by the harness (run.inputs, the driver's Inputs): a sum or a
 gather that is right in every process went through the processes' collectives. Nothing a process reports
 counts unless the grader saw it join the others through the grader's own coordinator (run.result
-raises otherwise; see grader.worker.cluster). The layout of the array global_from_local built is
+raises otherwise; see grader.cluster.run). The layout of the array global_from_local built is
 judged here from the blocks every process reports, and its rows, drawn for that call only, must come
 back whole in every process when the grader gathers that array."""
 
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from grader.checks import compare
-from grader.worker.cluster import ClusterRun
-from grader.worker.cluster_driver import load_driver
+from grader.cluster.driver import load_driver
+from grader.cluster.run import ClusterRun
 
 DRIVER = Path(__file__).with_name("driver.py")
 USE_STEP = load_driver(DRIVER).module.USE_STEP

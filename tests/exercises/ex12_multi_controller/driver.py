@@ -1,4 +1,4 @@
-"""ex12's driver (grader.worker.cluster_driver says what a driver is): what the harness gives each of the
+"""ex12's driver (grader.cluster.driver says what a driver is): what the harness gives each of the
 run's processes, and what each process does with the student's module.
 
 Every process calls initialize, then takes part in the grader's own collective over every device of every
@@ -128,7 +128,7 @@ def describe_number(value) -> dict:
 
 
 def run(process) -> None:
-    """grader.worker.cluster_process.Process `process`: the student's functions, in the exercise's order."""
+    """grader.cluster.process.Process `process`: the student's functions, in the exercise's order."""
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 

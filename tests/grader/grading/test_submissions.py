@@ -1,0 +1,95 @@
+"""Submissions written from the exercise contract alone (the docstrings): a correct one unlike the
+reference gets every test; each wrong one fails exactly the tests of the rule it breaks
+(tests/grader/submissions/expectations).
+
+Each is run both ways: in-process (a student's `shardlab check`) and isolated (the module in a confined
+worker, as grading runs it); honest code must get the same verdict on every test both ways.
+
+The two routes run side by side with the timing checks off (`--timing=skip`: a speed test still checks
+its values, then skips), so that neither measures under the other's load. Whether the speed thresholds
+pass the reference and fail replicated work is shown alone, and repeatedly, by test_speedup_flakes."""
+
+import ast
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from grader.course import catalog
+from grader.harness.runner import run_tests
+
+SUBMISSIONS = Path(__file__).parents[1] / "submissions"
+
+
+def expectations() -> dict[str, dict[str, set[str]]]:
+    """{folder: {exercise id: names of the tests that must fail}}"""
+    found: dict[str, dict[str, set[str]]] = {}
+    for path in sorted((SUBMISSIONS / "expectations").glob("*.json")):
+        exercise = catalog.get(path.stem)
+        for folder, failing in json.loads(path.read_text()).items():
+            found.setdefault(folder, {})[exercise.id] = set(failing)
+    return found
+
+
+def test_every_submission_module_has_expectations():
+    listed = {(folder, ex) for folder, by_ex in expectations().items() for ex in by_ex}
+    on_disk = {(p.parent.name, p.stem) for p in SUBMISSIONS.glob("*/ex*.py")}
+    assert on_disk == listed
+
+
+def visible_functions(exercise: catalog.Exercise) -> set[str]:
+    tree = ast.parse((exercise.tests_dir() / "test_visible.py").read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+
+
+def test_every_wrong_submission_fails_a_visible_test():
+    """A student's own check tells them: every design the corpus holds that breaks a rule fails a visible test
+    (test_submission_scores_as_expected_both_ways shows it does, with grading's message)."""
+    unseen = [f"{folder}/{exercise}: fails only {sorted(failing)}"
+              for folder, by_exercise in expectations().items() for exercise, failing in by_exercise.items()
+              if failing and not failing & visible_functions(catalog.get(exercise))]
+    assert not unseen, "\n".join(unseen)
+
+
+ROUTES = {"in-process": (), "isolated": ("--isolate",)}
+
+
+def check_expectations(folder: str, run, expected: dict[str, set[str]]) -> list[str]:
+    failed_names: dict[str, set[str]] = {ex: set() for ex in expected}
+    problems = []
+    for result in run.results:
+        must_fail = result.function in expected[result.exercise]
+        if not result.earns:   # skipped earns: a speed test, values right
+            failed_names[result.exercise].add(result.function)
+            if not must_fail or result.category != "failed":
+                problems.append(f"{result.nodeid}: {result.category}: {result.message[:400]}")
+    for exercise, names in expected.items():
+        missed = names - failed_names[exercise]
+        problems += [f"{exercise}: {name} should have failed for {folder}" for name in sorted(missed)]
+    return problems
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", ["reference", *sorted(expectations())])
+def test_submission_scores_as_expected_both_ways(folder):
+    expected = expectations().get(folder) or {e.id: set() for e in catalog.EXERCISES}
+    source = "reference" if folder == "reference" else SUBMISSIONS / folder
+    tests = [catalog.get(ex).tests_dir() for ex in expected]
+    # The reference's in-process verdicts are this session's own tests/exercises run (and dev-check's):
+    # all passed. So here it runs isolated only, where it must pass everything too.
+    routes = {"isolated": ROUTES["isolated"]} if folder == "reference" else ROUTES
+    with ThreadPoolExecutor(len(routes)) as pool:
+        futures = {route: pool.submit(run_tests, source, tests=tests, timing="skip", extra_args=args)
+                   for route, args in routes.items()}
+    runs = {route: future.result() for route, future in futures.items()}
+    problems = []
+    for route, run in runs.items():
+        assert run.results, f"{route}: {run.output[-2000:]}"
+        problems += [f"{route}: {p}" for p in check_expectations(folder, run, expected)]
+    if len(runs) == 2:
+        verdicts = {route: {r.nodeid: r.category for r in run.results} for route, run in runs.items()}
+        inside, isolated = verdicts["in-process"], verdicts["isolated"]
+        problems += [f"{nodeid}: {inside[nodeid]} in-process, {isolated.get(nodeid)} isolated"
+                     for nodeid in inside if inside[nodeid] != isolated.get(nodeid)]
+    assert not problems, "\n".join(problems)
