@@ -8,106 +8,16 @@ import sys
 from pathlib import Path
 
 from grader.core.options import CALIBRATE, GRADE, GRADE_BATCH, add_arguments
-from grader.course import catalog, paths
+from grader.course import paths
 
 
-def _cmd_check(args) -> int:
-    from grader.commands import student
-
-    return student.check_command(args.exercise, impl=args.impl, all_exercises=args.all,
-                                 html=True if args.html == "" else args.html or False, launcher=args.launcher)
-
-
-def _cmd_list(args) -> int:
-    from grader.commands import student
-
-    return student.list_command(impl=args.impl)
-
-
-def _cmd_stubs(args) -> int:
-    from grader.course import stubs
-
-    if args.check:
-        from grader.commands.devcheck import Findings, check_stubs_current
-
-        findings = Findings()
-        check_stubs_current(findings)
-        for problem in findings.problems:
-            print(problem)
-        return 0 if findings.ok else 1
-    changed = stubs.write_stubs()   # main refuses it in a handout, which has no solutions/
-    for path in changed:
-        print(f"wrote {path.relative_to(paths.REPO_ROOT)}")
-    if not changed:
-        print("exercises/ is up to date")
-    return 0
-
-
-def _course_file(path: Path | None):
-    """The course of a course file (--course, or the current folder's course.toml); None without one (the
-    builds then package the whole catalog, as before). A course file that cannot be read is a ShardlabError."""
-    from grader.course import term
-
-    found = path or term.find()
-    return term.load(found) if found else None
-
-
-def _cmd_release(args) -> int:
-    from grader.core.errors import ShardlabError
-    from grader.platforms.handout import build_handout
-
-    try:
-        out = build_handout(args.out, course_name=args.course_name, force=args.force, course=_course_file(args.course))
-    except ShardlabError as exc:
-        print(f"shardlab release: {exc}", file=sys.stderr)
-        return 1
-    print(f"wrote the student handout to {out}: no solution and no hidden test in it")
-    return 0
-
-
-def _cmd_gradescope_build(args) -> int:
-    from grader.core.errors import ShardlabError
-    from grader.platforms.gradescope import build_gradescope_zip
-
-    try:
-        path = build_gradescope_zip(args.out_zip, course=_course_file(args.course))
-    except ShardlabError as exc:
-        print(f"shardlab gradescope build: {exc}", file=sys.stderr)
-        return 1
-    print(f"wrote {path}: upload it on the assignment's Configure Autograder page")
-    return 0
-
-
-def _cmd_nbgrader_build(args) -> int:
-    from grader.grading.collection import GradingError
-    from grader.platforms.nbgrader_course import build_course, parse_groups
-
-    try:
-        written = build_course(args.course_dir, groups=parse_groups(args.group), exercises=args.exercise,
-                               course_id=args.course_id, course=_course_file(args.course))
-    except (ValueError, catalog.UnknownExercise, GradingError) as exc:
-        print(f"shardlab nbgrader build: {exc}", file=sys.stderr)
-        return 2
-    for path in written:
-        print(f"wrote {path}")
-    return 0
-
-
-def _grading(name: str):
-    """A handler of grader.commands.grading, imported when it runs (`shardlab check` starts without it)."""
+def _handler(family: str, name: str):
+    """The handler `name` of grader.commands.`family`, imported only when it runs (`shardlab check` starts
+    without the grading, build and term commands)."""
     def run(args) -> int:
-        from grader.commands import grading
+        import importlib
 
-        return getattr(grading, name)(args)
-    return run
-
-
-def _term(name: str):
-    """A handler of grader.commands.term, imported when it runs."""
-    def run(args) -> int:
-        from grader.commands import term
-
-        return getattr(term, name)(args)
+        return getattr(importlib.import_module(f"grader.commands.{family}"), name)(args)
     return run
 
 
@@ -129,15 +39,7 @@ def _add_nbgrader_commands(commands, handout: bool = False) -> None:
                        help="only this exercise (repeatable; default: every exercise)")
     build.add_argument("--course-id", default="shardlab", help="nbgrader's course id (default: shardlab)")
     add_arguments(build, "nbgrader build")
-    build.set_defaults(func=_cmd_nbgrader_build)
-
-
-def _cmd_dev_check(args) -> int:
-    from grader.commands.devcheck import dev_check, report
-
-    findings = dev_check(run_tests_too=not args.no_tests)
-    print(report(findings))
-    return 0 if findings.ok else 1
+    build.set_defaults(func=_handler("builds", "nbgrader_build_command"))
 
 
 def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
@@ -163,12 +65,12 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     check.add_argument("--launcher", choices=("local", "srun"), default="local",
                        help="how ex12's processes start: on this machine (local, the default) or as one Slurm "
                             "step (srun), each joining through jax.distributed.initialize() with no arguments")
-    check.set_defaults(func=_cmd_check)
+    check.set_defaults(func=_handler("student", "check_from_args"))
 
     listing = commands.add_parser("list", help="the exercises, their points and your status")
     listing.add_argument("--impl", default="exercises", metavar="PATH",
                          help="the folder of exercise modules (default: exercises/)")
-    listing.set_defaults(func=_cmd_list)
+    listing.set_defaults(func=_handler("student", "list_from_args"))
 
     grade = commands.add_parser("grade", help="grade one submission (a folder or a .zip of exNN_name.py modules); "
                                               "in a handout, `--visible-only` grades your own work as its CI does")
@@ -189,7 +91,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
                        help="Gradescope's submission_metadata.json: the submission time and the due dates "
                             "(run_autograder)")
     add_arguments(grade, GRADE)
-    grade.set_defaults(func=_grading("grade_command"))
+    grade.set_defaults(func=_handler("grading", "grade_command"))
 
     batch = commands.add_parser("grade-batch", help="course staff: grade a class, one folder or .zip per student")
     batch.add_argument("submissions", help="folder holding one submission per student")
@@ -209,7 +111,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     from grader.commands.slurm import add_slurm_arguments
 
     add_slurm_arguments(batch)
-    batch.set_defaults(func=_grading("grade_batch_command"))
+    batch.set_defaults(func=_handler("grading", "grade_batch_command"))
 
     calibrate = commands.add_parser("calibrate", **_staff(handout, "course staff: time the reference on this "
                                                                    "machine, so that each test's time limit "
@@ -219,12 +121,12 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
                                 "(grader/harness/reference_times.json), the limits of every machine without a "
                                 "calibration of its own; run it again after changing tests")
     add_arguments(calibrate, CALIBRATE)
-    calibrate.set_defaults(func=_grading("calibrate_command"))
+    calibrate.set_defaults(func=_handler("grading", "calibrate_command"))
 
     stubs = commands.add_parser("stubs", **_staff(handout, "course authors: regenerate the student stubs in "
                                                            "exercises/ from solutions/"))
     stubs.add_argument("--check", action="store_true", help="only report stubs that are out of date")
-    stubs.set_defaults(func=_cmd_stubs)
+    stubs.set_defaults(func=_handler("builds", "stubs_command"))
 
     release = commands.add_parser("release", **_staff(handout, "course staff: write the student handout to OUT: the "
                                                                "stubs, the visible tests, the grader and a CI "
@@ -234,14 +136,14 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
                                                "else shardlab)")
     add_arguments(release, "release")
     release.add_argument("--force", action="store_true", help="replace the contents of a non-empty OUT")
-    release.set_defaults(func=_cmd_release)
+    release.set_defaults(func=_handler("builds", "release_command"))
 
     course = commands.add_parser("course", **_staff(handout, "course staff: the term's course file"))
     course_commands = course.add_subparsers(dest="course_command", required=True)
     course_check = course_commands.add_parser(
         "check", help="read the course file, say what is wrong with it (with its line), or print the term")
     add_arguments(course_check, "course")
-    course_check.set_defaults(func=_term("course_check_command"))
+    course_check.set_defaults(func=_handler("term", "course_check_command"))
 
     override = commands.add_parser("override", **_staff(handout, "course staff: adjust a student's grade by hand "
                                                                  "(kept in the course's adjustments file, across "
@@ -257,7 +159,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     override.add_argument("--reason", required=True, help="why: the student and the class page show it")
     override.add_argument("--by", required=True, help="who made the adjustment")
     add_arguments(override, "override")
-    override.set_defaults(func=_term("override_command"))
+    override.set_defaults(func=_handler("term", "override_command"))
 
     export = commands.add_parser("export", **_staff(handout, "course staff: a graded class's grades as an LMS "
                                                              "imports them, for the course file's roster"))
@@ -267,7 +169,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     export.add_argument("--long", type=Path, metavar="FILE", help="a long CSV: student, exercise, raw, penalty, "
                                                                   "override, final, and why")
     add_arguments(export, "export")
-    export.set_defaults(func=_term("export_command"))
+    export.set_defaults(func=_handler("term", "export_command"))
 
     _add_nbgrader_commands(commands, handout)
 
@@ -277,13 +179,13 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
         "build", help="write the autograder zip to upload to Gradescope (tests, grader, no solutions)")
     gradescope_build.add_argument("out_zip", type=Path, metavar="OUT.zip", help="where to write the zip")
     add_arguments(gradescope_build, "gradescope build")
-    gradescope_build.set_defaults(func=_cmd_gradescope_build)
+    gradescope_build.set_defaults(func=_handler("builds", "gradescope_build_command"))
 
     dev = commands.add_parser("dev-check", **_staff(handout, "course authors: every reference passes, every stub "
                                                              "fails as not attempted, exercises/ is generated, "
                                                              "every hidden rule kind has a visible sample"))
     dev.add_argument("--no-tests", action="store_true", help="skip the two test runs")
-    dev.set_defaults(func=_cmd_dev_check)
+    dev.set_defaults(func=_handler("devcheck", "dev_check_command"))
     return parser
 
 

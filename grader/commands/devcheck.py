@@ -194,4 +194,10 @@ def report(findings: Findings) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Findings", "dev_check", "report"]
+def dev_check_command(args) -> int:
+    findings = dev_check(run_tests_too=not args.no_tests)
+    print(report(findings))
+    return 0 if findings.ok else 1
+
+
+__all__ = ["Findings", "dev_check", "dev_check_command", "report"]

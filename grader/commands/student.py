@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.core.errors import ShardlabError
-from grader.core.results import Category, TestResult
+from grader.core.results import Category, Environment, IsolationRecord, TestResult
 from grader.course import catalog, paths, stubs, term
 from grader.course.devices import HOST_DEVICES, cores
 from grader.course.implementations import resolve_source
@@ -276,8 +276,8 @@ def check_results(report: CheckReport) -> GradingResults:
             problems.append(f"{item.exercise.id}: the tests stopped before they finished: the process running them "
                             f"ended (did your code exit, crash Python or run out of memory?). Its last output:\n"
                             f"{item.crash.strip()[-2000:]}")
-    environment = {"devices": HOST_DEVICES, "cores": cores(), "timing": "enforce",
-                   "isolation": {"level": "none: `shardlab check` runs your code in its own pytest process"}}
+    environment = Environment(devices=HOST_DEVICES, cores=cores(), timing="enforce", isolation=IsolationRecord(
+        {"level": "none: `shardlab check` runs your code in its own pytest process"}))
     return GradingResults(_shown(report.source), exercises, environment, problems, visible_only=True)
 
 
@@ -546,3 +546,13 @@ def list_command(*, impl: str | Path = "exercises", solutions: Path = paths.SOLU
         return 2
     render_list(statuses, out, resolve_source(impl))
     return 0
+
+
+def check_from_args(args) -> int:
+    """`shardlab check` as parsed: --html alone writes the page to its default place."""
+    return check_command(args.exercise, impl=args.impl, all_exercises=args.all,
+                         html=True if args.html == "" else args.html or False, launcher=args.launcher)
+
+
+def list_from_args(args) -> int:
+    return list_command(impl=args.impl)
