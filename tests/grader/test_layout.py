@@ -1,5 +1,6 @@
-"""The README's layout is the layering the code keeps: its grader/ entries in the order of pyproject.toml's
-import-linter contract, every package of the grader named once."""
+"""The layout docs/architecture.md draws is the layering the code keeps: its grader/ entries in the order of
+pyproject.toml's import-linter contract, every package of the grader named once; no import circle and no
+private name imported across modules; and the README stays short and sets up as CI does."""
 
 import re
 import tomllib
@@ -14,7 +15,8 @@ def contract_layers() -> list[list[str]]:
 
 
 def readme_grader_entries() -> list[str]:
-    text = (paths.REPO_ROOT / "README.md").read_text()
+    """The grader/ entries of the Layout section, which the README links to in docs/architecture.md."""
+    text = (paths.REPO_ROOT / "docs" / "architecture.md").read_text()
     section = text[text.index("## Layout"):text.index("\n## ", text.index("## Layout") + 1)]
     block = section[section.index("    grader/"):section.index("\n    docs/")]
     return [m[1].removesuffix("/").removesuffix(".py") for m in re.finditer(r"^      (\S+)", block, re.M)]
@@ -23,6 +25,20 @@ def readme_grader_entries() -> list[str]:
 def test_the_readme_draws_the_layers_in_the_contracts_order():
     expected = [name for layer in contract_layers() for name in layer]
     assert readme_grader_entries() == expected
+
+
+def test_the_readme_is_read_in_five_minutes():
+    assert len((paths.REPO_ROOT / "README.md").read_text().splitlines()) <= 150
+
+
+def test_the_readmes_set_up_is_what_ci_runs():
+    """The README's install and test commands are .ci/run's, run with the venv's own executables."""
+    readme = (paths.REPO_ROOT / "README.md").read_text()
+    ci = (paths.REPO_ROOT / ".ci" / "run").read_text()
+    assert '    python3.11 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev]"\n' in readme
+    assert "\npython3.11 -m venv .venv\n" in ci and '\n.venv/bin/python -m pip install --quiet -e ".[dev]"\n' in ci
+    (test_command,) = re.findall(r"^    (python -m pytest [^#]*?)\s+#", readme, re.M)
+    assert f"\n.venv/bin/{test_command}\n" in ci
 
 
 def test_every_grader_package_is_a_layer():
