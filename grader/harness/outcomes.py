@@ -46,7 +46,7 @@ def categorize(exc: BaseException, source: Path | None = None) -> Category:
 def _raised_by_student(exc: BaseException, source: Path | None) -> bool:
     """The student's code raised `exc` (an `assert` of theirs, say): it came back from their worker, or,
     in-process, its innermost frame is in their folder."""
-    from grader.worker.failures import RemoteError
+    from grader.worker.error_reports import RemoteError
 
     if isinstance(exc, RemoteError):
         return True

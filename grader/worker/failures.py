@@ -1,5 +1,5 @@
 """How a worker fails the harness, as exceptions the harness grades: a crash, a hang, a broken protocol,
-a traced program it refuses, and the student's own exception rebuilt from the worker's report.
+a traced program it refuses (the student's own exception is rebuilt by grader.worker.error_reports).
 
 Kept apart from the Worker (grader.worker.supervisor) so that what only words or grades a failure (the
 outcomes, the grading engine, runs of several processes) needs none of the machinery that supervises one.
@@ -8,7 +8,6 @@ outcomes, the grading engine, runs of several processes) needs none of the machi
 from __future__ import annotations
 
 from grader.core.errors import ShardlabError
-from grader.worker import protocol
 
 
 class WorkerFailure(ShardlabError, RuntimeError):
@@ -33,30 +32,6 @@ class WorkerBrokeProtocol(WorkerFailure):
 
 class UntrustedProgram(ShardlabError, RuntimeError):
     """A traced program the harness refuses to compile (see grader.worker.programs; wrong platform)."""
-
-
-class RemoteError:
-    """Mixed into every exception raised again from a worker's error report (beside its builtin base)."""
-    student_frames: list[dict] = []
-
-
-_ERROR_CLASSES: dict[tuple[str, str], type] = {}
-
-
-def remote_exception(report: dict) -> BaseException:
-    """The student's exception, rebuilt: a class named like theirs, deriving from the nearest builtin."""
-    name = report.get("type")[:100] if isinstance(report.get("type"), str) else "Exception"   # classes are kept
-    base = protocol.BUILTIN_ERRORS.get(report.get("base"), Exception)
-    if not name.isidentifier():
-        name = base.__name__
-    key = (name, base.__name__)
-    if key not in _ERROR_CLASSES:
-        _ERROR_CLASSES[key] = type(name, (base, RemoteError), {"__module__": "student"})
-    message = report.get("message") if isinstance(report.get("message"), str) else ""
-    exc = _ERROR_CLASSES[key](message)
-    frames = report.get("frames")
-    exc.student_frames = [f for f in frames if isinstance(f, dict)][-5:] if isinstance(frames, list) else []
-    return exc
 
 
 def describe_death(returncode: int | None) -> str:

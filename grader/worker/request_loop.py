@@ -25,7 +25,8 @@ import traceback
 from pathlib import Path
 
 from grader.course.devices import force_host_devices
-from grader.worker import protocol
+from grader.worker import codec, error_reports, messages, traced_programs
+from grader.worker.protocol_errors import UnsupportedValue
 
 
 class Channel:
@@ -33,9 +34,9 @@ class Channel:
         self.request_fd, self.response_fd = request_fd, response_fd
         self.returned: list = []        # functions the student returned, by reference id
 
-    def ask_harness(self, message: dict) -> dict:
-        protocol.send(self.response_fd, message)
-        return protocol.receive(self.request_fd)
+    def ask_harness(self, message: messages.Callback) -> messages.Program | messages.TraceFailed:
+        messages.write(self.response_fd, message)
+        return messages.read(self.request_fd, messages.CallbackAnswer)
 
 
 class HarnessFunction:
@@ -48,17 +49,17 @@ class HarnessFunction:
         import jax
 
         describe = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)   # noqa: E731
-        (abstract, arrays) = protocol.abstract_arrays(args, kwargs, describe)
-        message = {"callback": self.ref, "args": protocol.encode(abstract[0]), "kwargs": protocol.encode(abstract[1])}
+        (abstract, arrays) = traced_programs.abstract_arrays(args, kwargs, describe)
+        message = messages.Callback(self.ref, codec.encode(abstract[0]), codec.encode(abstract[1]))
         key = repr(message)
         if key not in self.programs:
             answer = self.channel.ask_harness(message)
-            if "error" in answer:
-                raise RuntimeError(f"the grader could not trace its function for your call: {answer['error']}")
-            exported = jax.export.deserialize(bytearray(base64.b64decode(answer["artifact"])))
-            self.programs[key] = (exported, protocol.decode(answer["out"]))
+            if isinstance(answer, messages.TraceFailed):
+                raise RuntimeError(f"the grader could not trace its function for your call: {answer.error}")
+            exported = jax.export.deserialize(bytearray(base64.b64decode(answer.artifact)))
+            self.programs[key] = (exported, codec.decode(answer.out))
         exported, layout = self.programs[key]
-        return protocol.call_exported(exported, layout, arrays)
+        return traced_programs.call_exported(exported, layout, arrays)
 
 
 def _student_frames(exc: BaseException, module_path: Path) -> list[dict]:
@@ -66,30 +67,29 @@ def _student_frames(exc: BaseException, module_path: Path) -> list[dict]:
             for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == module_path]
 
 
-def _unsendable(what: str, exc: protocol.UnsupportedValue) -> dict:
+def _unsendable(what: str, exc: UnsupportedValue) -> messages.Raised:
     message = f"{what} returned {exc}, which cannot be sent to the grader"
-    return {"error": {"type": "TypeError", "base": "TypeError", "message": message, "frames": []}}
+    return messages.Raised({"type": "TypeError", "base": "TypeError", "message": message, "frames": []})
 
 
-def handle(module, module_path: Path, channel: Channel, request: dict) -> dict:
+def handle(module, module_path: Path, channel: Channel, request: messages.Request) -> messages.Message:
     """One call or export of a function of `module` (or of one the student returned)."""
-    ref = request.get("ref")
-    what = request.get("name") or "a function your code returned"
+    what = request.name or "a function your code returned"
     harness_function = lambda i: HarnessFunction(channel, i)   # noqa: E731
     try:
-        fn = channel.returned[ref] if ref is not None else getattr(module, request.get("name"))
-        args = protocol.decode(request["args"], functions=harness_function)
-        kwargs = protocol.decode(request["kwargs"], functions=harness_function)
-        if request.get("op") == "export":
-            return {"ok": protocol.export_traced(fn, args, kwargs, functions=channel.returned)}
+        fn = channel.returned[request.ref] if request.ref is not None else getattr(module, request.name)
+        args = codec.decode(request.args, functions=harness_function)
+        kwargs = codec.decode(request.kwargs, functions=harness_function)
+        if isinstance(request, messages.Export):
+            return messages.Program(**traced_programs.export_traced(fn, args, kwargs, functions=channel.returned))
         result = fn(*args, **kwargs)
-    except protocol.UnsupportedValue as exc:
+    except UnsupportedValue as exc:
         return _unsendable(what, exc)
     except BaseException as exc:   # SystemExit included: a student's exit() is an error of this call
-        return {"error": protocol.encode_error(exc, _student_frames(exc, module_path))}
+        return messages.Raised(error_reports.encode_error(exc, _student_frames(exc, module_path)))
     try:
-        return {"ok": protocol.encode(result, functions=channel.returned)}
-    except protocol.UnsupportedValue as exc:
+        return messages.Returned(codec.encode(result, functions=channel.returned))
+    except UnsupportedValue as exc:
         return _unsendable(what, exc)
 
 
@@ -110,30 +110,30 @@ def serve(request_fd: int, response_fd: int, folder: Path) -> int:
     for fd in (request_fd, response_fd):   # a program the student's code runs must not keep the pipes open
         os.set_inheritable(fd, False)
     channel = Channel(request_fd, response_fd)
-    protocol.send(channel.response_fd, {"ready": True})
+    messages.write(channel.response_fd, messages.Ready())
     modules: dict[str, object] = {}
     while True:
         try:
-            request = protocol.receive(channel.request_fd)
+            request = messages.read(channel.request_fd, messages.Request)
         except EOFError:
             return 0
-        name = str(request.get("module"))
+        name = request.module
         path = folder / name
         if name not in modules:
             try:
                 if path.parent != folder or not path.is_file():
                     raise ImplementationImportError(f"{name} is not in the submission")
                 modules[name] = load_file(path)
-                protocol.send(channel.response_fd, {"imported": name})   # what fails from here on is the call
+                messages.write(channel.response_fd, messages.Imported(name))   # what fails from here on is the call
             except ImplementationImportError as exc:
                 modules[name] = exc
         if isinstance(modules[name], ImplementationImportError):
-            response = {"import_error": str(modules[name])}
+            response = messages.ImportFailed(str(modules[name]))
         else:
             response = handle(modules[name], path, channel, request)
         sys.stdout.flush()
         sys.stderr.flush()
-        protocol.send(channel.response_fd, response)
+        messages.write(channel.response_fd, response)
 
 
 if __name__ == "__main__":

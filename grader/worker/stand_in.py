@@ -10,7 +10,7 @@ compiles it) is exported by the worker and called here with `Exported.call`, onc
 grader.worker.programs.checked_program, so values, shardings, collectives, memory and speed are measured
 on the harness's own copy of the student's program. Every other call gets real arrays in the worker and
 returns plain data. Exceptions come back as their type name and message and are raised here as a class
-of that name deriving from the nearest builtin (grader.worker.failures.remote_exception). A test's
+of that name deriving from the nearest builtin (grader.worker.error_reports.remote_exception). A test's
 function passed to the student's goes by reference; when the worker calls it, it is traced here.
 """
 
@@ -20,9 +20,11 @@ import weakref
 from pathlib import Path
 
 from grader.checks.tracing import layout_hint
-from grader.worker import protocol
-from grader.worker.failures import WorkerFailure, remote_exception
+from grader.worker import codec, messages, traced_programs
+from grader.worker.error_reports import remote_exception
+from grader.worker.failures import WorkerFailure
 from grader.worker.programs import checked_program
+from grader.worker.protocol_errors import ProtocolError, UnsupportedValue
 from grader.worker.supervisor import Worker
 
 
@@ -33,19 +35,20 @@ class HarnessFunctions:
     def __init__(self):
         self.functions: list = []
 
-    def answer(self, message: dict) -> dict:
+    def answer(self, message: messages.Callback) -> messages.CallbackAnswer:
         """Trace the function the worker calls on the arrays it describes, and send the program (the
         tests' code is traced by the harness, never shipped as code), stripped of every location and
         name of the tests' code: the student's code can read it."""
         try:
-            index = message["callback"]
-            if type(index) is not int or not 0 <= index < len(self.functions):
-                raise protocol.ProtocolError(f"no function of the tests is numbered {str(index)[:20]}")
-            args = protocol.decode(message.get("args"))
-            kwargs = protocol.decode(message.get("kwargs"))
-            return protocol.export_traced(self.functions[index], args, kwargs, anonymous=True)
+            index = message.function
+            if not 0 <= index < len(self.functions):
+                raise ProtocolError(f"no function of the tests is numbered {str(index)[:20]}")
+            args = codec.decode(message.args)
+            kwargs = codec.decode(message.kwargs)
+            return messages.Program(**traced_programs.export_traced(self.functions[index], args, kwargs,
+                                                                    anonymous=True))
         except Exception as exc:
-            return {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+            return messages.TraceFailed(f"{type(exc).__name__}: {str(exc)[:500]}")
 
 
 # One numbering per worker, shared by the modules it serves: a function the student's code kept from
@@ -120,19 +123,19 @@ class RemoteModule:
     def __repr__(self) -> str:
         return f"<student module {self._name} (served by a worker)>"
 
-    def request(self, message: dict) -> dict:
+    def request(self, message: messages.Request) -> messages.FromWorker:
         if self._fatal is not None:
             raise self._fatal.with_traceback(None)
         try:
-            answer = self._worker.request(message, module=self._name, answer_callback=self._functions.answer)
+            answer = self._worker.request(message, answer_callback=self._functions.answer)
         except WorkerFailure as exc:
             if exc.importing:   # it would crash or hang again: every test of the module reports it
                 self._fatal = exc
             raise
-        if "import_error" in answer:
+        if isinstance(answer, messages.ImportFailed):
             from grader.course.implementations import ImplementationImportError
 
-            self._fatal = ImplementationImportError(str(answer["import_error"]))
+            self._fatal = ImplementationImportError(answer.error)
             raise self._fatal
         return answer
 
@@ -140,42 +143,44 @@ class RemoteModule:
         """target: {"name": the module's function} or {"ref": a function the student returned}."""
         if _has_tracer((args, kwargs)):
             return self._traced_call(target, args, kwargs)
-        message = {"op": "call", **target, **self._encoded(target, args, kwargs)}
-        return self._answer(self.request(message))
+        message = messages.Call(self._name, **target, **self._encoded(target, args, kwargs))
+        return self._decode(self._answer(self.request(message), messages.Returned, "a malformed result").value)
 
     def _encoded(self, target: dict, args, kwargs) -> dict:
         try:
-            return {"args": protocol.encode(args, functions=self._functions.functions),
-                    "kwargs": protocol.encode(kwargs, functions=self._functions.functions)}
-        except protocol.UnsupportedValue as exc:
+            return {"args": codec.encode(args, functions=self._functions.functions),
+                    "kwargs": codec.encode(kwargs, functions=self._functions.functions)}
+        except UnsupportedValue as exc:
             raise TypeError(f"the grader cannot send {exc} to {target.get('name', 'your function')}") from None
 
-    def _answer(self, response: dict, *, encoded: bool = True):
-        if "error" in response:
-            raise remote_exception(response["error"] if isinstance(response["error"], dict) else {})
-        if "ok" not in response:
-            raise self._worker.broke_protocol("this call", protocol.ProtocolError(
-                "the answer has neither a result nor an error"))
-        return self._decode(response["ok"]) if encoded else response["ok"]
+    def _answer(self, response: messages.FromWorker, expected: type, malformed: str):
+        """The answer of the `expected` kind; a student's exception raised again; anything else discards
+        the worker."""
+        if isinstance(response, messages.Raised):
+            raise remote_exception(response.error)
+        if not isinstance(response, (messages.Returned, messages.Program)):
+            raise self._worker.broke_protocol("this call",
+                                              ProtocolError("the answer has neither a result nor an error"))
+        if not isinstance(response, expected):
+            raise self._worker.broke_protocol("this call", ProtocolError(malformed))
+        return response
 
     def _decode(self, tree):
         """What the worker sent, rebuilt; anything malformed discards the worker."""
         try:
-            return protocol.decode(tree, functions=lambda ref: RemoteFunction(self, {"ref": ref}))
-        except protocol.ProtocolError as exc:
+            return codec.decode(tree, functions=lambda ref: RemoteFunction(self, {"ref": ref}))
+        except ProtocolError as exc:
             raise self._worker.broke_protocol("this call", exc) from None
 
     def _traced_call(self, target: dict, args: tuple, kwargs: dict):
-        abstract, arrays = protocol.abstract_arrays(args, kwargs, _abstract)
-        message = {"op": "export", **target, **self._encoded(target, *abstract)}
+        abstract, arrays = traced_programs.abstract_arrays(args, kwargs, _abstract)
+        message = messages.Export(self._name, **target, **self._encoded(target, *abstract))
         key = repr(message)
         if key not in self._programs:
-            answer = self._answer(self.request(message), encoded=False)
-            if not isinstance(answer, dict) or "artifact" not in answer:
-                raise self._worker.broke_protocol("this call", protocol.ProtocolError("a malformed program"))
-            self._programs[key] = (checked_program(answer["artifact"]), self._decode(answer.get("out")))
+            answer = self._answer(self.request(message), messages.Program, "a malformed program")
+            self._programs[key] = (checked_program(answer.artifact), self._decode(answer.out))
         exported, layout = self._programs[key]
-        return protocol.call_exported(exported, layout, arrays)
+        return traced_programs.call_exported(exported, layout, arrays)
 
 
 class RemoteFunction:

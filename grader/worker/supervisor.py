@@ -24,8 +24,10 @@ from pathlib import Path
 import psutil
 
 from grader.sandbox import confinement
-from grader.worker import protocol
+from grader.worker import messages
 from grader.worker.failures import WorkerBrokeProtocol, WorkerCrashed, WorkerFailure, WorkerTimeout, describe_death
+from grader.worker.framing import Budget
+from grader.worker.protocol_errors import ProtocolError
 
 STARTUP_SECONDS = 120.0          # a confined Python importing jax (a new zygote)
 WARM_STARTUP_SECONDS = 10.0      # a worker forked from a ready zygote: later than this, start a new sandbox
@@ -53,10 +55,12 @@ def _tree(process) -> list:
         return []
 
 
-def _no_callback(message: dict) -> dict:
+def _no_callback(message: messages.Callback) -> messages.TraceFailed:
     """A worker just started has run no student code, so no function of the tests was given to it."""
-    return {"error": "no function of the tests was given to a worker that is starting"}
+    return messages.TraceFailed("no function of the tests was given to a worker that is starting")
 
+
+AnswerCallback = Callable[[messages.Callback], messages.CallbackAnswer]
 
 _NOT_SERVING = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD, psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
 
@@ -87,8 +91,8 @@ class Worker:
         self._output = None                        # what the sandbox prints, read back after each call
         self.deadline = float("inf")               # time.monotonic() by which the current test must end
 
-    # What the worker now serving may still send (protocol.Budget), and which worker (self._forked) that is.
-    _budget: protocol.Budget | None = None
+    # What the worker now serving may still send, and which worker (self._forked) that is.
+    _budget: Budget | None = None
     _budget_of: int = 0
 
     # --- the processes -------------------------------------------------------------------------
@@ -108,7 +112,7 @@ class Worker:
         deadline, self.deadline = self.deadline, float("inf")   # the start's own limit, STARTUP_SECONDS
         try:
             self._spawn()
-        except (WorkerFailure, protocol.ProtocolError):
+        except (WorkerFailure, ProtocolError):
             pass
         finally:
             self.deadline = deadline
@@ -142,7 +146,7 @@ class Worker:
         if self._zygote is not None:
             try:
                 return self._fork_worker(min(self.deadline, time.monotonic() + WARM_STARTUP_SECONDS))
-            except (WorkerFailure, protocol.ProtocolError):
+            except (WorkerFailure, ProtocolError):
                 if time.monotonic() >= self.deadline:   # the test's time is up, not the zygote's: it is kept
                     raise
                 self.stop()
@@ -152,7 +156,7 @@ class Worker:
         try:
             self._await_zygote(limit)
             self._fork_worker(limit)
-        except (WorkerFailure, protocol.ProtocolError):
+        except (WorkerFailure, ProtocolError):
             self.stop()
             raise
 
@@ -200,9 +204,9 @@ class Worker:
             os.close(request_r)
             os.close(response_w)
         answer = self._receive(limit, "starting the worker", _no_callback)
-        if answer.get("ready") is not True:
+        if not isinstance(answer, messages.Ready):
             self._discard_worker()
-            raise protocol.ProtocolError("the worker did not start as expected")
+            raise ProtocolError("the worker did not start as expected")
         self._ready = True
         try:   # the zygote's one child (none other has run since the last was cleared): the worker
             children = self._zygote.children()
@@ -316,44 +320,44 @@ class Worker:
 
     # --- messages ----------------------------------------------------------------------------
 
-    def request(self, message: dict, *, module: str, answer_callback: Callable[[dict], dict]) -> dict:
-        """Send one request about `module` (a file name) and return the answer; `answer_callback` answers
-        what the worker asks the harness meanwhile (a "callback" message: a test's function to trace). A
-        crash or a hang raises WorkerCrashed or WorkerTimeout saying whether the module was being
-        imported (`.importing`)."""
+    def request(self, message: messages.Request, *, answer_callback: AnswerCallback) -> messages.FromWorker:
+        """Send one request about its module and return the answer; `answer_callback` answers what the
+        worker asks the harness meanwhile (a Callback: a test's function to trace). A crash or a hang raises
+        WorkerCrashed or WorkerTimeout saying whether the module was being imported (`.importing`)."""
+        module = message.module
         if not self._ready:
             self._spawn()
         try:
-            protocol.send(self._request_w, message | {"module": module})
+            messages.write(self._request_w, message)
         except BrokenPipeError:
             self._discard_worker()
             raise WorkerCrashed("crashed: the worker ended before it was asked") from None
         what = "this call" if module in self._imported else f"importing {module}"
         try:
             answer = self._receive(self.deadline, what, answer_callback)
-            if "imported" in answer:   # the worker imported the module (first use): now the call runs
+            if isinstance(answer, messages.Imported):   # the worker imported the module (first use): now the call runs
                 self._imported.add(module)
                 answer = self._receive(self.deadline, "this call", answer_callback)
         finally:
             self._relay_output()
         return answer
 
-    def _receive(self, deadline: float, what: str, answer_callback: Callable[[dict], dict]) -> dict:
+    def _receive(self, deadline: float, what: str, answer_callback: AnswerCallback) -> messages.FromWorker:
         """The worker's answer, its callbacks answered meanwhile. A worker that stops reading the
         programs it asked for costs the harness no more than the test's time."""
         while True:
             message = self._next_message(deadline, what)
-            if "callback" not in message:
+            if not isinstance(message, messages.Callback):
                 return message
             answer = answer_callback(message)
-            os.set_blocking(self._request_w, False)   # protocol.send then waits for room only until the deadline
+            os.set_blocking(self._request_w, False)   # the write then waits for room only until the deadline
             try:
-                protocol.send(self._request_w, answer, deadline)
+                messages.write(self._request_w, answer, deadline)
             except TimeoutError:
                 self._discard_worker()
                 raise _timeout(what, what.startswith("importing")) from None
 
-    def _next_message(self, deadline: float, what: str) -> dict:
+    def _next_message(self, deadline: float, what: str) -> messages.FromWorker:
         importing = what.startswith("importing")
         while True:
             left = deadline - time.monotonic()
@@ -364,17 +368,17 @@ class Worker:
             if readable:
                 break
         if self._budget_of != self._forked:   # a worker started since: a budget of its own
-            self._budget, self._budget_of = protocol.Budget(), self._forked
+            self._budget, self._budget_of = Budget(), self._forked
         try:
-            return protocol.receive(self._response_r, budget=self._budget)
-        except protocol.ProtocolError as exc:
+            return messages.read(self._response_r, messages.FromWorker, self._budget)
+        except ProtocolError as exc:
             raise self.broke_protocol(what, exc) from None
         except EOFError:
             returncode = self._exit_status()
             self._discard_worker()
             raise WorkerCrashed(f"crashed: {describe_death(returncode)} while {what}", importing) from None
 
-    def broke_protocol(self, what: str, exc: protocol.ProtocolError) -> WorkerBrokeProtocol:
+    def broke_protocol(self, what: str, exc: ProtocolError) -> WorkerBrokeProtocol:
         """Discard the worker (one that breaks the protocol is not asked again) and say why, to be raised."""
         self._discard_worker()
         return WorkerBrokeProtocol(f"the worker broke the protocol while {what} (did your code write to its "

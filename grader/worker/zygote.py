@@ -129,7 +129,7 @@ def main(argv: list[str]) -> int:
     import numpy  # noqa: F401
 
     from grader.course import implementations  # noqa: F401
-    from grader.worker import protocol, request_loop  # noqa: F401
+    from grader.worker import request_loop  # noqa: F401
 
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     # Not dumpable: a worker (same user) cannot ptrace this process or read its memory, so it cannot

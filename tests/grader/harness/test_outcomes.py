@@ -80,7 +80,7 @@ def test_a_bare_assert_in_the_students_code_says_what_and_where(tmp_path: Path):
 
 def test_a_bare_assert_from_the_worker_says_what_and_where():
     """Graded (--isolate): the worker's report of the student's exception, as the harness rebuilds it."""
-    from grader.worker.failures import remote_exception
+    from grader.worker.error_reports import remote_exception
 
     exc = remote_exception({"type": "AssertionError", "base": "AssertionError", "message": "", "frames": [
         {"file": "ex09_fsdp.py", "line": 58, "function": "fsdp_step", "code": "assert grads.shape == params.shape"}]})

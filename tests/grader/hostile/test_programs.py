@@ -65,13 +65,13 @@ ATTACKS_EX05 = {
     # One 250 MB message: 83 million empty JSON objects (5 GB once parsed).
     "ring_shift": code("""
         def ring_shift(x, mesh, k=1):
-            _send_raw(b'{"ok":{"t":"list","v":[' + b"{}," * 83_000_000 + b'{}]}}')
+            _send_raw(b'{"kind":"ok","value":{"t":"list","v":[' + b"{}," * 83_000_000 + b'{}]}}')
             return _reference["ring_shift"](x, mesh, k)
     """),
     # JSON nested 200,000 deep.
     "all_to_all": code("""
         def all_to_all(x, mesh):
-            _send_raw(b'{"ok":' + b"[" * 200_000 + b"]" * 200_000 + b"}")
+            _send_raw(b'{"kind":"ok","value":' + b"[" * 200_000 + b"]" * 200_000 + b"}")
             return _reference["all_to_all"](x, mesh)
     """),
     # 15 MiB messages, each well under the size limit, one after the other (as callback requests).
@@ -79,8 +79,8 @@ ATTACKS_EX05 = {
         def all_reduce_via_scatter_gather(x, mesh):
             padding = b"x" * (15 << 20)
             for _ in range(1000):
-                _send_raw(b'{"callback":0,"args":{"t":"tuple","v":[]},"kwargs":{"t":"dict","v":[]},"pad":"'
-                          + padding + b'"}')
+                _send_raw(b'{"kind":"callback","function":0,"args":{"t":"tuple","v":["' + padding
+                          + b'"]},"kwargs":{"t":"dict","v":[]}}')
             return _reference["all_reduce_via_scatter_gather"](x, mesh)
     """),
     # lapack_sgetrf_ffi (on jax's list of stable custom calls) declared with a 1x1 result for a 512x512

@@ -4,6 +4,7 @@ XLA's own operations on buffers of a sensible size, and the programs the harness
 nothing of the code it traced."""
 
 import base64
+import json
 import os
 import threading
 import time
@@ -17,13 +18,15 @@ from jax._src.export import _export
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 from grader.checks import test_mesh
-from grader.worker import programs, protocol
-from grader.worker.failures import UntrustedProgram, remote_exception
+from grader.worker import codec, framing, message_limits, programs, traced_programs
+from grader.worker.error_reports import remote_exception
+from grader.worker.failures import UntrustedProgram
 from grader.worker.programs import checked_program
+from grader.worker.protocol_errors import ProtocolError, UnsupportedValue
 
 
 def round_trip(value):
-    return protocol.decode(protocol.encode(value))
+    return codec.decode(codec.encode(value))
 
 
 def test_plain_data_round_trips():
@@ -74,8 +77,8 @@ class Anything:
 @pytest.mark.parametrize("value", [Anything(), object(), lambda: 0, np.array(["a"]), np.zeros(2, dtype=object)],
                          ids=["always-equal", "object", "function", "strings", "objects"])
 def test_objects_do_not_cross(value):
-    with pytest.raises(protocol.UnsupportedValue):
-        protocol.encode(value)
+    with pytest.raises(UnsupportedValue):
+        codec.encode(value)
 
 
 def test_subclasses_of_plain_types_do_not_cross():
@@ -83,8 +86,8 @@ def test_subclasses_of_plain_types_do_not_cross():
         def __eq__(self, other):
             return True
 
-    with pytest.raises(protocol.UnsupportedValue):
-        protocol.encode(Sneaky((1,)))
+    with pytest.raises(UnsupportedValue):
+        codec.encode(Sneaky((1,)))
 
 
 ARRAY = {"t": "ndarray", "dtype": "float32", "shape": [2], "data": base64.b64encode(b"\0" * 8).decode()}
@@ -114,16 +117,16 @@ MALFORMED = {
 
 @pytest.mark.parametrize("tree", MALFORMED.values(), ids=MALFORMED.keys())
 def test_malformed_trees_are_refused(tree):
-    with pytest.raises(protocol.ProtocolError):
-        protocol.decode(tree)
+    with pytest.raises(ProtocolError):
+        codec.decode(tree)
 
 
 def test_deep_nesting_is_refused():
     tree = 1
-    for _ in range(protocol.MAX_DEPTH + 5):
+    for _ in range(message_limits.MAX_DEPTH + 5):
         tree = {"t": "list", "v": [tree]}
-    with pytest.raises(protocol.ProtocolError):
-        protocol.decode(tree)
+    with pytest.raises(ProtocolError):
+        codec.decode(tree)
 
 
 def _framed(body: bytes) -> bytes:
@@ -133,7 +136,7 @@ def _framed(body: bytes) -> bytes:
 N = 16 << 20
 BOMBS = {   # JSON that is well framed, each within the size limit: name -> (message, what refuses it)
     "nested 200,000 deep": (b'{"ok":' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested more than"),
-    "nested just too deep": (b'{"ok":' + b"[" * protocol.MAX_JSON_DEPTH + b"]" * protocol.MAX_JSON_DEPTH + b"}",
+    "nested just too deep": (b'{"ok":' + b"[" * message_limits.MAX_JSON_DEPTH + b"]" * message_limits.MAX_JSON_DEPTH + b"}",
                              "nested more than"),
     "5 million empty objects": (b'{"ok":[' + b"{}," * (N // 3 - 4) + b"{}]}", "outside strings"),
     "4 million short strings": (b'{"ok":[' + b'"a",' * (N // 4 - 4) + b'"a"]}', "outside strings"),
@@ -150,8 +153,8 @@ def test_a_message_is_bounded_before_it_is_parsed(name):
     is measured before anything is parsed; each bomb is refused within a second or so."""
     message, why = BOMBS[name]
     started = time.monotonic()
-    with pytest.raises(protocol.ProtocolError, match=why):
-        protocol.parse(message)
+    with pytest.raises(ProtocolError, match=why):
+        framing.parse(message)
     assert time.monotonic() - started < 3
 
 
@@ -160,23 +163,23 @@ def test_strings_are_not_structure():
     is an ordinary message, read exactly as JSON reads it."""
     text = '[{"\\' * 2_000_000 + '\\'
     message = {"ok": {"t": "list", "v": [text, "]", "\\\"", "x" * 10]}, "depth": [[[["a"]]]]}
-    assert protocol.parse(protocol.json.dumps(message).encode()) == message
+    assert framing.parse(json.dumps(message).encode()) == message
     nested = {"t": "list", "v": []}
-    for _ in range(protocol.MAX_DEPTH - 1):
+    for _ in range(message_limits.MAX_DEPTH - 1):
         nested = {"t": "list", "v": [nested]}
-    assert protocol.decode(protocol.parse(protocol.json.dumps({"ok": nested}).encode())["ok"]) is not None
+    assert codec.decode(framing.parse(json.dumps({"ok": nested}).encode())["ok"]) is not None
 
 
 def test_a_budget_bounds_all_a_worker_sends():
     read, write = os.pipe()
-    body = protocol.json.dumps({"ok": "x" * 30_000}).encode()
-    budget = protocol.Budget(total=5 * (len(body) + 8))
+    body = json.dumps({"ok": "x" * 30_000}).encode()
+    budget = framing.Budget(total=5 * (len(body) + 8))
     sender = threading.Thread(target=lambda: os.write(write, _framed(body) * 6))
     sender.start()
     for _ in range(5):
-        assert protocol.receive(read, budget=budget) == {"ok": "x" * 30_000}
-    with pytest.raises(protocol.ProtocolError, match="in all"):
-        protocol.receive(read, budget=budget)
+        assert framing.receive(read, budget=budget) == {"ok": "x" * 30_000}
+    with pytest.raises(ProtocolError, match="in all"):
+        framing.receive(read, budget=budget)
     sender.join(5)
     for fd in (read, write):
         os.close(fd)
@@ -188,7 +191,7 @@ def test_a_reader_that_stops_reading_costs_a_writer_only_until_its_deadline():
     started = time.monotonic()
     with pytest.raises(TimeoutError):
         for _ in range(10_000):   # the pipe holds 64 KiB: it fills, and nothing reads
-            protocol.send(write, {"callback": 0, "pad": "x" * 1000}, time.monotonic() + 0.5)
+            framing.send(write, {"callback": 0, "pad": "x" * 1000}, time.monotonic() + 0.5)
     assert time.monotonic() - started < 3
     for fd in (read, write):
         os.close(fd)
@@ -196,15 +199,15 @@ def test_a_reader_that_stops_reading_costs_a_writer_only_until_its_deadline():
 
 def test_framing_and_the_size_limit():
     read, write = os.pipe()
-    sender = threading.Thread(target=lambda: (protocol.send(write, {"ok": "x" * 300_000}), os.close(write)))
+    sender = threading.Thread(target=lambda: (framing.send(write, {"ok": "x" * 300_000}), os.close(write)))
     sender.start()
-    assert protocol.receive(read) == {"ok": "x" * 300_000}
+    assert framing.receive(read) == {"ok": "x" * 300_000}
     sender.join(5)
     os.close(read)
     read, write = os.pipe()
     os.write(write, (10 << 30).to_bytes(8, "big"))
-    with pytest.raises(protocol.ProtocolError, match="larger than the limit"):
-        protocol.receive(read)
+    with pytest.raises(ProtocolError, match="larger than the limit"):
+        framing.receive(read)
     os.close(read)
     os.close(write)
 
@@ -352,9 +355,9 @@ def test_a_program_sent_to_a_worker_names_nothing_of_the_code_traced():
     """The harness's export of a test's function carries the computation and nothing else: no file,
     line, scope or function name (the artifact's bytes and its module's text), and still runs."""
     args = ((jax.ShapeDtypeStruct((4, 3), jnp.float32),), {})
-    plain = base64.b64decode(protocol.export_traced(_tests_per_device_function, *args)["artifact"])
+    plain = base64.b64decode(traced_programs.export_traced(_tests_per_device_function, *args)["artifact"])
     assert all(secret in plain for secret in SECRETS[:4])   # what there is to strip
-    sent = protocol.export_traced(_tests_per_device_function, *args, anonymous=True)
+    sent = traced_programs.export_traced(_tests_per_device_function, *args, anonymous=True)
     raw = base64.b64decode(sent["artifact"])
     exported = jax.export.deserialize(bytearray(raw))
     text = exported.mlir_module()
@@ -362,6 +365,6 @@ def test_a_program_sent_to_a_worker_names_nothing_of_the_code_traced():
         assert secret not in raw and secret.decode() not in text, secret
     assert "loc(\"" not in text and exported.fun_name == "program"   # no named or file location
     block = np.arange(12, dtype=np.float32).reshape(4, 3)
-    layout = protocol.decode(sent["out"])
-    np.testing.assert_array_equal(np.asarray(protocol.call_exported(exported, layout, [block])),
+    layout = codec.decode(sent["out"])
+    np.testing.assert_array_equal(np.asarray(traced_programs.call_exported(exported, layout, [block])),
                                   3 * block.sum(axis=0))

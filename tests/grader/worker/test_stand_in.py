@@ -79,13 +79,14 @@ MODULE = textwrap.dedent('''
         if kind == "huge":         # announces 1 GiB, sends 1 MiB of it
             _send_raw(b"[" * (1 << 20), announced=1 << 30)
         elif kind == "deep":
-            _send_raw(b'{"ok":' + b"[" * 200_000 + b"]" * 200_000 + b"}")
+            _send_raw(b'{"kind":"ok","value":' + b"[" * 200_000 + b"]" * 200_000 + b"}")
         elif kind == "many":       # 15 MiB callback requests, each within the size limit
             for _ in range(100):
-                _send_raw(b'{"callback":0,"pad":"' + b"x" * (15 << 20) + b'"}')
+                _send_raw(b'{"kind":"callback","function":0,"args":{"t":"tuple","v":["' + b"x" * (15 << 20)
+                          + b'"]},"kwargs":{"t":"dict","v":[]}}')
         elif kind == "unread":     # asks for programs and never reads them
             for _ in range(100_000):
-                _send_raw(b'{"callback":0,"args":{"t":"tuple","v":[]},"kwargs":{"t":"dict","v":[]}}')
+                _send_raw(b'{"kind":"callback","function":0,"args":{"t":"tuple","v":[]},"kwargs":{"t":"dict","v":[]}}')
         return kind
 ''')
 
