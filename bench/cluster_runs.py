@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from grader.cluster.driver import load_driver
-from grader.cluster.run import run_cluster
+from grader.cluster.run_cluster import run_cluster
 from grader.course import catalog
 from grader.sandbox import confinement
 

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from grader.core.options import CALIBRATE, GRADE, GRADE_BATCH, add_arguments
+from grader.core.options import CALIBRATE, GRADE, GRADE_BATCH, LAUNCHERS, add_arguments
 from grader.course import paths
 
 
@@ -62,7 +62,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     check.add_argument("--html", nargs="?", const="", metavar="FILE",
                        help="also write the results as a page to open in a browser, with the layouts drawn "
                             "(default FILE: .shardlab/feedback.html beside the folder checked)")
-    check.add_argument("--launcher", choices=("local", "srun"), default="local",
+    check.add_argument("--launcher", choices=LAUNCHERS, default="local",
                        help="how ex12's processes start: on this machine (local, the default) or as one Slurm "
                             "step (srun), each joining through jax.distributed.initialize() with no arguments")
     check.set_defaults(func=_handler("student", "check_from_args"))

@@ -33,7 +33,7 @@ import tempfile
 import threading
 
 from grader.cluster.gate import Gate
-from grader.worker import protocol
+from grader.worker import framing
 
 WAIT_MS = 300_000   # how long the observer waits for every process to register
 
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
 
     def report(message: dict) -> None:
         with lock:
-            protocol.send(report_fd, message)
+            framing.send(report_fd, message)
 
     service_path = os.path.join(tempfile.mkdtemp(prefix="service-", dir=os.getcwd()), "service.sock")
     try:

@@ -4,10 +4,9 @@ functions in the exercise's order, and reports what each returned, as data, to t
     python -I -B -m grader.cluster.process REPORT_FD RELEASE_FD CENSUS_FD MODULE_PATH   (its task on stdin)
 
 Started by grader.cluster.launcher, with its host devices in XLA_FLAGS: it imports jax first, then
-waits for its task: {"process_id", "processes", "devices", "coordinator", "inputs" (what the harness drew
-for this process alone, encoded), "driver" ({"source", "name"}: the exercise's driver, course code the
-harness read from the course's tests, which this process cannot read; grader.cluster.driver),
-"census" (the steps after which the harness looks at the process's connections)}.
+waits for its task (grader.cluster.messages.Task): who it is, the coordinator, what the harness drew for
+this process alone, the exercise's driver (course code the harness read from the course's tests, which this
+process cannot read; grader.cluster.driver) and the steps after which the harness looks at its connections.
 No process is told another's inputs. Like the worker, this runs confined and decides nothing: the
 student's code can rewrite it, and the driver, at run time, so the harness takes its reports as "data
 that claims to be the answer" and checks them against what it sees itself (see grader.cluster.run).
@@ -27,7 +26,6 @@ coordinator of the grader's to see them.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import select
@@ -38,6 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+
+from grader.cluster import messages
+from grader.cluster.messages import Task
 
 CENSUS_SECONDS = 10.0   # the longest a process waits for the harness's census before it goes on regardless
 
@@ -76,8 +77,7 @@ class Process:
              describe: Callable[[object], object] = lambda value: value) -> tuple[bool, object]:
         """Call `call` as step `name`: report its start, then what describe() makes of its value (or what
         it raised). Returns (whether it returned, its value)."""
-        from grader.worker import protocol
-
+        from grader.worker import error_reports, protocol_errors
         self.report({"step": name, "started": True})
         begun = time.monotonic()
         value = None
@@ -87,12 +87,12 @@ class Process:
             answer = {"ok": describe(value)}
         except BaseException as exc:   # SystemExit included: an exit() is an error of this call
             seconds = time.monotonic() - begun
-            answer = {"error": protocol.encode_error(exc, _frames(exc, self.module_path))}
+            answer = {"error": error_reports.encode_error(exc, _frames(exc, self.module_path))}
         try:
             self.report({"step": name, "seconds": seconds, **answer})
             if "ok" in answer and name in self.census_steps:
                 self.census()
-        except protocol.UnsupportedValue as exc:
+        except protocol_errors.UnsupportedValue as exc:
             self.report({"step": name, "seconds": seconds, "error": {
                 "type": "TypeError", "base": "TypeError", "frames": [],
                 "message": f"{name} returned {exc}, which cannot be sent to the grader"}})
@@ -108,43 +108,37 @@ class Process:
         self.report({"devices": [int(d.id) for d in jax.local_devices()]})
 
 
-def run(task: dict, module_path: Path, report: Callable[[dict], None],
+def run(task: Task, module_path: Path, report: Callable[[dict], None],
         census: Callable[[], object] = lambda: None) -> None:
     from grader.cluster.driver import module_from_source
     from grader.course.implementations import load_file
-    from grader.worker import protocol
-
+    from grader.worker import codec
     # Under a name drawn here and left out of sys.modules: the student's module cannot import it or find it
     # by name. (Code in the same process can still reach anything; nothing rests on the driver's honesty.)
-    driver = module_from_source(task["driver"]["source"], f"_driver_{secrets.token_hex(8)}", task["driver"]["name"],
-                                keep=False)
-    inputs = protocol.decode(task["inputs"])
+    driver = module_from_source(task.driver.source, f"_driver_{secrets.token_hex(8)}", task.driver.name, keep=False)
+    inputs = codec.decode(task.inputs)
     report({"ready": True})   # jax is imported: from here on, a silence is the student's code
     try:
         module = load_file(module_path)
     except BaseException as exc:   # reported once; the harness fails every step alike
         report({"import_error": str(exc)[:4000]})
         return
-    coordinator = task["coordinator"]
-    driver.run(Process(int(task["process_id"]), int(task["processes"]), int(task["devices"]),
-                       None if coordinator is None else str(coordinator), inputs, module, module_path, report,
-                       join_step=driver.STEPS[0], census_steps=tuple(map(str, task.get("census", ()))),
-                       census=census))
+    driver.run(Process(task.process_id, task.processes, task.devices, task.coordinator, inputs, module, module_path,
+                       report, join_step=driver.STEPS[0], census_steps=task.census, census=census))
 
 
-def run_and_report(task: dict, module_path: Path, fd: int, released: Callable[[], object],
+def run_and_report(task: Task, module_path: Path, fd: int, released: Callable[[], object],
                    census: Callable[[], object] = lambda: None) -> None:
     """Run `task`, each report sent on `fd` (after a census step, wait until census() returns); say
     "finished"; wait until released() returns (every process has finished); then leave."""
-    from grader.worker import protocol
-
+    from grader.worker import codec, framing
     def report(message: dict) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
-        protocol.send(fd, protocol.encode(message))
+        framing.send(fd, codec.encode(message))
 
     run(task, module_path, report, census)
-    protocol.send(fd, {"finished": True})
+    framing.send(fd, {"finished": True})
     sys.stdout.flush()
     sys.stderr.flush()
     released()
@@ -163,7 +157,7 @@ def main(argv: list[str]) -> int:
     report_fd, release_fd, census_fd, module_path = int(argv[0]), int(argv[1]), int(argv[2]), Path(argv[3])
     import jax  # noqa: F401  (imported while the coordinator starts: the task comes once it listens)
 
-    task = json.loads(sys.stdin.read())
+    task = messages.decode(sys.stdin.buffer.read(), Task)
     sys.stdin.close()
     run_and_report(task, module_path, report_fd, lambda: os.read(release_fd, 1), lambda: census_taken(census_fd))
 

@@ -27,32 +27,25 @@ tasks instead (grader.cluster.srun), each joining through jax's own reading of S
 There is no coordinator of the grader's there, so no join is observed (ClusterRun.observed_joins is False):
 each process's devices are its own report, and the answers alone are judged (a process that never joined
 reports a process_count of 1).
+
+Here: the run's record (ClusterRun) and what a verdict raises. grader.cluster.run_cluster starts a run with
+its launcher (grader.cluster.local, grader.cluster.srun), grader.cluster.events drives it and tears it down,
+grader.cluster.recording records what it reports, grader.cluster.messages declares what crosses.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import queue
-import shutil
-import sys
-import tempfile
-import threading
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import numpy as np
 import psutil
 
-from grader.cluster import census
 from grader.cluster.census import Connection
-from grader.cluster.driver import DrawnInputs, Driver
+from grader.cluster.driver import DrawnInputs
 from grader.core.errors import ShardlabError
-from grader.course.implementations import ImplementationImportError, NotAttempted
-from grader.sandbox import confinement
-from grader.worker import protocol
-from grader.worker.failures import WorkerCrashed, WorkerTimeout, describe_death, remote_exception
+from grader.course.implementations import ImplementationImportError
+from grader.worker.error_reports import remote_exception
+from grader.worker.failures import WorkerCrashed, WorkerTimeout, describe_death
 
 # No report from any process for this long, once every process has started: the run hangs. An honest
 # run's longest silence after that is the processes joining, about a second; 10 s keeps a hang in both
@@ -256,7 +249,7 @@ class ClusterRun:
 
         attributes = ["cmdline", "environ" if self.launcher == "srun" else "cwd"]
         processes = [p for p in psutil.process_iter(attributes) if of_run(p.info)
-                     and any("grader.cluster.run" in part for part in p.info["cmdline"] or ())]
+                     and any("grader.cluster." in part for part in p.info["cmdline"] or ())]
         port = int(self.coordinator.rsplit(":", 1)[1]) if self.coordinator else None
         sockets = [c for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port
                    and c.status in (psutil.CONN_LISTEN, psutil.CONN_ESTABLISHED)]
@@ -283,236 +276,3 @@ class ClusterRun:
                 f"{process} " + (f"was still in {where}()" if where else "had not started yet")
                 + f" and never finished {step}() (a collective that not every process calls waits forever)")
         return ClusterCrashed(f"process {process} ended without reporting {step}()")
-
-
-def _spec(run: ClusterRun, driver: Driver, module_path: Path) -> bytes:
-    """What the launcher is given: each process's task, the driver every process runs, and what each
-    process may read and write."""
-    census = [step for step in (run.join_step, run.proof_step) if step is not None]
-    tasks = [{"process_id": i, "processes": run.processes, "devices": run.devices_per_process,
-              "inputs": protocol.encode(run.inputs.for_process(i)), "census": census} for i in range(run.processes)]
-    readable = [*confinement.SYSTEM_PATHS, *confinement.python_paths(), str(module_path.parent), "/proc", "/sys",
-                *confinement.DEVICES[2:]]
-    return json.dumps({"tasks": tasks, "driver": {"source": driver.source, "name": f"<driver {driver.path.name}>"},
-                       "readable": readable, "writable": list(confinement.DEVICES[:2])}).encode()
-
-
-def _read_reports(fd: int, into: queue.Queue) -> None:
-    try:
-        while True:
-            into.put(protocol.receive(fd, REPORT_BYTES))
-    except (EOFError, protocol.ProtocolError, RecursionError, OSError):
-        pass
-    into.put(None)
-
-
-def _ints(value) -> bool:
-    return isinstance(value, list) and all(type(v) is int for v in value)
-
-
-def _observe_gate(run: ClusterRun, seen: dict) -> None:
-    """A report of the grader's gate (grader.cluster.gate), relayed by the coordinator and the launcher:
-    they run outside every process's reach, so it is the grader's own view."""
-    process, connection, port = seen.get("process"), seen.get("connection"), seen.get("port")
-    if type(seen.get("registered")) is int and type(connection) is int and type(port) is int:
-        run.gate.registered[connection] = (seen["registered"], port)
-    elif isinstance(seen.get("refused"), str) and len(run.gate.refused) < 50:
-        run.gate.refused.append((process if type(process) is int else None, port if type(port) is int else None,
-                                 seen["refused"][:500]))
-    elif isinstance(seen.get("wrote"), dict) and type(process) is int and 0 <= process < run.processes:
-        wrote = seen["wrote"]
-        if wrote.get("topology") == process and _ints(wrote.get("devices")):
-            run.published[process] = wrote["devices"]
-        elif isinstance(wrote.get("global"), list) and all(_ints(node) for node in wrote["global"]):
-            run.gate.global_topology = wrote["global"]
-        elif isinstance(gloo := wrote.get("gloo"), dict) and _ints(gloo.get("clique")) and all(
-                type(gloo.get(k)) is int for k in ("rank", "port")) and 0 <= gloo["rank"] < len(gloo["clique"]):
-            run.gate.gloo.append(GlooRecord(process, tuple(gloo["clique"]), gloo["rank"], gloo["port"]))
-
-
-def _observe_service(run: ClusterRun, message: dict) -> None:
-    """A report of the grader's coordinator (relayed by the launcher)."""
-    if message.get("registered") is True:
-        run.registered = True
-    elif isinstance(message.get("failed"), str) and not run.registered and run.service_error is None:
-        run.service_error = message["failed"][:500]
-    elif isinstance(message.get("gate"), dict):
-        _observe_gate(run, message["gate"])
-
-
-def _record(run: ClusterRun, raw: dict, when: float, sandbox: confinement.ConfinedProcess | None) -> str | None:
-    """One relayed message, checked: anything malformed is ignored (it can only cost the student). The step
-    when it was a census step's report and the harness has just looked at that process (which now waits for
-    its word: grader.cluster.process). Without a sandbox (srun) no census is taken."""
-    if isinstance(raw.get("coordinator"), str):
-        run.coordinator = raw["coordinator"][:100]
-        return None
-    if isinstance(raw.get("separated"), bool):
-        run.separated = raw["separated"]
-        return None
-    if isinstance(raw.get("service"), dict):
-        _observe_service(run, raw["service"])
-        return None
-    process = raw.get("process")
-    if type(process) is not int or not 0 <= process < run.processes:
-        return None
-    if "exit" in raw:
-        if type(raw["exit"]) is int:
-            run.exits[process] = raw["exit"]
-        return None
-    if "pid" in raw:
-        if type(raw["pid"]) is int:
-            run.sandbox_pids[process] = raw["pid"]
-        return None
-    try:
-        message = protocol.decode(raw.get("report"))
-    except (protocol.ProtocolError, TypeError, ValueError, RecursionError):
-        return None
-    if not isinstance(message, dict):
-        return None
-    if message.get("ready") is True:
-        run.ready.add(process)
-        return None
-    devices = message.get("devices")
-    if not run.observed_joins and isinstance(devices, list) and all(type(d) is int for d in devices):
-        run.published[process] = devices   # its own word: only where no coordinator of the grader's saw them
-        return None
-    if isinstance(message.get("import_error"), str) and run.import_error is None:
-        run.import_error = message["import_error"]
-    step = message.get("step")
-    if step not in run.steps:
-        return None
-    if message.get("started") is True:
-        run.started[process] = step
-        run.seen[(process, step, "started")] = when
-    elif ("ok" in message or isinstance(message.get("error"), dict)) and isinstance(message.get("seconds"), float):
-        run.reports[(process, step)] = message
-        run.seen[(process, step, "done")] = when
-        if "ok" in message and sandbox is not None and step in (run.join_step, run.proof_step) \
-                and (process, step) not in run.sockets:
-            held = _census(run, process, sandbox)
-            if step == run.join_step:
-                run.connection[process] = held if isinstance(held, str) else _connected(run, held)
-            if not isinstance(held, str):
-                run.sockets[(process, step)] = held
-            return step
-    return None
-
-
-def _census(run: ClusterRun, process: int, sandbox: confinement.ConfinedProcess) -> list[Connection] | str:
-    """The harness's own look at the TCP sockets `process` holds, as one of its steps has just returned; or
-    why the harness could not look."""
-    pid = run.sandbox_pids.get(process)
-    launcher = census.launcher_pid(sandbox.pid)
-    if pid is None or launcher is None:
-        return "the grader found no launcher in the sandbox" if launcher is None else "the launcher named no pid"
-    host = census.host_pid(launcher, pid)
-    if host is None:
-        return f"the grader found no process of pid {pid} among the launcher's children"
-    try:
-        return census.tcp_connections(host)
-    except OSError as exc:
-        return f"the grader could not see its connections ({exc.strerror or exc})"
-
-
-def _connected(run: ClusterRun, held: list[Connection]) -> str | None:
-    port = run.coordinator.rpartition(":")[2]
-    return census.connected(held, int(port)) if port.isdigit() else "the run had no coordinator"
-
-
-def _tell_launcher(hold_w: int, word: str) -> None:
-    """"census I" (process I may go on) or "go" (every process may leave): grader.cluster.launcher."""
-    try:
-        os.write(hold_w, f"{word}\n".encode())
-    except OSError:   # the launcher is gone
-        pass
-
-
-def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, devices_per_process: int = 4,
-                isolation: confinement.Isolation | None = None, quiet_seconds: float = QUIET_SECONDS,
-                limit_seconds: float = LIMIT_SECONDS, scratch: Path | None = None,
-                launcher: str = "local", limits: confinement.WorkerLimits | None = None) -> ClusterRun:
-    """Run the student's module in `processes` processes, each running `driver` (a course's driver, never a
-    submission's), and collect what each reports. isolation None: a plain process tree of its own (a
-    student's `shardlab check`). launcher "srun": one srun step's tasks (grader.cluster.srun), never
-    with isolation. limits: each process's, as a worker's (--memory-limit); the worker's default if None."""
-    from grader.cluster import srun
-
-    if launcher not in ("local", "srun"):
-        raise ValueError(f"launcher must be 'local' or 'srun', not {launcher!r}")
-    if launcher == "srun" and isolation is not None:
-        raise srun.LauncherRefused(srun.NOT_WITH_ISOLATION)
-    module_path = Path(module_path).resolve()
-    if not module_path.is_file():
-        raise NotAttempted(f"{module_path.name} is missing from {module_path.parent}")
-    level = isolation or confinement.Isolation.PROCESS
-    # Unseeded: no process can know another's inputs in advance.
-    inputs = driver.draw(np.random.default_rng(), processes, devices_per_process)
-    run = ClusterRun(processes, devices_per_process, driver.steps, inputs, level.value, proof_step=driver.proof_step)
-    workdir = Path(tempfile.mkdtemp(prefix="cluster-", dir=scratch))
-    run.workdir = str(workdir)
-    if launcher == "srun":
-        run.launcher, run.observed_joins, run.separated = "srun", False, False
-        return srun.run_srun(run, driver, module_path, quiet_seconds=quiet_seconds,
-                                     limit_seconds=limit_seconds)
-    output_path = workdir.parent / f"{workdir.name}.out"
-    report_r, report_w = os.pipe()
-    tasks_r, tasks_w = os.pipe()
-    hold_r, hold_w = os.pipe()   # the harness's word: a census taken, or the processes may leave (cluster_launch)
-    env = confinement.sandbox_environment(workdir, JAX_PLATFORMS="cpu")
-    argv = [sys.executable, "-I", "-B", "-m", "grader.cluster.launcher", str(report_w), str(tasks_r),
-            str(hold_r), str(module_path)]
-    begun = time.monotonic()
-    with open(output_path, "ab") as output:
-        process = confinement.spawn_confined(argv, level=level, workdir=workdir, readable=[module_path.parent],
-                                             env=env, pass_fds=(report_w, tasks_r, hold_r), stdout=output,
-                                             network=True, limits=limits or confinement.WorkerLimits())
-    for fd in (report_w, tasks_r, hold_r):
-        os.close(fd)
-    messages: queue.Queue = queue.Queue()
-    proved: set[int] = set()   # processes the harness has looked at after the proof step
-    told: set[int] = set()     # of those, the ones told to go on
-    reader = threading.Thread(target=_read_reports, args=(report_r, messages), daemon=True)
-    reader.start()
-    try:
-        try:
-            os.write(tasks_w, _spec(run, driver, module_path))
-        except BrokenPipeError:
-            pass
-        os.close(tasks_w)
-        while True:
-            left = limit_seconds - (time.monotonic() - begun)
-            try:
-                silence = quiet_seconds if len(run.ready) == run.processes else max(quiet_seconds, STARTUP_SECONDS)
-                raw = messages.get(timeout=max(0.0, min(silence, left)))
-            except queue.Empty:
-                run.stopped_after = time.monotonic() - begun
-                break
-            if raw is None:
-                break
-            if raw.get("finished") is True:   # every report before it is recorded, every census taken
-                _tell_launcher(hold_w, "go")
-                continue
-            censused = _record(run, raw, time.monotonic() - begun, process)
-            if censused == run.join_step:
-                _tell_launcher(hold_w, f"census {raw['process']}")
-            elif censused is not None:
-                proved.add(raw["process"])
-            # After the proof step every process waits until the harness has looked at all of them: the
-            # gloo connections between two processes are then seen while both hold them.
-            if proved - told and all(p in proved or p in run.exits or (p, run.proof_step) in run.reports
-                                     for p in range(run.processes)):
-                for p in sorted(proved - told):
-                    _tell_launcher(hold_w, f"census {p}")
-                told |= proved
-    finally:
-        process.kill_tree()   # whatever is left of the run, the sandbox's loopback with it
-        reader.join(timeout=10)
-        os.close(report_r)
-        os.close(hold_w)
-        run.seconds = time.monotonic() - begun
-        text = output_path.read_bytes().decode(errors="replace")
-        run.output = text if len(text) <= OUTPUT_CHARS else text[-OUTPUT_CHARS:]
-        output_path.unlink(missing_ok=True)
-        shutil.rmtree(workdir, ignore_errors=True)
-    return run

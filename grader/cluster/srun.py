@@ -12,7 +12,7 @@ outside one srun asks for its own.
 Reports travel over TCP: the harness listens, and each task connects back to srun's own host as srun
 tells it (SLURM_SRUN_COMM_HOST: the compute nodes reach srun there for its own I/O, so they reach the
 harness beside it), says who it is with the run's token, receives its task (only its own inputs) and
-sends the same length-prefixed reports as a local process (grader.worker.protocol), then waits for the
+sends the same length-prefixed reports as a local process (grader.worker.framing), then waits for the
 harness's word that every process has finished. A socket rather than the tasks' output through srun:
 frames of any size (srun --label cuts long lines), never mixed with what the student's code prints,
 and received the moment they are sent (the barrier check times them). The tasks' output goes, labelled
@@ -24,7 +24,7 @@ answers alone. It is the student's own check, never grading: with isolation run_
 
     python -B -m grader.cluster.srun HOST:PORT MODULE_PATH     (one task; the token in its environment)
 
-A run that hangs is stopped like a local one (grader.cluster.run's timeouts); stopping it kills the
+A run that hangs is stopped like a local one (grader.cluster.events, the same loop); stopping it kills the
 step's tasks through Slurm (scancel --signal=KILL JOB.STEP) and then srun, so nothing of it is left.
 """
 
@@ -43,14 +43,19 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import BinaryIO
 
+import psutil
+
+from grader.cluster import messages
+from grader.cluster.driver import Driver
+from grader.cluster.events import Launch
+from grader.cluster.messages import DriverSource, Hello, Reported, Task
+from grader.cluster.run import REPORT_BYTES, RUN_VARIABLE, ClusterRun
 from grader.core.errors import ShardlabError
-
-if TYPE_CHECKING:
-    from grader.cluster.driver import Driver
-    from grader.cluster.run import ClusterRun
+from grader.worker import codec, framing, protocol_errors
 
 NOT_WITH_ISOLATION = (
     "--launcher srun cannot grade: under srun there is no coordinator of the grader's to see each process "
@@ -90,8 +95,6 @@ def srun_command(run: ClusterRun, module_path: Path, address: str, limit_seconds
 
 def srun_environment(run: ClusterRun, token: str) -> dict[str, str]:
     """The harness's environment (srun exports it to every task) with each task's host devices forced."""
-    from grader.cluster.run import RUN_VARIABLE
-
     return {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={run.devices_per_process}",
             "JAX_PLATFORMS": "cpu", TOKEN_VARIABLE: token, RUN_VARIABLE: run.workdir}
 
@@ -111,10 +114,27 @@ def task_exits(output: str, processes: int) -> dict[int, int]:
     return exits
 
 
-class _Connections:
+@dataclass(frozen=True)
+class Done:
+    """The task has finished, or gone."""
+    process: int
+
+
+@dataclass(frozen=True)
+class Closed:
+    """The task's connection has closed."""
+    process: int
+
+
+@dataclass(frozen=True)
+class SrunEnded:
+    code: int
+
+
+class Connections:
     """The tasks that reached the harness: one connection per process, each served by a thread of its own
-    that puts what the task says on `events`: ("hello", process, hello), ("report", process, message),
-    ("done", process) when it has finished or gone, ("closed", process) once its connection has closed."""
+    that puts what the task says on `events`: its Hello, its reports (messages.Reported), Done when it has
+    finished or gone, Closed once its connection has closed."""
 
     def __init__(self, run: ClusterRun, driver: Driver, token: str, events: queue.Queue):
         self.run, self.driver, self.token, self.events = run, driver, token, events
@@ -136,45 +156,40 @@ class _Connections:
                 self.threads.append(thread)
             thread.start()
 
-    def _task(self, process: int) -> dict:
-        from grader.worker import protocol
-
-        return {"process_id": process, "processes": self.run.processes, "devices": self.run.devices_per_process,
-                "coordinator": None, "inputs": protocol.encode(self.run.inputs.for_process(process)),
-                "driver": {"source": self.driver.source, "name": f"<driver {self.driver.path.name}>"}}
+    def _task(self, process: int) -> Task:
+        return Task(process, self.run.processes, self.run.devices_per_process, None,
+                    codec.encode(self.run.inputs.for_process(process)),
+                    DriverSource(self.driver.source, f"<driver {self.driver.path.name}>"))
 
     def _serve(self, connection: socket.socket) -> None:
-        from grader.cluster.run import REPORT_BYTES
-        from grader.worker import protocol
-
         fd = connection.fileno()
         try:
-            hello = protocol.receive(fd, HELLO_BYTES)
-            process = hello.get("process")
-            if not (hmac.compare_digest(str(hello.get("token")).encode(), self.token.encode())
-                    and type(process) is int and 0 <= process < self.run.processes):
-                raise protocol.ProtocolError("not a task of this run")
+            hello = messages.receive(fd, Hello, HELLO_BYTES)
+            process = hello.process
+            if not (hmac.compare_digest(hello.token.encode(), self.token.encode())
+                    and 0 <= process < self.run.processes):
+                raise protocol_errors.ProtocolError("not a task of this run")
             with self.lock:
                 if process in self.sockets:
-                    raise protocol.ProtocolError(f"process {process} is already connected")
+                    raise protocol_errors.ProtocolError(f"process {process} is already connected")
                 self.sockets[process] = connection
-            self.events.put(("hello", process, hello))
-            protocol.send(fd, self._task(process))
-        except (EOFError, protocol.ProtocolError, RecursionError, OSError, AttributeError):
+            self.events.put(hello)
+            messages.send(fd, self._task(process))
+        except (EOFError, protocol_errors.ProtocolError, RecursionError, OSError, AttributeError):
             connection.close()
             return
         try:
-            while (message := protocol.receive(fd, REPORT_BYTES)).get("finished") is not True:
-                self.events.put(("report", process, message))
-        except (EOFError, protocol.ProtocolError, RecursionError, OSError):
+            while (message := framing.receive(fd, REPORT_BYTES)).get("finished") is not True:
+                self.events.put(Reported(process, message))
+        except (EOFError, protocol_errors.ProtocolError, RecursionError, OSError):
             pass
-        self.events.put(("done", process))
+        self.events.put(Done(process))
         try:
             while os.read(fd, 1 << 16):   # after "finished" nothing more is read
                 pass
         except OSError:
             pass
-        self.events.put(("closed", process))
+        self.events.put(Closed(process))
 
     def release(self) -> None:
         """Every process has finished: each may leave."""
@@ -208,10 +223,6 @@ def _kill_here(pids: list[int], workdir: str) -> None:
     the run): at once, whatever Slurm is doing with the step. Slurm may be slow to: a step that srun is
     already ending (--kill-on-bad-exit) got SIGTERM, which jax's preemption notifier catches, and gets
     SIGKILL only after the cluster's KillWait (30 s by default), scancel's word waiting behind it."""
-    import psutil
-
-    from grader.cluster.run import RUN_VARIABLE
-
     for pid in pids:
         try:
             task = psutil.Process(pid)
@@ -252,84 +263,69 @@ def _stop(srun: subprocess.Popen, step: str | None, here: list[int], workdir: st
     srun.wait()
 
 
-def run_srun(run: ClusterRun, driver: Driver, module_path: Path, *, quiet_seconds: float,
-             limit_seconds: float) -> ClusterRun:
-    """run_cluster's srun route: `run` (drawn, with its folder) run as one srun step, its reports recorded."""
-    from grader.cluster.run import OUTPUT_CHARS, STARTUP_SECONDS, _record
+class SrunLaunch(Launch):
+    """The run as one srun step, its tasks' reports over TCP (Connections)."""
 
-    if shutil.which("srun") is None:
-        raise SrunMissing("--launcher srun needs Slurm's srun on the PATH (run it on a cluster's login node, "
-                          "or inside an allocation)")
-    workdir = Path(run.workdir)
-    output_path = workdir.parent / f"{workdir.name}.out"
-    token = secrets.token_hex(16)
-    events: queue.Queue = queue.Queue()
-    connections = _Connections(run, driver, token, events)
-    threading.Thread(target=connections.accept, daemon=True).start()
-    address = f"{socket.gethostname()}:{connections.port}"
-    begun = time.monotonic()
-    with open(output_path, "ab") as output:
-        srun = subprocess.Popen(srun_command(run, module_path, address, limit_seconds), stdin=subprocess.DEVNULL,
-                                stdout=output, stderr=subprocess.STDOUT, env=srun_environment(run, token),
-                                start_new_session=True)
-    threading.Thread(target=lambda: events.put(("srun", srun.wait())), daemon=True).start()
-    step, done, ended, said = None, set(), None, ""
-    here: list[int] = []   # the pids of the tasks on this host
-    greeted: set[int] = set()   # the processes that reached the harness
+    def __init__(self, run: ClusterRun, driver: Driver, module_path: Path, limit_seconds: float):
+        if shutil.which("srun") is None:
+            raise SrunMissing("--launcher srun needs Slurm's srun on the PATH (run it on a cluster's login node, "
+                              "or inside an allocation)")
+        super().__init__(run)
+        self.module_path, self.limit_seconds = module_path, limit_seconds
+        self.token = secrets.token_hex(16)
+        self.connections = Connections(run, driver, self.token, self.events)
+        threading.Thread(target=self.connections.accept, daemon=True).start()
+        self.step: str | None = None    # "JOB.STEP", as the tasks said
+        self.done: set[int] = set()
+        self.code: int | None = None    # srun's exit status, once it has ended
+        self.said = ""                  # srun's word before the harness stops it
+        self.here: list[int] = []       # the pids of the tasks on this host
+        self.greeted: set[int] = set()  # the processes that reached the harness
 
-    def record(kind: str, process: int, *rest) -> None:
-        nonlocal step
-        when = time.monotonic() - begun
-        if kind == "report":
-            _record(run, {"process": process, "report": rest[0]}, when, None)
-        elif kind == "hello":
-            greeted.add(process)
-            if rest[0].get("host") == socket.gethostname() and type(rest[0].get("pid")) is int:
-                here.append(rest[0]["pid"])
-            job, job_step = rest[0].get("job"), rest[0].get("step")
-            if step is None and str(job).isdigit() and str(job_step).isdigit():
-                step = f"{job}.{job_step}"
-        elif kind == "done":
-            done.add(process)
-            if len(done) == run.processes:
-                connections.release()
+    def start(self, output: BinaryIO) -> None:
+        self.output_name = output.name
+        address = f"{socket.gethostname()}:{self.connections.port}"
+        self.srun = subprocess.Popen(srun_command(self.run, self.module_path, address, self.limit_seconds),
+                                     stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                                     env=srun_environment(self.run, self.token), start_new_session=True)
+        threading.Thread(target=lambda: self.events.put(SrunEnded(self.srun.wait())), daemon=True).start()
 
-    try:
-        while True:
-            left = limit_seconds - (time.monotonic() - begun)
-            silence = quiet_seconds if len(run.ready) == run.processes else max(quiet_seconds, STARTUP_SECONDS)
-            try:
-                event = events.get(timeout=max(0.0, min(silence, left)))
-            except queue.Empty:
-                run.stopped_after = time.monotonic() - begun
-                break
-            if event[0] == "srun":
-                ended = event[1]
-                break
-            record(*event)
-        if ended is not None:   # the tasks are gone: their last reports are read, then recorded
-            connections.join(DRAIN_SECONDS)
-            while not events.empty():
-                event = events.get()
-                if event[0] != "srun":
-                    record(*event)
-        said = output_path.read_bytes().decode(errors="replace")   # srun's word before the harness stops it
-    finally:
-        connections.close()
-        if srun.poll() is None:
-            _stop(srun, step, here, run.workdir)
-        run.seconds = time.monotonic() - begun
-        text = output_path.read_bytes().decode(errors="replace")
-        run.output = text if len(text) <= OUTPUT_CHARS else text[-OUTPUT_CHARS:]
-        output_path.unlink(missing_ok=True)
-        shutil.rmtree(workdir, ignore_errors=True)
-    run.exits.update(task_exits(said, run.processes))   # how tasks ended, not by the harness's hand
-    if not greeted and (ended is None or ended != 0):   # srun failed, or still waited for its allocation
-        lines = [line for line in said.splitlines() if line.startswith("srun:")][-OUTPUT_LINES:]
-        run.launch_error = ((f"srun ended ({ended}) before any process started" if ended is not None else
-                             f"srun had started no process after {run.stopped_after:.0f} s and was stopped")
-                            + ": " + ("\n".join(lines) or "it said nothing"))
-    return run
+    def handle(self, event, answered: str | None) -> bool:
+        if isinstance(event, SrunEnded):
+            self.code = event.code
+            return True
+        if isinstance(event, Hello):
+            self.greeted.add(event.process)
+            if event.host == socket.gethostname():
+                self.here.append(event.pid)
+            if self.step is None and str(event.job).isdigit() and str(event.step).isdigit():
+                self.step = f"{event.job}.{event.step}"
+        elif isinstance(event, Done):
+            self.done.add(event.process)
+            if len(self.done) == self.run.processes:
+                self.connections.release()
+        return False
+
+    def ended(self) -> bool:
+        if self.code is None:
+            return False
+        self.connections.join(DRAIN_SECONDS)   # the tasks are gone: their last reports are read
+        return True
+
+    def stop(self) -> None:
+        self.said = Path(self.output_name).read_bytes().decode(errors="replace")
+        self.connections.close()
+        if self.srun.poll() is None:
+            _stop(self.srun, self.step, self.here, self.run.workdir)
+
+    def concluded(self) -> None:
+        run, said = self.run, self.said
+        run.exits.update(task_exits(said, run.processes))   # how tasks ended, not by the harness's hand
+        if not self.greeted and (self.code is None or self.code != 0):   # srun failed, or still waited
+            lines = [line for line in said.splitlines() if line.startswith("srun:")][-OUTPUT_LINES:]
+            run.launch_error = ((f"srun ended ({self.code}) before any process started" if self.code is not None
+                                 else f"srun had started no process after {run.stopped_after:.0f} s and was stopped")
+                                + ": " + ("\n".join(lines) or "it said nothing"))
 
 
 # ---- in each task ------------------------------------------------------------------------------------
@@ -337,7 +333,6 @@ def run_srun(run: ClusterRun, driver: Driver, module_path: Path, *, quiet_second
 
 def main(argv: list[str]) -> int:
     from grader.cluster.process import run_and_report
-    from grader.worker import protocol
 
     host, _, port = argv[0].rpartition(":")
     module_path = Path(argv[1])
@@ -345,12 +340,12 @@ def main(argv: list[str]) -> int:
     connection = socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS)
     connection.settimeout(None)
     fd = connection.fileno()
-    protocol.send(fd, {"token": os.environ.pop(TOKEN_VARIABLE, ""), "process": int(os.environ["SLURM_PROCID"]),
-                       "job": os.environ.get("SLURM_JOB_ID"), "step": os.environ.get("SLURM_STEP_ID"),
-                       "host": socket.gethostname(), "pid": os.getpid()})
+    messages.send(fd, Hello(os.environ.pop(TOKEN_VARIABLE, ""), int(os.environ["SLURM_PROCID"]),
+                            os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID"), socket.gethostname(),
+                            os.getpid()))
     import jax  # noqa: F401  (its devices forced by the environment srun gave this task)
 
-    task = protocol.receive(fd, TASK_BYTES)
+    task = messages.receive(fd, Task, TASK_BYTES)
     # Released when every process has finished (or the harness is gone).
     run_and_report(task, module_path, fd, lambda: connection.recv(1))
 

@@ -26,6 +26,9 @@ from typing import Any
 
 GIB = 1 << 30
 MIB = 1 << 20
+# How a multi-process exercise (ex12) starts its processes: on this machine, or as one Slurm step
+# (grader.cluster.run_cluster; `shardlab check --launcher`, the harness's --launcher).
+LAUNCHERS = ("local", "srun")
 
 # The harness's own address space. It runs the grader's code: the tests' references and baselines, and the
 # student's exported programs on the tests' inputs, so its need is the course's, not a choice per student:

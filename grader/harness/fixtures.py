@@ -43,7 +43,8 @@ class ProcessRuns:
 
     def get(self, session, exercise, driver_path, **options):
         from grader.cluster.driver import load_driver
-        from grader.cluster.run import LIMIT_SECONDS, run_cluster
+        from grader.cluster.run import LIMIT_SECONDS
+        from grader.cluster.run_cluster import run_cluster
 
         driver = load_driver(driver_path)   # the course's, beside the exercise's tests
         path = session.impl / exercise.module_file

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.core.options import add_harness_options
+from grader.core.options import LAUNCHERS, add_harness_options
 from grader.course import paths
 
 
@@ -26,7 +26,7 @@ def pytest_addoption(parser):
     group.addoption("--time-limits", metavar="PATH",
                     help="with --isolate: each test's limit from the reference's durations "
                          "(grader.harness.time_limits; the grading process writes this file)")
-    group.addoption("--launcher", choices=("local", "srun"), default="local",
+    group.addoption("--launcher", choices=LAUNCHERS, default="local",
                     help="how a multi-process exercise (ex12) starts its processes: 'local' (on this machine, the "
                          "default) or 'srun' (one Slurm step, each process joining through jax's reading of "
                          "Slurm's environment; not with --isolate)")

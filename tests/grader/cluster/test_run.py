@@ -21,7 +21,8 @@ import pytest
 from grader.cluster.census import connected, tcp_connections
 from grader.cluster.driver import DriverError, load_driver
 from grader.cluster.records import LocalTopology, read_local_topology
-from grader.cluster.run import ClusterCrashed, ClusterTimeout, run_cluster
+from grader.cluster.run import ClusterCrashed, ClusterTimeout
+from grader.cluster.run_cluster import run_cluster
 from grader.course import catalog
 from grader.course.implementations import ImplementationImportError
 from grader.sandbox import confinement

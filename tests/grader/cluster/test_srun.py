@@ -18,7 +18,8 @@ import pytest
 
 from grader.cluster import srun
 from grader.cluster.driver import load_driver
-from grader.cluster.run import ClusterCrashed, ClusterTimeout, run_cluster
+from grader.cluster.run import ClusterCrashed, ClusterTimeout
+from grader.cluster.run_cluster import run_cluster
 from grader.commands import student
 from grader.core.results import Category
 from grader.course import paths

@@ -43,7 +43,8 @@ from typing import NamedTuple
 import pytest
 
 from grader.cluster.driver import load_driver
-from grader.cluster.run import ClusterTimeout, run_cluster
+from grader.cluster.run import ClusterTimeout
+from grader.cluster.run_cluster import run_cluster
 from grader.course import catalog
 from grader.grading.batch import grade_batch, student_folder
 from grader.grading.results import GradingResults
@@ -458,7 +459,7 @@ def check_case(case: str, where: str, outcomes: list[tuple[str, str, str]], scor
 def test_graded_for_real_each_earns_only_what_it_did(graded, case):
     level, results = graded
     exercise = ex12(results[case])
-    assert results[case].environment["isolation"]["level"] == level
+    assert results[case].environment.isolation.level == level
     check_case(case, level, [(t.name, t.category, t.message) for t in exercise.tests], exercise.score,
                exercise.max_score)
     rules = CASES[case]
