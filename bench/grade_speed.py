@@ -48,7 +48,7 @@ def in_process_seconds() -> float:
 
 def graded(submission: Path, cache: CompileCache, **options):
     results = grade_submission(submission, cache=cache, time_limits=time_limits.load(cache.folder), **options)
-    return results, results.environment["compile_cache"]
+    return results, results.environment.compile_cache
 
 
 def endless_loop(folder: Path) -> Path:
@@ -106,7 +106,7 @@ def main() -> None:
         warm, warm_cache = graded(paths.SOLUTIONS_DIR, one, parallel=2)
         single, _ = graded(paths.SOLUTIONS_DIR, fresh("single"), parallel=1)
         inside = in_process_seconds()
-        level = cold.environment["isolation"]["level"]
+        level = cold.environment.isolation.level
         print(f"one submission, every exercise ({cold.max_score:.0f} points, {level}):")
         print(f"  cache cold, 2 harnesses: {cold.duration:5.1f} s  score {cold.score:.2f}  "
               f"(goal: at most 60 s)  misses {cold_cache['misses']}, hits {cold_cache['hits']}")

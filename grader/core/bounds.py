@@ -45,6 +45,21 @@ def clipped(text: str, limit: int, *, keep_end: bool = False) -> str:
     return text[:kept] + note
 
 
+def last_lines(text: str, count: int, heading: str, *, skip: str | None = None) -> str:
+    """The last `count` non-blank lines of `text` (none that starts with `skip`), indented under
+    "  heading:" on a line of its own; "" when there are none."""
+    lines = [line for line in text.strip().splitlines()
+             if line.strip() and not (skip and line.lstrip().startswith(skip))][-count:]
+    return f"\n  {heading}:\n    " + "\n    ".join(lines) if lines else ""
+
+
+def at_most(items: list[str], count: int, more: str = "") -> list[str]:
+    """`items`, or when there are more than `count`, the first count - 1 and "... and N more{more}"."""
+    if len(items) <= count:
+        return items
+    return [*items[:count - 1], f"... and {len(items) - count + 1} more{more}"]
+
+
 def _cut_note(cut: int, keep_end: bool, space: str) -> str:
     if keep_end:
         return f"{space}... ({cut:,} characters cut) ...{space}"

@@ -333,7 +333,8 @@ class TestMeta:
 
     __test__ = False   # not a pytest test class
 
-    def result(self, category: str, message: str = "", duration: float = 0.0, *, strike: bool = False) -> TestResult:
+    def result(self, category: Category, message: str = "", duration: float = 0.0, *,
+               strike: bool = False) -> TestResult:
         return TestResult(nodeid=self.nodeid, exercise=self.exercise, hidden=self.hidden, weight=self.weight,
                           category=category, message=message, duration=duration, strike=strike, rules=self.rules)
 
@@ -353,7 +354,7 @@ class TestResult:
     exercise: str | None          # None: a test in no exercise's folder (dev-check reports it)
     hidden: bool
     weight: float                 # the test's points (see grader.harness.selection)
-    category: str                 # a Category value
+    category: Category            # a str given (a Category's value) is made one
     message: str = ""             # what the student should see
     duration: float = 0.0
     speedup: SpeedFigures | None = None   # the timing figures of a speedup test
@@ -370,6 +371,10 @@ class TestResult:
     def __post_init__(self):
         """The bounds of grader.core.bounds: the facts that fit in a test's share, the message (saying what
         was left out) and the output cut. A result built again from a bounded one is the same."""
+        try:
+            self.category = Category(self.category)
+        except ValueError:
+            raise MalformedResult(f"TestResult: unknown category {self.category!r}") from None
         left_out = self._keep_facts_that_fit()
         if left_out:
             note = f"[{left_out}]"
@@ -466,3 +471,87 @@ class TestResult:
             "collectives": [CollectivesCheck.from_dict(c) for c in data.get("collectives", ())],
             "rules": rules_of(data.get("rules", ())),
         })
+
+
+# -- where a grading ran: report.json's "environment" ----------------------------------------------
+
+@dataclass(frozen=True)
+class IsolationRecord:
+    """environment.isolation: how the student's code was confined, as grader.sandbox.confinement.describe
+    words it (its keys differ by level: "level", "user", "network", "not_applied", "memory"...)."""
+    described: dict[str, Any]
+
+    @property
+    def level(self) -> str | None:
+        return self.described.get("level")
+
+    @property
+    def not_applied(self) -> list[str]:
+        return [str(item) for item in self.described.get("not_applied") or ()]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.described)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | str) -> IsolationRecord:
+        """An older report.json's isolation was its level alone, a string."""
+        return cls(dict(data) if isinstance(data, dict) else {"level": data})
+
+
+@dataclass(frozen=True)
+class Environment:
+    """report.json's "environment": where a grading ran and the limits in force. A field that is None (an
+    older report's, or `shardlab check`'s, which records less) is not written. The dicts are as their
+    makers describe themselves: limits (grader.core.options, as applied), compile_cache, time_limits."""
+    python: str | None = None
+    platform: str | None = None
+    versions: dict[str, str | None] | None = None   # package -> version (None: not installed)
+    devices: int | None = None
+    cores: int | None = None
+    timing: str | None = None
+    limits: dict[str, Any] | None = None
+    hidden_visibility: str | None = None
+    isolation: IsolationRecord | None = None
+    compile_cache: dict[str, Any] | None = None
+    time_limits: dict[str, Any] | None = None
+    parallel: int | None = None                     # harnesses at once
+    other: dict[str, Any] = field(default_factory=dict)   # keys this version does not know, kept as they were
+
+    @property
+    def worker_memory_bytes(self) -> int | None:
+        return (self.limits or {}).get("worker_memory_bytes")
+
+    @property
+    def worker_memory_limited(self) -> bool | None:
+        """Whether the worker's memory was limited (None: the report does not say)."""
+        if self.limits is None or "worker_memory_bytes" not in self.limits:
+            return None
+        return bool(self.worker_memory_bytes)
+
+    @property
+    def test_timeout(self) -> float | None:
+        return (self.limits or {}).get("test_timeout")
+
+    @property
+    def time_limits_source(self) -> str | None:
+        return (self.time_limits or {}).get("source")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "other"}
+        if self.isolation is not None:
+            data["isolation"] = self.isolation.to_dict()
+        return {k: v for k, v in data.items() if v is not None} | self.other
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | str | None) -> Environment:
+        """This version's, or an older report.json's: any key may be missing, and an environment that was a
+        string is kept (as "description"), not refused."""
+        if data is None:
+            return cls()
+        if not isinstance(data, dict):
+            return cls(other={"description": data})
+        names = {f.name for f in dataclasses.fields(cls)} - {"other"}
+        known = {k: v for k, v in data.items() if k in names}
+        if known.get("isolation") is not None:
+            known["isolation"] = IsolationRecord.from_dict(known["isolation"])
+        return cls(**known, other={k: v for k, v in data.items() if k not in names})

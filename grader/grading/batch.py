@@ -33,11 +33,11 @@ from grader.core.options import GRADE, GradingOptions
 from grader.course.adjustments import Adjustment
 from grader.course.devices import cores
 from grader.course.term import Course, default_course
-from grader.grading import lateness, process, spreadsheet
+from grader.grading import lateness, spreadsheet
 from grader.grading.results import GradingResults, read_report
 from grader.grading.standing import Standing, standing
 from grader.harness import timing_lock
-from grader.sandbox import cgroups
+from grader.sandbox import cgroups, confinement
 
 # OUT's layout, declared once: the batch's own files at the top, every student's files below STUDENTS.
 STUDENTS = "students"
@@ -199,7 +199,7 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOp
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     klass = find_submissions(Path(submissions_dir))
-    process.become_subreaper()   # a killed grader's children come back to us to be reaped
+    confinement.become_subreaper()   # a killed grader's children come back to us to be reaped
     keep = {child.pid for child in psutil.Process().children()}
     env = dict(os.environ) | {"PYTHONDONTWRITEBYTECODE": "1"}   # grading writes nothing into the checkout
     if jobs > 1:   # a lock already set (several batches, or a test suite, sharing the machine) is kept
@@ -243,7 +243,7 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOp
             summary.grades_csv = write_grades_csv(out, list(klass.students), standings, failures, term.course)
             if progress:
                 progress(student, outcome)
-    process.reap_orphans(keep)
+    confinement.reap_orphans(keep)
     summary.grades_csv = write_grades_csv(out, list(klass.students), standings, failures, term.course)
     summary.seconds = time.monotonic() - started
     return summary

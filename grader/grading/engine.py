@@ -22,12 +22,14 @@ import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
-from grader.core.bounds import clipped
+from grader.core.bounds import clipped, last_lines
 from grader.core.options import HARNESS_ALLOWANCE_BYTES, GradingOptions
-from grader.core.results import Category, TestResult
+from grader.core.results import Category, Environment, IsolationRecord, TestMeta, TestResult
 from grader.course import catalog
 from grader.course.devices import HOST_DEVICES, cores
 from grader.course.term import Course, default_course
@@ -41,6 +43,8 @@ from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeL
 from grader.sandbox import cgroups, confinement
 from grader.worker.failures import describe_death
 
+DEADLINE_REACHED = "not run: the submission's time limit was reached"
+
 
 def submission_memory_limit(worker_memory_bytes: int | None, harnesses: int) -> int | None:
     """What a submission's harnesses and workers may hold together (resident memory, in its memory cgroup
@@ -53,9 +57,10 @@ def submission_memory_limit(worker_memory_bytes: int | None, harnesses: int) -> 
     return harnesses * (HARNESS_ALLOWANCE_BYTES + worker_memory_bytes)
 
 
-def environment(options: GradingOptions, limits: process.Limits, isolation: dict,
-                worker_memory_bytes: int | None = None, submission_memory_bytes: int | None = None,
-                **extra) -> dict:
+def environment(options: GradingOptions, limits: process.Limits, isolation: dict[str, Any],
+                worker_memory_bytes: int | None = None, submission_memory_bytes: int | None = None, *,
+                compile_cache: dict[str, Any] | None = None, time_limits: dict[str, Any] | None = None,
+                parallel: int | None = None) -> Environment:
     """For report.json: the options as they describe themselves (grader.core.options), with the limits as
     applied. worker_memory_bytes: the worker's address-space limit as read inside a confined worker
     (grader.grading.preflight); the harness's is the one its child process applies;
@@ -71,8 +76,20 @@ def environment(options: GradingOptions, limits: process.Limits, isolation: dict
     described["limits"] |= {"worker_memory_bytes": worker_memory_bytes,
                             "harness_memory_bytes": limits.harness_memory_bytes,
                             "submission_memory_bytes": submission_memory_bytes}
-    return {"python": platform.python_version(), "platform": platform.platform(), "versions": versions,
-            "devices": HOST_DEVICES, "cores": cores(), **described, "isolation": isolation, **extra}
+    timing, limits_applied, visibility = (described.pop(key, None) for key in ("timing", "limits", "hidden_visibility"))
+    return Environment(python=platform.python_version(), platform=platform.platform(), versions=versions,
+                       devices=HOST_DEVICES, cores=cores(), timing=timing, limits=limits_applied,
+                       hidden_visibility=visibility, isolation=IsolationRecord(isolation), compile_cache=compile_cache,
+                       time_limits=time_limits, parallel=parallel, other=described)   # an option Environment lacks
+
+
+@dataclass(frozen=True)
+class HarnessSettings:
+    """What every harness of one grading is started with (grader.grading.process.run_pytest_child's)."""
+    options: GradingOptions
+    limits: process.Limits
+    env: dict[str, str]                 # added to the harness's environment: the compile cache, a timing lock
+    time_limits: Path | None            # each test's limit, as saved for the harnesses
 
 
 class _Run:
@@ -80,10 +97,10 @@ class _Run:
     outcome: a harness that dies (a student's compiled program crashed it) or hangs costs one test."""
 
     def __init__(self, exercises: list[catalog.Exercise], prepared: PreparedSubmission, workdir: Path,
-                 options: dict):
-        self.exercises, self.prepared, self.workdir, self.options = exercises, prepared, workdir, options
+                 harness: HarnessSettings):
+        self.exercises, self.prepared, self.workdir, self.harness = exercises, prepared, workdir, harness
         workdir.mkdir(parents=True, exist_ok=True)
-        self.meta: dict[str, dict] | None = None   # learned from the first harness's collection
+        self.meta: dict[str, TestMeta] | None = None   # learned from the first harness's collection
         self.done: dict[str, TestResult] = {}
         self.output = ""
         self.timeouts: Counter = Counter()         # per exercise: tests that timed out, in any harness
@@ -94,7 +111,15 @@ class _Run:
                strike: bool = False) -> None:
         """A result the grading process gives a test its harness could not finish (strike: the test
         counts towards its exercise's MAX_TIMEOUTS_PER_EXERCISE)."""
-        self.done[nodeid] = self.meta[nodeid].result(category.value, message, duration, strike=strike)
+        self.done[nodeid] = self.meta[nodeid].result(category, message, duration, strike=strike)
+
+    def strike(self, nodeid: str, category: Category, message: str, duration: float = 0.0) -> None:
+        """The running test ends in a strike; at MAX_TIMEOUTS_PER_EXERCISE, its exercise's tests left stop."""
+        exercise = self.meta[nodeid].exercise
+        self.timeouts[exercise] += 1
+        self.finish(nodeid, category, message, duration, strike=True)
+        if self.timeouts[exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
+            self.finish_all(Category.TIMEOUT, STOPPED, exercise)
 
     def finish_all(self, category: Category, message: str, exercise: str | None = None) -> None:
         for nodeid, test in self.meta.items():
@@ -105,14 +130,16 @@ class _Run:
         while self.meta is None or len(self.done) < len(self.meta):
             if time.monotonic() > deadline:
                 if self.meta is None:   # listing the tests is the grader's work, not the submission's time
-                    tests = collect_tests(self.exercises, visible_only=self.options["options"].visible_only)
+                    tests = collect_tests(self.exercises, visible_only=self.harness.options.visible_only)
                     self.meta = {t.nodeid: t for t in tests}
-                self.finish_all(Category.TIMEOUT, "not run: the submission's time limit was reached")
+                self.finish_all(Category.TIMEOUT, DEADLINE_REACHED)
                 return
             outcome = process.run_pytest_child(
                 targets=[str(e.tests_dir()) for e in self.exercises], modules_dir=self.prepared.modules_dir,
                 workdir=self.workdir, deselect=sorted(self.done), deadline=deadline,
-                prior_timeouts=sorted(self.timeouts.elements()), cgroups=self.cgroups, **self.options)
+                prior_timeouts=sorted(self.timeouts.elements()), cgroups=self.cgroups,
+                options=self.harness.options, limits=self.harness.limits, env=self.harness.env,
+                time_limits=self.harness.time_limits)
             self.output += outcome.output
             self.cache_counts.update(outcome.compile_cache)
             if self.meta is None:   # collection runs no student code: without it, grading itself failed
@@ -123,36 +150,23 @@ class _Run:
             self.done |= fresh
             self.timeouts.update(result.exercise for result in fresh.values() if result.strike)
             if outcome.running in self.meta:
-                exercise = self.meta[outcome.running].exercise
-                if outcome.stopped == "test timeout":
-                    self.timeouts[exercise] += 1
-                    self.finish(outcome.running, Category.TIMEOUT,
-                                f"timeout: the test ran longer than {outcome.limit(outcome.running):.0f} s "
-                                "(an endless loop, or far too much work?)", outcome.limit(outcome.running),
-                                strike=True)
-                    if self.timeouts[exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
-                        self.finish_all(Category.TIMEOUT, STOPPED, exercise)
-                elif outcome.stopped == "deadline":
-                    self.finish_all(Category.TIMEOUT, "not run: the submission's time limit was reached")
+                if outcome.stopped == "deadline":
+                    self.finish_all(Category.TIMEOUT, DEADLINE_REACHED)
                     return
+                if outcome.stopped == "test timeout":
+                    limit = outcome.limit(outcome.running)
+                    self.strike(outcome.running, Category.TIMEOUT, f"timeout: the test ran longer than {limit:.0f} "
+                                "s (an endless loop, or far too much work?)", limit)
                 else:
                     # A harness that died ran the student's program: a crash counts as a strike like a
                     # timeout, so a program that corrupts the harness cannot restart it without end.
-                    self.timeouts[exercise] += 1
-                    self.finish(outcome.running, Category.CRASHED,
-                                f"crashed: {describe_death(outcome.returncode)} during this test", strike=True)
-                    if self.timeouts[exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
-                        self.finish_all(Category.TIMEOUT, STOPPED, exercise)
+                    self.strike(outcome.running, Category.CRASHED,
+                                f"crashed: {describe_death(outcome.returncode)} during this test")
             elif len(self.done) < len(self.meta):
                 # The harness ended between tests or before running any: nothing to blame on one test.
                 self.finish_all(Category.CRASHED, f"crashed: {describe_death(outcome.returncode)} before this "
-                                "test ran" + _tail(outcome.output))
+                                "test ran" + last_lines(outcome.output, 6, "last output"))
                 return
-
-
-def _tail(output: str) -> str:
-    lines = [line for line in output.strip().splitlines() if line.strip()][-6:]
-    return ("\n  last output:\n    " + "\n    ".join(lines)) if lines else ""
 
 
 def grade_submission(submission: str | Path, options: GradingOptions | None = None, *,
@@ -182,7 +196,7 @@ def grade_submission(submission: str | Path, options: GradingOptions | None = No
     except preflight.PreflightError as exc:
         raise GradingError(str(exc)) from None
     options = dataclasses.replace(options, isolation=level.value)
-    process.become_subreaper()
+    confinement.become_subreaper()
     course = course or default_course()
     chosen = [course.exercise(name) for name in options.exercises] if options.exercises else list(course.exercises)
     harnesses = max(1, min(parallel, len(chosen)))
@@ -192,8 +206,7 @@ def grade_submission(submission: str | Path, options: GradingOptions | None = No
         prepared = prepare_submission(submission, workdir)
         try:
             env = _harness_environment(cache, prepared, workdir, parallel)
-            harness = {"options": options, "limits": limits, "env": env,
-                       "time_limits": time_limits.save(workdir / "time-limits.json")}
+            harness = HarnessSettings(options, limits, env, time_limits.save(workdir / "time-limits.json"))
             # A harness runs no student code, so one serves several exercises; a missing module's tests
             # end at once as not attempted.
             runs = [_Run(group, prepared, workdir / f"harness-{i}", harness)

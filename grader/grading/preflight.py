@@ -19,8 +19,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.bounds import last_lines
 from grader.core.errors import ShardlabError
 from grader.sandbox import confinement
+from grader.sandbox.restrictions import Isolation
 
 PROBE_SECONDS = 120.0   # jax's import and backend start take 1-3 s; a loaded machine, many times that
 
@@ -30,7 +32,7 @@ import json, resource
 from grader.course.devices import force_host_devices
 force_host_devices()
 import jax, jax.numpy as jnp
-import grader.course.implementations, grader.worker.request_loop, grader.worker.protocol, grader.worker.zygote
+import grader.course.implementations, grader.worker.request_loop, grader.worker.messages, grader.worker.zygote
 mesh = jax.make_mesh((jax.device_count(),), ("d",))
 x = jax.device_put(jnp.arange(8.0 * jax.device_count()), jax.NamedSharding(mesh, jax.P("d")))
 total = float(jax.jit(lambda a: (2 * a).sum())(x))
@@ -53,7 +55,7 @@ class WorkerProof:
 
 
 @functools.cache
-def prove_worker(level: confinement.Isolation, limits: confinement.WorkerLimits) -> WorkerProof:
+def prove_worker(level: Isolation, limits: confinement.WorkerLimits) -> WorkerProof:
     """Start a worker's Python at `level` with `limits`, as grader.worker.supervisor.Worker does, and have it
     import jax and the grader and compute on the host devices; raise PreflightError saying why it could
     not. Once per process for each level and limits (a failure is tried again)."""
@@ -95,11 +97,9 @@ def _last_json(text: str) -> dict | None:
     return None
 
 
-def _explain(level: confinement.Isolation, limits: confinement.WorkerLimits, why: str, output: str = "") -> str:
-    # The message, not a native stack trace's frames ("    @ 0x7f... xla::...").
-    lines = [line for line in output.strip().splitlines() if line.strip() and not line.lstrip().startswith("@")][-12:]
+def _explain(level: Isolation, limits: confinement.WorkerLimits, why: str, output: str = "") -> str:
     memory = f"{limits.memory_bytes / (1 << 30):g} GiB" if limits.memory_bytes and limits.memory_bytes > 0 else "none"
     return (f"a confined worker ({level.value}, memory limit {memory}) does not work here: asked to import jax and "
             f"the grader and compute on the host devices, {why}. No student is graded, since every test would "
             f"crash. The worker reads only these Python folders: {', '.join(confinement.python_paths())}"
-            + ("\n  its output:\n    " + "\n    ".join(lines) if lines else ""))
+            + last_lines(output, 12, "its output", skip="@"))   # not a native stack trace's frames ("@ 0x7f...")

@@ -23,18 +23,11 @@ from pathlib import Path
 import psutil
 
 from grader.core.bounds import clipped
-from grader.core.options import (  # noqa: F401  (the memory constants: for callers)
-    HARNESS_MEMORY_BYTES,
-    MIN_WORKER_MEMORY_BYTES,
-    GradingOptions,
-)
+from grader.core.options import HARNESS_MEMORY_BYTES, GradingOptions
 from grader.core.results import TestMeta, TestResult
 from grader.harness import events, runner, timing_lock
 from grader.harness.time_limits import FALLBACK_SECONDS
-from grader.sandbox.confinement import (
-    become_subreaper,  # noqa: F401  (for callers)
-    reap_orphans,
-)
+from grader.sandbox.confinement import reap_orphans
 from grader.sandbox.restrictions import launcher
 
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.core.bounds import GRADING_CHARS, MESSAGE_CHARS, NAME_CHARS, PROBLEM_CHARS, PROBLEMS, clipped
-from grader.core.results import Category, TestResult
+from grader.core.bounds import GRADING_CHARS, MESSAGE_CHARS, NAME_CHARS, PROBLEM_CHARS, PROBLEMS, at_most, clipped
+from grader.core.results import Category, Environment, TestResult
 from grader.course import catalog
 from grader.course.term import Lateness
 
@@ -90,7 +90,7 @@ class Regrade:
 class GradingResults:
     submission: str
     exercises: dict[str, ExerciseResult]
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: Environment = field(default_factory=Environment)
     problems: list[str] = field(default_factory=list)   # about the submission as a whole
     output: str = ""              # the harness's own output (warnings, a crash's last words), truncated
     duration: float = 0.0
@@ -114,14 +114,9 @@ class GradingResults:
                              f"and what their code printed left out, their messages shortened): all tests' messages, "
                              f"output and facts would take more than the {GRADING_CHARS:,} characters a grading "
                              "may take", *self.problems]
-        problems = [clipped(str(p), PROBLEM_CHARS) for p in self.problems]
-        if len(problems) > PROBLEMS:
-            problems[PROBLEMS - 1:] = [f"... and {len(problems) - PROBLEMS + 1} more problems, not listed"]
-        self.problems = problems
-        ignored = [clipped(str(name), NAME_CHARS) for name in self.ignored]
-        if len(ignored) > PROBLEMS:
-            ignored[PROBLEMS - 1:] = [f"... and {len(ignored) - PROBLEMS + 1} more"]
-        self.ignored = ignored
+        self.problems = at_most([clipped(str(p), PROBLEM_CHARS) for p in self.problems], PROBLEMS,
+                                " problems, not listed")
+        self.ignored = at_most([clipped(str(name), NAME_CHARS) for name in self.ignored], PROBLEMS)
 
     @property
     def score(self) -> float:
@@ -162,7 +157,7 @@ class GradingResults:
                 "regrades": [r.to_dict() for r in self.regrades],
                 "visible_only": self.visible_only, "duration": self.duration, "exercises": exercises,
                 "problems": self.problems, "ignored": self.ignored, "output": self.output,
-                "environment": self.environment}
+                "environment": self.environment.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GradingResults:
@@ -175,9 +170,10 @@ class GradingResults:
             exercises[ex_id] = ExerciseResult(ex["id"], ex["title"], ex["max_score"], tests, ex.get("note", ""),
                                               ex.get("bonus", False), Lateness.from_dict(late) if late else None)
         term = data.get("term")
-        return cls(data["submission"], exercises, data.get("environment", {}), data.get("problems", []),
-                   data.get("output", ""), data.get("duration", 0.0), data.get("visible_only", False),
-                   data.get("ignored", []), TermRecord.from_dict(term) if term else None,
+        return cls(data["submission"], exercises, Environment.from_dict(data.get("environment")),
+                   data.get("problems", []), data.get("output", ""), data.get("duration", 0.0),
+                   data.get("visible_only", False), data.get("ignored", []),
+                   TermRecord.from_dict(term) if term else None,
                    [Regrade.from_dict(r) for r in data.get("regrades", ())])
 
 

@@ -5,17 +5,31 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
+from grader.core.results import TestResult
+from grader.harness import compile_counts
 from grader.harness.events import EventStream
 from grader.harness.time_limits import TimeLimits
+
+if TYPE_CHECKING:
+    from grader.sandbox.restrictions import Isolation
+    from grader.worker.supervisor import Worker
 
 # The worker gives up this long before the grader stops the whole test, so a hung call is reported
 # as this test's timeout while the harness lives on.
 TIMEOUT_MARGIN = 2.0
+
+
+class Tally(Protocol):
+    """What the session's recorder keeps (grader.harness.recording.Recorder, which imports this module)."""
+    entries: dict[str, TestResult]      # nodeid -> its result so far
+    timeouts: Counter[str]              # exercise id -> its strikes
 
 
 @dataclass
@@ -23,12 +37,12 @@ class HarnessSession:
     impl: Path                          # the folder of modules under test
     events: EventStream                 # to the grading process, when there is one
     limits: TimeLimits
-    isolation: object | None = None     # the worker's confinement level with --isolate, else None
+    isolation: Isolation | None = None  # the worker's confinement level with --isolate, else None
     worker_memory: int | None = None    # --worker-memory: the worker's address space (None: its default)
-    cache_counts: object | None = None  # the compile cache's hits and misses, when the cache is on
-    recorder: object | None = None      # grader.harness.recording.Recorder
+    cache_counts: compile_counts.Counter | None = None   # the compile cache's hits and misses, when it is on
+    recorder: Tally | None = None       # grader.harness.recording.Recorder
     modules: dict = field(default_factory=dict)   # exercise id -> module, stand-in or the error loading it
-    worker: object | None = None        # with --isolate, the worker serving the implementation's modules
+    worker: Worker | None = None        # with --isolate, the worker serving the implementation's modules
     deadline: float = float("inf")      # when the running test must end (time.monotonic())
 
     def load(self, exercise):

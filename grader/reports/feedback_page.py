@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.core.results import Category, CollectivesCheck, LayoutCheck, TestResult, grid_words
+from grader.core.results import Category, CollectivesCheck, Environment, LayoutCheck, TestResult, grid_words
 from grader.course import catalog
 from grader.grading.results import ExerciseResult, GradingResults
 from grader.grading.standing import Standing
@@ -222,26 +222,23 @@ def summary_table(results: GradingResults, hidden_visibility: str) -> Markup:
     return element("table", element("thead", head), element("tbody", rows), class_="summary")
 
 
-def environment_table(environment: dict) -> Markup:
+def environment_table(environment: Environment) -> Markup:
     """The isolation level, devices, cores and the limits in force, as report.json records them."""
-    isolation = environment.get("isolation") or {}
-    limits = environment.get("limits") or {}
-    time_limits = environment.get("time_limits") or {}
-    memory = limits.get("worker_memory_bytes")
-    per_test = limits.get("test_timeout")
+    isolation = environment.isolation
+    memory, per_test = environment.worker_memory_bytes, environment.test_timeout
     rows = [
-        ("isolation", isolation.get("level") if isinstance(isolation, dict) else isolation),
-        ("devices", environment.get("devices")),
-        ("cores", environment.get("cores")),
-        ("speedup thresholds", environment.get("timing")),
-        ("time limit per test", f"{per_test:g} s for every test" if per_test else time_limits.get("source")),
+        ("isolation", isolation.level if isolation is not None else None),
+        ("devices", environment.devices),
+        ("cores", environment.cores),
+        ("speedup thresholds", environment.timing),
+        ("time limit per test", f"{per_test:g} s for every test" if per_test else environment.time_limits_source),
         ("your code's memory", f"{memory / (1 << 30):g} GiB of address space" if memory else
-         "no limit" if "worker_memory_bytes" in limits else None),
-        ("harnesses at once", environment.get("parallel")),
-        ("versions", ", ".join(f"{k} {v}" for k, v in (environment.get("versions") or {}).items() if v)),
+         "no limit" if environment.worker_memory_limited is False else None),
+        ("harnesses at once", environment.parallel),
+        ("versions", ", ".join(f"{k} {v}" for k, v in (environment.versions or {}).items() if v)),
     ]
-    if isinstance(isolation, dict) and isolation.get("not_applied"):
-        rows.append(("not applied", "; ".join(map(str, isolation["not_applied"]))))
+    if isolation is not None and isolation.not_applied:
+        rows.append(("not applied", "; ".join(isolation.not_applied)))
     return element("table", [element("tr", element("td", name), element("td", value), data_key=name)
                              for name, value in rows if value not in (None, "", {})], class_="env")
 

@@ -220,7 +220,7 @@ def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_
         # The grader's stdout can name hidden tests and show student prints: instructors only.
         "stdout_visibility": "hidden",
         "extra_data": {"submission": results.submission, "max_score": results.max_score,
-                       "visible_only": results.visible_only, "environment": results.environment},
+                       "visible_only": results.visible_only, "environment": results.environment.to_dict()},
         "tests": tests,
     }
 

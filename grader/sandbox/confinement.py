@@ -31,7 +31,6 @@ import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 import psutil
@@ -40,7 +39,7 @@ from grader.core.errors import ShardlabError
 from grader.core.options import DEFAULTS as GRADING_DEFAULTS
 from grader.sandbox import cgroups, restrictions, users
 from grader.sandbox.launch import landlock_abi
-from grader.sandbox.restrictions import Identity
+from grader.sandbox.restrictions import Identity, Isolation
 
 PR_SET_CHILD_SUBREAPER = 36
 OOM_SCORE_ADJ = 1000   # out of memory, the kernel kills a sandbox's processes before the grader's
@@ -48,12 +47,6 @@ OOM_SCORE_ADJ = 1000   # out of memory, the kernel kills a sandbox's processes b
 # /etc/shadow), and the kernel's views a jax process reads.
 SYSTEM_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/full")
-
-
-class Isolation(StrEnum):
-    BUBBLEWRAP = "bubblewrap"
-    LANDLOCK = "landlock"
-    PROCESS = "process"
 
 
 SANDBOXES = (Isolation.BUBBLEWRAP, Isolation.LANDLOCK)
@@ -255,7 +248,7 @@ def _works(level: Isolation) -> str | None:
 
 def not_applied(level: Isolation) -> list[str]:
     """What `strict` requires of a sandbox and `level` cannot apply here (empty: all of it)."""
-    plan, seen = restrictions.plan(level.value), _probe(level).observed
+    plan, seen = restrictions.plan(level), _probe(level).observed
     missing = []
     if level is Isolation.PROCESS:
         missing.append("a filesystem sandbox (bubblewrap or Landlock)")
@@ -320,7 +313,7 @@ def _capabilities(seen: Observed | None) -> str:
 
 def describe(level: Isolation) -> dict:
     """What the level in force applies to each sandbox here, for report.json (as a probe process found it)."""
-    plan, seen = restrictions.plan(level.value), _probe(level).observed
+    plan, seen = restrictions.plan(level), _probe(level).observed
     budget = WorkerLimits().processes
     mechanisms = {"RLIMIT_NPROC": "RLIMIT_NPROC counting its own " + ("user namespace's tasks" if plan.identity
                                                                        is Identity.USER_NAMESPACE else "uid's tasks"),
@@ -417,7 +410,7 @@ def spawn_confined(argv: list[str], *, level: Isolation, workdir: Path, readable
     pid_1: under bubblewrap, argv is the pid namespace's init in place of bwrap's own: it reaps the
     sandbox's orphans, and no process in the sandbox can signal it but through a handler it installed
     (a worker's zygote, which its workers must not end). Other levels ignore it."""
-    plan = restrictions.plan(level.value)
+    plan = restrictions.plan(level)
     user = group = None
     try:
         if plan.identity is Identity.OWN_UID:

@@ -34,6 +34,14 @@ from grader.sandbox import cgroups
 NOBODY = (65534, 65534)   # a user that owns nothing: what any other uid may reach, it may
 
 
+class Isolation(StrEnum):
+    """How a worker is confined: a sandbox (bubblewrap, landlock) or a plain process
+    (grader.sandbox.confinement chooses it and applies it)."""
+    BUBBLEWRAP = "bubblewrap"
+    LANDLOCK = "landlock"
+    PROCESS = "process"
+
+
 class Identity(StrEnum):
     OWN_UID = "a uid of its own"
     USER_NAMESPACE = "its own user namespace"
@@ -121,10 +129,10 @@ def seccomp_filters() -> bool:
 
 
 @functools.cache
-def plan(level: str) -> Plan:
-    """The plan for a level ("bubblewrap", "landlock", "process") on this machine."""
+def plan(level: Isolation) -> Plan:
+    """The plan for a level on this machine."""
     groups = tuple(c for c in ("pids", "cpu") if c in cgroups.hierarchies())
-    if level == "bubblewrap":   # as root no user namespace (its uid is switched inside); else bwrap makes one
+    if level == Isolation.BUBBLEWRAP:   # as root no user namespace (its uid is switched inside); else bwrap makes one
         identity = Identity.OWN_UID if is_root() else Identity.USER_NAMESPACE
         return Plan(identity, True, seccomp_filters(), True, groups)
     if is_root() and unprivileged_reaches_python():

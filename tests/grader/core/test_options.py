@@ -23,6 +23,7 @@ from grader.core.options import (
     GRADE,
     GRADE_BATCH,
     HARNESS_ALLOWANCE_BYTES,
+    HARNESS_MEMORY_BYTES,
     GradingOptions,
     add_arguments,
 )
@@ -125,9 +126,9 @@ def test_report_json_records_the_options_under_todays_keys():
                                  "limits": {"test_timeout": 7.5, "worker_memory_bytes": int(3.5 * GIB)}}
     env = engine.environment(SAMPLE, process.Limits(), {"level": "process"}, worker_memory_bytes=12345,
                              submission_memory_bytes=67890, parallel=2)
-    assert env["timing"] == "skip" and env["isolation"] == {"level": "process"} and env["parallel"] == 2
-    assert env["limits"] == {"test_timeout": 7.5, "worker_memory_bytes": 12345,   # as the worker read it
-                             "harness_memory_bytes": process.HARNESS_MEMORY_BYTES,
+    assert env.timing == "skip" and env.isolation.to_dict() == {"level": "process"} and env.parallel == 2
+    assert env.limits == {"test_timeout": 7.5, "worker_memory_bytes": 12345,   # as the worker read it
+                             "harness_memory_bytes": HARNESS_MEMORY_BYTES,
                              "submission_memory_bytes": 67890}                 # as the kernel holds it
 
 
@@ -204,5 +205,5 @@ def test_memory_limit_limits_the_students_worker_process(tmp_path):
     [probe] = [t for t in report["exercises"][EX01.id]["tests"] if t["nodeid"].endswith("::test_make_mesh_2x4")]
     applied = int(2.5 * GIB)
     assert f"ValueError: worker RLIMIT_AS ({applied}, {applied})" in probe["message"]
-    assert applied != process.HARNESS_MEMORY_BYTES
+    assert applied != HARNESS_MEMORY_BYTES
     assert report["environment"]["limits"]["worker_memory_bytes"] == applied

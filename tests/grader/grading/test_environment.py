@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.options import HARNESS_MEMORY_BYTES
 from grader.course import catalog, paths
-from grader.grading import engine, preflight, process
+from grader.grading import engine, preflight
 from grader.sandbox import cgroups, confinement
 
 pytestmark = pytest.mark.xdist_group("test_grading_environment")   # the module fixtures' gradings, once
@@ -110,7 +111,7 @@ def test_the_memory_limit_is_the_workers_and_report_json_records_both(graded_wit
     applied = int(3.5 * GIB)
     assert f"ValueError: worker RLIMIT_AS ({applied}, {applied})" in tests["test_make_mesh_2x4"]["message"]
     assert report["environment"]["limits"]["worker_memory_bytes"] == applied
-    assert report["environment"]["limits"]["harness_memory_bytes"] == process.HARNESS_MEMORY_BYTES
+    assert report["environment"]["limits"]["harness_memory_bytes"] == HARNESS_MEMORY_BYTES
     # and the submission's memory group, sized from the worker's limit (one harness: one exercise)
     group = engine.submission_memory_limit(applied, 1) if "memory" in cgroups.hierarchies() else None
     assert report["environment"]["limits"]["submission_memory_bytes"] == group

@@ -55,7 +55,7 @@ def test_missing_modules_are_not_attempted_with_a_note(graded_one):
 
 def test_environment_is_recorded(graded_one):
     env = graded_one.environment
-    assert env["devices"] == 8 and env["versions"]["jax"] == "0.10.2" and env["cores"] >= 1
+    assert env.devices == 8 and env.versions["jax"] == "0.10.2" and env.cores >= 1
 
 
 def test_grade_command_writes_three_reports_and_exits_zero(one_module, tmp_path):
@@ -149,9 +149,9 @@ def test_the_batch_timing_lock_reaches_the_grading_children(one_module, tmp_path
 
 
 def test_the_isolation_in_force_is_recorded(graded_one):
-    isolation = graded_one.environment["isolation"]
-    assert isolation["level"] in ("bubblewrap", "landlock", "process")
-    assert {"tool", "user", "network", "filesystem"} <= set(isolation)
+    isolation = graded_one.environment.isolation
+    assert isolation.level in ("bubblewrap", "landlock", "process")
+    assert {"tool", "user", "network", "filesystem"} <= set(isolation.described)
 
 
 def test_a_missing_sandbox_is_refused_with_exit_2(one_module, tmp_path):

@@ -86,7 +86,7 @@ def test_a_second_grading_compiles_nothing_again(tmp_path):
     sub = submission(tmp_path / "alice", EX04)
     first = grade_submission(sub, exercises=[EX04.id], cache=cache, timing="skip")
     second = grade_submission(sub, exercises=[EX04.id], cache=cache, timing="skip")
-    cold, warm = first.environment["compile_cache"], second.environment["compile_cache"]
+    cold, warm = first.environment.compile_cache, second.environment.compile_cache
     assert cold["enabled"] and cold["folder"] == str(tmp_path / "cache" / "xla")
     assert cold["misses"] > 10 and cold["entries"] >= cold["misses"] and cold["bytes"] > 0, cold
     assert warm["hits"] >= cold["misses"] and warm["misses"] == 0, (cold, warm)
@@ -96,7 +96,7 @@ def test_a_second_grading_compiles_nothing_again(tmp_path):
 
 def test_without_a_cache_nothing_is_written(tmp_path):
     results = grade_submission(submission(tmp_path / "bob", EX13), exercises=[EX13.id])
-    assert results.environment["compile_cache"] == {"enabled": False}
+    assert results.environment.compile_cache == {"enabled": False}
 
 
 def test_a_cache_the_students_code_could_read_is_refused(tmp_path):
@@ -124,7 +124,7 @@ def test_an_endless_loop_costs_seconds_per_exercise(calibrated, tmp_path):
         {STOPPED}
     assert sum(t.duration for t in tests) <= LOOP_BUDGET, [(t.nodeid, t.duration) for t in tests]
     assert results.exercises[EX13.id].score == pytest.approx(EX13.points)   # the other exercise is untouched
-    assert results.environment["time_limits"]["calibrated_tests"] > 20
+    assert results.environment.time_limits["calibrated_tests"] > 20
 
 
 def test_a_slow_honest_submission_is_not_cut_off(calibrated, tmp_path):
@@ -177,7 +177,7 @@ def test_parallel_harnesses_give_the_same_verdicts(tmp_path):
     chosen = [EX01.id, EX02.id, EX13.id]
     alone = grade_submission(sub, exercises=chosen, parallel=1, timing="skip")
     shared = grade_submission(sub, exercises=chosen, parallel=2, timing="skip")
-    assert alone.environment["parallel"] == 1 and shared.environment["parallel"] == 2
+    assert alone.environment.parallel == 1 and shared.environment.parallel == 2
     verdicts = [{t.nodeid: (t.category, t.message) for e in r.exercises.values() for t in e.tests}
                 for r in (alone, shared)]
     assert verdicts[0] == verdicts[1] and len(verdicts[0]) > 100

@@ -60,6 +60,7 @@ def test_a_harness_busy_inside_a_test_is_stopped_by_that_tests_limit():
 def test_two_harness_crashes_end_an_exercise_like_two_timeouts(monkeypatch, tmp_path):
     """A program that corrupts the harness cannot have it started again without end: each crash is a
     strike, and after two the rest of that exercise is not run (another exercise is graded as usual)."""
+    from grader.core.options import GradingOptions
     from grader.course import catalog
     from grader.grading import engine
     from grader.harness.time_limits import STOPPED
@@ -79,7 +80,9 @@ def test_two_harness_crashes_end_an_exercise_like_two_timeouts(monkeypatch, tmp_
 
     monkeypatch.setattr(process, "run_pytest_child", run_pytest_child)
     prepared = SimpleNamespace(modules_dir=tmp_path)
-    run = engine._Run([catalog.get("ex01"), catalog.get("ex02")], prepared=prepared, workdir=tmp_path, options={})
+    settings = engine.HarnessSettings(GradingOptions(), process.Limits(), env={}, time_limits=None)
+    run = engine._Run([catalog.get("ex01"), catalog.get("ex02")], prepared=prepared, workdir=tmp_path,
+                      harness=settings)
     run.run(deadline=time.monotonic() + 60)
     assert len(harnesses) == 3, harnesses
     assert {k: v.category for k, v in run.done.items()} == \

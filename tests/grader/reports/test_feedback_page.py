@@ -24,7 +24,16 @@ import pytest
 from grader.checks.sharding import layout_of
 from grader.commands import student
 from grader.core.options import VISIBILITIES
-from grader.core.results import Category, Collective, CollectivesCheck, LayoutCheck, SpeedFigures, TestResult
+from grader.core.results import (
+    Category,
+    Collective,
+    CollectivesCheck,
+    Environment,
+    IsolationRecord,
+    LayoutCheck,
+    SpeedFigures,
+    TestResult,
+)
 from grader.course import catalog, paths
 from grader.grading.results import GradingResults, score_exercise
 from grader.reports import feedback_page, pictures
@@ -95,10 +104,10 @@ def every_fact() -> GradingResults:
                  EX12.id: score_exercise(EX12, [test_result(EX12, "test_join", Category.NOT_ATTEMPTED,
                                                             message="not attempted: module missing")],
                                          "module missing: not attempted")}
-    environment = {"devices": 8, "cores": 2, "timing": "enforce", "parallel": 2,
-                   "limits": {"test_timeout": None, "worker_memory_bytes": 6 << 30},
-                   "time_limits": {"source": "calibrated here"},
-                   "isolation": {"level": "bubblewrap", "not_applied": []}}
+    environment = Environment(devices=8, cores=2, timing="enforce", parallel=2,
+                              limits={"test_timeout": None, "worker_memory_bytes": 6 << 30},
+                              time_limits={"source": "calibrated here"},
+                              isolation=IsolationRecord({"level": "bubblewrap", "not_applied": []}))
     return GradingResults(f"alice {SCRIPT}", exercises, environment, problems=[f"not graded: notes.txt {SCRIPT}"],
                           duration=42.0)
 

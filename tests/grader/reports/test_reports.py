@@ -25,6 +25,7 @@ from grader.core.results import (
     Category,
     Collective,
     CollectivesCheck,
+    Environment,
     Layout,
     LayoutCheck,
     MalformedResult,
@@ -34,6 +35,7 @@ from grader.core.results import (
 from grader.course import catalog
 from grader.grading.results import GradingResults, score_exercise
 from grader.reports import markdown, writers as reports
+from grader.reports.feedback_page import feedback_page
 
 # -- sample results ----------------------------------------------------------------------------------
 
@@ -106,8 +108,8 @@ def sample_results() -> GradingResults:
         ex04: scored(ex04, ex04_tests),
         ex02: scored(ex02, ex02_tests, note="module missing: not attempted"),
     }
-    return GradingResults("alice", exercises, environment={"jax": "0.10.2", "devices": 8}, problems=[PROBLEM],
-                          output="student printed this", duration=42.4)
+    return GradingResults("alice", exercises, environment=Environment.from_dict({"jax": "0.10.2", "devices": 8}),
+                          problems=[PROBLEM], output="student printed this", duration=42.4)
 
 
 @pytest.fixture
@@ -533,6 +535,38 @@ def test_report_json_of_an_older_version_still_reads(results):
     assert again.score == results.score
     assert all(not t.strike and t.layouts == [] and t.collectives == [] for t in again.tests())
     assert again.exercises["ex04_sharded_layer"].tests[7].speedup.to_dict() == SPEEDUP
+
+
+@pytest.mark.parametrize("environment", [
+    {"devices": 8, "isolation": "bubblewrap", "jax": "0.4.30"},    # the isolation level alone, a key since gone
+    {"timing": "enforce"},                                       # most keys missing
+    {},
+    None,
+    "bubblewrap on 8 devices",                                   # not even a dict
+])
+def test_report_json_with_an_older_environment_still_reads(results, environment):
+    """An older report.json's environment: the isolation a string, keys missing, or no dict at all. It reads,
+    the page shows what it says, and it is written back with the same keys (the isolation level as today's
+    {"level": ...}; an environment that was a string, under "description")."""
+    data = results.to_dict() | {"environment": environment}
+    again = GradingResults.from_dict(data)
+    assert again.score == results.score
+    env = again.environment
+    page = feedback_page(again)
+    if isinstance(environment, dict):
+        level = environment.get("isolation")
+        assert env.to_dict() == environment | ({"isolation": {"level": level}} if level else {})
+        assert env.devices == environment.get("devices") and env.timing == environment.get("timing")
+        assert env.worker_memory_bytes is None and env.worker_memory_limited is None and env.test_timeout is None
+        if "isolation" in environment:
+            assert env.isolation.level == "bubblewrap" and env.isolation.not_applied == []
+            assert 'data-key="isolation"' in page and "bubblewrap" in page
+        else:
+            assert env.isolation is None and 'data-key="isolation"' not in page
+    else:
+        assert env.to_dict() == ({} if environment is None else {"description": environment})
+        assert env.isolation is None and env.devices is None
+    assert GradingResults.from_dict(json.loads(json.dumps(again.to_dict()))).to_dict() == again.to_dict()
 
 
 @pytest.mark.parametrize("where", ["test", "layout", "speedup"])

@@ -19,9 +19,8 @@ import pytest
 from grader.cluster import launcher
 from grader.course import paths
 from grader.sandbox import cgroups, confinement, restrictions, users
-from grader.sandbox.confinement import Isolation
 from grader.sandbox.launch import landlock_abi
-from grader.sandbox.restrictions import Identity
+from grader.sandbox.restrictions import Identity, Isolation
 
 # Its checks look for the probe's daemon among all the machine's processes: the cases of two levels must
 # not run at once on two pytest-xdist workers.
@@ -127,7 +126,7 @@ def test_what_each_level_allows_and_denies(probed):
         assert not report["read_secret"], "the worker read a file outside its allowed folders"
         assert not report["read_tests"] and not report["read_solutions"], "the worker saw tests/ or solutions/"
         assert not report["write_outside"] and not (outside / "planted").exists(), "the worker wrote outside"
-    plan = restrictions.plan(level.value)
+    plan = restrictions.plan(level)
     if plan.network_namespace or (level is Isolation.LANDLOCK and landlock_abi() >= 4):
         assert not report["connect"] and not report["listener_saw_a_connection"], "the worker reached the network"
     if level is Isolation.BUBBLEWRAP or (level is Isolation.LANDLOCK and landlock_abi() >= 6):
@@ -201,7 +200,7 @@ def confined(tmp_path: Path, name: str, level: Isolation, script: str, *args: st
     folder.chmod(0o755)
     output = folder / "out"
     command = [sys.executable, "-I", str(folder / "script.py"), *args]
-    if network and restrictions.plan(level.value).seccomp:
+    if network and restrictions.plan(level).seccomp:
         command = [*launcher.launched_with({"cwd": str(folder / "work"), "seccomp": {"profile": "process"}}),
                    *command]
     with open(output, "wb") as stdout:
@@ -264,7 +263,7 @@ START_TWENTY = """
 
 @pytest.mark.parametrize("level", levels(), ids=str)
 def test_a_fork_bomb_fills_its_own_sandbox_budget_and_nothing_of_another(tmp_path, level):
-    plan = restrictions.plan(level.value)
+    plan = restrictions.plan(level)
     if not plan.process_budget:
         pytest.skip(f"{level} has no process budget of its own here")
     limits = confinement.WorkerLimits(processes=48)
@@ -373,7 +372,7 @@ def test_no_way_out_of_a_sandbox_not_even_as_root(tmp_path, level, network):
     still reach each other over their own loopback."""
     import threading
 
-    if not restrictions.plan(level.value).network_namespace:
+    if not restrictions.plan(level).network_namespace:
         pytest.skip(f"{level} has no network namespace of its own here")
     tcp = socket.create_server(("127.0.0.1", 0))
     tcp.setblocking(False)
@@ -433,7 +432,8 @@ def test_strict_refuses_a_sandbox_that_cannot_contain_the_worker(monkeypatch):
     real_plan = restrictions.plan
     degraded = restrictions.Plan(Identity.GRADER, network_namespace=False, seccomp=True, nproc_per_sandbox=False,
                                 cgroups=())
-    monkeypatch.setattr(restrictions, "plan", lambda level: degraded if level == "landlock" else real_plan(level))
+    monkeypatch.setattr(restrictions, "plan",
+                        lambda level: degraded if level is Isolation.LANDLOCK else real_plan(level))
     monkeypatch.setenv("PATH", "/nonexistent")   # no bubblewrap either
     confinement._probe.cache_clear()
     try:
@@ -456,7 +456,8 @@ KILLED_GRADER = """
 import json, sys, time
 from pathlib import Path
 from grader.sandbox import confinement
-level, folder = confinement.Isolation(sys.argv[1]), Path(sys.argv[2])
+from grader.sandbox.restrictions import Isolation
+level, folder = Isolation(sys.argv[1]), Path(sys.argv[2])
 marker = "'%s' + '%s'"   # only the daemon's own command line holds the marker whole
 daemon = "import os, sys, time\\nif os.fork() == 0:\\n    os.setsid()\\n    if os.fork() == 0:\\n" \\
          f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', {marker}])\\n" \\
@@ -502,8 +503,8 @@ def test_a_submissions_harness_and_workers_share_one_memory_limit(tmp_path):
             "block[::4096] = bytes(len(block) // 4096)\nprint('held', flush=True)\ntime.sleep(600)\n")
     with cgroups.submission_memory(256 << 20) as memory:
         harness_leaf = memory.harness()
-        harness = subprocess.Popen(restrictions.launcher({"cgroups": harness_leaf}, [sys.executable, "-c", hold, "100"]),
-                                   stdout=subprocess.PIPE, text=True)
+        command = restrictions.launcher({"cgroups": harness_leaf}, [sys.executable, "-c", hold, "100"])
+        harness = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert harness.stdout.readline().strip() == "held"
         worker = subprocess.Popen(restrictions.launcher({"cgroups": harness_leaf, "oom_score_adj": 1000},
                                                        [sys.executable, "-c", hold, "200"]),
