@@ -59,7 +59,8 @@ HARNESS = textwrap.dedent("""
 
 def _hostile_corpus():
     """tests/grader/hostile/test_corpus.py, for its way of writing an attack into a module (`wrap`)."""
-    spec = importlib.util.spec_from_file_location("shardlab_hostile_corpus", CORPUS.parent / "hostile" / "test_corpus.py")
+    spec = importlib.util.spec_from_file_location("shardlab_hostile_corpus",
+                                                  CORPUS.parent / "hostile" / "test_corpus.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -83,7 +84,8 @@ BREAK = textwrap.dedent("""
 
 def attacks(exercise: str) -> dict[str, str]:
     """Hostile variants of the reference's module for `exercise`: what each appends to it. The attacks on
-    one call are tests/grader/hostile/test_corpus.py's, on ex01's make_data_mesh (other exercises keep the reference)."""
+    one call are tests/grader/hostile/test_corpus.py's, on ex01's make_data_mesh (other exercises keep the
+    reference)."""
     names = [line[4:line.index("(")] for line in (SOLUTIONS / MODULES[exercise]).read_text().splitlines()
              if line.startswith("def ")]
     daemon = ("import subprocess; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "

@@ -1,0 +1,3 @@
+import sys
+
+sys.__stdout__.write("x" * 30_000_000)

@@ -1,0 +1,3 @@
+import os
+
+os._exit(3)
