@@ -16,7 +16,9 @@ except DeviceCountError as exc:
     _SETUP_ERROR = str(exc)
 
 
-@pytest.hookimpl(tryfirst=True)   # before the plugin's pytest_configure starts jax on the wrong devices
+@pytest.hookimpl(
+    tryfirst=True
+)  # before the plugin's pytest_configure starts jax on the wrong devices
 def pytest_configure(config):
     if _SETUP_ERROR:
         raise pytest.UsageError(f"set-up error: {_SETUP_ERROR}")
@@ -25,6 +27,8 @@ def pytest_configure(config):
 # One timing lock for a whole pytest run and every grader it starts (grader.harness.timing_lock): with
 # the suite split over workers (pytest -n 2), a speedup test, wherever it runs, measures while no
 # other exercise test runs. Set once, by the first process; the workers and graders inherit it.
-os.environ.setdefault(timing_lock.LOCK_DIR, os.path.join(tempfile.gettempdir(), f"shardlab-timing-{os.getpid()}"))
+os.environ.setdefault(
+    timing_lock.LOCK_DIR, os.path.join(tempfile.gettempdir(), f"shardlab-timing-{os.getpid()}")
+)
 
 pytest_plugins = ["grader.harness.pytest_plugin"]

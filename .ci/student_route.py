@@ -20,14 +20,18 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-VERSIONS = ((3, 11), (3, 12), (3, 13), (3, 14))   # pyproject.toml's requires-python
+VERSIONS = ((3, 11), (3, 12), (3, 13), (3, 14))  # pyproject.toml's requires-python
 EXAMPLE = REPO / "examples" / "submission"
 
 
 def version_of(python: str) -> tuple[int, int] | None:
     try:
-        done = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            [python, "-c", "import sys; print(*sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0:
@@ -38,7 +42,9 @@ def version_of(python: str) -> tuple[int, int] | None:
 
 def interpreters() -> dict[tuple[int, int], str]:
     """One CPython per minor version of VERSIONS: on PATH first, then pyenv's builds."""
-    candidates = [found for major, minor in VERSIONS if (found := shutil.which(f"python{major}.{minor}"))]
+    candidates = [
+        found for major, minor in VERSIONS if (found := shutil.which(f"python{major}.{minor}"))
+    ]
     pyenv = shutil.which("pyenv")
     if pyenv:
         root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
@@ -57,12 +63,19 @@ def run(command: list, cwd: Path, log: Path) -> int:
         out.flush()
         # The venv's tools are found beside its Python: nothing of this checkout's venv on PATH.
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-        env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                      if not p.startswith(str(REPO / ".venv")))
-        return subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+        env["PATH"] = os.pathsep.join(
+            p
+            for p in env.get("PATH", "").split(os.pathsep)
+            if not p.startswith(str(REPO / ".venv"))
+        )
+        return subprocess.run(
+            command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env
+        ).returncode
 
 
-def route(version: tuple[int, int], python: str, handout: Path, work: Path) -> tuple[str | None, float | None]:
+def route(
+    version: tuple[int, int], python: str, handout: Path, work: Path
+) -> tuple[str | None, float | None]:
     """(what failed or None, the example submission's score)."""
     name = f"{version[0]}.{version[1]}"
     folder = work / name
@@ -83,8 +96,13 @@ def route(version: tuple[int, int], python: str, handout: Path, work: Path) -> t
     if run([bin_ / "shardlab", "grade", EXAMPLE, "--out", out, "--quiet"], copy, log) != 0:
         return "shardlab grade of the example submission failed", None
     report = json.loads((out / "report.json").read_text())
-    if not report["visible_only"]:   # a handout holds no hidden test: its grading says it checked the visible ones
-        return "the handout's grading of the example did not say it ran the visible tests only", None
+    if not report[
+        "visible_only"
+    ]:  # a handout holds no hidden test: its grading says it checked the visible ones
+        return (
+            "the handout's grading of the example did not say it ran the visible tests only",
+            None,
+        )
     return None, report["score"]
 
 
@@ -96,7 +114,14 @@ def main(argv: list[str]) -> int:
         if version not in found:
             print(f"student route: no CPython {version[0]}.{version[1]} on this machine, not tried")
     handout = work / "handout"
-    if run([Path(sys.executable).parent / "shardlab", "release", handout], REPO, work / "release.log") != 0:
+    if (
+        run(
+            [Path(sys.executable).parent / "shardlab", "release", handout],
+            REPO,
+            work / "release.log",
+        )
+        != 0
+    ):
         print(f"student route: shardlab release failed ({work / 'release.log'})")
         return 1
     scores: dict[str, float] = {}
@@ -111,8 +136,10 @@ def main(argv: list[str]) -> int:
             print(f"student route on {name} ({python}): {problem} ({work / name / 'log'})")
         else:
             scores[name] = score
-            print(f"student route on {name} ({python}): check --all passes; the example scores {score:g} "
-                  f"({seconds:.0f} s)")
+            print(
+                f"student route on {name} ({python}): check --all passes; the example scores {score:g} "
+                f"({seconds:.0f} s)"
+            )
     if len(set(scores.values())) > 1:
         failed = True
         print(f"student route: the example submission scores differently by Python: {scores}")

@@ -26,8 +26,13 @@ from grader.course import catalog  # noqa: E402
 def timed_check(venv: Path, handout: Path, exercise: catalog.Exercise) -> tuple[float, int]:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     begun = time.perf_counter()
-    done = subprocess.run([venv / "bin" / "shardlab", "check", exercise.number], cwd=handout, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [venv / "bin" / "shardlab", "check", exercise.number],
+        cwd=handout,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     return time.perf_counter() - begun, done.returncode
 
 
@@ -40,7 +45,9 @@ def main(argv: list[str]) -> int:
     if not routes:
         print(f"no installed route in {args.work}: run .ci/student_route.py {args.work} first")
         return 2
-    times: dict[str, dict[str, list[float]]] = {r.name: {e.id: [] for e in catalog.EXERCISES} for r in routes}
+    times: dict[str, dict[str, list[float]]] = {
+        r.name: {e.id: [] for e in catalog.EXERCISES} for r in routes
+    }
     for _ in range(args.repeat):
         for exercise in catalog.EXERCISES:
             for route in routes:
@@ -50,10 +57,16 @@ def main(argv: list[str]) -> int:
                 times[route.name][exercise.id].append(seconds)
     print("exercise".ljust(32) + "".join(f"{r.name:>10}" for r in routes))
     for exercise in catalog.EXERCISES:
-        print(exercise.id.ljust(32) + "".join(f"{statistics.median(times[r.name][exercise.id]):>9.1f}s"
-                                              for r in routes))
-    print("total".ljust(32) + "".join(
-        f"{sum(statistics.median(v) for v in times[r.name].values()):>9.1f}s" for r in routes))
+        print(
+            exercise.id.ljust(32)
+            + "".join(f"{statistics.median(times[r.name][exercise.id]):>9.1f}s" for r in routes)
+        )
+    print(
+        "total".ljust(32)
+        + "".join(
+            f"{sum(statistics.median(v) for v in times[r.name].values()):>9.1f}s" for r in routes
+        )
+    )
     return 0
 
 

@@ -29,10 +29,19 @@ def one(isolation) -> dict:
     begun = time.monotonic()
     run = run_cluster(DRIVER, EX12.solution_path(), isolation=isolation)
     wall = time.monotonic() - begun
-    complete = all((p, s) in run.reports and "ok" in run.reports[(p, s)]
-                   for p in range(run.processes) for s in run.steps)
+    complete = all(
+        (p, s) in run.reports and "ok" in run.reports[(p, s)]
+        for p in range(run.processes)
+        for s in run.steps
+    )
     joined = all(run.not_joined(p) is None for p in range(run.processes))
-    return {"wall": wall, "complete": complete, "joined": joined, "stopped": run.stopped_after is not None, "run": run}
+    return {
+        "wall": wall,
+        "complete": complete,
+        "joined": joined,
+        "stopped": run.stopped_after is not None,
+        "run": run,
+    }
 
 
 def series(isolation, runs: int) -> None:
@@ -43,13 +52,19 @@ def series(isolation, runs: int) -> None:
     left = [tuple(map(len, r["run"].left_behind())) for r in results]
     walls = [r["wall"] for r in results]
     print(f"{label}: {runs} runs ({runs - 2} in a row, then 2 side by side)")
-    print(f"  wall per run: median {statistics.median(walls):.2f} s, min {min(walls):.2f} s, max {max(walls):.2f} s"
-          f" (side by side: {walls[-2]:.2f} s and {walls[-1]:.2f} s)")
-    print(f"  every step reported by every process: {sum(r['complete'] for r in results)}/{runs};"
-          f" every process seen joining the grader's coordinator: {sum(r['joined'] for r in results)}/{runs};"
-          f" stopped for hanging: {sum(r['stopped'] for r in results)}")
+    print(
+        f"  wall per run: median {statistics.median(walls):.2f} s, min {min(walls):.2f} s, max {max(walls):.2f} s"
+        f" (side by side: {walls[-2]:.2f} s and {walls[-1]:.2f} s)"
+    )
+    print(
+        f"  every step reported by every process: {sum(r['complete'] for r in results)}/{runs};"
+        f" every process seen joining the grader's coordinator: {sum(r['joined'] for r in results)}/{runs};"
+        f" stopped for hanging: {sum(r['stopped'] for r in results)}"
+    )
     print(f"  coordinator ports: {len({r['run'].coordinator for r in results})} distinct of {runs}")
-    print(f"  left behind after the runs: {sum(a for a, _ in left)} processes, {sum(s for _, s in left)} open sockets")
+    print(
+        f"  left behind after the runs: {sum(a for a, _ in left)} processes, {sum(s for _, s in left)} open sockets"
+    )
 
 
 def main() -> None:

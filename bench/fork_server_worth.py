@@ -29,7 +29,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 CORPUS = ROOT / "tests" / "grader" / "submissions"
-MODULES = {"ex01": "ex01_meshes.py", "ex05": "ex05_collectives.py", "ex11": "ex11_padded_particles.py"}
+MODULES = {
+    "ex01": "ex01_meshes.py",
+    "ex05": "ex05_collectives.py",
+    "ex11": "ex11_padded_particles.py",
+}
 TESTS = {"ex01": "ex01_meshes", "ex05": "ex05_collectives", "ex11": "ex11_padded_particles"}
 
 # The harness, with the switch set and its worker starts counted (printed as the last line).
@@ -59,8 +63,9 @@ HARNESS = textwrap.dedent("""
 
 def _hostile_corpus():
     """tests/grader/hostile/test_corpus.py, for its way of writing an attack into a module (`wrap`)."""
-    spec = importlib.util.spec_from_file_location("shardlab_hostile_corpus",
-                                                  CORPUS.parent / "hostile" / "test_corpus.py")
+    spec = importlib.util.spec_from_file_location(
+        "shardlab_hostile_corpus", CORPUS.parent / "hostile" / "test_corpus.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -86,20 +91,29 @@ def attacks(exercise: str) -> dict[str, str]:
     """Hostile variants of the reference's module for `exercise`: what each appends to it. The attacks on
     one call are tests/grader/hostile/test_corpus.py's, on ex01's make_data_mesh (other exercises keep the
     reference)."""
-    names = [line[4:line.index("(")] for line in (SOLUTIONS / MODULES[exercise]).read_text().splitlines()
-             if line.startswith("def ")]
-    daemon = ("import subprocess; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
-              "start_new_session=True)")
+    names = [
+        line[4 : line.index("(")]
+        for line in (SOLUTIONS / MODULES[exercise]).read_text().splitlines()
+        if line.startswith("def ")
+    ]
+    daemon = (
+        "import subprocess; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
+        "start_new_session=True)"
+    )
     one_call = exercise == "ex01"
     return {
         "crashes_in_one_call": wrap("make_data_mesh", "n == 5", "os._exit(7)") if one_call else "",
-        "loops_in_one_call": wrap("make_data_mesh", "n == 3", "while True: pass") if one_call else "",
+        "loops_in_one_call": wrap("make_data_mesh", "n == 3", "while True: pass")
+        if one_call
+        else "",
         "crashes_in_every_call": "".join(wrap(name, "True", "os._exit(7)") for name in names),
         "crashes_at_import": "\nimport os\nos._exit(3)\n",
-        "breaks_the_protocol": BREAK + "".join(wrap(name, "True", "_break_the_protocol()") for name in names),
+        "breaks_the_protocol": BREAK
+        + "".join(wrap(name, "True", "_break_the_protocol()") for name in names),
         "leaves_daemons": "".join(wrap(name, "True", daemon) for name in names[:2]),
-        "segfaults_in_every_call": "".join(wrap(name, "True", "import ctypes; ctypes.string_at(0)")
-                                           for name in names),
+        "segfaults_in_every_call": "".join(
+            wrap(name, "True", "import ctypes; ctypes.string_at(0)") for name in names
+        ),
     }
 
 
@@ -117,37 +131,81 @@ def batch(exercises: list[str], scratch: Path) -> list[tuple[str, Path]]:
     reference = {MODULES[e]: (SOLUTIONS / MODULES[e]).read_text() for e in exercises}
     for i in range(6):
         add(f"reference_{i}", reference)
-    corpus = [d for d in sorted(CORPUS.iterdir()) if d.is_dir() and any((d / MODULES[e]).is_file() for e in exercises)]
+    corpus = [
+        d
+        for d in sorted(CORPUS.iterdir())
+        if d.is_dir() and any((d / MODULES[e]).is_file() for e in exercises)
+    ]
     for d in corpus[:7]:
-        add(f"corpus_{d.name}", {MODULES[e]: (d / MODULES[e]).read_text() for e in exercises
-                                 if (d / MODULES[e]).is_file()})
+        add(
+            f"corpus_{d.name}",
+            {
+                MODULES[e]: (d / MODULES[e]).read_text()
+                for e in exercises
+                if (d / MODULES[e]).is_file()
+            },
+        )
     for i in range(7 - len(corpus[:7])):
-        add(f"corpus_alt_correct_{i}", {MODULES[e]: (CORPUS / "alt_correct" / MODULES[e]).read_text()
-                                        for e in exercises})
+        add(
+            f"corpus_alt_correct_{i}",
+            {MODULES[e]: (CORPUS / "alt_correct" / MODULES[e]).read_text() for e in exercises},
+        )
     for name in attacks(exercises[0]):
-        add(f"hostile_{name}", {MODULES[e]: reference[MODULES[e]] + attacks(e)[name] for e in exercises})
+        add(
+            f"hostile_{name}",
+            {MODULES[e]: reference[MODULES[e]] + attacks(e)[name] for e in exercises},
+        )
     return folders
 
 
-def grade(folder: Path, exercises: list[str], fork_server: bool, test_timeout: float) -> tuple[float, dict]:
+def grade(
+    folder: Path, exercises: list[str], fork_server: bool, test_timeout: float
+) -> tuple[float, dict]:
     tests = [str(ROOT / "tests" / "exercises" / TESTS[e]) for e in exercises]
-    argv = [sys.executable, "-c", HARNESS, "on" if fork_server else "off", *tests, "--impl", str(folder),
-            "--isolate", "--test-timeout", str(test_timeout), "--timing", "skip", "-q", "-p", "no:cacheprovider"]
+    argv = [
+        sys.executable,
+        "-c",
+        HARNESS,
+        "on" if fork_server else "off",
+        *tests,
+        "--impl",
+        str(folder),
+        "--isolate",
+        "--test-timeout",
+        str(test_timeout),
+        "--timing",
+        "skip",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     begun = time.perf_counter()
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
-                          env=os.environ | {"PYTHONDONTWRITEBYTECODE": "1"})
+    done = subprocess.run(
+        argv,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"PYTHONDONTWRITEBYTECODE": "1"},
+    )
     seconds = time.perf_counter() - begun
-    counts = next((json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("COUNTS ")), None)
+    counts = next(
+        (json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("COUNTS ")),
+        None,
+    )
     if counts is None:
-        sys.exit(f"{folder.name}: the harness failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
-                 f"{done.stderr[-3000:]}")
+        sys.exit(
+            f"{folder.name}: the harness failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
+            f"{done.stderr[-3000:]}"
+        )
     summary = done.stdout.strip().splitlines()[-2] if done.stdout.strip() else ""
     return seconds, counts | {"summary": summary}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--exercises", default="ex01,ex05", help="comma-separated: ex01, ex05, ex11")
+    parser.add_argument(
+        "--exercises", default="ex01,ex05", help="comma-separated: ex01, ex05, ex11"
+    )
     parser.add_argument("--test-timeout", type=float, default=10.0)
     args = parser.parse_args()
     exercises = args.exercises.split(",")
@@ -156,20 +214,24 @@ def main() -> None:
     try:
         for index, (name, folder) in enumerate(batch(exercises, scratch)):
             seen = {}
-            for fork_server in ((True, False) if index % 2 == 0 else (False, True)):
+            for fork_server in (True, False) if index % 2 == 0 else (False, True):
                 seen[fork_server] = grade(folder, exercises, fork_server, args.test_timeout)
                 totals[fork_server] += seen[fork_server][0]
             (on, on_counts), (off, off_counts) = seen[True], seen[False]
-            print(f"{name:<36} with {on:6.1f} s ({on_counts['sandboxes']} sandbox, {on_counts['workers']} workers)"
-                  f"   without {off:6.1f} s ({off_counts['sandboxes']} sandboxes)   {on_counts['summary']}",
-                  flush=True)
+            print(
+                f"{name:<36} with {on:6.1f} s ({on_counts['sandboxes']} sandbox, {on_counts['workers']} workers)"
+                f"   without {off:6.1f} s ({off_counts['sandboxes']} sandboxes)   {on_counts['summary']}",
+                flush=True,
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     saved = totals[False] - totals[True]
-    print(f"batch of 20 ({','.join(exercises)}): with the fork server {totals[True]:.1f} s, "
-          f"without {totals[False]:.1f} s;"
-          f" saved {saved:.1f} s = {saved / totals[False]:.1%} of the batch without it"
-          f" (without / with = {totals[False] / totals[True]:.3f})")
+    print(
+        f"batch of 20 ({','.join(exercises)}): with the fork server {totals[True]:.1f} s, "
+        f"without {totals[False]:.1f} s;"
+        f" saved {saved:.1f} s = {saved / totals[False]:.1%} of the batch without it"
+        f" (without / with = {totals[False] / totals[True]:.3f})"
+    )
 
 
 if __name__ == "__main__":

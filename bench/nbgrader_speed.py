@@ -37,9 +37,12 @@ def cell_scores(root: Path) -> dict[str, dict[tuple[str, str], float]]:
     found: dict[str, dict[tuple[str, str], float]] = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "shardlab") as gradebook:
         for student in gradebook.students:
-            found[student.id] = {(notebook.name, grade.name): grade.auto_score
-                                 for submission in student.submissions for notebook in submission.notebooks
-                                 for grade in notebook.grades}
+            found[student.id] = {
+                (notebook.name, grade.name): grade.auto_score
+                for submission in student.submissions
+                for notebook in submission.notebooks
+                for grade in notebook.grades
+            }
     return found
 
 
@@ -50,26 +53,60 @@ def main() -> None:
     ids = [e.id for e in catalog.EXERCISES]
     with tempfile.TemporaryDirectory(prefix="shardlab-nbbench-") as tmp:
         root = Path(tmp)
-        cache = root.parent / f"{root.name}-cache"   # outside the course folder the notebooks are graded in
-        calibration = run([sys.executable, "-m", "grader.cli", "calibrate", "--cache", str(cache)], root)
+        cache = (
+            root.parent / f"{root.name}-cache"
+        )  # outside the course folder the notebooks are graded in
+        calibration = run(
+            [sys.executable, "-m", "grader.cli", "calibrate", "--cache", str(cache)], root
+        )
         build_course(root)
         for exercise_id in ids:
-            run([sys.executable, "-m", "nbgrader", "generate_assignment", exercise_id, "--force"], root)
+            run(
+                [sys.executable, "-m", "nbgrader", "generate_assignment", exercise_id, "--force"],
+                root,
+            )
         students = [f"s{i}" for i in range(args.students)]
         for student in students:
             for exercise_id in ids:
                 target = root / "submitted" / student / exercise_id
                 target.mkdir(parents=True)
                 shutil.copy(root / "source" / exercise_id / f"{exercise_id}.ipynb", target)
-        autograde = sum(run([sys.executable, "-m", "nbgrader", "autograde", exercise_id, "--student", student],
-                            root) for student in students for exercise_id in ids)
-        fast = sum(run([sys.executable, "-m", "grader.cli", "grade", str(root / "submitted" / student), "--out",
-                        str(root / "fast" / student), "--quiet", "--gradebook", f"sqlite:///{root / 'gradebook.db'}",
-                        "--student", f"fast-{student}", "--cache", str(cache)], root) for student in students)
+        autograde = sum(
+            run(
+                [sys.executable, "-m", "nbgrader", "autograde", exercise_id, "--student", student],
+                root,
+            )
+            for student in students
+            for exercise_id in ids
+        )
+        fast = sum(
+            run(
+                [
+                    sys.executable,
+                    "-m",
+                    "grader.cli",
+                    "grade",
+                    str(root / "submitted" / student),
+                    "--out",
+                    str(root / "fast" / student),
+                    "--quiet",
+                    "--gradebook",
+                    f"sqlite:///{root / 'gradebook.db'}",
+                    "--student",
+                    f"fast-{student}",
+                    "--cache",
+                    str(cache),
+                ],
+                root,
+            )
+            for student in students
+        )
         scores = cell_scores(root)
         shutil.rmtree(cache, ignore_errors=True)
     notebooks = len(students) * len(ids)
-    print(f"{notebooks} notebooks ({len(students)} students x {len(ids)} exercises), reference answers")
+    print(
+        f"{notebooks} notebooks ({len(students)} students x {len(ids)} exercises), reference answers"
+    )
     print(f"calibration, once per course and machine: {calibration:.1f} s")
     print(f"nbgrader autograde: {autograde:.1f} s, {autograde / notebooks:.1f} s per notebook")
     print(f"shardlab fast path: {fast:.1f} s, {fast / notebooks:.1f} s per notebook")
@@ -78,11 +115,18 @@ def main() -> None:
         theirs, ours = scores[student], scores[f"fast-{student}"]
         # The fast path records scores rounded to 6 decimals (grader.reports.gradebook); nbgrader keeps a
         # cell's points as the notebook gives them (a third of a point, say).
-        gaps = {cell: abs((theirs.get(cell) or 0) - (ours.get(cell) or 0)) for cell in theirs.keys() | ours.keys()}
-        differ = sorted(cell for cell, gap in gaps.items() if gap > 1e-5 or (cell in theirs) != (cell in ours))
-        print(f"{student}: {len(theirs)} cells, autograde total {sum(theirs.values()):.2f}, fast path total "
-              f"{sum(v or 0 for v in ours.values()):.2f}, cells that differ by more than 1e-5: {len(differ)} "
-              f"{differ[:5]} (largest difference {max(gaps.values()):.1e})")
+        gaps = {
+            cell: abs((theirs.get(cell) or 0) - (ours.get(cell) or 0))
+            for cell in theirs.keys() | ours.keys()
+        }
+        differ = sorted(
+            cell for cell, gap in gaps.items() if gap > 1e-5 or (cell in theirs) != (cell in ours)
+        )
+        print(
+            f"{student}: {len(theirs)} cells, autograde total {sum(theirs.values()):.2f}, fast path total "
+            f"{sum(v or 0 for v in ours.values()):.2f}, cells that differ by more than 1e-5: {len(differ)} "
+            f"{differ[:5]} (largest difference {max(gaps.values()):.1e})"
+        )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ LOCAL_SLURM = paths.REPO_ROOT / "tests" / "grader" / "local_slurm.py"
 def local_slurm():
     spec = importlib.util.spec_from_file_location("shardlab_local_slurm", LOCAL_SLURM)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # its dataclasses look their module up there
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -55,32 +55,70 @@ def main() -> None:
         scratch = Path(scratch)
         klass = scratch / "class"
         for i in range(args.students):
-            shutil.copytree(paths.REPO_ROOT / "examples" / "submission", klass / f"student{i:02d}",
-                            ignore=shutil.ignore_patterns("README.md"))
+            shutil.copytree(
+                paths.REPO_ROOT / "examples" / "submission",
+                klass / f"student{i:02d}",
+                ignore=shutil.ignore_patterns("README.md"),
+            )
         common = [arg for e in exercises for arg in ("--exercise", e)] + ["--test-timeout", "120"]
         with local.started() as cluster:
             begun = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "grader.cli", "grade-batch", str(klass), "--out",
-                                   str(scratch / "slurm"), "--slurm", "--wait",
-                                   "--slurm-cpus-per-task", str(args.cpus_per_task), *common],
-                                  env=cluster.env, capture_output=True, text=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "grader.cli",
+                    "grade-batch",
+                    str(klass),
+                    "--out",
+                    str(scratch / "slurm"),
+                    "--slurm",
+                    "--wait",
+                    "--slurm-cpus-per-task",
+                    str(args.cpus_per_task),
+                    *common,
+                ],
+                env=cluster.env,
+                capture_output=True,
+                text=True,
+            )
             on_slurm = time.perf_counter() - begun
             if done.returncode != 0:
                 sys.exit(f"the Slurm batch failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
         begun = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "grader.cli", "grade-batch", str(klass), "--out", str(scratch / "local"),
-                        "--jobs", str(args.jobs), *common], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grader.cli",
+                "grade-batch",
+                str(klass),
+                "--out",
+                str(scratch / "local"),
+                "--jobs",
+                str(args.jobs),
+                *common,
+            ],
+            check=True,
+            capture_output=True,
+        )
         here = time.perf_counter() - begun
         agree = grades(scratch / "slurm") == grades(scratch / "local")
         print(f"{args.students} students, exercises {', '.join(exercises)}:")
-        print(f"  local Slurm (job array, --cpus-per-task {args.cpus_per_task}, --wait): {on_slurm:.0f} s")
-        print(f"  grade-batch --jobs {args.jobs}: {here:.0f} s   (Slurm / local: {on_slurm / here:.2f}x)")
+        print(
+            f"  local Slurm (job array, --cpus-per-task {args.cpus_per_task}, --wait): {on_slurm:.0f} s"
+        )
+        print(
+            f"  grade-batch --jobs {args.jobs}: {here:.0f} s   (Slurm / local: {on_slurm / here:.2f}x)"
+        )
         print(f"  the two grades.csv agree: {agree}")
         if not agree:
             slurm_rows, local_rows = grades(scratch / "slurm"), grades(scratch / "local")
             for student in sorted(slurm_rows):
                 if slurm_rows[student] != local_rows.get(student):
-                    print(f"    {student}: Slurm {slurm_rows[student]}, here {local_rows.get(student)}")
+                    print(
+                        f"    {student}: Slurm {slurm_rows[student]}, here {local_rows.get(student)}"
+                    )
             if args.keep:
                 shutil.copytree(scratch, args.keep, dirs_exist_ok=True)
                 print(f"  kept both in {args.keep}")

@@ -54,8 +54,10 @@ def timed(action, runs: int) -> float:
 def make_class(root: Path, report: GradingResults, students: int) -> tuple[Path, Path, term.Course]:
     ids = ", ".join(f'"{e.id}"' for e in catalog.EXERCISES)
     (root / "course.toml").write_text(COURSE.format(exercises=ids))
-    (root / "roster.csv").write_text("student,name,lms_id\n" + "".join(
-        f"s{i:03d},Student {i},{1000 + i}\n" for i in range(students)))
+    (root / "roster.csv").write_text(
+        "student,name,lms_id\n"
+        + "".join(f"s{i:03d},Student {i},{1000 + i}\n" for i in range(students))
+    )
     out, submissions = root / "graded", root / "submissions"
     due = datetime(2026, 10, 5, 23, 59, tzinfo=timezone.utc)
     for i in range(students):
@@ -66,15 +68,25 @@ def make_class(root: Path, report: GradingResults, students: int) -> tuple[Path,
         (submissions / student).mkdir(parents=True)
         for exercise in catalog.EXERCISES:
             text = exercise.solution_path().read_text()
-            (submissions / student / exercise.module_file).write_text(re.sub(r"\bx\b", f"x{i}", text))
+            (submissions / student / exercise.module_file).write_text(
+                re.sub(r"\bx\b", f"x{i}", text)
+            )
         stamped = json.loads((folder / batch.REPORT).read_text())
-        stamped["term"] = {"course": "bench", "student": student,
-                           "submitted_at": (due + timedelta(hours=7 * i)).isoformat(), "submitted_from": "bench"}
+        stamped["term"] = {
+            "course": "bench",
+            "student": student,
+            "submitted_at": (due + timedelta(hours=7 * i)).isoformat(),
+            "submitted_from": "bench",
+        }
         (folder / batch.REPORT).write_text(json.dumps(stamped))
     course = term.load(root / "course.toml")
     for i in range(0, students, 7):
-        term_commands.append(course.adjustments, adjustments.Adjustment(f"s{i:03d}", "ex04_sharded_layer", None,
-                                                                        None, 1.0, "bench", "bench"))
+        term_commands.append(
+            course.adjustments,
+            adjustments.Adjustment(
+                f"s{i:03d}", "ex04_sharded_layer", None, None, 1.0, "bench", "bench"
+            ),
+        )
     return out, submissions, course
 
 
@@ -82,7 +94,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--report", type=Path, help="use this report.json instead of grading the example")
+    parser.add_argument(
+        "--report", type=Path, help="use this report.json instead of grading the example"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="shardlab-bench-term-") as scratch:
         scratch = Path(scratch)
@@ -92,8 +106,19 @@ def main() -> None:
             report_path = scratch / "example" / "report.json"
             begun = time.perf_counter()
             example = paths.REPO_ROOT / "examples" / "submission"
-            subprocess.run([sys.executable, "-m", "grader.cli", "grade", str(example), "--out", str(report_path.parent),
-                            "--quiet"], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "grader.cli",
+                    "grade",
+                    str(example),
+                    "--out",
+                    str(report_path.parent),
+                    "--quiet",
+                ],
+                check=True,
+            )
             grading = time.perf_counter() - begun
         report = GradingResults.from_dict(json.loads(report_path.read_text()))
         out, submissions, course = make_class(scratch, report, args.students)
@@ -101,21 +126,37 @@ def main() -> None:
         outcomes = term_commands.class_outcomes(out)
         figures = {
             "publish (pages, results.json, grades.csv, class page)": timed(
-                lambda: publish.publish_class(out, outcomes, publish.class_term(course),
-                                              hidden_visibility="after_due_date"), args.runs),
+                lambda: publish.publish_class(
+                    out, outcomes, publish.class_term(course), hidden_visibility="after_due_date"
+                ),
+                args.runs,
+            ),
             "exports (Canvas CSV and long CSV)": timed(
-                lambda: term_commands.export_grades(out, course, canvas=scratch / "canvas.csv",
-                                                    long=scratch / "long.csv"), args.runs),
+                lambda: term_commands.export_grades(
+                    out, course, canvas=scratch / "canvas.csv", long=scratch / "long.csv"
+                ),
+                args.runs,
+            ),
             "similarity (every exercise)": timed(
-                lambda: similarity.compare_class(klass.students, [e.id for e in course.exercises]), args.runs),
+                lambda: similarity.compare_class(klass.students, [e.id for e in course.exercises]),
+                args.runs,
+            ),
         }
     print(f"class of {args.students} students, median of {args.runs} runs")
     if grading is not None:
-        print(f"grading the example submission once: {grading:.1f} s; a class of {args.students} graded one at a "
-              f"time: about {grading * args.students:.0f} s")
+        print(
+            f"grading the example submission once: {grading:.1f} s; a class of {args.students} graded one at a "
+            f"time: about {grading * args.students:.0f} s"
+        )
     for name, seconds in figures.items():
-        share = f" ({100 * seconds / (grading * args.students):.2f}% of grading the class)" if grading else ""
-        print(f"  {name}: {seconds:.2f} s, {1000 * seconds / args.students:.0f} ms per student{share}")
+        share = (
+            f" ({100 * seconds / (grading * args.students):.2f}% of grading the class)"
+            if grading
+            else ""
+        )
+        print(
+            f"  {name}: {seconds:.2f} s, {1000 * seconds / args.students:.0f} ms per student{share}"
+        )
 
 
 if __name__ == "__main__":

@@ -21,12 +21,16 @@ from grader.sandbox import confinement
 from grader.worker.stand_in import RemoteModule
 from grader.worker.supervisor import Worker
 
-MODULE = "import jax.numpy as jnp\n\ndef first_jax_call():\n    return float(jnp.arange(8.0).sum())\n"
+MODULE = (
+    "import jax.numpy as jnp\n\ndef first_jax_call():\n    return float(jnp.arange(8.0).sum())\n"
+)
 
 
 def figure(name: str, seconds: list[float]) -> str:
-    return (f"  {name:<40} median {statistics.median(seconds) * 1000:8.1f} ms"
-            f"  (min {min(seconds) * 1000:.1f}, max {max(seconds) * 1000:.1f}, n={len(seconds)})")
+    return (
+        f"  {name:<40} median {statistics.median(seconds) * 1000:8.1f} ms"
+        f"  (min {min(seconds) * 1000:.1f}, max {max(seconds) * 1000:.1f}, n={len(seconds)})"
+    )
 
 
 def series(level: confinement.Isolation, runs: int, scratch: Path) -> None:
@@ -34,7 +38,7 @@ def series(level: confinement.Isolation, runs: int, scratch: Path) -> None:
     folder.mkdir(exist_ok=True)
     (folder / "student.py").write_text(MODULE)
     cold, cold_call, warm, warm_call, replace = [], [], [], [], []
-    for _ in range(runs):   # each a new Worker: sandbox, zygote importing jax, fork, "ready"
+    for _ in range(runs):  # each a new Worker: sandbox, zygote importing jax, fork, "ready"
         worker = Worker(folder, isolation=level, scratch=scratch)
         module = RemoteModule(folder / "student.py", worker)
         begun = time.perf_counter()
@@ -48,7 +52,9 @@ def series(level: confinement.Isolation, runs: int, scratch: Path) -> None:
     module = RemoteModule(folder / "student.py", worker)
     worker._spawn()
     try:
-        for _ in range(runs):   # one Worker: replace its worker as after a crash, then ask for the next
+        for _ in range(
+            runs
+        ):  # one Worker: replace its worker as after a crash, then ask for the next
             module.first_jax_call()
             zygote = worker._zygote
             begun = time.perf_counter()
@@ -75,7 +81,9 @@ def series(level: confinement.Isolation, runs: int, scratch: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--levels", default="bubblewrap,process", help="comma-separated isolation levels")
+    parser.add_argument(
+        "--levels", default="bubblewrap,process", help="comma-separated isolation levels"
+    )
     args = parser.parse_args()
     for name in args.levels.split(","):
         try:

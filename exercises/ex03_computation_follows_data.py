@@ -79,6 +79,7 @@ def predict_add(spec_b, spec_c):
     that both split the same way? Differently? And is every combination of the per-dimension answers
     a sharding an array can have?
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex03: predict_add")
 
@@ -96,6 +97,7 @@ def predict_matmul(spec_a, spec_b):
     when both do: after multiplying its blocks, what does each device hold, and in how many ways
     could that be turned into a result? And, as for `+`, is the combination a legal sharding?
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex03: predict_matmul")
 

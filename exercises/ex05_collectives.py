@@ -38,6 +38,7 @@ def device_ranks(mesh):
     along "i". Hint: `jax.lax.axis_index`; a function with no arguments can still be shard_mapped
     (in_specs=()).
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex05: device_ranks")
 
@@ -50,6 +51,7 @@ def all_gather(x, mesh):
     Hint: the result of `jax.lax.all_gather` differs per device as far as JAX's type system knows,
     so `out_specs=P()` needs `check_vma=False`; `tiled=True` concatenates instead of stacking.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex05: all_gather")
 
@@ -71,6 +73,7 @@ def reduce_scatter(x, mesh):
     HLO: reduce-scatter (and no all-reduce: summing everything everywhere and keeping a slice moves
     n times more data than needed). Hint: `jax.lax.psum_scatter`.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex05: reduce_scatter")
 
@@ -81,6 +84,7 @@ def all_reduce_via_scatter_gather(x, mesh):
     That is how an all-reduce is done on a ring of devices, and why it costs about twice a
     reduce-scatter. HLO: reduce-scatter and all-gather, no all-reduce.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex05: all_reduce_via_scatter_gather")
 
@@ -94,6 +98,7 @@ def all_to_all(x, mesh):
     block), and the whole result is [3 5 5 9 1 9 3 7 4 2 5 1 1 6 8 2]. HLO: all-to-all.
     Hint: `jax.lax.all_to_all` with split_axis and concat_axis both 0, and tiled=True.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex05: all_to_all")
 

@@ -48,6 +48,7 @@ def case2_allgather(A, B, mesh):
     all-reduce. Hint: the result of `jax.lax.all_gather` is device-varying as far as JAX's types
     know, so a replicated out_specs needs `check_vma=False`.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex06: case2_allgather")
 
@@ -59,6 +60,7 @@ def case3_allreduce(A, B, mesh):
     are those along "x". Returns C = A @ B replicated, P(None, None). The compiled program contains
     an all-reduce.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex06: case3_allreduce")
 
@@ -71,6 +73,7 @@ def case3_reducescatter(A, B, mesh):
     of C. The compiled program contains a reduce-scatter and no all-reduce, and each device's output
     takes 1/|x| of the bytes of case3_allreduce's.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex06: case3_reducescatter")
 
@@ -82,5 +85,6 @@ def case4_allgather(A, B, mesh):
     Returns C = A @ B sharded P("x", None), by gathering B: each device keeps its rows of A and
     needs every column of B. The compiled program contains an all-gather.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex06: case4_allgather")

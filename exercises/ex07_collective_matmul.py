@@ -56,6 +56,7 @@ def allgather_matmul(lhs, rhs, mesh):
     exactly one all-gather.
     Hint: `all_gather(..., tiled=True)` concatenates the blocks instead of stacking them.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex07: allgather_matmul")
 
@@ -91,6 +92,7 @@ def reducescatter_matmul(lhs, rhs, mesh):
     rows. The compiled program contains exactly one reduce-scatter.
     Hint: with `tiled=True` the scattered dimension keeps its rank and shrinks n times.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex07: reducescatter_matmul")
 

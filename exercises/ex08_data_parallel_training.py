@@ -50,7 +50,12 @@ def init_mlp(key, sizes):
     params = []
     for k, n_in, n_out in zip(keys, sizes[:-1], sizes[1:]):
         w_key, b_key = jax.random.split(k)
-        params.append((0.1 * jax.random.normal(w_key, (n_in, n_out)), 0.1 * jax.random.normal(b_key, (n_out,))))
+        params.append(
+            (
+                0.1 * jax.random.normal(w_key, (n_in, n_out)),
+                0.1 * jax.random.normal(b_key, (n_out,)),
+            )
+        )
     return params
 
 
@@ -132,6 +137,7 @@ def train_step_shard_map(params, x, y, lr, mesh):
     (Turning the checks off with check_vma=False brings its own trap: then nothing is summed for you
     and each device would keep its own, different, parameters if you never average.)
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex08: train_step_shard_map")
 

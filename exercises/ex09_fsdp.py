@@ -53,7 +53,12 @@ def init_mlp(key, sizes):
     params = []
     for k, n_in, n_out in zip(keys, sizes[:-1], sizes[1:]):
         w_key, b_key = jax.random.split(k)
-        params.append((0.1 * jax.random.normal(w_key, (n_in, n_out)), 0.1 * jax.random.normal(b_key, (n_out,))))
+        params.append(
+            (
+                0.1 * jax.random.normal(w_key, (n_in, n_out)),
+                0.1 * jax.random.normal(b_key, (n_out,)),
+            )
+        )
     return params
 
 

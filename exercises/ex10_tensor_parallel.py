@@ -57,10 +57,12 @@ def init_params(key, n_in, n_hidden, n_out):
     """The MLP's params: {"W1": (n_in, n_hidden), "b1": (n_hidden,), "W2": (n_hidden, n_out), "b2": (n_out,)}.
     Given: do not change it."""
     k1, k2, k3, k4 = jax.random.split(key, 4)
-    return {"W1": jax.random.normal(k1, (n_in, n_hidden)) / jnp.sqrt(n_in),
-            "b1": 0.1 * jax.random.normal(k2, (n_hidden,)),
-            "W2": jax.random.normal(k3, (n_hidden, n_out)) / jnp.sqrt(n_hidden),
-            "b2": 0.1 * jax.random.normal(k4, (n_out,))}
+    return {
+        "W1": jax.random.normal(k1, (n_in, n_hidden)) / jnp.sqrt(n_in),
+        "b1": 0.1 * jax.random.normal(k2, (n_hidden,)),
+        "W2": jax.random.normal(k3, (n_hidden, n_out)) / jnp.sqrt(n_hidden),
+        "b2": 0.1 * jax.random.normal(k4, (n_out,)),
+    }
 
 
 def forward(params, x):
@@ -101,6 +103,7 @@ def tp_forward(params, x, mesh):
     Hint: after its two matmuls, what does one device of a "model" group hold? Which devices hold
     the other pieces of the same rows, and what about b2, which every device holds whole?
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex10: tp_forward")
 
@@ -118,5 +121,6 @@ def tp_train_step(params, x, y, lr, mesh):
     "data" already sums over "data" for you. jax.grad taken from outside, of a loss built on a
     shard_mapped forward, gets the true gradient with no bookkeeping.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex10: tp_train_step")

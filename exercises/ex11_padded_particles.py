@@ -57,6 +57,7 @@ def expanding_shard_map(f, mesh, in_specs, out_specs):
         count(pos, num)            # (4,): the count of each device, P("d")
     Hint: add the axis inside the per-device function, before shard_map puts the blocks together.
     """
+
     # YOUR CODE HERE
     raise NotImplementedError("ex11: expanding_shard_map")
 

@@ -30,8 +30,12 @@ def make_mesh_2x4():
     Hint: `jax.make_mesh` takes the mesh shape, the axis names, the axis types and the devices.
     """
     ### BEGIN SOLUTION
-    return jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit),
-                         devices=jax.devices()[:8])
+    return jax.make_mesh(
+        (2, 4),
+        ("x", "y"),
+        axis_types=(AxisType.Explicit, AxisType.Explicit),
+        devices=jax.devices()[:8],
+    )
     ### END SOLUTION
 
 
@@ -74,7 +78,9 @@ def shard_table(arr):
     Hint: every jax.Array knows its `addressable_shards`, and each shard its device and index.
     """
     ### BEGIN SOLUTION
-    rows = [(shard.device.id, tuple(shard.index), tuple(shard.data.shape))
-            for shard in arr.addressable_shards]
+    rows = [
+        (shard.device.id, tuple(shard.index), tuple(shard.data.shape))
+        for shard in arr.addressable_shards
+    ]
     return sorted(rows, key=lambda row: row[0])
     ### END SOLUTION

@@ -86,8 +86,9 @@ def shard_shape(global_shape, mesh_shape, spec):
     """
     ### BEGIN SOLUTION
     if len(tuple(spec)) > len(global_shape):
-        raise ValueError(f"the spec {spec} has more entries than the {len(global_shape)} dimensions of "
-                         f"the array")
+        raise ValueError(
+            f"the spec {spec} has more entries than the {len(global_shape)} dimensions of the array"
+        )
     shape = []
     used = set()
     entries = tuple(spec) + (None,) * (len(global_shape) - len(tuple(spec)))
@@ -95,13 +96,17 @@ def shard_shape(global_shape, mesh_shape, spec):
         axes = _axes_of(entry)
         for axis in axes:
             if axis in used:
-                raise ValueError(f"dimension {dim}: mesh axis {axis!r} appears a second time in the spec "
-                                 f"{spec}; a mesh axis may split only one dimension, once")
+                raise ValueError(
+                    f"dimension {dim}: mesh axis {axis!r} appears a second time in the spec "
+                    f"{spec}; a mesh axis may split only one dimension, once"
+                )
             used.add(axis)
         blocks = math.prod(mesh_shape[axis] for axis in axes)
         if size % blocks:
-            raise ValueError(f"dimension {dim} (size {size}) is not divisible by {blocks}, the size of "
-                             f"its mesh axes {axes}")
+            raise ValueError(
+                f"dimension {dim} (size {size}) is not divisible by {blocks}, the size of "
+                f"its mesh axes {axes}"
+            )
         shape.append(size // blocks)
     return tuple(shape)
     ### END SOLUTION

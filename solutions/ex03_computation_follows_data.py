@@ -81,8 +81,9 @@ def predict_add(spec_b, spec_c):
     that both split the same way? Differently? And is every combination of the per-dimension answers
     a sharding an array can have?
     """
+
     ### BEGIN SOLUTION
-    def axes(entry):   # the mesh axes one spec entry splits a dimension over
+    def axes(entry):  # the mesh axes one spec entry splits a dimension over
         return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
 
     def padded(spec):
@@ -91,11 +92,13 @@ def predict_add(spec_b, spec_c):
     out = []
     for b, c in zip(padded(spec_b), padded(spec_c)):
         if axes(b) and axes(c) and axes(b) != axes(c):
-            return None   # two different splits of one dimension: JAX will not pick one for you
-        out.append(b if axes(b) else c)   # an unsplit operand is sliced locally to match the split one
+            return None  # two different splits of one dimension: JAX will not pick one for you
+        out.append(
+            b if axes(b) else c
+        )  # an unsplit operand is sliced locally to match the split one
     used = [a for entry in out for a in axes(entry)]
     if len(used) != len(set(used)):
-        return None   # a mesh axis cannot split two dimensions of one array
+        return None  # a mesh axis cannot split two dimensions of one array
     return _normalized(out)
     ### END SOLUTION
 
@@ -113,6 +116,7 @@ def predict_matmul(spec_a, spec_b):
     when both do: after multiplying its blocks, what does each device hold, and in how many ways
     could that be turned into a result? And, as for `+`, is the combination a legal sharding?
     """
+
     ### BEGIN SOLUTION
     def axes(entry):
         return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
@@ -125,7 +129,7 @@ def predict_matmul(spec_a, spec_b):
         # Each device holds a partial sum: replicate it (all-reduce) or split it (reduce-scatter)?
         # Ambiguous on the same axis, inconsistent on different ones: JAX asks for out_sharding.
         return None
-    used = axes(a_rows) + axes(b_cols)   # a split of J on one side only does not reach the result
+    used = axes(a_rows) + axes(b_cols)  # a split of J on one side only does not reach the result
     if len(used) != len(set(used)):
         return None
     return _normalized((a_rows, b_cols))

@@ -64,8 +64,12 @@ def layer_explicit(x, W, b, mesh):
 
     def traced(x, W, b):
         out = layer(x, W, b)
-        types.update(x=str(jax.typeof(x)), W=str(jax.typeof(W)), b=str(jax.typeof(b)),
-                     out=str(jax.typeof(out)))
+        types.update(
+            x=str(jax.typeof(x)),
+            W=str(jax.typeof(W)),
+            b=str(jax.typeof(b)),
+            out=str(jax.typeof(out)),
+        )
         return out
 
     x = jax.device_put(x, NamedSharding(mesh, P("data", None)))
@@ -88,8 +92,9 @@ def layer_shard_map(x, W, b, mesh):
     results are put back together.
     """
     ### BEGIN SOLUTION
-    per_device = jax.shard_map(layer, mesh=mesh, in_specs=(P("data", None), P(), P()),
-                               out_specs=P("data", None))
+    per_device = jax.shard_map(
+        layer, mesh=mesh, in_specs=(P("data", None), P(), P()), out_specs=P("data", None)
+    )
     return per_device(x, W, b)
     ### END SOLUTION
 
@@ -103,11 +108,16 @@ def layer_feature_sharded(x, W, b, mesh):
     The compiled program must contain exactly one all-reduce.
     Hint: x @ W is a sum over the feature dimension, and each device holds one slice of that sum.
     """
+
     ### BEGIN SOLUTION
     def per_device(x_cols, W_rows, b):
         partial = x_cols @ W_rows
         return jax.nn.softmax(jax.lax.psum(partial, "data") + b)
 
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(P(None, "data"), P("data", None), P()),
-                         out_specs=P(None, None))(x, W, b)
+    return jax.shard_map(
+        per_device,
+        mesh=mesh,
+        in_specs=(P(None, "data"), P("data", None), P()),
+        out_specs=P(None, None),
+    )(x, W, b)
     ### END SOLUTION

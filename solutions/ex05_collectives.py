@@ -38,6 +38,7 @@ def device_ranks(mesh):
     along "i". Hint: `jax.lax.axis_index`; a function with no arguments can still be shard_mapped
     (in_specs=()).
     """
+
     ### BEGIN SOLUTION
     def per_device():
         return jnp.reshape(jax.lax.axis_index("i"), (1,)).astype(jnp.int32)
@@ -54,6 +55,7 @@ def all_gather(x, mesh):
     Hint: the result of `jax.lax.all_gather` differs per device as far as JAX's type system knows,
     so `out_specs=P()` needs `check_vma=False`; `tiled=True` concatenates instead of stacking.
     """
+
     ### BEGIN SOLUTION
     def per_device(block):
         return jax.lax.all_gather(block, "i", tiled=True)
@@ -68,7 +70,9 @@ def all_reduce(x, mesh):
     On the example: [3 1 4 1] + [5 9 2 6] + [5 3 5 8] + [9 7 1 2] = [22 20 12 17]. HLO: all-reduce.
     """
     ### BEGIN SOLUTION
-    return jax.shard_map(lambda block: jax.lax.psum(block, "i"), mesh=mesh, in_specs=P("i"), out_specs=P())(x)
+    return jax.shard_map(
+        lambda block: jax.lax.psum(block, "i"), mesh=mesh, in_specs=P("i"), out_specs=P()
+    )(x)
     ### END SOLUTION
 
 
@@ -80,6 +84,7 @@ def reduce_scatter(x, mesh):
     HLO: reduce-scatter (and no all-reduce: summing everything everywhere and keeping a slice moves
     n times more data than needed). Hint: `jax.lax.psum_scatter`.
     """
+
     ### BEGIN SOLUTION
     def per_device(block):
         return jax.lax.psum_scatter(block, "i", scatter_dimension=0, tiled=True)
@@ -94,6 +99,7 @@ def all_reduce_via_scatter_gather(x, mesh):
     That is how an all-reduce is done on a ring of devices, and why it costs about twice a
     reduce-scatter. HLO: reduce-scatter and all-gather, no all-reduce.
     """
+
     ### BEGIN SOLUTION
     def per_device(block):
         piece = jax.lax.psum_scatter(block, "i", scatter_dimension=0, tiled=True)
@@ -112,6 +118,7 @@ def all_to_all(x, mesh):
     block), and the whole result is [3 5 5 9 1 9 3 7 4 2 5 1 1 6 8 2]. HLO: all-to-all.
     Hint: `jax.lax.all_to_all` with split_axis and concat_axis both 0, and tiled=True.
     """
+
     ### BEGIN SOLUTION
     def per_device(block):
         return jax.lax.all_to_all(block, "i", split_axis=0, concat_axis=0, tiled=True)
@@ -130,8 +137,12 @@ def ring_shift(x, mesh, k: int = 1):
     ### BEGIN SOLUTION
     n = mesh.shape["i"]
     pairs = [(d, (d + k) % n) for d in range(n)]
-    return jax.shard_map(lambda block: jax.lax.ppermute(block, "i", pairs), mesh=mesh, in_specs=P("i"),
-                         out_specs=P("i"))(x)
+    return jax.shard_map(
+        lambda block: jax.lax.ppermute(block, "i", pairs),
+        mesh=mesh,
+        in_specs=P("i"),
+        out_specs=P("i"),
+    )(x)
     ### END SOLUTION
 
 

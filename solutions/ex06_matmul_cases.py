@@ -37,8 +37,9 @@ def case1_local(A, B, mesh):
     Returns C = A @ B sharded P("x", "y"). The compiled program contains no collective.
     """
     ### BEGIN SOLUTION
-    return jax.shard_map(lambda a, b: a @ b, mesh=mesh, in_specs=(P("x", None), P(None, "y")),
-                         out_specs=P("x", "y"))(A, B)
+    return jax.shard_map(
+        lambda a, b: a @ b, mesh=mesh, in_specs=(P("x", None), P(None, "y")), out_specs=P("x", "y")
+    )(A, B)
     ### END SOLUTION
 
 
@@ -50,12 +51,18 @@ def case2_allgather(A, B, mesh):
     all-reduce. Hint: the result of `jax.lax.all_gather` is device-varying as far as JAX's types
     know, so a replicated out_specs needs `check_vma=False`.
     """
+
     ### BEGIN SOLUTION
     def per_device(a_cols, b):
         return jax.lax.all_gather(a_cols, "x", axis=1, tiled=True) @ b
 
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(P(None, "x"), P(None, None)),
-                         out_specs=P(None, None), check_vma=False)(A, B)
+    return jax.shard_map(
+        per_device,
+        mesh=mesh,
+        in_specs=(P(None, "x"), P(None, None)),
+        out_specs=P(None, None),
+        check_vma=False,
+    )(A, B)
     ### END SOLUTION
 
 
@@ -66,12 +73,14 @@ def case3_allreduce(A, B, mesh):
     are those along "x". Returns C = A @ B replicated, P(None, None). The compiled program contains
     an all-reduce.
     """
+
     ### BEGIN SOLUTION
     def per_device(a_cols, b_rows):
         return jax.lax.psum(a_cols @ b_rows, "x")
 
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(P(None, "x"), P("x", None)),
-                         out_specs=P(None, None))(A, B)
+    return jax.shard_map(
+        per_device, mesh=mesh, in_specs=(P(None, "x"), P("x", None)), out_specs=P(None, None)
+    )(A, B)
     ### END SOLUTION
 
 
@@ -83,12 +92,14 @@ def case3_reducescatter(A, B, mesh):
     of C. The compiled program contains a reduce-scatter and no all-reduce, and each device's output
     takes 1/|x| of the bytes of case3_allreduce's.
     """
+
     ### BEGIN SOLUTION
     def per_device(a_cols, b_rows):
         return jax.lax.psum_scatter(a_cols @ b_rows, "x", scatter_dimension=0, tiled=True)
 
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(P(None, "x"), P("x", None)),
-                         out_specs=P("x", None))(A, B)
+    return jax.shard_map(
+        per_device, mesh=mesh, in_specs=(P(None, "x"), P("x", None)), out_specs=P("x", None)
+    )(A, B)
     ### END SOLUTION
 
 
@@ -99,10 +110,12 @@ def case4_allgather(A, B, mesh):
     Returns C = A @ B sharded P("x", None), by gathering B: each device keeps its rows of A and
     needs every column of B. The compiled program contains an all-gather.
     """
+
     ### BEGIN SOLUTION
     def per_device(a_rows, b_cols):
         return a_rows @ jax.lax.all_gather(b_cols, "x", axis=1, tiled=True)
 
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(P("x", None), P(None, "x")),
-                         out_specs=P("x", None))(A, B)
+    return jax.shard_map(
+        per_device, mesh=mesh, in_specs=(P("x", None), P(None, "x")), out_specs=P("x", None)
+    )(A, B)
     ### END SOLUTION

@@ -56,12 +56,14 @@ def allgather_matmul(lhs, rhs, mesh):
     exactly one all-gather.
     Hint: `all_gather(..., tiled=True)` concatenates the blocks instead of stacking them.
     """
+
     ### BEGIN SOLUTION
     def per_device(lhs_rows, rhs_block):
         return lhs_rows @ jax.lax.all_gather(rhs_block, "i", tiled=True)
 
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(P("i", None), P("i", None)),
-                         out_specs=P("i", None))(lhs, rhs)
+    return jax.shard_map(
+        per_device, mesh=mesh, in_specs=(P("i", None), P("i", None)), out_specs=P("i", None)
+    )(lhs, rhs)
     ### END SOLUTION
 
 
@@ -98,14 +100,16 @@ def allgather_matmul_overlapped(lhs, rhs, mesh):
             out = out + cols @ block
             return out, jax.lax.ppermute(block, "i", to_previous)
 
-        out = jax.lax.pcast(jnp.zeros((lhs_rows.shape[0], rhs_block.shape[1]), lhs_rows.dtype), "i",
-                            to="varying")
+        out = jax.lax.pcast(
+            jnp.zeros((lhs_rows.shape[0], rhs_block.shape[1]), lhs_rows.dtype), "i", to="varying"
+        )
         out, block = jax.lax.fori_loop(0, n - 1, step, (out, rhs_block))
         cols = jax.lax.dynamic_slice_in_dim(lhs_rows, ((d + n - 1) % n) * k, k, axis=1)
         return out + cols @ block
 
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(P("i", None), P("i", None)),
-                         out_specs=P("i", None))(lhs, rhs)
+    return jax.shard_map(
+        per_device, mesh=mesh, in_specs=(P("i", None), P("i", None)), out_specs=P("i", None)
+    )(lhs, rhs)
     ### END SOLUTION
 
 
@@ -118,12 +122,14 @@ def reducescatter_matmul(lhs, rhs, mesh):
     rows. The compiled program contains exactly one reduce-scatter.
     Hint: with `tiled=True` the scattered dimension keeps its rank and shrinks n times.
     """
+
     ### BEGIN SOLUTION
     def per_device(lhs_cols, rhs_rows):
         return jax.lax.psum_scatter(lhs_cols @ rhs_rows, "i", scatter_dimension=0, tiled=True)
 
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(P(None, "i"), P("i", None)),
-                         out_specs=P("i", None))(lhs, rhs)
+    return jax.shard_map(
+        per_device, mesh=mesh, in_specs=(P(None, "i"), P("i", None)), out_specs=P("i", None)
+    )(lhs, rhs)
     ### END SOLUTION
 
 
@@ -158,6 +164,7 @@ def reducescatter_matmul_overlapped(lhs, rhs, mesh):
             acc = jax.lax.ppermute(acc, "i", to_previous) + contribution(s)
         return acc
 
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(P(None, "i"), P("i", None)),
-                         out_specs=P("i", None))(lhs, rhs)
+    return jax.shard_map(
+        per_device, mesh=mesh, in_specs=(P(None, "i"), P("i", None)), out_specs=P("i", None)
+    )(lhs, rhs)
     ### END SOLUTION

@@ -50,7 +50,12 @@ def init_mlp(key, sizes):
     params = []
     for k, n_in, n_out in zip(keys, sizes[:-1], sizes[1:]):
         w_key, b_key = jax.random.split(k)
-        params.append((0.1 * jax.random.normal(w_key, (n_in, n_out)), 0.1 * jax.random.normal(b_key, (n_out,))))
+        params.append(
+            (
+                0.1 * jax.random.normal(w_key, (n_in, n_out)),
+                0.1 * jax.random.normal(b_key, (n_out,)),
+            )
+        )
     return params
 
 
@@ -136,12 +141,14 @@ def train_step_shard_map(params, x, y, lr, mesh):
     (Turning the checks off with check_vma=False brings its own trap: then nothing is summed for you
     and each device would keep its own, different, parameters if you never average.)
     """
+
     ### BEGIN SOLUTION
     def local_loss(params, x, y):
         return jax.lax.pmean(mse_loss(params, x, y), "data")
 
-    loss_dp = jax.shard_map(local_loss, mesh=mesh, in_specs=(P(), P("data", None), P("data", None)),
-                            out_specs=P())
+    loss_dp = jax.shard_map(
+        local_loss, mesh=mesh, in_specs=(P(), P("data", None), P("data", None)), out_specs=P()
+    )
 
     def step(params, x, y, lr):
         loss, grads = jax.value_and_grad(loss_dp)(params, x, y)
@@ -164,7 +171,11 @@ def train(params, x, y, mesh, steps: int, lr: float, use_shard_map: bool = False
     ### BEGIN SOLUTION
     params = replicate(params, mesh)
     x, y = shard_batch(x, y, mesh)
-    step = train_step if not use_shard_map else jax.jit(lambda p, x, y, lr: train_step_shard_map(p, x, y, lr, mesh))
+    step = (
+        train_step
+        if not use_shard_map
+        else jax.jit(lambda p, x, y, lr: train_step_shard_map(p, x, y, lr, mesh))
+    )
     losses = []
     for _ in range(steps):
         params, loss = step(params, x, y, lr)

@@ -53,7 +53,12 @@ def init_mlp(key, sizes):
     params = []
     for k, n_in, n_out in zip(keys, sizes[:-1], sizes[1:]):
         w_key, b_key = jax.random.split(k)
-        params.append((0.1 * jax.random.normal(w_key, (n_in, n_out)), 0.1 * jax.random.normal(b_key, (n_out,))))
+        params.append(
+            (
+                0.1 * jax.random.normal(w_key, (n_in, n_out)),
+                0.1 * jax.random.normal(b_key, (n_out,)),
+            )
+        )
     return params
 
 
@@ -115,15 +120,29 @@ def fsdp_train_step(params, x, y, lr, mesh):
     def per_device(params, x, y, lr):
         # Each W gathered whole (the result is device-varying); the biases made device-varying too, so
         # that the gradients below are this device's own, of its block's loss.
-        whole = [(jax.lax.all_gather(W, "data", axis=0, tiled=True), jax.lax.pcast(b, "data", to="varying"))
-                 for W, b in params]
+        whole = [
+            (
+                jax.lax.all_gather(W, "data", axis=0, tiled=True),
+                jax.lax.pcast(b, "data", to="varying"),
+            )
+            for W, b in params
+        ]
         loss, grads = jax.value_and_grad(mse_loss)(whole, x, y)
         # The mean over the devices of the per-block gradients: for W, each device keeps only its rows.
-        grads = [(jax.lax.psum_scatter(gW, "data", scatter_dimension=0, tiled=True) / n, jax.lax.pmean(gb, "data"))
-                 for gW, gb in grads]
+        grads = [
+            (
+                jax.lax.psum_scatter(gW, "data", scatter_dimension=0, tiled=True) / n,
+                jax.lax.pmean(gb, "data"),
+            )
+            for gW, gb in grads
+        ]
         new = jax.tree.map(lambda p, g: p - lr * g, params, grads)
         return new, jax.lax.pmean(loss, "data")
 
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(specs, P("data", None), P("data", None), P()),
-                         out_specs=(specs, P()))(params, x, y, lr)
+    return jax.shard_map(
+        per_device,
+        mesh=mesh,
+        in_specs=(specs, P("data", None), P("data", None), P()),
+        out_specs=(specs, P()),
+    )(params, x, y, lr)
     ### END SOLUTION

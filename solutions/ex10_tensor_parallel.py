@@ -57,10 +57,12 @@ def init_params(key, n_in, n_hidden, n_out):
     """The MLP's params: {"W1": (n_in, n_hidden), "b1": (n_hidden,), "W2": (n_hidden, n_out), "b2": (n_out,)}.
     Given: do not change it."""
     k1, k2, k3, k4 = jax.random.split(key, 4)
-    return {"W1": jax.random.normal(k1, (n_in, n_hidden)) / jnp.sqrt(n_in),
-            "b1": 0.1 * jax.random.normal(k2, (n_hidden,)),
-            "W2": jax.random.normal(k3, (n_hidden, n_out)) / jnp.sqrt(n_hidden),
-            "b2": 0.1 * jax.random.normal(k4, (n_out,))}
+    return {
+        "W1": jax.random.normal(k1, (n_in, n_hidden)) / jnp.sqrt(n_in),
+        "b1": 0.1 * jax.random.normal(k2, (n_hidden,)),
+        "W2": jax.random.normal(k3, (n_hidden, n_out)) / jnp.sqrt(n_hidden),
+        "b2": 0.1 * jax.random.normal(k4, (n_out,)),
+    }
 
 
 def forward(params, x):
@@ -89,7 +91,10 @@ def shard_mlp_params(params, mesh):
     """
     ### BEGIN SOLUTION
     specs = {"W1": P(None, "model"), "b1": P("model"), "W2": P("model", None), "b2": P()}
-    return {name: jax.device_put(value, NamedSharding(mesh, specs[name])) for name, value in params.items()}
+    return {
+        name: jax.device_put(value, NamedSharding(mesh, specs[name]))
+        for name, value in params.items()
+    }
     ### END SOLUTION
 
 
@@ -103,15 +108,19 @@ def tp_forward(params, x, mesh):
     Hint: after its two matmuls, what does one device of a "model" group hold? Which devices hold
     the other pieces of the same rows, and what about b2, which every device holds whole?
     """
+
     ### BEGIN SOLUTION
     def per_device(params, x):
-        h = jax.nn.relu(x @ params["W1"] + params["b1"])   # this device's columns of h: no communication
-        partial_sum = h @ params["W2"]                     # its share of h @ W2, for its rows of the batch
-        return jax.lax.psum(partial_sum, "model") + params["b2"]   # b2 once, after the sum
+        h = jax.nn.relu(
+            x @ params["W1"] + params["b1"]
+        )  # this device's columns of h: no communication
+        partial_sum = h @ params["W2"]  # its share of h @ W2, for its rows of the batch
+        return jax.lax.psum(partial_sum, "model") + params["b2"]  # b2 once, after the sum
 
     specs = {"W1": P(None, "model"), "b1": P("model"), "W2": P("model", None), "b2": P()}
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(specs, P("data", None)),
-                         out_specs=P("data", None))(params, x)
+    return jax.shard_map(
+        per_device, mesh=mesh, in_specs=(specs, P("data", None)), out_specs=P("data", None)
+    )(params, x)
     ### END SOLUTION
 
 
@@ -128,6 +137,7 @@ def tp_train_step(params, x, y, lr, mesh):
     "data" already sums over "data" for you. jax.grad taken from outside, of a loss built on a
     shard_mapped forward, gets the true gradient with no bookkeeping.
     """
+
     ### BEGIN SOLUTION
     def loss_fn(params):
         # tp_forward's output is split P("data", None) like y; the mean over the batch then needs an

@@ -56,8 +56,9 @@ def initialize(coordinator_address: str, num_processes: int, process_id: int) ->
     Hint: one call to the jax.distributed API, before anything else asks jax for its devices.
     """
     ### BEGIN SOLUTION
-    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
-                               process_id=process_id)
+    jax.distributed.initialize(
+        coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id
+    )
     ### END SOLUTION
 
 
@@ -65,8 +66,12 @@ def process_summary() -> dict:
     """A dict with four ints: "process_index" (this process's number), "process_count", "device_count"
     (all processes' devices) and "local_device_count" (this process's own)."""
     ### BEGIN SOLUTION
-    return {"process_index": jax.process_index(), "process_count": jax.process_count(),
-            "device_count": jax.device_count(), "local_device_count": jax.local_device_count()}
+    return {
+        "process_index": jax.process_index(),
+        "process_count": jax.process_count(),
+        "device_count": jax.device_count(),
+        "local_device_count": jax.local_device_count(),
+    }
     ### END SOLUTION
 
 

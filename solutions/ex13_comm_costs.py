@@ -82,7 +82,9 @@ def allreduce_time(nbytes, bandwidth, n, latency):
     Hint: an all-reduce is a reduce-scatter followed by an all-gather.
     """
     ### BEGIN SOLUTION
-    return reducescatter_time(nbytes, bandwidth, n, latency) + allgather_time(nbytes, bandwidth, n, latency)
+    return reducescatter_time(nbytes, bandwidth, n, latency) + allgather_time(
+        nbytes, bandwidth, n, latency
+    )
     ### END SOLUTION
 
 

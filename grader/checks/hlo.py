@@ -38,9 +38,9 @@ class NotReported(ShardlabError, RuntimeError):
 
 @dataclass(frozen=True)
 class CollectiveOp:
-    kind: str                                     # one of COLLECTIVES
-    groups: tuple[tuple[int, ...], ...] | None    # replica groups (positions in the program's device
-                                                  # assignment: see mesh_axes_of), when the op states them
+    kind: str  # one of COLLECTIVES
+    groups: tuple[tuple[int, ...], ...] | None  # replica groups (positions in the program's device
+    # assignment: see mesh_axes_of), when the op states them
     line: str
 
     @property
@@ -80,15 +80,15 @@ def instruction_opcode(line: str) -> tuple[str, str] | None:
     head = _INSTRUCTION.match(line)
     if not head:
         return None
-    rest = line[head.end():]
-    if rest.startswith("("):   # a tuple shape: skip to its closing parenthesis
-        rest = rest[_closing(rest) + 1:]
+    rest = line[head.end() :]
+    if rest.startswith("("):  # a tuple shape: skip to its closing parenthesis
+        rest = rest[_closing(rest) + 1 :]
     else:
         rest = rest.split(" ", 1)[1] if " " in rest else ""
     opcode = re.match(r"\s*([\w\-]+)\(", rest)
     if not opcode:
         return None
-    return opcode.group(1), _METADATA.sub("", rest[opcode.end():])
+    return opcode.group(1), _METADATA.sub("", rest[opcode.end() :])
 
 
 def _mesh_device_ids(text: str, count: int):
@@ -96,7 +96,11 @@ def _mesh_device_ids(text: str, count: int):
     if "T(" in text:
         dims, perm = text.split("T(", 1)
         dims = [int(d) for d in re.findall(r"\d+", dims)]
-        ids = np.arange(int(np.prod(dims))).reshape(dims).transpose([int(d) for d in re.findall(r"\d+", perm)])
+        ids = (
+            np.arange(int(np.prod(dims)))
+            .reshape(dims)
+            .transpose([int(d) for d in re.findall(r"\d+", perm)])
+        )
         ids = ids.reshape(-1)
     else:
         ids = np.array([int(d) for d in re.findall(r"\d+", text)])
@@ -112,29 +116,34 @@ def _mesh_axes_groups(line: str):
         return None
     axes = [(name, int(size)) for name, size in _MESH_AXIS.findall(m.group(1))]
     names, sizes = [a for a, _ in axes], [s for _, s in axes]
-    count, rest = int(np.prod(sizes)), line[m.end():]
+    count, rest = int(np.prod(sizes)), line[m.end() :]
     ids = np.arange(count)
     if rest.startswith(", device_ids=("):
         start = rest.index("(")
         end = start + _closing(rest[start:])
-        ids = _mesh_device_ids(rest[start + 1:end], count)
-        rest = rest[end + 1:]
+        ids = _mesh_device_ids(rest[start + 1 : end], count)
+        rest = rest[end + 1 :]
     listed = re.match(r"\s*\{([^}]*)\}", rest)
     if ids is None or not listed:
         return None
-    refs = []   # (mesh dim, pre-size, size): a whole axis is (dim, 1, its size)
+    refs = []  # (mesh dim, pre-size, size): a whole axis is (dim, 1, its size)
     for ref in (r.strip() for r in listed.group(1).split(",") if r.strip()):
         parsed = _AXIS_REF.match(ref)
         if not parsed or parsed.group(1) not in names:
             return None
         dim = names.index(parsed.group(1))
-        refs.append((dim, int(parsed.group(2)), int(parsed.group(3))) if parsed.group(2)
-                    else (dim, 1, sizes[dim]))
+        refs.append(
+            (dim, int(parsed.group(2)), int(parsed.group(3)))
+            if parsed.group(2)
+            else (dim, 1, sizes[dim])
+        )
     # Split each mesh dim into the pieces the refs name (and the pieces between them), as XLA does.
     shape, grouped = [], {}
     for dim, size in enumerate(sizes):
         prefix = 1
-        for index in sorted((i for i, r in enumerate(refs) if r[0] == dim), key=lambda i: refs[i][1]):
+        for index in sorted(
+            (i for i, r in enumerate(refs) if r[0] == dim), key=lambda i: refs[i][1]
+        ):
             _, pre, piece = refs[index]
             if pre % prefix or pre < prefix:
                 return None
@@ -157,7 +166,7 @@ def _groups(line: str):
     if _MESH_GROUPS.search(line):
         try:
             return _mesh_axes_groups(line)
-        except ValueError:   # a form this parser does not know: no groups rather than a crash
+        except ValueError:  # a form this parser does not know: no groups rather than a crash
             return None
     if m := _LIST_GROUPS.search(line):
         groups = re.findall(r"\{([\d,]*)\}", m.group(1))
@@ -170,7 +179,9 @@ def _groups(line: str):
             ids = ids.transpose([int(d) for d in m.group(3).split(",")])
         return tuple(tuple(int(d) for d in row) for row in ids.reshape(shape[0], -1))
     if m := _PAIRS.search(line):
-        return tuple(tuple(int(d) for d in p.split(",")) for p in re.findall(r"\{(\d+,\d+)\}", m.group(1)))
+        return tuple(
+            tuple(int(d) for d in p.split(",")) for p in re.findall(r"\{(\d+,\d+)\}", m.group(1))
+        )
     return None
 
 
@@ -182,14 +193,17 @@ def collective_ops(fn_or_text, *args, **kwargs) -> list[CollectiveOp]:
         if parsed is None:
             continue
         opcode, attributes = parsed
-        kind = opcode.removesuffix("-start")   # async pairs count once, by their start; "-done" is not counted
+        kind = opcode.removesuffix(
+            "-start"
+        )  # async pairs count once, by their start; "-done" is not counted
         if kind in COLLECTIVES:
             ops.append(CollectiveOp(kind, _groups(attributes), line.strip()))
     return ops
 
 
-def mesh_axes_of(op_or_groups: CollectiveOp | tuple[tuple[int, ...], ...] | None,
-                 mesh: jax.sharding.Mesh) -> tuple[str, ...] | None:
+def mesh_axes_of(
+    op_or_groups: CollectiveOp | tuple[tuple[int, ...], ...] | None, mesh: jax.sharding.Mesh
+) -> tuple[str, ...] | None:
     """The axes of `mesh` along which a collective's replica groups run, in the mesh's order: ("model",)
     when each group is one row of devices along "model" (the other axes fixed), ("data", "model") when
     one group holds every device, () when every device is alone; None when the groups follow no set of
@@ -209,7 +223,7 @@ def mesh_axes_of(op_or_groups: CollectiveOp | tuple[tuple[int, ...], ...] | None
     for count in range(len(shape) + 1):
         for axes in itertools.combinations(range(len(shape)), count):
             others = [i for i in range(len(shape)) if i not in axes]
-            size = int(np.prod([shape[i] for i in axes]))   # 1 for no axes
+            size = int(np.prod([shape[i] for i in axes]))  # 1 for no axes
             rows = positions.transpose(others + list(axes)).reshape(-1, size)
             if found == frozenset(frozenset(int(d) for d in row) for row in rows):
                 return tuple(mesh.axis_names[i] for i in axes)
@@ -225,17 +239,30 @@ def _fmt(counts: Counter) -> str:
     return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items())) or "no collectives"
 
 
-def assert_collectives(fn_or_text, *args, exactly: dict[str, int] | None = None, present=(), absent=(),
-                       only: tuple[str, ...] | None = None, what: str = "your function", expected=None,
-                       rtol: float = 1e-5, atol: float = 1e-6, **kwargs) -> Counter:
+def assert_collectives(
+    fn_or_text,
+    *args,
+    exactly: dict[str, int] | None = None,
+    present=(),
+    absent=(),
+    only: tuple[str, ...] | None = None,
+    what: str = "your function",
+    expected=None,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    **kwargs,
+) -> Counter:
     """Check the compiled collectives: an exact count per kind, kinds that must appear or must not,
     or `only` these kinds (and at least one of them). Returns the counts.
 
     With `expected`, the compiled program is also run on `args` and must give those values (a function
     that does nothing has no collectives at all)."""
-    program = fn_or_text if isinstance(fn_or_text, (str, jax.stages.Compiled)) else compiled(fn_or_text, *args,
-                                                                                              **kwargs)
-    ops = collective_ops(program)   # before the values are checked: the fact is recorded either way
+    program = (
+        fn_or_text
+        if isinstance(fn_or_text, (str, jax.stages.Compiled))
+        else compiled(fn_or_text, *args, **kwargs)
+    )
+    ops = collective_ops(program)  # before the values are checked: the fact is recorded either way
     counts = Counter(op.kind for op in ops)
     problems = []
     if exactly is not None:
@@ -249,10 +276,17 @@ def assert_collectives(fn_or_text, *args, exactly: dict[str, int] | None = None,
         if extra or not any(counts[k] for k in only):
             problems.append(f"expected only {' / '.join(only)}")
     mesh = _program_mesh(program, args, kwargs)
-    facts.record_collectives(CollectivesCheck(
-        what=what, found=tuple(_collective_fact(op, mesh) for op in ops), passed=not problems,
-        exactly=dict(exactly) if exactly is not None else None, present=tuple(present), absent=tuple(absent),
-        only=tuple(only) if only is not None else None))
+    facts.record_collectives(
+        CollectivesCheck(
+            what=what,
+            found=tuple(_collective_fact(op, mesh) for op in ops),
+            passed=not problems,
+            exactly=dict(exactly) if exactly is not None else None,
+            present=tuple(present),
+            absent=tuple(absent),
+            only=tuple(only) if only is not None else None,
+        )
+    )
     if expected is not None:
         if isinstance(program, str):
             raise TypeError("assert_collectives(expected=...) needs the function, not its HLO text")
@@ -266,13 +300,18 @@ def assert_collectives(fn_or_text, *args, exactly: dict[str, int] | None = None,
     return counts
 
 
-def inspect_collectives(program: jax.stages.Compiled | str, *, what: str = "your function") -> list[CollectiveOp]:
+def inspect_collectives(
+    program: jax.stages.Compiled | str, *, what: str = "your function"
+) -> list[CollectiveOp]:
     """collective_ops(program), recorded as the running test's fact: for a test that judges the collectives
     by a rule of its own (no all-gather of the whole batch, say) rather than through assert_collectives."""
     ops = collective_ops(program)
     mesh = _program_mesh(program, (), {})
-    facts.record_collectives(CollectivesCheck(what=what, found=tuple(_collective_fact(op, mesh) for op in ops),
-                                              passed=None))
+    facts.record_collectives(
+        CollectivesCheck(
+            what=what, found=tuple(_collective_fact(op, mesh) for op in ops), passed=None
+        )
+    )
     return ops
 
 
@@ -282,17 +321,26 @@ def _program_mesh(program, args, kwargs) -> jax.sharding.Mesh | None:
     if isinstance(program, jax.stages.Compiled):
         try:
             shardings = jax.tree.leaves(program.input_shardings)
-        except Exception:   # noqa: BLE001  (a program that states none: no mesh to name axes by)
+        except Exception:  # noqa: BLE001  (a program that states none: no mesh to name axes by)
             shardings = []
     shardings += [getattr(leaf, "sharding", None) for leaf in jax.tree.leaves((args, kwargs))]
-    return next((s.mesh for s in shardings if isinstance(s, jax.sharding.NamedSharding)
-                 and isinstance(s.mesh, jax.sharding.Mesh)), None)
+    return next(
+        (
+            s.mesh
+            for s in shardings
+            if isinstance(s, jax.sharding.NamedSharding) and isinstance(s.mesh, jax.sharding.Mesh)
+        ),
+        None,
+    )
 
 
 def _collective_fact(op: CollectiveOp, mesh: jax.sharding.Mesh | None) -> Collective:
-    return Collective(op=op.kind, group_size=op.group_size,
-                      mesh_axes=mesh_axes_of(op, mesh) if mesh is not None else None,
-                      line=_METADATA.sub("", op.line))
+    return Collective(
+        op=op.kind,
+        group_size=op.group_size,
+        mesh_axes=mesh_axes_of(op, mesh) if mesh is not None else None,
+        line=_METADATA.sub("", op.line),
+    )
 
 
 @dataclass(frozen=True)
@@ -307,14 +355,20 @@ def memory_per_device(compiled_fn: jax.stages.Compiled) -> DeviceMemory:
     stats = compiled_fn.memory_analysis()
     if stats is None:
         raise NotReported(f"the {jax.default_backend()} compiler does not report memory_analysis()")
-    return DeviceMemory(stats.argument_size_in_bytes, stats.output_size_in_bytes,
-                        stats.temp_size_in_bytes, stats.alias_size_in_bytes)
+    return DeviceMemory(
+        stats.argument_size_in_bytes,
+        stats.output_size_in_bytes,
+        stats.temp_size_in_bytes,
+        stats.alias_size_in_bytes,
+    )
 
 
 def flops_per_device(compiled_fn: jax.stages.Compiled) -> float:
     analysis = compiled_fn.cost_analysis()
-    if isinstance(analysis, (list, tuple)):   # older jax returned one dict per program
+    if isinstance(analysis, (list, tuple)):  # older jax returned one dict per program
         analysis = analysis[0] if analysis else None
     if not analysis or "flops" not in analysis:
-        raise NotReported(f"the {jax.default_backend()} compiler does not report flops in cost_analysis()")
+        raise NotReported(
+            f"the {jax.default_backend()} compiler does not report flops in cost_analysis()"
+        )
     return float(analysis["flops"])

@@ -38,16 +38,16 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 SECRET_VARIABLE = "SHARDLAB_INPUT_SECRET"
-_SECRET_BYTES = 16   # 128 bits, written as 32 hex digits
+_SECRET_BYTES = 16  # 128 bits, written as 32 hex digits
 
-_running: str | None = None   # the identity of the test the harness is running, if any
+_running: str | None = None  # the identity of the test the harness is running, if any
 
 
 def use_secret(secret: str | None = None) -> str:
     """Set this process's secret (a fresh one unless given, as 32 hex digits) and return it. Called by the
     harness before any test module is imported, so hypothesis settings made at import see it too."""
     secret = secret or os.environ.get(SECRET_VARIABLE) or secrets.token_hex(_SECRET_BYTES)
-    _secret_bytes(secret)   # refuse a malformed one now, not in the middle of a test
+    _secret_bytes(secret)  # refuse a malformed one now, not in the middle of a test
     os.environ[SECRET_VARIABLE] = secret
     return secret
 
@@ -86,9 +86,16 @@ def _digest(purpose: str, *parts: object) -> bytes | None:
     if not secret:
         return None
     if _running is None:
-        raise RuntimeError(f"{purpose} was drawn while grading outside any test: every test's inputs must be "
-                           "its own (draw them inside the test or a function-scoped fixture)")
-    fields = [_secret_bytes(secret), purpose.encode(), _running.encode(), *(str(p).encode() for p in parts)]
+        raise RuntimeError(
+            f"{purpose} was drawn while grading outside any test: every test's inputs must be "
+            "its own (draw them inside the test or a function-scoped fixture)"
+        )
+    fields = [
+        _secret_bytes(secret),
+        purpose.encode(),
+        _running.encode(),
+        *(str(p).encode() for p in parts),
+    ]
     # Each field's length first, so that no two different tuples of fields hash the same bytes.
     return hashlib.sha256(b"".join(len(f).to_bytes(4, "big") + f for f in fields)).digest()
 
@@ -110,6 +117,7 @@ def property_seed() -> int | None:
 class DrawnLayout(NamedTuple):
     """A mesh's axes and their sizes (in order), a spec that uses each axis at most once, and an array
     shape the spec divides."""
+
     sizes: dict[str, int]
     spec: P
     shape: tuple[int, ...]
@@ -125,14 +133,16 @@ def layout(generator: np.random.Generator, devices: int = 8, *, max_rank: int = 
     one or two (at least one axis used somewhere), each dimension's blocks 1 to 3 elements long."""
     shapes = _MESH_SHAPES[devices]
     mesh_shape = shapes[int(generator.integers(len(shapes)))]
-    names = [str(name) for name in generator.permutation(_AXIS_NAMES)[:len(mesh_shape)]]
+    names = [str(name) for name in generator.permutation(_AXIS_NAMES)[: len(mesh_shape)]]
     sizes = {name: size for name, size in zip(names, mesh_shape)}
     free = [str(name) for name in generator.permutation(names)]
     entries: list = []
     for _ in range(int(generator.integers(1, max_rank + 1))):
-        take = min(int(generator.integers(3)), len(free))   # how many axes split this dimension
+        take = min(int(generator.integers(3)), len(free))  # how many axes split this dimension
         entries.append(None if take == 0 else free.pop() if take == 1 else (free.pop(), free.pop()))
     if all(entry is None for entry in entries):
         entries[int(generator.integers(len(entries)))] = free.pop()
-    blocks = [int(np.prod([sizes[a] for a in ((e,) if isinstance(e, str) else e or ())])) for e in entries]
+    blocks = [
+        int(np.prod([sizes[a] for a in ((e,) if isinstance(e, str) else e or ())])) for e in entries
+    ]
     return DrawnLayout(sizes, P(*entries), tuple(b * int(generator.integers(1, 4)) for b in blocks))

@@ -8,8 +8,10 @@ import numpy as np
 def _as_numpy(value, name: str) -> np.ndarray:
     try:
         return np.asarray(value)
-    except Exception as exc:   # a student may return something that is not an array at all
-        raise AssertionError(f"{name} is not an array: got {type(value).__name__} ({exc})") from None
+    except Exception as exc:  # a student may return something that is not an array at all
+        raise AssertionError(
+            f"{name} is not an array: got {type(value).__name__} ({exc})"
+        ) from None
 
 
 def compare(actual, expected, *, rtol: float, atol: float, name: str = "result") -> str | None:
@@ -24,13 +26,13 @@ def compare(actual, expected, *, rtol: float, atol: float, name: str = "result")
     got64, want64 = got.astype(np.float64), want.astype(np.float64)
     both_nan = np.isnan(got64) & np.isnan(want64)
     abs_err = np.where(both_nan, 0.0, np.abs(got64 - want64))
-    bad = ~both_nan & ~(abs_err <= atol + rtol * np.abs(want64))   # NaN against a number is bad
+    bad = ~both_nan & ~(abs_err <= atol + rtol * np.abs(want64))  # NaN against a number is bad
     if not bad.any():
         return None
     rel_err = abs_err / np.maximum(np.abs(want64), np.finfo(np.float64).tiny)
     worst_abs = np.unravel_index(np.nanargmax(np.where(bad, abs_err, -np.inf)), got.shape)
     worst_rel = np.unravel_index(np.nanargmax(np.where(bad, rel_err, -np.inf)), got.shape)
-    at = lambda idx: tuple(int(i) for i in idx)   # noqa: E731
+    at = lambda idx: tuple(int(i) for i in idx)  # noqa: E731
     return (
         f"{name} differs from the reference in {int(bad.sum())} of {got.size} elements "
         f"(tolerance: atol={atol:g}, rtol={rtol:g})\n"
@@ -41,22 +43,30 @@ def compare(actual, expected, *, rtol: float, atol: float, name: str = "result")
     )
 
 
-def assert_close(actual, expected, *, rtol: float = 1e-5, atol: float = 1e-6, name: str = "result") -> None:
+def assert_close(
+    actual, expected, *, rtol: float = 1e-5, atol: float = 1e-6, name: str = "result"
+) -> None:
     problem = compare(actual, expected, rtol=rtol, atol=atol, name=name)
     if problem:
         raise AssertionError(problem)
 
 
-def assert_computes(actual, expected, *, rtol: float = 1e-5, atol: float = 1e-6, what: str = "your function") -> None:
+def assert_computes(
+    actual, expected, *, rtol: float = 1e-5, atol: float = 1e-6, what: str = "your function"
+) -> None:
     """For structure, memory and speed rules: the program that was measured must also compute the right
     values, else a function that does nothing (no collectives, no work, fast) would earn them."""
     actual = actual if isinstance(actual, (tuple, list)) else (actual,)
     expected = expected if isinstance(expected, (tuple, list)) else (expected,)
     if len(actual) != len(expected):
-        raise AssertionError(f"{what} returns {len(actual)} value(s), expected {len(expected)}: this rule is "
-                             "earned only by a function that computes the right result")
+        raise AssertionError(
+            f"{what} returns {len(actual)} value(s), expected {len(expected)}: this rule is "
+            "earned only by a function that computes the right result"
+        )
     for i, (got, want) in enumerate(zip(actual, expected)):
         name = what if len(actual) == 1 else f"{what}'s result {i}"
         if problem := compare(got, want, rtol=rtol, atol=atol, name=name):
-            raise AssertionError(f"{problem}\nThis rule (collectives, work per device, memory or speed) is earned "
-                                 "only by a function that also computes the right values.")
+            raise AssertionError(
+                f"{problem}\nThis rule (collectives, work per device, memory or speed) is earned "
+                "only by a function that also computes the right values."
+            )

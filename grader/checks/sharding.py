@@ -14,7 +14,9 @@ from grader.core.results import Block, Layout, LayoutCheck, grid_words
 
 def format_index(index: tuple[slice, ...]) -> str:
     """(slice(4, 8), slice(None)) -> "[4:8, :]", the way a student would write it."""
-    parts = [f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}" for s in index]
+    parts = [
+        f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}" for s in index
+    ]
     return "[" + ", ".join(parts) + "]"
 
 
@@ -25,9 +27,9 @@ def layout_text(shape: tuple[int, ...], sharding: jax.sharding.Sharding) -> list
     if len(shape) == 0:
         devices = sorted(d.id for d in index_map)
         return [f"scalar on devices {','.join(map(str, devices))}"]
-    if len(shape) == 1:   # a vector is drawn as one row of blocks
+    if len(shape) == 1:  # a vector is drawn as one row of blocks
         shape, index_map = (1, shape[0]), {d: (slice(None), idx[0]) for d, idx in index_map.items()}
-    span = lambda s, size: (s.start or 0, size if s.stop is None else s.stop)   # noqa: E731
+    span = lambda s, size: (s.start or 0, size if s.stop is None else s.stop)  # noqa: E731
     rows = sorted({span(idx[0], shape[0]) for idx in index_map.values()})
     cols = sorted({span(idx[1], shape[1]) for idx in index_map.values()})
     cells: dict[tuple[int, int], list[int]] = {}
@@ -39,12 +41,16 @@ def layout_text(shape: tuple[int, ...], sharding: jax.sharding.Sharding) -> list
     sep = "+" + "+".join("-" * width for _ in cols) + "+"
     lines = [sep]
     for r in range(len(rows)):
-        lines.append("|" + "|".join(labels.get((r, c), "?").center(width) for c in range(len(cols))) + "|")
+        lines.append(
+            "|" + "|".join(labels.get((r, c), "?").center(width) for c in range(len(cols))) + "|"
+        )
         lines.append(sep)
     return lines
 
 
-def side_by_side(left: list[str], right: list[str], titles=("expected", "actual"), gap: int = 4) -> str:
+def side_by_side(
+    left: list[str], right: list[str], titles=("expected", "actual"), gap: int = 4
+) -> str:
     width = max(len(titles[0]), *(len(line) for line in left))
     out = [titles[0].ljust(width) + " " * gap + titles[1]]
     for i in range(max(len(left), len(right))):
@@ -61,21 +67,27 @@ def describe_sharding(sharding: jax.sharding.Sharding) -> str:
     return type(sharding).__name__ + f" on devices {sorted(d.id for d in sharding.device_set)}"
 
 
-def layout_of(shape: tuple[int, ...], sharding: jax.sharding.Sharding, *, blocks: bool = True) -> Layout:
+def layout_of(
+    shape: tuple[int, ...], sharding: jax.sharding.Sharding, *, blocks: bool = True
+) -> Layout:
     """The layout as a fact for the test's result: the sharding and which devices hold each block."""
     named = isinstance(sharding, NamedSharding)
     found: dict[tuple[tuple[int, int], ...], list[int]] = {}
     if blocks:
         for device, index in sharding.devices_indices_map(tuple(shape)).items():
-            span = tuple((s.start or 0, size if s.stop is None else s.stop) for s, size in zip(index, shape))
+            span = tuple(
+                (s.start or 0, size if s.stop is None else s.stop) for s, size in zip(index, shape)
+            )
             found.setdefault(span, []).append(device.id)
     return Layout(
-        global_shape=tuple(int(n) for n in shape), sharding=type(sharding).__name__,
+        global_shape=tuple(int(n) for n in shape),
+        sharding=type(sharding).__name__,
         spec=str(sharding.spec) if named else None,
         mesh_axes=tuple(str(a) for a in sharding.mesh.axis_names) if named else (),
         mesh_sizes=tuple(int(n) for n in sharding.mesh.devices.shape) if named else (),
         mesh_devices=tuple(int(d.id) for d in sharding.mesh.devices.flat) if named else (),
-        blocks=tuple(Block(span, tuple(sorted(ids))) for span, ids in sorted(found.items())))
+        blocks=tuple(Block(span, tuple(sorted(ids))) for span, ids in sorted(found.items())),
+    )
 
 
 def _layout_message(name, arr, expected_sharding, headline) -> str:
@@ -84,7 +96,9 @@ def _layout_message(name, arr, expected_sharding, headline) -> str:
         f"  expected {describe_sharding(expected_sharding)}\n"
         f"  actual   {describe_sharding(arr.sharding)}\n"
         f"Which devices hold each block ({grid_words(arr.ndim)}):\n"
-        + side_by_side(layout_text(arr.shape, expected_sharding), layout_text(arr.shape, arr.sharding))
+        + side_by_side(
+            layout_text(arr.shape, expected_sharding), layout_text(arr.shape, arr.sharding)
+        )
     )
 
 
@@ -109,43 +123,67 @@ def _record(name: str, arr, expected: NamedSharding, *, passed: bool) -> None:
         except ValueError:
             splits = False
         want, actual = layout_of(shape, expected, blocks=splits), layout_of(shape, arr.sharding)
-    else:   # not an array on devices: no actual layout, and no shape to lay the expected one out on
+    else:  # not an array on devices: no actual layout, and no shape to lay the expected one out on
         want, actual = layout_of((), expected, blocks=False), None
     facts.record_layout(LayoutCheck(name, want, actual, passed))
 
 
 def _check_sharding(arr, expected: NamedSharding, spec: PartitionSpec, name: str) -> None:
     if not isinstance(arr, jax.Array):
-        raise AssertionError(f"{name} should be a jax.Array placed on the mesh, got {type(arr).__name__}")
+        raise AssertionError(
+            f"{name} should be a jax.Array placed on the mesh, got {type(arr).__name__}"
+        )
     try:
         expected.shard_shape(arr.shape)
     except ValueError as exc:
-        raise AssertionError(f"{name} has shape {arr.shape}, which {spec} cannot split: {exc}") from None
+        raise AssertionError(
+            f"{name} has shape {arr.shape}, which {spec} cannot split: {exc}"
+        ) from None
     if not arr.sharding.is_equivalent_to(expected, arr.ndim):
         raise AssertionError(_layout_message(name, arr, expected, "wrong sharding"))
     want = expected.shard_shape(arr.shape)
     for shard in arr.addressable_shards:
         if shard.data.shape != want:
-            raise AssertionError(_layout_message(
-                name, arr, expected, f"the shard on device {shard.device.id} has shape "
-                f"{shard.data.shape}, expected {want}"))
+            raise AssertionError(
+                _layout_message(
+                    name,
+                    arr,
+                    expected,
+                    f"the shard on device {shard.device.id} has shape "
+                    f"{shard.data.shape}, expected {want}",
+                )
+            )
 
 
-def assert_shard_values(arr, expected_global, *, rtol: float = 1e-5, atol: float = 1e-6,
-                        name: str = "output") -> None:
+def assert_shard_values(
+    arr, expected_global, *, rtol: float = 1e-5, atol: float = 1e-6, name: str = "output"
+) -> None:
     """Each addressable shard holds exactly its slice of the expected global array."""
     want = np.asarray(expected_global)
     if tuple(arr.shape) != want.shape:
         raise AssertionError(f"{name} has shape {tuple(arr.shape)}, expected {want.shape}")
     for shard in sorted(arr.addressable_shards, key=lambda s: s.device.id):
-        problem = compare(shard.data, want[shard.index], rtol=rtol, atol=atol,
-                          name=f"{name}'s shard on device {shard.device.id} (global {format_index(shard.index)})")
+        problem = compare(
+            shard.data,
+            want[shard.index],
+            rtol=rtol,
+            atol=atol,
+            name=f"{name}'s shard on device {shard.device.id} (global {format_index(shard.index)})",
+        )
         if problem:
             raise AssertionError(problem)
 
 
-def assert_sharded_like(arr, mesh, spec: PartitionSpec, expected_global, *, rtol: float = 1e-5,
-                        atol: float = 1e-6, name: str = "output") -> None:
+def assert_sharded_like(
+    arr,
+    mesh,
+    spec: PartitionSpec,
+    expected_global,
+    *,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    name: str = "output",
+) -> None:
     """All three checks: sharding object, shard shapes, shard values."""
     assert_sharding(arr, mesh, spec, name=name)
     assert_shard_values(arr, expected_global, rtol=rtol, atol=atol, name=name)

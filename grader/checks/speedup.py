@@ -27,9 +27,9 @@ from grader.course.devices import cores
 
 
 class TimingPolicy(StrEnum):
-    ENFORCE = "enforce"   # below the threshold fails the test
-    REPORT = "report"     # measure and show the figures, never fail
-    SKIP = "skip"         # do not measure
+    ENFORCE = "enforce"  # below the threshold fails the test
+    REPORT = "report"  # measure and show the figures, never fail
+    SKIP = "skip"  # do not measure
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,16 @@ class SpeedupResult(SpeedMeasurement):
     """A measurement as the check works with it: its summary, and its figures under a policy."""
 
     def summary(self) -> str:
-        calibrated = (f", calibrated: the machine gives {self.calibration:.2f}x on a kernel that scales"
-                      if self.calibration is not None else "")
-        near = " (near the threshold: decided on the median after extra repeats)" if self.near_threshold else ""
+        calibrated = (
+            f", calibrated: the machine gives {self.calibration:.2f}x on a kernel that scales"
+            if self.calibration is not None
+            else ""
+        )
+        near = (
+            " (near the threshold: decided on the median after extra repeats)"
+            if self.near_threshold
+            else ""
+        )
         return (
             f"{self.label}: speedup {self.speedup:.2f}x (IQR {self.spread[0]:.2f}-{self.spread[1]:.2f}), "
             f"{self.baseline_s * 1e3:.2f} ms -> {self.candidate_s * 1e3:.2f} ms over {self.repeats} "
@@ -86,14 +93,24 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
     return float(q[0]), float(q[1])
 
 
-def measure_speedup(baseline: Callable[[], Any], candidate: Callable[[], Any], *, threshold: float,
-                    label: str, devices: int, warmup: int = 2, repeats: int = 9, max_repeats: int = 45,
-                    margin: float = 0.15, calibration: float | None = None) -> SpeedupResult:
+def measure_speedup(
+    baseline: Callable[[], Any],
+    candidate: Callable[[], Any],
+    *,
+    threshold: float,
+    label: str,
+    devices: int,
+    warmup: int = 2,
+    repeats: int = 9,
+    max_repeats: int = 45,
+    margin: float = 0.15,
+    calibration: float | None = None,
+) -> SpeedupResult:
     """How many times faster `candidate()` runs than `baseline()` (both take no arguments).
 
     More repeats are taken, in batches of `repeats` up to `max_repeats`, while the interquartile range
     of the pairwise ratios straddles the threshold or the median lies within `margin` of it."""
-    for _ in range(warmup):   # compile, and let caches and thread pools settle
+    for _ in range(warmup):  # compile, and let caches and thread pools settle
         jax.block_until_ready(baseline())
         jax.block_until_ready(candidate())
     base, cand = time_interleaved(baseline, candidate, repeats)
@@ -107,9 +124,18 @@ def measure_speedup(baseline: Callable[[], Any], candidate: Callable[[], Any], *
         base += more_base
         cand += more_cand
     return SpeedupResult(
-        label=label, speedup=speedup, spread=(low, high), baseline_s=statistics.median(base),
-        candidate_s=statistics.median(cand), repeats=len(base), threshold=threshold, devices=devices,
-        cores=cores(), platform=jax.default_backend(), near_threshold=near, calibration=calibration,
+        label=label,
+        speedup=speedup,
+        spread=(low, high),
+        baseline_s=statistics.median(base),
+        candidate_s=statistics.median(cand),
+        repeats=len(base),
+        threshold=threshold,
+        devices=devices,
+        cores=cores(),
+        platform=jax.default_backend(),
+        near_threshold=near,
+        calibration=calibration,
     )
 
 
@@ -119,6 +145,7 @@ _CALIBRATIONS: dict[int, float] = {}
 def _calibration_kernel(block):
     def body(_, v):
         return jnp.sin(v) * 0.9 + 0.1
+
     return jax.lax.fori_loop(0, 300, body, block)
 
 
@@ -131,17 +158,30 @@ def calibration_speedup(n_devices: int, *, rows_per_device: int = 16, cols: int 
     if n_devices in _CALIBRATIONS:
         return _CALIBRATIONS[n_devices]
     devices = jax.devices()[:n_devices]
-    many = jax.make_mesh((n_devices,), ("c",), axis_types=(jax.sharding.AxisType.Explicit,), devices=devices)
-    one = jax.make_mesh((1,), ("c",), axis_types=(jax.sharding.AxisType.Explicit,), devices=devices[:1])
+    many = jax.make_mesh(
+        (n_devices,), ("c",), axis_types=(jax.sharding.AxisType.Explicit,), devices=devices
+    )
+    one = jax.make_mesh(
+        (1,), ("c",), axis_types=(jax.sharding.AxisType.Explicit,), devices=devices[:1]
+    )
     data = np.linspace(0, 1, n_devices * rows_per_device * cols, dtype=np.float32).reshape(-1, cols)
 
     def runner(mesh):
         x = jax.device_put(data, NamedSharding(mesh, P("c")))
-        f = jax.jit(jax.shard_map(_calibration_kernel, mesh=mesh, in_specs=P("c"), out_specs=P("c")))
+        f = jax.jit(
+            jax.shard_map(_calibration_kernel, mesh=mesh, in_specs=P("c"), out_specs=P("c"))
+        )
         return lambda: f(x)
 
-    result = measure_speedup(runner(one), runner(many), threshold=1.0, label="calibration",
-                             devices=n_devices, repeats=7, max_repeats=7)
+    result = measure_speedup(
+        runner(one),
+        runner(many),
+        threshold=1.0,
+        label="calibration",
+        devices=n_devices,
+        repeats=7,
+        max_repeats=7,
+    )
     _CALIBRATIONS[n_devices] = result.speedup
     return result.speedup
 
@@ -151,4 +191,5 @@ def judge(result: SpeedupResult, policy: TimingPolicy) -> None:
     if policy is TimingPolicy.ENFORCE and not result.met:
         raise AssertionError(
             f"not fast enough: {result.summary()}.\nThe measured speedup is below the threshold: is "
-            "every device doing only its own share of the work?")
+            "every device doing only its own share of the work?"
+        )

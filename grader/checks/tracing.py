@@ -27,5 +27,7 @@ def compiling_for(args):
 
 def layout_hint(shape, dtype) -> jax.sharding.Sharding | None:
     """The sharding of the one kind of argument of this shape and dtype being compiled for, if any."""
-    found = {a.sharding for a in _ARGUMENTS.get() if tuple(a.shape) == tuple(shape) and a.dtype == dtype}
+    found = {
+        a.sharding for a in _ARGUMENTS.get() if tuple(a.shape) == tuple(shape) and a.dtype == dtype
+    }
     return found.pop() if len(found) == 1 else None

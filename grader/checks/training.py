@@ -37,8 +37,13 @@ def make_problem(n_batch: int, sizes: tuple[int, ...], seed: int = 0):
     """(params, x, y) as float32 NumPy arrays: params drawn like init_mlp's (0.1 * normal; NumPy here, which
     costs no compilation), and a regression target y = sin(x @ A) that the MLP can learn."""
     rng = inputs.rng(seed)
-    params = [((0.1 * rng.standard_normal((n_in, n_out))).astype(np.float32),
-               (0.1 * rng.standard_normal(n_out)).astype(np.float32)) for n_in, n_out in zip(sizes[:-1], sizes[1:])]
+    params = [
+        (
+            (0.1 * rng.standard_normal((n_in, n_out))).astype(np.float32),
+            (0.1 * rng.standard_normal(n_out)).astype(np.float32),
+        )
+        for n_in, n_out in zip(sizes[:-1], sizes[1:])
+    ]
     x = rng.standard_normal((n_batch, sizes[0]), dtype=np.float32)
     A = rng.standard_normal((sizes[0], sizes[-1]), dtype=np.float32) / np.sqrt(sizes[0])
     return params, x, np.sin(x @ A).astype(np.float32)
@@ -65,17 +70,34 @@ def param_leaves(params, like, what: str) -> list:
     shapes = [tuple(np.shape(v)) for v in leaves]
     expected = [np.shape(v) for v in want]
     if not isinstance(params, (list, tuple)) or shapes != expected:
-        raise AssertionError(f"{what} should be a list of (W, b) pairs like the params given, with shapes "
-                             f"{expected}; got {type(params).__name__} with shapes {shapes}")
+        raise AssertionError(
+            f"{what} should be a list of (W, b) pairs like the params given, with shapes "
+            f"{expected}; got {type(params).__name__} with shapes {shapes}"
+        )
     return leaves
 
 
 def _close(leaves, want, tol) -> bool:
-    return all(compare(np.asarray(g), w, **tol) is None for g, w in zip(leaves, jax.tree.leaves(want)))
+    return all(
+        compare(np.asarray(g), w, **tol) is None for g, w in zip(leaves, jax.tree.leaves(want))
+    )
 
 
-def assert_trains_like_sgd(params, params0, x, y, *, lr: float, steps: int, n: int, what: str, tol: dict,
-                           diagnosis_tol: dict, stories: dict[str, str], hint: str):
+def assert_trains_like_sgd(
+    params,
+    params0,
+    x,
+    y,
+    *,
+    lr: float,
+    steps: int,
+    n: int,
+    what: str,
+    tol: dict,
+    diagnosis_tol: dict,
+    stories: dict[str, str],
+    hint: str,
+):
     """Raise unless `params` equal `steps` single-device SGD steps from `params0` on the whole batch; the
     message tells which known mistake a wrong update made. `stories` says, in the exercise's terms, what
     each means: "n times" (n x the gradient), "1/n" (1/n of it) and "one block" (device 0's block alone);
@@ -85,22 +107,37 @@ def assert_trains_like_sgd(params, params0, x, y, *, lr: float, steps: int, n: i
     if _close(leaves, want, tol):
         return leaves, want, want_losses
     rows = x.shape[0] // n
-    known = [(sgd_reference(params0, x, y, lr * n, steps)[0], stories["n times"]),
-             (sgd_reference(params0, x, y, lr / n, steps)[0], stories["1/n"]),
-             (sgd_reference(params0, x[:rows], y[:rows], lr, steps)[0], stories["one block"])]
-    story = next((story for candidate, story in known if _close(leaves, candidate, diagnosis_tol)), None)
-    first = next(p for i, (g, w) in enumerate(zip(leaves, jax.tree.leaves(want)))
-                 if (p := compare(np.asarray(g), w, **tol, name=leaf_name(i))))
+    known = [
+        (sgd_reference(params0, x, y, lr * n, steps)[0], stories["n times"]),
+        (sgd_reference(params0, x, y, lr / n, steps)[0], stories["1/n"]),
+        (sgd_reference(params0, x[:rows], y[:rows], lr, steps)[0], stories["one block"]),
+    ]
+    story = next(
+        (story for candidate, story in known if _close(leaves, candidate, diagnosis_tol)), None
+    )
+    first = next(
+        p
+        for i, (g, w) in enumerate(zip(leaves, jax.tree.leaves(want)))
+        if (p := compare(np.asarray(g), w, **tol, name=leaf_name(i)))
+    )
     raise AssertionError(
         f"{what} after {steps} step(s) on {n} devices differ from single-device SGD on the whole batch: "
-        + (story or "the update matches none of the usual mistakes (n times or 1/n of the gradient, or one "
-           f"device's block alone); {hint}")
-        + f"\nThe first array that differs: {first}")
+        + (
+            story
+            or "the update matches none of the usual mistakes (n times or 1/n of the gradient, or one "
+            f"device's block alone); {hint}"
+        )
+        + f"\nThe first array that differs: {first}"
+    )
 
 
 def assert_losses(losses, want_losses, *, steps: int, tol: dict) -> None:
     """Several steps' losses: a 1-D array, losses[i] the loss before step i + 1."""
     if np.shape(losses) != (steps,):
-        raise AssertionError(f"losses should be a 1-D array of the {steps} losses, got shape {np.shape(losses)}")
+        raise AssertionError(
+            f"losses should be a 1-D array of the {steps} losses, got shape {np.shape(losses)}"
+        )
     if problem := compare(np.asarray(losses), want_losses, **tol, name="losses"):
-        raise AssertionError(f"{problem}\nlosses[i] is the loss before step i + 1 (at the old params).")
+        raise AssertionError(
+            f"{problem}\nlosses[i] is the loss before step i + 1 (at the old params)."
+        )

@@ -18,15 +18,15 @@ from dataclasses import dataclass
 import psutil
 
 LAUNCHER = "grader.cluster.launcher"
-ESTABLISHED = "01"   # /proc/net/tcp's st column
-LOOPBACK = ("0100007F", "0000000000000000FFFF00000100007F")   # 127.0.0.1 in tcp and (v4-mapped) tcp6
+ESTABLISHED = "01"  # /proc/net/tcp's st column
+LOOPBACK = ("0100007F", "0000000000000000FFFF00000100007F")  # 127.0.0.1 in tcp and (v4-mapped) tcp6
 
 
 @dataclass(frozen=True)
 class Connection:
     local_port: int
     remote_port: int
-    to_loopback: bool     # its remote address is 127.0.0.1
+    to_loopback: bool  # its remote address is 127.0.0.1
     established: bool
 
 
@@ -55,9 +55,11 @@ def launcher_pid(root: int) -> int | None:
             continue
         try:
             command = process.cmdline()
-        except psutil.Error:   # unreadable for a moment: its children may still be the ones
+        except psutil.Error:  # unreadable for a moment: its children may still be the ones
             command = []
-        if "-m" in command and command[command.index("-m") + 1:][:1] == [LAUNCHER]:   # not one that starts it
+        if "-m" in command and command[command.index("-m") + 1 :][:1] == [
+            LAUNCHER
+        ]:  # not one that starts it
             return pid
         try:
             queue.extend(child.pid for child in process.children())
@@ -79,14 +81,20 @@ def host_pid(launcher: int, sandbox_pid: int) -> int | None:
 def tcp_connections(pid: int) -> list[Connection]:
     """The TCP sockets `pid` holds, read from its own network namespace's tables (raises OSError when
     the process is gone or out of reach)."""
-    if not os.path.isdir("/proc"):   # macOS, say: no namespaces, psutil sees the process's sockets
+    if not os.path.isdir("/proc"):  # macOS, say: no namespaces, psutil sees the process's sockets
         try:
             held = psutil.Process(pid).net_connections("tcp")
         except psutil.Error as exc:
             raise OSError(str(exc)) from None
-        return [Connection(c.laddr.port if c.laddr else 0, c.raddr.port if c.raddr else 0,
-                           bool(c.raddr) and c.raddr.ip in ("127.0.0.1", "::ffff:127.0.0.1"),
-                           c.status == psutil.CONN_ESTABLISHED) for c in held]
+        return [
+            Connection(
+                c.laddr.port if c.laddr else 0,
+                c.raddr.port if c.raddr else 0,
+                bool(c.raddr) and c.raddr.ip in ("127.0.0.1", "::ffff:127.0.0.1"),
+                c.status == psutil.CONN_ESTABLISHED,
+            )
+            for c in held
+        ]
     inodes = set()
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
@@ -94,17 +102,23 @@ def tcp_connections(pid: int) -> list[Connection]:
         except OSError:
             continue
         if link.startswith("socket:["):
-            inodes.add(link[len("socket:["):-1])
+            inodes.add(link[len("socket:[") : -1])
     found = []
-    for table in ("tcp", "tcp6"):   # psutil reads the reader's own namespace's: not the sandbox's
+    for table in ("tcp", "tcp6"):  # psutil reads the reader's own namespace's: not the sandbox's
         with open(f"/proc/{pid}/net/{table}") as lines:
             next(lines)
             for line in lines:
                 fields = line.split()
                 if len(fields) > 9 and fields[9] in inodes:
                     local, remote = fields[1].rsplit(":", 1), fields[2].rsplit(":", 1)
-                    found.append(Connection(int(local[1], 16), int(remote[1], 16), remote[0] in LOOPBACK,
-                                            fields[3] == ESTABLISHED))
+                    found.append(
+                        Connection(
+                            int(local[1], 16),
+                            int(remote[1], 16),
+                            remote[0] in LOOPBACK,
+                            fields[3] == ESTABLISHED,
+                        )
+                    )
     return found
 
 

@@ -35,7 +35,7 @@ import threading
 from grader.cluster.gate import Gate
 from grader.worker import framing
 
-WAIT_MS = 300_000   # how long the observer waits for every process to register
+WAIT_MS = 300_000  # how long the observer waits for every process to register
 
 
 def main(argv: list[str]) -> int:
@@ -46,24 +46,28 @@ def main(argv: list[str]) -> int:
         with lock:
             framing.send(report_fd, message)
 
-    service_path = os.path.join(tempfile.mkdtemp(prefix="service-", dir=os.getcwd()), "service.sock")
+    service_path = os.path.join(
+        tempfile.mkdtemp(prefix="service-", dir=os.getcwd()), "service.sock"
+    )
     try:
         from jaxlib import _jax
 
         service = _jax.get_distributed_runtime_service(f"unix:{service_path}", processes + 1)
         gate = Gate(address, service_path, lambda seen: report({"gate": seen}))
-    except Exception as exc:   # the port taken, say: the run cannot be observed
+    except Exception as exc:  # the port taken, say: the run cannot be observed
         report({"failed": f"the coordination service could not start at {address}: {exc}"[:500]})
         return 1
     threading.Thread(target=gate.serve, daemon=True).start()
     report({"listening": True})
-    observer = _jax.get_distributed_runtime_client(f"unix:{service_path}", processes, init_timeout=WAIT_MS // 1000)
+    observer = _jax.get_distributed_runtime_client(
+        f"unix:{service_path}", processes, init_timeout=WAIT_MS // 1000
+    )
     try:
-        observer.connect()   # returns once every task has registered
+        observer.connect()  # returns once every task has registered
         report({"registered": True})
     except Exception as exc:
         report({"failed": f"the grader's observer stopped: {exc}"[:500]})
-    threading.Event().wait()   # the service lives until the launcher ends the run
+    threading.Event().wait()  # the service lives until the launcher ends the run
     del service
     return 0
 

@@ -48,7 +48,7 @@ class DriverError(ShardlabError, TypeError):
 class Driver:
     path: Path
     source: str
-    module: types.ModuleType   # the harness's own copy: draw() runs here
+    module: types.ModuleType  # the harness's own copy: draw() runs here
 
     @property
     def steps(self) -> tuple[str, ...]:
@@ -70,7 +70,9 @@ class Driver:
         return self.module.draw(rng, processes, devices_per_process)
 
 
-def module_from_source(source: str, name: str, filename: str, *, keep: bool = True) -> types.ModuleType:
+def module_from_source(
+    source: str, name: str, filename: str, *, keep: bool = True
+) -> types.ModuleType:
     """The driver's source run as a module named `name` (registered while it runs: dataclasses look modules up
     by name; kept in sys.modules only if `keep`)."""
     module = types.ModuleType(name)
@@ -91,8 +93,12 @@ def load_driver(path: Path) -> Driver:
     name = f"_shardlab_driver_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
     module = sys.modules.get(name) or module_from_source(source, name, str(path))
     steps = getattr(module, "STEPS", None)
-    if not (isinstance(steps, tuple) and steps and all(isinstance(s, str) and s for s in steps)
-            and len(set(steps)) == len(steps)):
+    if not (
+        isinstance(steps, tuple)
+        and steps
+        and all(isinstance(s, str) and s for s in steps)
+        and len(set(steps)) == len(steps)
+    ):
         raise DriverError(f"{path}: STEPS must be a tuple of distinct step names, the join first")
     for function in ("draw", "run"):
         if not callable(getattr(module, function, None)):

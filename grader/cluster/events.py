@@ -71,7 +71,11 @@ def drive(launch: Launch, *, quiet_seconds: float, limit_seconds: float) -> Clus
         launch.begin()
         while True:
             left = limit_seconds - (time.monotonic() - begun)
-            silence = quiet_seconds if len(run.ready) == run.processes else max(quiet_seconds, STARTUP_SECONDS)
+            silence = (
+                quiet_seconds
+                if len(run.ready) == run.processes
+                else max(quiet_seconds, STARTUP_SECONDS)
+            )
             try:
                 event = launch.events.get(timeout=max(0.0, min(silence, left)))
             except queue.Empty:
@@ -79,7 +83,7 @@ def drive(launch: Launch, *, quiet_seconds: float, limit_seconds: float) -> Clus
                 break
             if _dispatch(launch, event, begun):
                 break
-        if launch.ended():   # the processes are gone: their last reports are read, then recorded
+        if launch.ended():  # the processes are gone: their last reports are read, then recorded
             while not launch.events.empty():
                 _dispatch(launch, launch.events.get(), begun)
     finally:

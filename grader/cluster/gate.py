@@ -37,14 +37,26 @@ from grader.cluster.records import FIXED64, VARINT, Refused
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, PUSH_PROMISE, CONTINUATION = 0, 1, 3, 5, 9
 END_STREAM, END_HEADERS, PADDED, PRIORITY = 0x1, 0x4, 0x8, 0x20
-MAX_FRAME = 1 << 20            # HTTP/2's default is 16 KiB; gRPC's requests here are under 1 KiB
-MAX_MESSAGE = 1 << 20          # one request, decompressed (a topology of 1024 devices is under 100 KiB)
+MAX_FRAME = 1 << 20  # HTTP/2's default is 16 KiB; gRPC's requests here are under 1 KiB
+MAX_MESSAGE = 1 << 20  # one request, decompressed (a topology of 1024 devices is under 100 KiB)
 MAX_OPEN_STREAMS = 256
 SERVICE = "/xla.coordination.CoordinationService/"
 # What jax's client asks of the service (jaxlib 0.10's list, less WaitForAllTasks and the error
 # reports, which it does not use, and the writes the gate judges below).
-READS = frozenset({"Heartbeat", "PollForError", "ShutdownTask", "GetKeyValue", "TryGetKeyValue",
-                   "GetKeyValueDir", "Barrier", "CancelBarrier", "GetAliveTasks", "WatchTasks"})
+READS = frozenset(
+    {
+        "Heartbeat",
+        "PollForError",
+        "ShutdownTask",
+        "GetKeyValue",
+        "TryGetKeyValue",
+        "GetKeyValueDir",
+        "Barrier",
+        "CancelBarrier",
+        "GetAliveTasks",
+        "WatchTasks",
+    }
+)
 REGISTER, INSERT = "RegisterTask", "InsertKeyValue"
 
 
@@ -56,16 +68,23 @@ class Refusal(Exception):
 class Stream:
     method: str
     encoding: str
-    held: list[bytes] = field(default_factory=list)   # its frames since its headers, until its request ends
+    held: list[bytes] = field(
+        default_factory=list
+    )  # its frames since its headers, until its request ends
     body: bytearray = field(default_factory=bytearray)
 
 
 @dataclass
 class Registry:
     """What every connection of the run has claimed, shared by the gate's threads."""
+
     lock: threading.Lock = field(default_factory=threading.Lock)
-    tasks: dict[int, int] = field(default_factory=dict)          # process -> the connection that registered it
-    devices: dict[int, tuple[int, ...]] = field(default_factory=dict)   # process -> its topology's devices
+    tasks: dict[int, int] = field(
+        default_factory=dict
+    )  # process -> the connection that registered it
+    devices: dict[int, tuple[int, ...]] = field(
+        default_factory=dict
+    )  # process -> its topology's devices
 
 
 def grpc_messages(body: bytes, encoding: str) -> list[bytes]:
@@ -74,14 +93,16 @@ def grpc_messages(body: bytes, encoding: str) -> list[bytes]:
     while at < len(body):
         if at + 5 > len(body):
             raise Refusal("a gRPC message cut short")
-        compressed, size = body[at], int.from_bytes(body[at + 1:at + 5], "big")
-        message = bytes(body[at + 5:at + 5 + size])
+        compressed, size = body[at], int.from_bytes(body[at + 1 : at + 5], "big")
+        message = bytes(body[at + 5 : at + 5 + size])
         if len(message) != size or compressed not in (0, 1):
             raise Refusal("a malformed gRPC message")
         if compressed:
             if encoding not in ("gzip", "deflate"):
                 raise Refusal(f"a gRPC message compressed as {encoding!r}")
-            inflate = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
+            inflate = zlib.decompressobj(
+                16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+            )
             try:
                 message = inflate.decompress(message, MAX_MESSAGE + 1)
             except zlib.error as exc:
@@ -103,15 +124,25 @@ class Channel:
     """One connection: the client's requests read and judged on this thread, the service's answers copied
     back on another."""
 
-    def __init__(self, number: int, client: socket.socket, upstream: socket.socket, registry: Registry,
-                 report: Callable[[dict], None]):
+    def __init__(
+        self,
+        number: int,
+        client: socket.socket,
+        upstream: socket.socket,
+        registry: Registry,
+        report: Callable[[dict], None],
+    ):
         self.number, self.client, self.upstream = number, client, upstream
         self.registry, self.report = registry, report
         self.port = client.getpeername()[1]
         self.decoder = hpack.Decoder()
-        self.decoder.max_allowed_table_size = 1 << 16   # whatever size the client's encoder announces
+        self.decoder.max_allowed_table_size = (
+            1 << 16
+        )  # whatever size the client's encoder announces
         self.streams: dict[int, Stream] = {}
-        self.block: tuple[int, int, bytearray, list[bytes]] | None = None   # (stream, flags, fragment, frames)
+        self.block: tuple[int, int, bytearray, list[bytes]] | None = (
+            None  # (stream, flags, fragment, frames)
+        )
         self.task: int | None = None
         self.incarnation: int | None = None
 
@@ -128,28 +159,44 @@ class Channel:
     def requests(self) -> None:
         buffer = bytearray()
         try:
-            if not self._fill(buffer, len(PREFACE)) or bytes(buffer[:len(PREFACE)]) != PREFACE:
+            if not self._fill(buffer, len(PREFACE)) or bytes(buffer[: len(PREFACE)]) != PREFACE:
                 raise Refusal("it does not speak HTTP/2 as gRPC does")
             self.upstream.sendall(PREFACE)
-            del buffer[:len(PREFACE)]
+            del buffer[: len(PREFACE)]
             while self._fill(buffer, 9):
                 length = int.from_bytes(buffer[:3], "big")
                 if length > MAX_FRAME:
                     raise Refusal(f"an HTTP/2 frame of {length} bytes")
                 if not self._fill(buffer, 9 + length):
                     break
-                frame = bytes(buffer[:9 + length])
-                del buffer[:9 + length]
+                frame = bytes(buffer[: 9 + length])
+                del buffer[: 9 + length]
                 out = self._frame(frame)
                 if out:
                     self.upstream.sendall(out)
         except Refusal as refusal:
-            self.report({"refused": f"{refusal}", "connection": self.number, "port": self.port,
-                         "process": self.task})
-        except (hpack.HPACKError, Refused, UnicodeDecodeError) as exc:   # Refused: a header out of place
-            self.report({"refused": f"it broke the HTTP/2 protocol ({type(exc).__name__}: {exc})"[:300],
-                         "connection": self.number, "port": self.port, "process": self.task})
-        except OSError:   # the client went away, or the service did
+            self.report(
+                {
+                    "refused": f"{refusal}",
+                    "connection": self.number,
+                    "port": self.port,
+                    "process": self.task,
+                }
+            )
+        except (
+            hpack.HPACKError,
+            Refused,
+            UnicodeDecodeError,
+        ) as exc:  # Refused: a header out of place
+            self.report(
+                {
+                    "refused": f"it broke the HTTP/2 protocol ({type(exc).__name__}: {exc})"[:300],
+                    "connection": self.number,
+                    "port": self.port,
+                    "process": self.task,
+                }
+            )
+        except OSError:  # the client went away, or the service did
             pass
         self.close()
 
@@ -174,7 +221,7 @@ class Channel:
         """What of this frame (and of frames held before it) goes to the service now."""
         kind, flags, stream = frame[3], frame[4], int.from_bytes(frame[5:9], "big") & 0x7FFFFFFF
         payload = frame[9:]
-        if self.block is not None:   # a header block continues: nothing else may come between
+        if self.block is not None:  # a header block continues: nothing else may come between
             opened, first_flags, fragment, frames = self.block
             if kind != CONTINUATION or stream != opened:
                 raise Refusal("an HTTP/2 header block broken off")
@@ -205,7 +252,7 @@ class Channel:
             if len(held.body) > MAX_MESSAGE + 5:
                 raise Refusal(f"a request over {MAX_MESSAGE} bytes")
             return self._end(stream) if flags & END_STREAM else b""
-        if kind == RST_STREAM:   # what it held of that stream never goes
+        if kind == RST_STREAM:  # what it held of that stream never goes
             self.streams.pop(stream, None)
         return frame
 
@@ -215,19 +262,24 @@ class Channel:
             return payload
         if not payload or payload[0] >= len(payload):
             raise Refusal("an HTTP/2 frame padded past its end")
-        return payload[1:len(payload) - payload[0]]
+        return payload[1 : len(payload) - payload[0]]
 
     def _headers(self, stream: int, flags: int, block: bytes, frames: bytes) -> bytes:
-        headers = dict(self.decoder.decode(block, raw=False))   # always: the service decodes every block
+        headers = dict(
+            self.decoder.decode(block, raw=False)
+        )  # always: the service decodes every block
         held = self.streams.get(stream)
-        if held is not None:   # trailers after data: they end the request
+        if held is not None:  # trailers after data: they end the request
             held.held.append(frames)
             return self._end(stream) if flags & END_STREAM else b""
         path = headers.get(":path", "")
-        method = path[len(SERVICE):] if path.startswith(SERVICE) else None
+        method = path[len(SERVICE) :] if path.startswith(SERVICE) else None
         if method not in READS | {REGISTER, INSERT}:
-            raise Refusal(f"it called {_shown(path)}, which jax's client never calls" if method is None else
-                          f"it asked the service to {method}, which jax never does")
+            raise Refusal(
+                f"it called {_shown(path)}, which jax's client never calls"
+                if method is None
+                else f"it asked the service to {method}, which jax never does"
+            )
         if len(self.streams) >= MAX_OPEN_STREAMS:
             raise Refusal(f"over {MAX_OPEN_STREAMS} requests at once")
         self.streams[stream] = Stream(method, headers.get("grpc-encoding", "identity"))
@@ -265,12 +317,14 @@ class Channel:
         incarnation = records.field(message, 3, FIXED64)
         if self.task is not None:
             if (task, incarnation) == (self.task, self.incarnation):
-                return   # a retry of the same registration
+                return  # a retry of the same registration
             raise Refusal(f"process {self.task} registered again, as process {task}")
         with self.registry.lock:
             earlier = self.registry.tasks.setdefault(task, self.number)
         if earlier != self.number:
-            raise Refusal(f"a connection registered as process {task}, which another connection had registered as")
+            raise Refusal(
+                f"a connection registered as process {task}, which another connection had registered as"
+            )
         self.task, self.incarnation = task, incarnation
         self.report({"registered": task, "connection": self.number, "port": self.port})
 
@@ -278,15 +332,21 @@ class Channel:
         entry = records.field(message, 2, records.BYTES)
         if entry is None:
             raise Refusal(f"process {self.task} wrote nothing")
-        if any(number != 1 and number != 2 and value for number, _, value in records.fields(message)):
-            raise Refusal(f"process {self.task} asked the service to overwrite a key, which jax never does")
+        if any(
+            number != 1 and number != 2 and value for number, _, value in records.fields(message)
+        ):
+            raise Refusal(
+                f"process {self.task} asked the service to overwrite a key, which jax never does"
+            )
         raw_key = records.field(entry, 1, records.BYTES, b"")
         key, value = raw_key.decode("utf-8"), records.field(entry, 2, records.BYTES, b"")
         try:
             found = records.record(key, value)
         except Refused as exc:
-            raise Refusal(f"process {self.task} wrote the key {_shown(raw_key)} ({len(value)} bytes) to the "
-                          f"coordination service's key-value store: {exc}") from None
+            raise Refusal(
+                f"process {self.task} wrote the key {_shown(raw_key)} ({len(value)} bytes) to the "
+                f"coordination service's key-value store: {exc}"
+            ) from None
         task = self.task
         with self.registry.lock:
             if isinstance(found, records.LocalTopology):
@@ -296,13 +356,19 @@ class Channel:
                 wrote = {"topology": found.node, "devices": list(found.devices)}
             elif isinstance(found, records.GlobalTopology):
                 if task != 0:
-                    raise Refusal(f"process {task} wrote the global topology, which only process 0's jax writes")
+                    raise Refusal(
+                        f"process {task} wrote the global topology, which only process 0's jax writes"
+                    )
                 wrote = {"global": [list(node.devices) for node in found.nodes]}
             else:
                 if found.device not in self.registry.devices.get(task, ()):
-                    raise Refusal(f"process {task} wrote gloo's rendezvous for device {found.device}, which is "
-                                  f"not one of the devices its jax published")
-                wrote = {"gloo": {"clique": list(found.clique), "rank": found.rank, "port": found.port}}
+                    raise Refusal(
+                        f"process {task} wrote gloo's rendezvous for device {found.device}, which is "
+                        f"not one of the devices its jax published"
+                    )
+                wrote = {
+                    "gloo": {"clique": list(found.clique), "rank": found.rank, "port": found.port}
+                }
         self.report({"wrote": wrote, "process": task, "connection": self.number})
 
 

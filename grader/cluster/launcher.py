@@ -38,15 +38,29 @@ from pathlib import Path
 import msgspec
 
 from grader.cluster import messages
-from grader.cluster.messages import Coordinator, Exited, Finished, Reported, Separated, Service, Spec, Started, Task
+from grader.cluster.messages import (
+    Coordinator,
+    Exited,
+    Finished,
+    Reported,
+    Separated,
+    Service,
+    Spec,
+    Started,
+    Task,
+)
 from grader.sandbox.launch import landlock_abi
 from grader.worker import framing, protocol_errors
 
-REPORT_LIMIT = 1 << 20          # a process's report holds a few small arrays; anything larger is dropped
-LISTEN_SECONDS = 120.0          # how long the processes wait for the coordinator before trying anyway
-COMPLETE_SECONDS = 5.0          # once the coordinator has ended, how long its last reports may take to relay
-HOLD_SECONDS = 10.0             # then how long the harness may take to read every report before they leave
-UNUSED_BIND_ADDRESS = "127.0.0.1:0"   # where the student's process 0 starts jax's service, which no one joins
+REPORT_LIMIT = 1 << 20  # a process's report holds a few small arrays; anything larger is dropped
+LISTEN_SECONDS = 120.0  # how long the processes wait for the coordinator before trying anyway
+COMPLETE_SECONDS = (
+    5.0  # once the coordinator has ended, how long its last reports may take to relay
+)
+HOLD_SECONDS = 10.0  # then how long the harness may take to read every report before they leave
+UNUSED_BIND_ADDRESS = (
+    "127.0.0.1:0"  # where the student's process 0 starts jax's service, which no one joins
+)
 
 
 def free_port() -> int:
@@ -71,10 +85,22 @@ def start_coordinator(address: str, processes: int, relay: Relay) -> tuple[subpr
     when it has ended (or failed) and everything it reported has been relayed."""
     events = {name: threading.Event() for name in ("listening", "registered", "ended", "stopping")}
     read_fd, write_fd = os.pipe()
-    coordinator = subprocess.Popen([sys.executable, "-I", "-B", "-m", "grader.cluster.coordinator",
-                                    str(write_fd), address, str(processes)],
-                                   pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+    coordinator = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-B",
+            "-m",
+            "grader.cluster.coordinator",
+            str(write_fd),
+            address,
+            str(processes),
+        ],
+        pass_fds=(write_fd,),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     os.close(write_fd)
 
     def forward() -> None:
@@ -89,9 +115,13 @@ def start_coordinator(address: str, processes: int, relay: Relay) -> tuple[subpr
                     break
         except (EOFError, protocol_errors.ProtocolError, OSError):
             if not events["stopping"].is_set():
-                relay(Service({"failed": f"the coordinator ended (exit status {coordinator.wait()})"}))
+                relay(
+                    Service({"failed": f"the coordinator ended (exit status {coordinator.wait()})"})
+                )
         events["ended"].set()
-        events["listening"].set()   # the processes are not kept waiting for a coordinator that is gone
+        events[
+            "listening"
+        ].set()  # the processes are not kept waiting for a coordinator that is gone
         os.close(read_fd)
 
     threading.Thread(target=forward, daemon=True).start()
@@ -107,17 +137,38 @@ def filtered() -> bool:
         return False
 
 
-def child_command(folder: Path, spec: Spec, report_fd: int, release_fd: int, census_fd: int, module_path: str,
-                  separated: bool, filtered: bool) -> list[str]:
+def child_command(
+    folder: Path,
+    spec: Spec,
+    report_fd: int,
+    release_fd: int,
+    census_fd: int,
+    module_path: str,
+    separated: bool,
+    filtered: bool,
+) -> list[str]:
     """The process's command: grader.sandbox.launch applies its own Landlock ruleset and seccomp filter (no
     UNIX, datagram or System V sockets and memory: grader.sandbox.seccomp), then becomes it."""
     config: dict = {"cwd": str(folder)}
     if separated:
-        config["landlock"] = {"read": list(spec.readable), "write": [str(folder), *spec.writable], "network": True}
+        config["landlock"] = {
+            "read": list(spec.readable),
+            "write": [str(folder), *spec.writable],
+            "network": True,
+        }
     if filtered:
         config["seccomp"] = {"profile": "process"}
-    process = [sys.executable, "-I", "-B", "-m", "grader.cluster.process", str(report_fd), str(release_fd),
-               str(census_fd), module_path]
+    process = [
+        sys.executable,
+        "-I",
+        "-B",
+        "-m",
+        "grader.cluster.process",
+        str(report_fd),
+        str(release_fd),
+        str(census_fd),
+        module_path,
+    ]
     return [*launched_with(config), *process]
 
 
@@ -144,7 +195,7 @@ def pass_on_the_harness_word(hold_fd: int, census: list[int], let_go: threading.
             if word == "census" and index.isdigit() and int(index) < len(census):
                 try:
                     os.write(census[int(index)], b"1")
-                except OSError:   # that process is gone
+                except OSError:  # that process is gone
                     pass
     let_go.set()
 
@@ -152,28 +203,50 @@ def pass_on_the_harness_word(hold_fd: int, census: list[int], let_go: threading.
 @dataclass
 class Child:
     """One process of the run, as the launcher started it."""
+
     index: int
     process: subprocess.Popen
-    read_fd: int          # its reports
-    census_fd: int        # the harness's word that it has looked at it
-    copy: threading.Thread   # its output, into the launcher's
+    read_fd: int  # its reports
+    census_fd: int  # the harness's word that it has looked at it
+    copy: threading.Thread  # its output, into the launcher's
 
 
-def start_process(index: int, task: Task, spec: Spec, release_r: int, module_path: str, output_lock: threading.Lock,
-                  separated: bool, own_filter: bool) -> Child:
+def start_process(
+    index: int,
+    task: Task,
+    spec: Spec,
+    release_r: int,
+    module_path: str,
+    output_lock: threading.Lock,
+    separated: bool,
+    own_filter: bool,
+) -> Child:
     """Process `index`, in a folder of its own, its task still to come (on its stdin: serve())."""
     folder = Path.cwd() / f"process-{index}"
     folder.mkdir(mode=0o700)
     read_fd, write_fd = os.pipe()
     output_r, output_w = os.pipe()
     census_r, census_w = os.pipe()
-    env = {**os.environ, "HOME": str(folder), "TMPDIR": str(folder), "SHARDLAB_PROCESS": str(index),
-           "XLA_FLAGS": f"--xla_force_host_platform_device_count={task.devices}",
-           "JAX_PLATFORMS": "cpu", "JAX_COORDINATOR_BIND_ADDRESS": UNUSED_BIND_ADDRESS}
-    child = subprocess.Popen(child_command(folder, spec, write_fd, release_r, census_r, module_path, separated,
-                                           own_filter),
-                             stdin=subprocess.PIPE, stdout=output_w, stderr=output_w, cwd=folder, env=env,
-                             pass_fds=(write_fd, release_r, census_r))
+    env = {
+        **os.environ,
+        "HOME": str(folder),
+        "TMPDIR": str(folder),
+        "SHARDLAB_PROCESS": str(index),
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={task.devices}",
+        "JAX_PLATFORMS": "cpu",
+        "JAX_COORDINATOR_BIND_ADDRESS": UNUSED_BIND_ADDRESS,
+    }
+    child = subprocess.Popen(
+        child_command(
+            folder, spec, write_fd, release_r, census_r, module_path, separated, own_filter
+        ),
+        stdin=subprocess.PIPE,
+        stdout=output_w,
+        stderr=output_w,
+        cwd=folder,
+        env=env,
+        pass_fds=(write_fd, release_r, census_r),
+    )
     for fd in (write_fd, output_w, census_r):
         os.close(fd)
     copy = threading.Thread(target=copy_output, args=(output_r, output_lock), daemon=True)
@@ -181,15 +254,23 @@ def start_process(index: int, task: Task, spec: Spec, release_r: int, module_pat
     return Child(index, child, read_fd, census_w, copy)
 
 
-def serve(child: Child, task: Task, coordinator_address: str, listening: threading.Event, relay: Relay,
-          unfinished: threading.Semaphore) -> None:
+def serve(
+    child: Child,
+    task: Task,
+    coordinator_address: str,
+    listening: threading.Event,
+    relay: Relay,
+    unfinished: threading.Semaphore,
+) -> None:
     """Hand `child` its task once the coordinator listens, relay its reports until it has finished (then
     `unfinished` is released), and its exit status once it has ended."""
     listening.wait(LISTEN_SECONDS)
     try:
-        child.process.stdin.write(messages.encode(msgspec.structs.replace(task, coordinator=coordinator_address)))
+        child.process.stdin.write(
+            messages.encode(msgspec.structs.replace(task, coordinator=coordinator_address))
+        )
         child.process.stdin.close()
-    except OSError:   # it died before reading its task
+    except OSError:  # it died before reading its task
         pass
     try:
         while (message := framing.receive(child.read_fd, REPORT_LIMIT)).get("finished") is not True:
@@ -198,7 +279,7 @@ def serve(child: Child, task: Task, coordinator_address: str, listening: threadi
         pass
     unfinished.release()
     try:
-        while os.read(child.read_fd, 1 << 16):   # after "finished" nothing more is relayed
+        while os.read(child.read_fd, 1 << 16):  # after "finished" nothing more is relayed
             pass
     except OSError:
         pass
@@ -225,30 +306,46 @@ def main(argv: list[str]) -> int:
     output_lock = threading.Lock()
     children = []
     for index, task in enumerate(spec.tasks):
-        children.append(start_process(index, task, spec, release_r, module_path, output_lock, separated, own_filter))
+        children.append(
+            start_process(
+                index, task, spec, release_r, module_path, output_lock, separated, own_filter
+            )
+        )
         relay(Started(index, children[-1].process.pid))
 
     let_go = threading.Event()
-    threading.Thread(target=pass_on_the_harness_word, args=(hold_fd, [c.census_fd for c in children], let_go),
-                     daemon=True).start()
-    threads = [threading.Thread(target=serve, args=(child, task, coordinator_address, events["listening"], relay,
-                                                    unfinished)) for child, task in zip(children, spec.tasks)]
+    threading.Thread(
+        target=pass_on_the_harness_word,
+        args=(hold_fd, [c.census_fd for c in children], let_go),
+        daemon=True,
+    ).start()
+    threads = [
+        threading.Thread(
+            target=serve,
+            args=(child, task, coordinator_address, events["listening"], relay, unfinished),
+        )
+        for child, task in zip(children, spec.tasks)
+    ]
     for thread in threads:
         thread.start()
     for _ in threads:
         unfinished.acquire()
     # Every process has finished (or died): the gate reported each request before the service saw it.
     relay(Finished())
-    let_go.wait(HOLD_SECONDS)   # the harness's word (or its end)
+    let_go.wait(HOLD_SECONDS)  # the harness's word (or its end)
     os.close(release_w)
     for thread in threads:
         thread.join()
-    for child in children:   # the processes' last words (a daemon of theirs may hold the pipe: not for long)
+    for (
+        child
+    ) in children:  # the processes' last words (a daemon of theirs may hold the pipe: not for long)
         child.copy.join(timeout=2)
     events["stopping"].set()
     coordinator.kill()
     coordinator.wait()
-    events["ended"].wait(COMPLETE_SECONDS)   # what it reported last is relayed before the launcher goes
+    events["ended"].wait(
+        COMPLETE_SECONDS
+    )  # what it reported last is relayed before the launcher goes
     return 0
 
 

@@ -18,7 +18,17 @@ from grader.cluster import census, messages
 from grader.cluster.census import Connection
 from grader.cluster.driver import Driver
 from grader.cluster.events import Launch
-from grader.cluster.messages import Coordinator, DriverSource, Exited, Finished, Separated, Service, Spec, Started, Task
+from grader.cluster.messages import (
+    Coordinator,
+    DriverSource,
+    Exited,
+    Finished,
+    Separated,
+    Service,
+    Spec,
+    Started,
+    Task,
+)
 from grader.cluster.recording import observe_service
 from grader.cluster.run import REPORT_BYTES, ClusterRun
 from grader.sandbox import confinement
@@ -30,10 +40,26 @@ def spec(run: ClusterRun, driver: Driver, module_path: Path) -> Spec:
     process may read and write."""
     steps = tuple(step for step in (run.join_step, run.proof_step) if step is not None)
     source = DriverSource(driver.source, f"<driver {driver.path.name}>")
-    tasks = tuple(Task(i, run.processes, run.devices_per_process, None, codec.encode(run.inputs.for_process(i)),
-                       source, steps) for i in range(run.processes))
-    readable = (*confinement.SYSTEM_PATHS, *confinement.python_paths(), str(module_path.parent), "/proc", "/sys",
-                *confinement.DEVICES[2:])
+    tasks = tuple(
+        Task(
+            i,
+            run.processes,
+            run.devices_per_process,
+            None,
+            codec.encode(run.inputs.for_process(i)),
+            source,
+            steps,
+        )
+        for i in range(run.processes)
+    )
+    readable = (
+        *confinement.SYSTEM_PATHS,
+        *confinement.python_paths(),
+        str(module_path.parent),
+        "/proc",
+        "/sys",
+        *confinement.DEVICES[2:],
+    )
     return Spec(tasks, readable, tuple(confinement.DEVICES[:2]))
 
 
@@ -43,20 +69,28 @@ def read_relay(fd: int, into: queue.Queue) -> None:
         while True:
             try:
                 into.put(messages.receive(fd, messages.RELAYED, REPORT_BYTES))
-            except messages.Malformed:   # not a message of the relay: ignored, as it can only cost the student
+            except (
+                messages.Malformed
+            ):  # not a message of the relay: ignored, as it can only cost the student
                 pass
     except (EOFError, protocol_errors.ProtocolError, RecursionError, OSError):
         pass
     into.put(None)
 
 
-def look(run: ClusterRun, process: int, sandbox: confinement.ConfinedProcess) -> list[Connection] | str:
+def look(
+    run: ClusterRun, process: int, sandbox: confinement.ConfinedProcess
+) -> list[Connection] | str:
     """The harness's own look at the TCP sockets `process` holds, as one of its steps has just returned; or
     why the harness could not look."""
     pid = run.sandbox_pids.get(process)
     launcher = census.launcher_pid(sandbox.pid)
     if pid is None or launcher is None:
-        return "the grader found no launcher in the sandbox" if launcher is None else "the launcher named no pid"
+        return (
+            "the grader found no launcher in the sandbox"
+            if launcher is None
+            else "the launcher named no pid"
+        )
     host = census.host_pid(launcher, pid)
     if host is None:
         return f"the grader found no process of pid {pid} among the launcher's children"
@@ -72,12 +106,18 @@ def connected(run: ClusterRun, held: list[Connection]) -> str | None:
 
 
 class LocalLaunch(Launch):
-    def __init__(self, run: ClusterRun, driver: Driver, module_path: Path, level: confinement.Isolation,
-                 limits: confinement.WorkerLimits | None):
+    def __init__(
+        self,
+        run: ClusterRun,
+        driver: Driver,
+        module_path: Path,
+        level: confinement.Isolation,
+        limits: confinement.WorkerLimits | None,
+    ):
         super().__init__(run)
         self.driver, self.module_path, self.level, self.limits = driver, module_path, level, limits
-        self.proved: set[int] = set()   # processes the harness has looked at after the proof step
-        self.told: set[int] = set()     # of those, the ones told to go on
+        self.proved: set[int] = set()  # processes the harness has looked at after the proof step
+        self.told: set[int] = set()  # of those, the ones told to go on
 
     def start(self, output: BinaryIO) -> None:
         workdir = Path(self.run.workdir)
@@ -86,12 +126,28 @@ class LocalLaunch(Launch):
         # The harness's word: a census taken, or the processes may leave (grader.cluster.launcher).
         hold_r, self.hold_w = os.pipe()
         env = confinement.sandbox_environment(workdir, JAX_PLATFORMS="cpu")
-        argv = [sys.executable, "-I", "-B", "-m", "grader.cluster.launcher", str(report_w), str(tasks_r),
-                str(hold_r), str(self.module_path)]
+        argv = [
+            sys.executable,
+            "-I",
+            "-B",
+            "-m",
+            "grader.cluster.launcher",
+            str(report_w),
+            str(tasks_r),
+            str(hold_r),
+            str(self.module_path),
+        ]
         self.sandbox = confinement.spawn_confined(
-            argv, level=self.level, workdir=workdir, readable=[self.module_path.parent], env=env,
-            pass_fds=(report_w, tasks_r, hold_r), stdout=output, network=True,
-            limits=self.limits or confinement.WorkerLimits())
+            argv,
+            level=self.level,
+            workdir=workdir,
+            readable=[self.module_path.parent],
+            env=env,
+            pass_fds=(report_w, tasks_r, hold_r),
+            stdout=output,
+            network=True,
+            limits=self.limits or confinement.WorkerLimits(),
+        )
         for fd in (report_w, tasks_r, hold_r):
             os.close(fd)
         self.report_r = report_r
@@ -106,17 +162,17 @@ class LocalLaunch(Launch):
         os.close(self.tasks_w)
 
     def tell(self, word: str) -> None:
-        """"census I" (process I may go on) or "go" (every process may leave): grader.cluster.launcher."""
+        """ "census I" (process I may go on) or "go" (every process may leave): grader.cluster.launcher."""
         try:
             os.write(self.hold_w, f"{word}\n".encode())
-        except OSError:   # the launcher is gone
+        except OSError:  # the launcher is gone
             pass
 
     def handle(self, event, answered: str | None) -> bool:
         run = self.run
         if event is None:
             return True
-        if isinstance(event, Finished):   # every report before it is recorded, every census taken
+        if isinstance(event, Finished):  # every report before it is recorded, every census taken
             self.tell("go")
             return False
         if isinstance(event, Coordinator):
@@ -130,13 +186,18 @@ class LocalLaunch(Launch):
                 run.sandbox_pids[event.process] = event.pid
             else:
                 run.exits[event.process] = event.code
-        elif answered is not None and answered in (run.join_step, run.proof_step) \
-                and (event.process, answered) not in run.sockets:
+        elif (
+            answered is not None
+            and answered in (run.join_step, run.proof_step)
+            and (event.process, answered) not in run.sockets
+        ):
             self.census(event.process, answered)
         # After the proof step every process waits until the harness has looked at all of them: the
         # gloo connections between two processes are then seen while both hold them.
-        if self.proved - self.told and all(p in self.proved or p in run.exits or (p, run.proof_step) in run.reports
-                                           for p in range(run.processes)):
+        if self.proved - self.told and all(
+            p in self.proved or p in run.exits or (p, run.proof_step) in run.reports
+            for p in range(run.processes)
+        ):
             for p in sorted(self.proved - self.told):
                 self.tell(f"census {p}")
             self.told |= self.proved
@@ -156,7 +217,7 @@ class LocalLaunch(Launch):
             self.proved.add(process)
 
     def stop(self) -> None:
-        self.sandbox.kill_tree()   # whatever is left of the run, the sandbox's loopback with it
+        self.sandbox.kill_tree()  # whatever is left of the run, the sandbox's loopback with it
         self.reader.join(timeout=10)
         os.close(self.report_r)
         os.close(self.hold_w)

@@ -33,24 +33,28 @@ class Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class DriverSource(Message):
-    source: str       # the exercise's driver (grader.cluster.driver), course code no process can read
-    name: str         # its name in tracebacks
+    source: str  # the exercise's driver (grader.cluster.driver), course code no process can read
+    name: str  # its name in tracebacks
 
 
 class Task(Message):
     """What one process is given: who it is, its own inputs alone, and the driver it runs."""
+
     process_id: int
     processes: int
     devices: int
-    coordinator: str | None   # None under srun: jax finds it in Slurm's environment
-    inputs: Any               # the harness's draw for this process, a codec tree
+    coordinator: str | None  # None under srun: jax finds it in Slurm's environment
+    inputs: Any  # the harness's draw for this process, a codec tree
     driver: DriverSource
-    census: tuple[str, ...] = ()   # the steps after which the harness looks at the process's connections
+    census: tuple[
+        str, ...
+    ] = ()  # the steps after which the harness looks at the process's connections
 
 
 class Spec(Message):
     """The launcher's configuration: each process's task (its coordinator filled in by the launcher, which
     picks it), and what every process may read and write."""
+
     tasks: tuple[Task, ...]
     readable: tuple[str, ...]
     writable: tuple[str, ...]
@@ -58,6 +62,7 @@ class Spec(Message):
 
 class Hello(Message):
     """An srun task's first word: the run's token, its index, and where it runs (for the harness to stop it)."""
+
     token: str
     process: int
     job: str | None
@@ -74,25 +79,25 @@ class Relayed(Message, tag_field="kind"):
 
 
 class Coordinator(Relayed, tag="coordinator"):
-    address: str      # "127.0.0.1:port", where the grader's coordinator listens
+    address: str  # "127.0.0.1:port", where the grader's coordinator listens
 
 
 class Separated(Relayed, tag="separated"):
-    landlock: bool    # each process got a Landlock ruleset of its own
+    landlock: bool  # each process got a Landlock ruleset of its own
 
 
 class Service(Relayed, tag="service"):
-    report: dict[str, Any]   # what the grader's coordinator reported (grader.cluster.coordinator)
+    report: dict[str, Any]  # what the grader's coordinator reported (grader.cluster.coordinator)
 
 
 class Started(Relayed, tag="started"):
     process: int
-    pid: int          # in the sandbox (the launcher's pid namespace)
+    pid: int  # in the sandbox (the launcher's pid namespace)
 
 
 class Reported(Relayed, tag="reported"):
     process: int
-    report: Any       # the process's report, a codec tree, as it sent it
+    report: Any  # the process's report, a codec tree, as it sent it
 
 
 class Exited(Relayed, tag="exited"):

@@ -40,28 +40,39 @@ from types import ModuleType
 from grader.cluster import messages
 from grader.cluster.messages import Task
 
-CENSUS_SECONDS = 10.0   # the longest a process waits for the harness's census before it goes on regardless
+CENSUS_SECONDS = (
+    10.0  # the longest a process waits for the harness's census before it goes on regardless
+)
 
 
 def _frames(exc: BaseException, module_path: Path) -> list[dict]:
-    return [{"file": module_path.name, "line": f.lineno, "function": f.name, "code": (f.line or "").strip()[:200]}
-            for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == module_path]
+    return [
+        {
+            "file": module_path.name,
+            "line": f.lineno,
+            "function": f.name,
+            "code": (f.line or "").strip()[:200],
+        }
+        for f in traceback.extract_tb(exc.__traceback__)
+        if Path(f.filename) == module_path
+    ]
 
 
 @dataclass
 class Process:
     """What a driver's run(process) is given: who this process is, its inputs, the student's module, and
     step(), which calls one function and reports it."""
+
     index: int
     count: int
     devices: int
-    coordinator: str | None   # None under srun: jax finds it in Slurm's environment
-    inputs: object          # the harness's draw for this process (driver.draw(...).for_process(index))
-    module: ModuleType      # the student's
+    coordinator: str | None  # None under srun: jax finds it in Slurm's environment
+    inputs: object  # the harness's draw for this process (driver.draw(...).for_process(index))
+    module: ModuleType  # the student's
     module_path: Path
     report: Callable[[dict], None]
-    join_step: str = ""     # the driver's first step
-    census_steps: tuple[str, ...] = ()             # after these, wait for the harness's look (census())
+    join_step: str = ""  # the driver's first step
+    census_steps: tuple[str, ...] = ()  # after these, wait for the harness's look (census())
     census: Callable[[], object] = lambda: None
 
     @property
@@ -73,11 +84,16 @@ class Process:
             return None, None, None
         return self.coordinator, self.count, self.index
 
-    def step(self, name: str, call: Callable[[], object],
-             describe: Callable[[object], object] = lambda value: value) -> tuple[bool, object]:
+    def step(
+        self,
+        name: str,
+        call: Callable[[], object],
+        describe: Callable[[object], object] = lambda value: value,
+    ) -> tuple[bool, object]:
         """Call `call` as step `name`: report its start, then what describe() makes of its value (or what
         it raised). Returns (whether it returned, its value)."""
         from grader.worker import error_reports, protocol_errors
+
         self.report({"step": name, "started": True})
         begun = time.monotonic()
         value = None
@@ -85,7 +101,7 @@ class Process:
             value = call()
             seconds = time.monotonic() - begun
             answer = {"ok": describe(value)}
-        except BaseException as exc:   # SystemExit included: an exit() is an error of this call
+        except BaseException as exc:  # SystemExit included: an exit() is an error of this call
             seconds = time.monotonic() - begun
             answer = {"error": error_reports.encode_error(exc, _frames(exc, self.module_path))}
         try:
@@ -93,9 +109,18 @@ class Process:
             if "ok" in answer and name in self.census_steps:
                 self.census()
         except protocol_errors.UnsupportedValue as exc:
-            self.report({"step": name, "seconds": seconds, "error": {
-                "type": "TypeError", "base": "TypeError", "frames": [],
-                "message": f"{name} returned {exc}, which cannot be sent to the grader"}})
+            self.report(
+                {
+                    "step": name,
+                    "seconds": seconds,
+                    "error": {
+                        "type": "TypeError",
+                        "base": "TypeError",
+                        "frames": [],
+                        "message": f"{name} returned {exc}, which cannot be sent to the grader",
+                    },
+                }
+            )
         if "ok" in answer and name == self.join_step and self.coordinator is None:
             self._report_devices()
         return "ok" in answer, value
@@ -108,30 +133,56 @@ class Process:
         self.report({"devices": [int(d.id) for d in jax.local_devices()]})
 
 
-def run(task: Task, module_path: Path, report: Callable[[dict], None],
-        census: Callable[[], object] = lambda: None) -> None:
+def run(
+    task: Task,
+    module_path: Path,
+    report: Callable[[dict], None],
+    census: Callable[[], object] = lambda: None,
+) -> None:
     from grader.cluster.driver import module_from_source
     from grader.course.implementations import load_file
     from grader.worker import codec
+
     # Under a name drawn here and left out of sys.modules: the student's module cannot import it or find it
     # by name. (Code in the same process can still reach anything; nothing rests on the driver's honesty.)
-    driver = module_from_source(task.driver.source, f"_driver_{secrets.token_hex(8)}", task.driver.name, keep=False)
+    driver = module_from_source(
+        task.driver.source, f"_driver_{secrets.token_hex(8)}", task.driver.name, keep=False
+    )
     inputs = codec.decode(task.inputs)
-    report({"ready": True})   # jax is imported: from here on, a silence is the student's code
+    report({"ready": True})  # jax is imported: from here on, a silence is the student's code
     try:
         module = load_file(module_path)
-    except BaseException as exc:   # reported once; the harness fails every step alike
+    except BaseException as exc:  # reported once; the harness fails every step alike
         report({"import_error": str(exc)[:4000]})
         return
-    driver.run(Process(task.process_id, task.processes, task.devices, task.coordinator, inputs, module, module_path,
-                       report, join_step=driver.STEPS[0], census_steps=task.census, census=census))
+    driver.run(
+        Process(
+            task.process_id,
+            task.processes,
+            task.devices,
+            task.coordinator,
+            inputs,
+            module,
+            module_path,
+            report,
+            join_step=driver.STEPS[0],
+            census_steps=task.census,
+            census=census,
+        )
+    )
 
 
-def run_and_report(task: Task, module_path: Path, fd: int, released: Callable[[], object],
-                   census: Callable[[], object] = lambda: None) -> None:
+def run_and_report(
+    task: Task,
+    module_path: Path,
+    fd: int,
+    released: Callable[[], object],
+    census: Callable[[], object] = lambda: None,
+) -> None:
     """Run `task`, each report sent on `fd` (after a census step, wait until census() returns); say
     "finished"; wait until released() returns (every process has finished); then leave."""
     from grader.worker import codec, framing
+
     def report(message: dict) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -154,12 +205,23 @@ def census_taken(fd: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    report_fd, release_fd, census_fd, module_path = int(argv[0]), int(argv[1]), int(argv[2]), Path(argv[3])
+    report_fd, release_fd, census_fd, module_path = (
+        int(argv[0]),
+        int(argv[1]),
+        int(argv[2]),
+        Path(argv[3]),
+    )
     import jax  # noqa: F401  (imported while the coordinator starts: the task comes once it listens)
 
     task = messages.decode(sys.stdin.buffer.read(), Task)
     sys.stdin.close()
-    run_and_report(task, module_path, report_fd, lambda: os.read(release_fd, 1), lambda: census_taken(census_fd))
+    run_and_report(
+        task,
+        module_path,
+        report_fd,
+        lambda: os.read(release_fd, 1),
+        lambda: census_taken(census_fd),
+    )
 
 
 if __name__ == "__main__":

@@ -18,24 +18,41 @@ def observe_gate(run: ClusterRun, seen: dict) -> None:
     if type(seen.get("registered")) is int and type(connection) is int and type(port) is int:
         run.gate.registered[connection] = (seen["registered"], port)
     elif isinstance(seen.get("refused"), str) and len(run.gate.refused) < 50:
-        run.gate.refused.append((process if type(process) is int else None, port if type(port) is int else None,
-                                 seen["refused"][:500]))
-    elif isinstance(seen.get("wrote"), dict) and type(process) is int and 0 <= process < run.processes:
+        run.gate.refused.append(
+            (
+                process if type(process) is int else None,
+                port if type(port) is int else None,
+                seen["refused"][:500],
+            )
+        )
+    elif (
+        isinstance(seen.get("wrote"), dict)
+        and type(process) is int
+        and 0 <= process < run.processes
+    ):
         wrote = seen["wrote"]
         if wrote.get("topology") == process and _ints(wrote.get("devices")):
             run.published[process] = wrote["devices"]
         elif isinstance(wrote.get("global"), list) and all(_ints(node) for node in wrote["global"]):
             run.gate.global_topology = wrote["global"]
-        elif isinstance(gloo := wrote.get("gloo"), dict) and _ints(gloo.get("clique")) and all(
-                type(gloo.get(k)) is int for k in ("rank", "port")) and 0 <= gloo["rank"] < len(gloo["clique"]):
-            run.gate.gloo.append(GlooRecord(process, tuple(gloo["clique"]), gloo["rank"], gloo["port"]))
+        elif (
+            isinstance(gloo := wrote.get("gloo"), dict)
+            and _ints(gloo.get("clique"))
+            and all(type(gloo.get(k)) is int for k in ("rank", "port"))
+            and 0 <= gloo["rank"] < len(gloo["clique"])
+        ):
+            run.gate.gloo.append(
+                GlooRecord(process, tuple(gloo["clique"]), gloo["rank"], gloo["port"])
+            )
 
 
 def observe_service(run: ClusterRun, message: dict) -> None:
     """A report of the grader's coordinator (relayed by the launcher)."""
     if message.get("registered") is True:
         run.registered = True
-    elif isinstance(message.get("failed"), str) and not run.registered and run.service_error is None:
+    elif (
+        isinstance(message.get("failed"), str) and not run.registered and run.service_error is None
+    ):
         run.service_error = message["failed"][:500]
     elif isinstance(message.get("gate"), dict):
         observe_gate(run, message["gate"])
@@ -56,8 +73,14 @@ def record_report(run: ClusterRun, process: int, report, when: float) -> str | N
         run.ready.add(process)
         return None
     devices = message.get("devices")
-    if not run.observed_joins and isinstance(devices, list) and all(type(d) is int for d in devices):
-        run.published[process] = devices   # its own word: only where no coordinator of the grader's saw them
+    if (
+        not run.observed_joins
+        and isinstance(devices, list)
+        and all(type(d) is int for d in devices)
+    ):
+        run.published[process] = (
+            devices  # its own word: only where no coordinator of the grader's saw them
+        )
         return None
     if isinstance(message.get("import_error"), str) and run.import_error is None:
         run.import_error = message["import_error"]
@@ -67,7 +90,9 @@ def record_report(run: ClusterRun, process: int, report, when: float) -> str | N
     if message.get("started") is True:
         run.started[process] = step
         run.seen[(process, step, "started")] = when
-    elif ("ok" in message or isinstance(message.get("error"), dict)) and isinstance(message.get("seconds"), float):
+    elif ("ok" in message or isinstance(message.get("error"), dict)) and isinstance(
+        message.get("seconds"), float
+    ):
         run.reports[(process, step)] = message
         run.seen[(process, step, "done")] = when
         return step if "ok" in message else None

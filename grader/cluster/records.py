@@ -26,10 +26,10 @@ from dataclasses import dataclass
 LOCAL_TOPOLOGY = re.compile(r"cpu:local_topology/cpu/(\d{1,4})")
 GLOBAL_TOPOLOGY = "cpu:global_topology/cpu"
 GLOO = re.compile(r"cpu:gloo/(\d{1,9}(?:,\d{1,9}){1,1023})/(\d{1,4})")
-MAX_DEVICES = 1024          # devices in one topology or one collective
+MAX_DEVICES = 1024  # devices in one topology or one collective
 MAX_HOSTNAME = 255
-GLOO_ADDRESS_BYTES = 136    # gloo's tcp Address: a sockaddr_storage (128 bytes) and a sequence number
-MAX_PAIR = 1 << 20          # a pair's number: gloo counts them from 0 in each process
+GLOO_ADDRESS_BYTES = 136  # gloo's tcp Address: a sockaddr_storage (128 bytes) and a sequence number
+MAX_PAIR = 1 << 20  # a pair's number: gloo counts them from 0 in each process
 AF_INET, AF_INET6 = 2, 10
 VARINT, FIXED64, BYTES, FIXED32 = 0, 1, 2, 5
 
@@ -41,7 +41,7 @@ class Refused(ValueError):
 @dataclass(frozen=True)
 class LocalTopology:
     node: int
-    devices: tuple[int, ...]     # the global ids of the process's devices
+    devices: tuple[int, ...]  # the global ids of the process's devices
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,8 @@ class GlobalTopology:
 class GlooAddress:
     """One rank's part of gloo's rendezvous for a collective: the process holding device clique[rank]
     listens on `port` of the loopback."""
-    clique: tuple[int, ...]      # the collective's devices (global ids), in rank order
+
+    clique: tuple[int, ...]  # the collective's devices (global ids), in rank order
     rank: int
     port: int
 
@@ -97,13 +98,13 @@ def fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
             size = 8 if wire == FIXED64 else 4
             if at + size > end:
                 raise Refused("a protobuf message cut short")
-            yield number, wire, int.from_bytes(data[at:at + size], "little")
+            yield number, wire, int.from_bytes(data[at : at + size], "little")
             at += size
         elif wire == BYTES:
             size = varint()
             if at + size > end:
                 raise Refused("a protobuf message cut short")
-            yield number, wire, data[at:at + size]
+            yield number, wire, data[at : at + size]
             at += size
         else:
             raise Refused(f"a protobuf field of wire type {wire}")
@@ -145,7 +146,9 @@ def read_global_topology(data: bytes) -> GlobalTopology:
     nodes = []
     for number, wire, value in fields(data):
         if number != 1 or wire != BYTES:
-            raise Refused(f"a global topology holds field {number}, which is not a process's topology")
+            raise Refused(
+                f"a global topology holds field {number}, which is not a process's topology"
+            )
         nodes.append(read_local_topology(value))
     if len(nodes) > MAX_DEVICES:
         raise Refused(f"a global topology of {len(nodes)} processes")
@@ -155,6 +158,7 @@ def read_global_topology(data: bytes) -> GlobalTopology:
 def read_gloo_address(clique: tuple[int, ...], rank: int, data: bytes) -> GlooAddress:
     """gloo's rendezvous record (gloo::rendezvous's Rank): the hostname and the tcp Address, each behind its
     length (8 bytes, little-endian), then one 8-byte number per pair (one per member of the collective)."""
+
     def number(at: int) -> int:
         if at + 8 > len(data):
             raise Refused("a gloo record cut short")
@@ -168,18 +172,22 @@ def read_gloo_address(clique: tuple[int, ...], rank: int, data: bytes) -> GlooAd
         raise Refused("a gloo record whose address is not gloo's tcp address")
     pairs_at = address_at + GLOO_ADDRESS_BYTES
     if len(data) != pairs_at + 8 * len(clique):
-        raise Refused(f"a gloo record of {len(data)} bytes for a collective of {len(clique)}: it should hold "
-                      f"{pairs_at + 8 * len(clique)}")
-    host = data[8:8 + host_length]
+        raise Refused(
+            f"a gloo record of {len(data)} bytes for a collective of {len(clique)}: it should hold "
+            f"{pairs_at + 8 * len(clique)}"
+        )
+    host = data[8 : 8 + host_length]
     if not all(0x21 <= byte < 0x7F for byte in host):
         raise Refused("a gloo record's hostname is not printable")
     family = struct.unpack_from("<H", data, address_at)[0]
     port = struct.unpack_from(">H", data, address_at + 2)[0]
     if family == AF_INET:
         loopback = data[address_at + 4] == 127
-    elif family == AF_INET6:   # ::1, or 127.x as ::ffff:127.x
-        ip = data[address_at + 8:address_at + 24]
-        loopback = ip == bytes(15) + b"\x01" or (ip[:12] == bytes(10) + b"\xff\xff" and ip[12] == 127)
+    elif family == AF_INET6:  # ::1, or 127.x as ::ffff:127.x
+        ip = data[address_at + 8 : address_at + 24]
+        loopback = ip == bytes(15) + b"\x01" or (
+            ip[:12] == bytes(10) + b"\xff\xff" and ip[12] == 127
+        )
     else:
         raise Refused(f"a gloo record's address of family {family}")
     if not loopback or port == 0:

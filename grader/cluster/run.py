@@ -54,10 +54,10 @@ QUIET_SECONDS = 10.0
 # Until then the processes import jax, the grader's own start-up: 1 to 4 s here with two grading jobs on
 # two cores, far more when several gradings share them.
 STARTUP_SECONDS = 60.0
-LIMIT_SECONDS = 120.0    # the whole run, whatever it reports
+LIMIT_SECONDS = 120.0  # the whole run, whatever it reports
 OUTPUT_CHARS = 8000
-REPORT_BYTES = 4 << 20   # the largest message relayed from a run (a report holds a few small arrays)
-RUN_VARIABLE = "SHARDLAB_CLUSTER_RUN"   # in every process of a srun run: its run's folder (ClusterRun.left_behind)
+REPORT_BYTES = 4 << 20  # the largest message relayed from a run (a report holds a few small arrays)
+RUN_VARIABLE = "SHARDLAB_CLUSTER_RUN"  # in every process of a srun run: its run's folder (ClusterRun.left_behind)
 
 
 class ClusterTimeout(WorkerTimeout):
@@ -75,23 +75,31 @@ class NotJoined(ShardlabError, AssertionError):
 @dataclass(frozen=True)
 class GlooRecord:
     """gloo's rendezvous record that a process's jax wrote, as the gate read it."""
+
     process: int
-    clique: tuple[int, ...]    # the collective's devices, in rank order
+    clique: tuple[int, ...]  # the collective's devices, in rank order
     rank: int
-    port: int                  # where that process's gloo listens
+    port: int  # where that process's gloo listens
 
 
 @dataclass
 class GateSeen:
     """What the grader's gate reported (grader.cluster.gate): every registration, record and refusal."""
-    registered: dict[int, tuple[int, int]] = field(default_factory=dict)   # connection -> (process, client port)
-    global_topology: list[list[int]] | None = None   # as process 0's jax wrote it
+
+    registered: dict[int, tuple[int, int]] = field(
+        default_factory=dict
+    )  # connection -> (process, client port)
+    global_topology: list[list[int]] | None = None  # as process 0's jax wrote it
     gloo: list[GlooRecord] = field(default_factory=list)
-    refused: list[tuple[int | None, int | None, str]] = field(default_factory=list)   # (process, port, why)
+    refused: list[tuple[int | None, int | None, str]] = field(
+        default_factory=list
+    )  # (process, port, why)
 
     def refusal_of(self, process: int, ports: set[int]) -> str | None:
         """Why the gate cut off a connection of `process` (registered as it, or held by it), if it did."""
-        return next((why for who, port, why in self.refused if who == process or port in ports), None)
+        return next(
+            (why for who, port, why in self.refused if who == process or port in ports), None
+        )
 
     def gloo_ports(self, process: int) -> set[int]:
         return {r.port for r in self.gloo if r.process == process}
@@ -103,46 +111,71 @@ class GateSeen:
         for r in self.gloo:
             if owners.get(r.clique[r.rank]) == r.process:
                 ranks.setdefault(r.clique, set()).add(r.rank)
-        return [clique for clique, seen in ranks.items() if len(seen) == len(clique)
-                and {owners.get(d) for d in clique} == set(range(processes))]
+        return [
+            clique
+            for clique, seen in ranks.items()
+            if len(seen) == len(clique) and {owners.get(d) for d in clique} == set(range(processes))
+        ]
 
 
 @dataclass
 class ClusterRun:
     processes: int
     devices_per_process: int
-    steps: tuple[str, ...]                 # the driver's, the join first
-    inputs: DrawnInputs                    # the driver's draw for this run: each process got only its own part
+    steps: tuple[str, ...]  # the driver's, the join first
+    inputs: DrawnInputs  # the driver's draw for this run: each process got only its own part
     isolation: str
-    reports: dict[tuple[int, str], dict] = field(default_factory=dict)   # (process, step) -> its answer
-    started: dict[int, str] = field(default_factory=dict)   # the last step each process began
+    reports: dict[tuple[int, str], dict] = field(
+        default_factory=dict
+    )  # (process, step) -> its answer
+    started: dict[int, str] = field(default_factory=dict)  # the last step each process began
     exits: dict[int, int] = field(default_factory=dict)
-    ready: set[int] = field(default_factory=set)   # processes that imported jax (before the student's module)
+    ready: set[int] = field(
+        default_factory=set
+    )  # processes that imported jax (before the student's module)
     import_error: str | None = None
-    stopped_after: float | None = None     # seconds, when the run was killed for hanging
+    stopped_after: float | None = None  # seconds, when the run was killed for hanging
     seconds: float = 0.0
-    output: str = ""                       # what the processes printed, truncated
-    coordinator: str = ""                  # "127.0.0.1:port", as the launcher chose it
-    workdir: str = ""                      # the run's folder: each process works in a folder of its own in it
-    seen: dict[tuple[int, str, str], float] = field(default_factory=dict)   # (process, step, "started" or
+    output: str = ""  # what the processes printed, truncated
+    coordinator: str = ""  # "127.0.0.1:port", as the launcher chose it
+    workdir: str = ""  # the run's folder: each process works in a folder of its own in it
+    seen: dict[tuple[int, str, str], float] = field(
+        default_factory=dict
+    )  # (process, step, "started" or
     #                                        "done") -> when the harness received it, in seconds from the start
     # What the grader saw itself, rather than a process's word:
-    separated: bool = False                # each process had a Landlock ruleset of its own (no common file)
-    sandbox_pids: dict[int, int] = field(default_factory=dict)   # process -> its pid in the sandbox (the launcher's)
-    registered: bool = False               # the grader's coordinator saw every process register
-    published: dict[int, list[int]] = field(default_factory=dict)   # process -> the global ids of the devices its
+    separated: bool = False  # each process had a Landlock ruleset of its own (no common file)
+    sandbox_pids: dict[int, int] = field(
+        default_factory=dict
+    )  # process -> its pid in the sandbox (the launcher's)
+    registered: bool = False  # the grader's coordinator saw every process register
+    published: dict[int, list[int]] = field(
+        default_factory=dict
+    )  # process -> the global ids of the devices its
     #                                        jax published to the grader's coordinator
-    connection: dict[int, str | None] = field(default_factory=dict)   # process -> None when the harness saw it
+    connection: dict[int, str | None] = field(
+        default_factory=dict
+    )  # process -> None when the harness saw it
     #                                        hold a connection to the coordinator as its join step returned
-    sockets: dict[tuple[int, str], list[Connection]] = field(default_factory=dict)   # (process, step) -> the TCP
+    sockets: dict[tuple[int, str], list[Connection]] = field(
+        default_factory=dict
+    )  # (process, step) -> the TCP
     #                                        sockets the harness saw it hold as that step (the join, the proof) ended
     gate: GateSeen = field(default_factory=GateSeen)
-    proof_step: str | None = None          # the driver's collective of the grader's (none: nothing to prove)
-    service_error: str | None = None       # the grader's coordinator failed (the grader's fault, not the student's)
-    launcher: str = "local"                # or "srun" (grader.cluster.srun)
-    observed_joins: bool = True            # False under srun: no coordinator of the grader's, published is each
+    proof_step: str | None = (
+        None  # the driver's collective of the grader's (none: nothing to prove)
+    )
+    service_error: str | None = (
+        None  # the grader's coordinator failed (the grader's fault, not the student's)
+    )
+    launcher: str = "local"  # or "srun" (grader.cluster.srun)
+    observed_joins: bool = (
+        True  # False under srun: no coordinator of the grader's, published is each
+    )
     #                                        process's own report and not_joined() sees nothing
-    launch_error: str | None = None        # srun started no process: it failed, or waited too long (what it said)
+    launch_error: str | None = (
+        None  # srun started no process: it failed, or waited too long (what it said)
+    )
 
     @property
     def join_step(self) -> str:
@@ -168,15 +201,21 @@ class ClusterRun:
         if not self.registered:
             return f"not every process registered with {where}"
         ports = {c.local_port for c in self.sockets.get((process, self.join_step), ())}
-        if not any(task == process and port in ports for task, port in self.gate.registered.values()):
-            return (f"process {process} did not register with {where} over a connection of its own (what "
-                    f"registered as process {process} was not a connection it held)")
+        if not any(
+            task == process and port in ports for task, port in self.gate.registered.values()
+        ):
+            return (
+                f"process {process} did not register with {where} over a connection of its own (what "
+                f"registered as process {process} was not a connection it held)"
+            )
         devices = self.published.get(process)
         if devices is None:
             return f"process {process}'s jax never published its devices to {where}"
         if len(devices) != self.devices_per_process:
-            return (f"process {process}'s jax published {len(devices)} devices to {where}, "
-                    f"not {self.devices_per_process}")
+            return (
+                f"process {process}'s jax published {len(devices)} devices to {where}, "
+                f"not {self.devices_per_process}"
+            )
         return None if self.proof_step is None else self._not_together(process)
 
     def _not_together(self, process: int) -> str | None:
@@ -184,21 +223,29 @@ class ClusterRun:
         step = self.proof_step
         everyone = [self.published.get(p, []) for p in range(self.processes)]
         if self.gate.global_topology != everyone:
-            return ("process 0's jax never wrote the cluster's topology (every process's devices, in order) to "
-                    "the coordinator: the processes never formed one jax cluster")
+            return (
+                "process 0's jax never wrote the cluster's topology (every process's devices, in order) to "
+                "the coordinator: the processes never formed one jax cluster"
+            )
         if (process, step) not in self.sockets:
-            return (f"process {process}'s jax never finished the grader's own collective over every device of "
-                    f"every process, run right after {self.join_step}")
+            return (
+                f"process {process}'s jax never finished the grader's own collective over every device of "
+                f"every process, run right after {self.join_step}"
+            )
         owners = {d: p for p in range(self.processes) for d in everyone[p]}
         if not self.gate.collectives_with_all(owners, self.processes):
-            return (f"the grader's own collective over every device of every process, run right after "
-                    f"{self.join_step}, never went through jax's collectives: gloo, jax's CPU collectives, never "
-                    f"met at the coordinator for devices of every process")
+            return (
+                f"the grader's own collective over every device of every process, run right after "
+                f"{self.join_step}, never went through jax's collectives: gloo, jax's CPU collectives, never "
+                f"met at the coordinator for devices of every process"
+            )
         for other in range(self.processes):
             if other != process and not self._gloo_met(process, other):
-                return (f"process {process}'s jax held no connection with process {other}'s gloo (listening at "
-                        f"{sorted(self.gate.gloo_ports(other)) or 'no port'}) after the grader's own collective: no "
-                        f"data went between them through jax")
+                return (
+                    f"process {process}'s jax held no connection with process {other}'s gloo (listening at "
+                    f"{sorted(self.gate.gloo_ports(other)) or 'no port'}) after the grader's own collective: no "
+                    f"data went between them through jax"
+                )
         return None
 
     def _gloo_met(self, process: int, other: int) -> bool:
@@ -209,8 +256,11 @@ class ClusterRun:
         for one, two in ((process, other), (other, process)):
             ours, theirs = self.gate.gloo_ports(one), self.gate.gloo_ports(two)
             held = {c.local_port for c in self.sockets.get((two, step), ())}
-            if any(c.established and (c.remote_port in theirs or (c.local_port in ours and c.remote_port in held))
-                   for c in self.sockets.get((one, step), ())):
+            if any(
+                c.established
+                and (c.remote_port in theirs or (c.local_port in ours and c.remote_port in held))
+                for c in self.sockets.get((one, step), ())
+            ):
                 return True
         return False
 
@@ -218,7 +268,9 @@ class ClusterRun:
         """What `step` returned in `process`; raises what it raised, or why it never finished, or
         NotJoined when the grader did not see the process join the others (nothing it returns counts then)."""
         if step not in self.steps:
-            raise ValueError(f"{step!r} is not a step of this run's driver: {', '.join(self.steps)}")
+            raise ValueError(
+                f"{step!r} is not a step of this run's driver: {', '.join(self.steps)}"
+            )
         if self.import_error is not None:
             raise ImplementationImportError(self.import_error)
         report = self.reports.get((process, step))
@@ -226,15 +278,21 @@ class ClusterRun:
             raise remote_exception(report["error"])
         reason = self.not_joined(process) if report is not None else None
         if self.service_error is not None and (report is None or reason is not None):
-            raise ClusterCrashed(f"the grader's coordinator failed, so the run could not be observed: "
-                                 f"{self.service_error}")
+            raise ClusterCrashed(
+                f"the grader's coordinator failed, so the run could not be observed: "
+                f"{self.service_error}"
+            )
         if report is None and self.launch_error is not None:
-            raise (ClusterCrashed if self.stopped_after is None else ClusterTimeout)(self.launch_error)
+            raise (ClusterCrashed if self.stopped_after is None else ClusterTimeout)(
+                self.launch_error
+            )
         if report is None:
             raise self._unfinished(process, step)
         if reason is not None:
-            raise NotJoined(f"{reason}: the grader did not see process {process} join the others, so nothing it "
-                            f"reports counts ({self.join_step} must join them with jax.distributed.initialize)")
+            raise NotJoined(
+                f"{reason}: the grader did not see process {process} join the others, so nothing it "
+                f"reports counts ({self.join_step} must join them with jax.distributed.initialize)"
+            )
         return report["ok"]
 
     def left_behind(self) -> tuple[list[psutil.Process], list]:
@@ -242,17 +300,27 @@ class ClusterRun:
         the sockets open on its coordinator's port. Both empty once run_cluster has returned."""
         inside = self.workdir + os.sep
 
-        def of_run(info: dict) -> bool:   # under srun, the tasks are told their run (they work elsewhere)
+        def of_run(
+            info: dict,
+        ) -> bool:  # under srun, the tasks are told their run (they work elsewhere)
             if self.launcher == "srun":
                 return (info["environ"] or {}).get(RUN_VARIABLE) == self.workdir
             return info["cwd"] == self.workdir or (info["cwd"] or "").startswith(inside)
 
         attributes = ["cmdline", "environ" if self.launcher == "srun" else "cwd"]
-        processes = [p for p in psutil.process_iter(attributes) if of_run(p.info)
-                     and any("grader.cluster." in part for part in p.info["cmdline"] or ())]
+        processes = [
+            p
+            for p in psutil.process_iter(attributes)
+            if of_run(p.info) and any("grader.cluster." in part for part in p.info["cmdline"] or ())
+        ]
         port = int(self.coordinator.rsplit(":", 1)[1]) if self.coordinator else None
-        sockets = [c for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port
-                   and c.status in (psutil.CONN_LISTEN, psutil.CONN_ESTABLISHED)]
+        sockets = [
+            c
+            for c in psutil.net_connections("tcp")
+            if c.laddr
+            and c.laddr.port == port
+            and c.status in (psutil.CONN_LISTEN, psutil.CONN_ESTABLISHED)
+        ]
         return processes, sockets
 
     def seconds_in(self, process: int, step: str) -> float:
@@ -261,18 +329,26 @@ class ClusterRun:
     def _unfinished(self, process: int, step: str) -> BaseException:
         join = self.reports.get((process, self.join_step))
         if step != self.join_step and join is not None and "error" in join:
-            failure = remote_exception(join["error"])   # a stub's NotImplementedError stays "not attempted"
-            failure.args = (f"process {process} never got to {step}: {self.join_step} raised "
-                            f"{type(failure).__name__}: {failure}",)
+            failure = remote_exception(
+                join["error"]
+            )  # a stub's NotImplementedError stays "not attempted"
+            failure.args = (
+                f"process {process} never got to {step}: {self.join_step} raised "
+                f"{type(failure).__name__}: {failure}",
+            )
             return failure
         where = self.started.get(process)
         code = self.exits.get(process)
         if code not in (None, 0):
-            return ClusterCrashed(f"process {process} ended during {where or 'start-up'}(), before {step}() "
-                                  f"finished: {describe_death(code)}")
+            return ClusterCrashed(
+                f"process {process} ended during {where or 'start-up'}(), before {step}() "
+                f"finished: {describe_death(code)}"
+            )
         if self.stopped_after is not None:
             return ClusterTimeout(
                 f"the run of {self.processes} processes was stopped after {self.stopped_after:.0f} s: process "
-                f"{process} " + (f"was still in {where}()" if where else "had not started yet")
-                + f" and never finished {step}() (a collective that not every process calls waits forever)")
+                f"{process} "
+                + (f"was still in {where}()" if where else "had not started yet")
+                + f" and never finished {step}() (a collective that not every process calls waits forever)"
+            )
         return ClusterCrashed(f"process {process} ended without reporting {step}()")

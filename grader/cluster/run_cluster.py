@@ -19,10 +19,19 @@ from grader.course.implementations import NotAttempted
 from grader.sandbox import confinement
 
 
-def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, devices_per_process: int = 4,
-                isolation: confinement.Isolation | None = None, quiet_seconds: float = QUIET_SECONDS,
-                limit_seconds: float = LIMIT_SECONDS, scratch: Path | None = None,
-                launcher: str = "local", limits: confinement.WorkerLimits | None = None) -> ClusterRun:
+def run_cluster(
+    driver: Driver,
+    module_path: Path,
+    *,
+    processes: int = 2,
+    devices_per_process: int = 4,
+    isolation: confinement.Isolation | None = None,
+    quiet_seconds: float = QUIET_SECONDS,
+    limit_seconds: float = LIMIT_SECONDS,
+    scratch: Path | None = None,
+    launcher: str = "local",
+    limits: confinement.WorkerLimits | None = None,
+) -> ClusterRun:
     """Run the student's module in `processes` processes, each running `driver` (a course's driver, never a
     submission's), and collect what each reports. isolation None: a plain process tree of its own (a
     student's `shardlab check`). launcher "srun": one srun step's tasks (grader.cluster.srun), never
@@ -37,7 +46,14 @@ def run_cluster(driver: Driver, module_path: Path, *, processes: int = 2, device
     level = isolation or confinement.Isolation.PROCESS
     # Unseeded: no process can know another's inputs in advance.
     inputs = driver.draw(np.random.default_rng(), processes, devices_per_process)
-    run = ClusterRun(processes, devices_per_process, driver.steps, inputs, level.value, proof_step=driver.proof_step)
+    run = ClusterRun(
+        processes,
+        devices_per_process,
+        driver.steps,
+        inputs,
+        level.value,
+        proof_step=driver.proof_step,
+    )
     run.workdir = tempfile.mkdtemp(prefix="cluster-", dir=scratch)
     if launcher == "srun":
         run.launcher, run.observed_joins, run.separated = "srun", False, False

@@ -60,19 +60,20 @@ from grader.worker import codec, framing, protocol_errors
 NOT_WITH_ISOLATION = (
     "--launcher srun cannot grade: under srun there is no coordinator of the grader's to see each process "
     "join and no sandbox around the processes, and those are what make a grading verdict trustworthy. Use it "
-    "with `shardlab check` or a plain pytest run, not with --isolate")
+    "with `shardlab check` or a plain pytest run, not with --isolate"
+)
 TOKEN_VARIABLE = "SHARDLAB_CLUSTER_TOKEN"
 # One CPU per task, several tasks per CPU allowed: the processes' devices are XLA host devices (threads)
 # doing a few tiny collectives, and the hidden configuration's 4 tasks must fit a small allocation.
 CPUS_PER_TASK = 1
-HELLO_BYTES = 4096                # a task's first message: who it is
-TASK_BYTES = 16 << 20             # the task the harness sends: the driver's source and this process's inputs
-CONNECT_SECONDS = 60.0            # how long a task tries to reach the harness
-SETTLE_SECONDS = 3.0              # once the tasks on this host are killed, how long srun may take to end
-SCANCEL_SECONDS = 20.0            # how long scancel may take
-STOP_SECONDS = 15.0               # then how long srun may take to end once its tasks are killed
-DRAIN_SECONDS = 2.0               # once srun has ended, how long the last reports may take to be read
-OUTPUT_LINES = 20                 # srun's own last lines, in the message of a run it could not start
+HELLO_BYTES = 4096  # a task's first message: who it is
+TASK_BYTES = 16 << 20  # the task the harness sends: the driver's source and this process's inputs
+CONNECT_SECONDS = 60.0  # how long a task tries to reach the harness
+SETTLE_SECONDS = 3.0  # once the tasks on this host are killed, how long srun may take to end
+SCANCEL_SECONDS = 20.0  # how long scancel may take
+STOP_SECONDS = 15.0  # then how long srun may take to end once its tasks are killed
+DRAIN_SECONDS = 2.0  # once srun has ended, how long the last reports may take to be read
+OUTPUT_LINES = 20  # srun's own last lines, in the message of a run it could not start
 
 
 class LauncherRefused(ShardlabError, ValueError):
@@ -83,20 +84,43 @@ class SrunMissing(ShardlabError, FileNotFoundError):
     """No srun on the PATH."""
 
 
-def srun_command(run: ClusterRun, module_path: Path, address: str, limit_seconds: float) -> list[str]:
+def srun_command(
+    run: ClusterRun, module_path: Path, address: str, limit_seconds: float
+) -> list[str]:
     """One step of `run.processes` tasks; outside an allocation, a job of its own that outlives the
     harness by a minute at most."""
-    own_job = [] if "SLURM_JOB_ID" in os.environ else [f"--time={math.ceil(limit_seconds / 60) + 1}",
-                                                        "--job-name=shardlab-cluster"]
-    return ["srun", f"--ntasks={run.processes}", f"--cpus-per-task={CPUS_PER_TASK}", "--overcommit",
-            "--kill-on-bad-exit=1", "--label", "--export=ALL", *own_job,
-            sys.executable, "-B", "-m", "grader.cluster.srun", address, str(module_path)]
+    own_job = (
+        []
+        if "SLURM_JOB_ID" in os.environ
+        else [f"--time={math.ceil(limit_seconds / 60) + 1}", "--job-name=shardlab-cluster"]
+    )
+    return [
+        "srun",
+        f"--ntasks={run.processes}",
+        f"--cpus-per-task={CPUS_PER_TASK}",
+        "--overcommit",
+        "--kill-on-bad-exit=1",
+        "--label",
+        "--export=ALL",
+        *own_job,
+        sys.executable,
+        "-B",
+        "-m",
+        "grader.cluster.srun",
+        address,
+        str(module_path),
+    ]
 
 
 def srun_environment(run: ClusterRun, token: str) -> dict[str, str]:
     """The harness's environment (srun exports it to every task) with each task's host devices forced."""
-    return {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={run.devices_per_process}",
-            "JAX_PLATFORMS": "cpu", TOKEN_VARIABLE: token, RUN_VARIABLE: run.workdir}
+    return {
+        **os.environ,
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={run.devices_per_process}",
+        "JAX_PLATFORMS": "cpu",
+        TOKEN_VARIABLE: token,
+        RUN_VARIABLE: run.workdir,
+    }
 
 
 def task_exits(output: str, processes: int) -> dict[int, int]:
@@ -104,25 +128,31 @@ def task_exits(output: str, processes: int) -> dict[int, int]:
     Killed"): its exit status, or minus the signal that ended it."""
     signals = {signal.strsignal(s): -int(s) for s in signal.Signals if signal.strsignal(s)}
     exits = {}
-    for tasks, how in re.findall(r"^srun: error: \S+: tasks? ([\d,-]+): (.+?)\s*$", output, re.MULTILINE):
+    for tasks, how in re.findall(
+        r"^srun: error: \S+: tasks? ([\d,-]+): (.+?)\s*$", output, re.MULTILINE
+    ):
         code = re.fullmatch(r"Exited with exit code (\d+)", how)
         status = int(code[1]) if code else signals.get(how)
         for part in tasks.split(","):
             first, _, last = part.partition("-")
             if status is not None and first.isdigit() and (last or first).isdigit():
-                exits.update({i: status for i in range(int(first), int(last or first) + 1) if i < processes})
+                exits.update(
+                    {i: status for i in range(int(first), int(last or first) + 1) if i < processes}
+                )
     return exits
 
 
 @dataclass(frozen=True)
 class Done:
     """The task has finished, or gone."""
+
     process: int
 
 
 @dataclass(frozen=True)
 class Closed:
     """The task's connection has closed."""
+
     process: int
 
 
@@ -141,15 +171,18 @@ class Connections:
         self.lock = threading.Lock()
         self.sockets: dict[int, socket.socket] = {}
         self.threads: list[threading.Thread] = []
-        self.listener = (socket.create_server(("", 0), family=socket.AF_INET6, dualstack_ipv6=True)
-                         if socket.has_dualstack_ipv6() else socket.create_server(("", 0)))
+        self.listener = (
+            socket.create_server(("", 0), family=socket.AF_INET6, dualstack_ipv6=True)
+            if socket.has_dualstack_ipv6()
+            else socket.create_server(("", 0))
+        )
         self.port = self.listener.getsockname()[1]
 
     def accept(self) -> None:
         while True:
             try:
                 connection, _ = self.listener.accept()
-            except OSError:   # the listener is closed: the run is over
+            except OSError:  # the listener is closed: the run is over
                 return
             thread = threading.Thread(target=self._serve, args=(connection,), daemon=True)
             with self.lock:
@@ -157,17 +190,24 @@ class Connections:
             thread.start()
 
     def _task(self, process: int) -> Task:
-        return Task(process, self.run.processes, self.run.devices_per_process, None,
-                    codec.encode(self.run.inputs.for_process(process)),
-                    DriverSource(self.driver.source, f"<driver {self.driver.path.name}>"))
+        return Task(
+            process,
+            self.run.processes,
+            self.run.devices_per_process,
+            None,
+            codec.encode(self.run.inputs.for_process(process)),
+            DriverSource(self.driver.source, f"<driver {self.driver.path.name}>"),
+        )
 
     def _serve(self, connection: socket.socket) -> None:
         fd = connection.fileno()
         try:
             hello = messages.receive(fd, Hello, HELLO_BYTES)
             process = hello.process
-            if not (hmac.compare_digest(hello.token.encode(), self.token.encode())
-                    and 0 <= process < self.run.processes):
+            if not (
+                hmac.compare_digest(hello.token.encode(), self.token.encode())
+                and 0 <= process < self.run.processes
+            ):
                 raise protocol_errors.ProtocolError("not a task of this run")
             with self.lock:
                 if process in self.sockets:
@@ -185,7 +225,7 @@ class Connections:
             pass
         self.events.put(Done(process))
         try:
-            while os.read(fd, 1 << 16):   # after "finished" nothing more is read
+            while os.read(fd, 1 << 16):  # after "finished" nothing more is read
                 pass
         except OSError:
             pass
@@ -238,12 +278,17 @@ def _stop(srun: subprocess.Popen, step: str | None, here: list[int], workdir: st
     is left of srun's process group."""
     _kill_here(here, workdir)
     try:
-        srun.wait(timeout=SETTLE_SECONDS)   # every task was here: srun ends at once
+        srun.wait(timeout=SETTLE_SECONDS)  # every task was here: srun ends at once
     except subprocess.TimeoutExpired:
         if step is not None:
             try:
-                subprocess.run(["scancel", "--signal=KILL", "--quiet", step], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=SCANCEL_SECONDS)
+                subprocess.run(
+                    ["scancel", "--signal=KILL", "--quiet", step],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=SCANCEL_SECONDS,
+                )
             except (OSError, subprocess.TimeoutExpired):
                 pass
             try:
@@ -268,27 +313,36 @@ class SrunLaunch(Launch):
 
     def __init__(self, run: ClusterRun, driver: Driver, module_path: Path, limit_seconds: float):
         if shutil.which("srun") is None:
-            raise SrunMissing("--launcher srun needs Slurm's srun on the PATH (run it on a cluster's login node, "
-                              "or inside an allocation)")
+            raise SrunMissing(
+                "--launcher srun needs Slurm's srun on the PATH (run it on a cluster's login node, "
+                "or inside an allocation)"
+            )
         super().__init__(run)
         self.module_path, self.limit_seconds = module_path, limit_seconds
         self.token = secrets.token_hex(16)
         self.connections = Connections(run, driver, self.token, self.events)
         threading.Thread(target=self.connections.accept, daemon=True).start()
-        self.step: str | None = None    # "JOB.STEP", as the tasks said
+        self.step: str | None = None  # "JOB.STEP", as the tasks said
         self.done: set[int] = set()
-        self.code: int | None = None    # srun's exit status, once it has ended
-        self.said = ""                  # srun's word before the harness stops it
-        self.here: list[int] = []       # the pids of the tasks on this host
+        self.code: int | None = None  # srun's exit status, once it has ended
+        self.said = ""  # srun's word before the harness stops it
+        self.here: list[int] = []  # the pids of the tasks on this host
         self.greeted: set[int] = set()  # the processes that reached the harness
 
     def start(self, output: BinaryIO) -> None:
         self.output_name = output.name
         address = f"{socket.gethostname()}:{self.connections.port}"
-        self.srun = subprocess.Popen(srun_command(self.run, self.module_path, address, self.limit_seconds),
-                                     stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                     env=srun_environment(self.run, self.token), start_new_session=True)
-        threading.Thread(target=lambda: self.events.put(SrunEnded(self.srun.wait())), daemon=True).start()
+        self.srun = subprocess.Popen(
+            srun_command(self.run, self.module_path, address, self.limit_seconds),
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=srun_environment(self.run, self.token),
+            start_new_session=True,
+        )
+        threading.Thread(
+            target=lambda: self.events.put(SrunEnded(self.srun.wait())), daemon=True
+        ).start()
 
     def handle(self, event, answered: str | None) -> bool:
         if isinstance(event, SrunEnded):
@@ -309,7 +363,7 @@ class SrunLaunch(Launch):
     def ended(self) -> bool:
         if self.code is None:
             return False
-        self.connections.join(DRAIN_SECONDS)   # the tasks are gone: their last reports are read
+        self.connections.join(DRAIN_SECONDS)  # the tasks are gone: their last reports are read
         return True
 
     def stop(self) -> None:
@@ -320,12 +374,22 @@ class SrunLaunch(Launch):
 
     def concluded(self) -> None:
         run, said = self.run, self.said
-        run.exits.update(task_exits(said, run.processes))   # how tasks ended, not by the harness's hand
-        if not self.greeted and (self.code is None or self.code != 0):   # srun failed, or still waited
+        run.exits.update(
+            task_exits(said, run.processes)
+        )  # how tasks ended, not by the harness's hand
+        if not self.greeted and (
+            self.code is None or self.code != 0
+        ):  # srun failed, or still waited
             lines = [line for line in said.splitlines() if line.startswith("srun:")][-OUTPUT_LINES:]
-            run.launch_error = ((f"srun ended ({self.code}) before any process started" if self.code is not None
-                                 else f"srun had started no process after {run.stopped_after:.0f} s and was stopped")
-                                + ": " + ("\n".join(lines) or "it said nothing"))
+            run.launch_error = (
+                (
+                    f"srun ended ({self.code}) before any process started"
+                    if self.code is not None
+                    else f"srun had started no process after {run.stopped_after:.0f} s and was stopped"
+                )
+                + ": "
+                + ("\n".join(lines) or "it said nothing")
+            )
 
 
 # ---- in each task ------------------------------------------------------------------------------------
@@ -336,13 +400,23 @@ def main(argv: list[str]) -> int:
 
     host, _, port = argv[0].rpartition(":")
     module_path = Path(argv[1])
-    host = os.environ.get("SLURM_SRUN_COMM_HOST") or host   # srun's own address, as the nodes reach it
+    host = (
+        os.environ.get("SLURM_SRUN_COMM_HOST") or host
+    )  # srun's own address, as the nodes reach it
     connection = socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS)
     connection.settimeout(None)
     fd = connection.fileno()
-    messages.send(fd, Hello(os.environ.pop(TOKEN_VARIABLE, ""), int(os.environ["SLURM_PROCID"]),
-                            os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID"), socket.gethostname(),
-                            os.getpid()))
+    messages.send(
+        fd,
+        Hello(
+            os.environ.pop(TOKEN_VARIABLE, ""),
+            int(os.environ["SLURM_PROCID"]),
+            os.environ.get("SLURM_JOB_ID"),
+            os.environ.get("SLURM_STEP_ID"),
+            socket.gethostname(),
+            os.getpid(),
+        ),
+    )
     import jax  # noqa: F401  (its devices forced by the environment srun gave this task)
 
     task = messages.receive(fd, Task, TASK_BYTES)

@@ -26,7 +26,7 @@ def stubs_command(args) -> int:
         for problem in findings.problems:
             print(problem)
         return 0 if findings.ok else 1
-    changed = stubs.write_stubs()   # main refuses it in a handout, which has no solutions/
+    changed = stubs.write_stubs()  # main refuses it in a handout, which has no solutions/
     for path in changed:
         print(f"wrote {path.relative_to(paths.REPO_ROOT)}")
     if not changed:
@@ -38,7 +38,12 @@ def release_command(args) -> int:
     from grader.platforms.handout import build_handout
 
     try:
-        out = build_handout(args.out, course_name=args.course_name, force=args.force, course=course_file(args.course))
+        out = build_handout(
+            args.out,
+            course_name=args.course_name,
+            force=args.force,
+            course=course_file(args.course),
+        )
     except ShardlabError as exc:
         print(f"shardlab release: {exc}", file=sys.stderr)
         return 1
@@ -63,8 +68,13 @@ def nbgrader_build_command(args) -> int:
     from grader.platforms.nbgrader_course import build_course, parse_groups
 
     try:
-        written = build_course(args.course_dir, groups=parse_groups(args.group), exercises=args.exercise,
-                               course_id=args.course_id, course=course_file(args.course))
+        written = build_course(
+            args.course_dir,
+            groups=parse_groups(args.group),
+            exercises=args.exercise,
+            course_id=args.course_id,
+            course=course_file(args.course),
+        )
     except (ValueError, catalog.UnknownExercise, GradingError) as exc:
         print(f"shardlab nbgrader build: {exc}", file=sys.stderr)
         return 2

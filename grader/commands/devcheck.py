@@ -19,8 +19,11 @@ TEST_FILES = ("test_visible.py", "test_hidden.py")
 RULES_TABLE = paths.REPO_ROOT / "docs" / "rules.md"
 # The kinds whose checks record a fact on the test's result (grader.core.results): a test recording one
 # must declare it, and a test declaring one records it.
-FACTS = {Rule.LAYOUTS: lambda r: bool(r.layouts), Rule.COLLECTIVES: lambda r: bool(r.collectives),
-         Rule.SPEEDUP: lambda r: r.speedup is not None}
+FACTS = {
+    Rule.LAYOUTS: lambda r: bool(r.layouts),
+    Rule.COLLECTIVES: lambda r: bool(r.collectives),
+    Rule.SPEEDUP: lambda r: r.speedup is not None,
+}
 
 
 @dataclass
@@ -34,7 +37,11 @@ class Findings:
 
 
 def _shown(path) -> str:
-    return str(path.relative_to(paths.REPO_ROOT)) if path.is_relative_to(paths.REPO_ROOT) else str(path)
+    return (
+        str(path.relative_to(paths.REPO_ROOT))
+        if path.is_relative_to(paths.REPO_ROOT)
+        else str(path)
+    )
 
 
 def check_layout(findings: Findings) -> None:
@@ -44,12 +51,16 @@ def check_layout(findings: Findings) -> None:
         for path in sorted(tree.glob("ex*.py")):
             if path.name not in known:
                 findings.problems.append(f"{_shown(path)} is not in the catalog")
-    for path in sorted(p for p in paths.EXERCISE_TESTS_DIR.iterdir() if p.is_dir() and p.name.startswith("ex")):
+    for path in sorted(
+        p for p in paths.EXERCISE_TESTS_DIR.iterdir() if p.is_dir() and p.name.startswith("ex")
+    ):
         if path.name + ".py" not in known:
             findings.problems.append(f"{_shown(path)}/ has no catalog exercise")
     for exercise in catalog.EXERCISES:
         if not exercise.solution_path().is_file():
-            findings.problems.append(f"{exercise.id}: no reference solutions/{exercise.module_file}")
+            findings.problems.append(
+                f"{exercise.id}: no reference solutions/{exercise.module_file}"
+            )
         for name in TEST_FILES:
             if not (exercise.tests_dir() / name).is_file():
                 findings.problems.append(f"{exercise.id}: no tests/exercises/{exercise.id}/{name}")
@@ -66,12 +77,16 @@ def check_stubs_current(findings: Findings) -> None:
         if not path.exists():
             findings.problems.append(f"{where} is missing: run `shardlab stubs`")
         elif path.read_text() != text:
-            findings.problems.append(f"{where} differs from what solutions/ generates: run `shardlab stubs`")
+            findings.problems.append(
+                f"{where} differs from what solutions/ generates: run `shardlab stubs`"
+            )
 
 
 def _graded_kinds(tests: list[TestMeta], hidden: bool) -> set[Rule]:
     """The kinds of rule the (hidden or visible) tests that carry points grade."""
-    return {rule for test in tests if test.hidden == hidden and test.weight > 0 for rule in test.rules}
+    return {
+        rule for test in tests if test.hidden == hidden and test.weight > 0 for rule in test.rules
+    }
 
 
 def check_rules_sampled(findings: Findings, tests: list[TestMeta]) -> None:
@@ -81,30 +96,50 @@ def check_rules_sampled(findings: Findings, tests: list[TestMeta]) -> None:
         mine = [t for t in tests if t.exercise == exercise.id]
         weight = math.fsum(t.weight for t in mine)
         if mine and not math.isclose(weight, exercise.points, abs_tol=1e-9):
-            findings.problems.append(f"{exercise.id}: its tests weigh {weight:g} points, the catalog gives it "
-                                     f"{exercise.points}: a test's points are its weight")
+            findings.problems.append(
+                f"{exercise.id}: its tests weigh {weight:g} points, the catalog gives it "
+                f"{exercise.points}: a test's points are its weight"
+            )
         for function in dict.fromkeys(function_id(t.nodeid) for t in mine if not t.rules):
-            findings.problems.append(f"{function} declares no kind of rule: mark it "
-                                     f"@pytest.mark.rules(...) with some of {', '.join(Rule)}")
+            findings.problems.append(
+                f"{function} declares no kind of rule: mark it "
+                f"@pytest.mark.rules(...) with some of {', '.join(Rule)}"
+            )
         for rule in sorted(_graded_kinds(mine, True) - _graded_kinds(mine, False)):
-            findings.problems.append(f"{exercise.id}: its hidden tests grade {rule} ({DESCRIPTIONS[rule]}) but no "
-                                     "visible test with points samples it: a student would learn the rule from "
-                                     "the grade")
+            findings.problems.append(
+                f"{exercise.id}: its hidden tests grade {rule} ({DESCRIPTIONS[rule]}) but no "
+                "visible test with points samples it: a student would learn the rule from "
+                "the grade"
+            )
 
 
 def rules_table(tests: list[TestMeta]) -> str:
     """docs/rules.md: per exercise, its points, what its visible tests carry, and the kinds of rule graded
     (x: by visible and hidden tests; v: by visible tests only)."""
     kinds = [rule for rule in Rule if any(rule in t.rules for t in tests)]
-    lines = ["| exercise | points | visible | " + " | ".join(kinds) + " |",
-             "| --- | ---: | ---: |" + " :---: |" * len(kinds)]
+    lines = [
+        "| exercise | points | visible | " + " | ".join(kinds) + " |",
+        "| --- | ---: | ---: |" + " :---: |" * len(kinds),
+    ]
     for exercise in catalog.EXERCISES:
         mine = [t for t in tests if t.exercise == exercise.id]
         hidden, visible = _graded_kinds(mine, True), _graded_kinds(mine, False)
         visible_points = math.fsum(t.weight for t in mine if not t.hidden)
-        marks = ["x" if rule in hidden and rule in visible else "v" if rule in visible else
-                 "HIDDEN ONLY" if rule in hidden else "" for rule in kinds]
-        lines.append(f"| {exercise.id} | {exercise.points} | {visible_points:g} | " + " | ".join(marks) + " |")
+        marks = [
+            "x"
+            if rule in hidden and rule in visible
+            else "v"
+            if rule in visible
+            else "HIDDEN ONLY"
+            if rule in hidden
+            else ""
+            for rule in kinds
+        ]
+        lines.append(
+            f"| {exercise.id} | {exercise.points} | {visible_points:g} | "
+            + " | ".join(marks)
+            + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -113,8 +148,10 @@ def check_rules_table(findings: Findings, tests: list[TestMeta]) -> None:
     table = rules_table(tests)
     text = RULES_TABLE.read_text() if RULES_TABLE.is_file() else ""
     if table not in text:
-        findings.problems.append(f"{_shown(RULES_TABLE)} does not hold the table of rule kinds the tests declare; "
-                                 f"it is now:\n{table}")
+        findings.problems.append(
+            f"{_shown(RULES_TABLE)} does not hold the table of rule kinds the tests declare; "
+            f"it is now:\n{table}"
+        )
 
 
 def check_facts_declared(findings: Findings, results: list[TestResult]) -> None:
@@ -124,22 +161,28 @@ def check_facts_declared(findings: Findings, results: list[TestResult]) -> None:
             continue
         for rule, recorded in FACTS.items():
             if recorded(result) and rule not in result.rules:
-                findings.problems.append(f"{result.nodeid} records {rule} facts but does not declare {rule!s}")
+                findings.problems.append(
+                    f"{result.nodeid} records {rule} facts but does not declare {rule!s}"
+                )
             elif rule in result.rules and not recorded(result):
-                findings.problems.append(f"{result.nodeid} declares {rule!s} but records no {rule} fact on the "
-                                         "reference")
+                findings.problems.append(
+                    f"{result.nodeid} declares {rule!s} but records no {rule} fact on the reference"
+                )
 
 
 def check_reference_passes(findings: Findings) -> None:
     run = run_tests("reference")
     for result in run.results:
         if result.category != Category.PASSED:
-            findings.problems.append(f"reference {result.category}: {result.nodeid}\n    "
-                                     + result.message.replace("\n", "\n    "))
+            findings.problems.append(
+                f"reference {result.category}: {result.nodeid}\n    "
+                + result.message.replace("\n", "\n    ")
+            )
     _check_split(findings, run.results)
     check_facts_declared(findings, run.results)
-    findings.notes.append(f"reference: {sum(r.passed for r in run.results)} of "
-                          f"{len(run.results)} tests passed")
+    findings.notes.append(
+        f"reference: {sum(r.passed for r in run.results)} of {len(run.results)} tests passed"
+    )
 
 
 def check_stubs_not_attempted(findings: Findings) -> None:
@@ -150,9 +193,12 @@ def check_stubs_not_attempted(findings: Findings) -> None:
         if result.category != Category.NOT_ATTEMPTED or tag not in result.message:
             findings.problems.append(
                 f"stub gives {result.category!r} (expected 'not attempted' naming {tag}): "
-                f"{result.nodeid}: {result.message[:300]}")
-    findings.notes.append(f"stubs: {sum(r.category == Category.NOT_ATTEMPTED for r in run.results)} of "
-                          f"{len(run.results)} tests not attempted")
+                f"{result.nodeid}: {result.message[:300]}"
+            )
+    findings.notes.append(
+        f"stubs: {sum(r.category == Category.NOT_ATTEMPTED for r in run.results)} of "
+        f"{len(run.results)} tests not attempted"
+    )
 
 
 def _check_split(findings: Findings, results: list[TestResult]) -> None:
@@ -190,7 +236,9 @@ def dev_check(*, run_tests_too: bool = True) -> Findings:
 def report(findings: Findings) -> str:
     lines = [f"  {note}" for note in findings.notes]
     lines += [f"  PROBLEM {p}" for p in findings.problems]
-    lines.append("dev-check: OK" if findings.ok else f"dev-check: {len(findings.problems)} problem(s)")
+    lines.append(
+        "dev-check: OK" if findings.ok else f"dev-check: {len(findings.problems)} problem(s)"
+    )
     return "\n".join(lines)
 
 

@@ -16,14 +16,18 @@ def options_for(args, command: str) -> GradingOptions:
     from grader.course.devices import cores
 
     options = GradingOptions.from_args(args, command)
-    return dataclasses.replace(options, parallel=options.parallel or max(1, min(cores(), MAX_PARALLEL)))
+    return dataclasses.replace(
+        options, parallel=options.parallel or max(1, min(cores(), MAX_PARALLEL))
+    )
 
 
 def compile_cache_for(options: GradingOptions, default: Path | None = None):
     from grader.grading.compile_cache import CompileCache, default_folder
 
     folder = options.cache or default or default_folder()
-    return CompileCache(None if options.no_compile_cache else folder, max_bytes=options.cache_max_bytes), folder
+    return CompileCache(
+        None if options.no_compile_cache else folder, max_bytes=options.cache_max_bytes
+    ), folder
 
 
 def course_and_options(options: GradingOptions, submission: Path | None = None):
@@ -33,12 +37,21 @@ def course_and_options(options: GradingOptions, submission: Path | None = None):
     from grader.course import term
 
     found = options.course or term.find()
-    if found is not None and submission is not None and options.course is None \
-            and Path(found).resolve().is_relative_to(Path(submission).resolve()):
-        print(f"shardlab: {found} is inside the submission: not the course file (give --course)", file=sys.stderr)
+    if (
+        found is not None
+        and submission is not None
+        and options.course is None
+        and Path(found).resolve().is_relative_to(Path(submission).resolve())
+    ):
+        print(
+            f"shardlab: {found} is inside the submission: not the course file (give --course)",
+            file=sys.stderr,
+        )
         found = None
     course = term.load(found) if found is not None else term.default_course()
-    return course, options.with_course({"timing": course.timing, "hidden_visibility": course.hidden_visibility})
+    return course, options.with_course(
+        {"timing": course.timing, "hidden_visibility": course.hidden_visibility}
+    )
 
 
 def submission_time(args, course):
@@ -54,14 +67,20 @@ def submission_time(args, course):
             meta = gradescope.read_metadata(args.submission_metadata)
         except gradescope.SubmissionMetadataError as exc:
             # The platform's file, not the student's work: graded without a time (no late penalty), and said.
-            print(f"shardlab grade: {exc}: graded without a submission time, so without a late penalty",
-                  file=sys.stderr)
+            print(
+                f"shardlab grade: {exc}: graded without a submission time, so without a late penalty",
+                file=sys.stderr,
+            )
         else:
             course = gradescope.course_with_platform_dates(course, meta)
-            submitted = lateness.SubmissionTime(meta.submitted_at, "Gradescope's submission_metadata.json")
+            submitted = lateness.SubmissionTime(
+                meta.submitted_at, "Gradescope's submission_metadata.json"
+            )
             student = args.student or gradescope.course_student(course, meta) or student
     if args.submitted_at:
-        submitted = lateness.SubmissionTime(lateness.moment(args.submitted_at, "--submitted-at"), "--submitted-at")
+        submitted = lateness.SubmissionTime(
+            lateness.moment(args.submitted_at, "--submitted-at"), "--submitted-at"
+        )
     return submitted or lateness.from_git(Path(args.submission)), course, student
 
 
@@ -84,8 +103,13 @@ def grade_command(args) -> int:
         return 2
     cache, folder = compile_cache_for(options)
     try:
-        results = grade_submission(args.submission, options, cache=cache, course=course,
-                                   time_limits=time_limits.load(folder, options.test_timeout))
+        results = grade_submission(
+            args.submission,
+            options,
+            cache=cache,
+            course=course,
+            time_limits=time_limits.load(folder, options.test_timeout),
+        )
     except (SubmissionError, GradingError, catalog.UnknownExercise) as exc:
         print(f"shardlab grade: {exc}", file=sys.stderr)
         return 2
@@ -96,7 +120,9 @@ def grade_command(args) -> int:
     if earlier is not None:
         results = regrade.merge(earlier, results, partial=bool(options.exercises))
     mine = standing(results, adjusted, student)
-    written = write_all(results, args.out, hidden_visibility=options.hidden_visibility, standing=mine)
+    written = write_all(
+        results, args.out, hidden_visibility=options.hidden_visibility, standing=mine
+    )
     if args.gradebook:
         from grader.reports.gradebook import record_in_gradebook
 
@@ -108,7 +134,9 @@ def grade_command(args) -> int:
         print_summary(results, standing=mine)
         print("wrote " + ", ".join(str(path) for path in written.values()))
     if args.fail_under is not None and results.score < args.fail_under:
-        print(f"score {results.score:.2f} is below --fail-under {args.fail_under:g}", file=sys.stderr)
+        print(
+            f"score {results.score:.2f} is below --fail-under {args.fail_under:g}", file=sys.stderr
+        )
         return 1
     return 0
 
@@ -122,9 +150,13 @@ def calibrate(options: GradingOptions, ship: bool = False) -> int:
     from grader.grading.engine import GradingError
     from grader.harness import time_limits
 
-    options = options.for_command(CALIBRATE)   # from grade-batch: the whole course, whatever it grades
+    options = options.for_command(
+        CALIBRATE
+    )  # from grade-batch: the whole course, whatever it grades
     cache, folder = compile_cache_for(options)
-    print("timing the reference solutions on this machine (once per course version and machine) ...")
+    print(
+        "timing the reference solutions on this machine (once per course version and machine) ..."
+    )
     try:
         limits = calibration.calibrate(folder, options, cache=cache)
     except (time_limits.CalibrationError, GradingError) as exc:
@@ -132,7 +164,9 @@ def calibrate(options: GradingOptions, ship: bool = False) -> int:
         return 1
     print(f"{limits.source}; wrote {Path(folder) / time_limits.FILE_NAME}")
     if ship:
-        print(f"wrote {time_limits.ship(limits)}: the limits wherever this course is graded without a calibration")
+        print(
+            f"wrote {time_limits.ship(limits)}: the limits wherever this course is graded without a calibration"
+        )
     return 0
 
 
@@ -149,17 +183,25 @@ def grade_batch_command(args) -> int:
 
     try:
         # --parallel: grade_batch's cores / jobs
-        course, options = course_and_options(GradingOptions.from_args(args, GRADE_BATCH), Path(args.submissions))
-        term = class_term(course, lateness.read_times(args.submitted_at) if args.submitted_at else None)
+        course, options = course_and_options(
+            GradingOptions.from_args(args, GRADE_BATCH), Path(args.submissions)
+        )
+        term = class_term(
+            course, lateness.read_times(args.submitted_at) if args.submitted_at else None
+        )
     except ShardlabError as exc:
         print(f"shardlab grade-batch: {exc}", file=sys.stderr)
         return 2
-    if course.source is not None:   # each student's grading (a child, a Slurm task) reads the same file
+    if (
+        course.source is not None
+    ):  # each student's grading (a child, a Slurm task) reads the same file
         options = dataclasses.replace(options, course=Path(course.source.path))
     if args.slurm or args.slurm_dry_run:
         return grade_batch_on_slurm(args, options, term)
     if args.wait:
-        print("shardlab grade-batch: --wait follows a Slurm batch: give --slurm too", file=sys.stderr)
+        print(
+            "shardlab grade-batch: --wait follows a Slurm batch: give --slurm too", file=sys.stderr
+        )
         return 2
     _, folder = compile_cache_for(options, default=args.out / CACHE)
     options = dataclasses.replace(options, cache=folder)
@@ -167,30 +209,53 @@ def grade_batch_command(args) -> int:
         # Limits from the reference before the first student: this also fills the compile cache with the
         # programs every student's tests compile (the baselines and references).
         if calibrate(dataclasses.replace(options_for(args, GRADE_BATCH), cache=folder)) != 0:
-            print(f"shardlab grade-batch: grading with {time_limits.FALLBACK_SECONDS:g} s per test instead",
-                  file=sys.stderr)
+            print(
+                f"shardlab grade-batch: grading with {time_limits.FALLBACK_SECONDS:g} s per test instead",
+                file=sys.stderr,
+            )
     klass = find_submissions(Path(args.submissions))
     if klass.ignored:
-        print(f"not submissions (hidden, or neither a folder nor a .zip), ignored: "
-              f"{', '.join(printable(repr(name)) for name in klass.ignored)}")
+        print(
+            f"not submissions (hidden, or neither a folder nor a .zip), ignored: "
+            f"{', '.join(printable(repr(name)) for name in klass.ignored)}"
+        )
     with Progress(transient=False) as bar:
         task = bar.add_task("grading", total=len(klass.students))
 
         def advance(student, outcome):
             # Text, not str: a student's name is theirs, and rich would read "[link=...]" in a str as markup.
-            bar.console.print(Text(printable(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip())))
+            bar.console.print(
+                Text(printable(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip()))
+            )
             bar.advance(task)
 
-        summary = grade_batch(args.submissions, args.out, options, jobs=args.jobs, force=args.force,
-                              timeout=options.time_limit + 300, progress=advance, class_term=term)
-    published = publish_class(args.out, summary.outcomes, term, hidden_visibility=options.hidden_visibility,
-                              similarity=similarity_of(klass, course))
+        summary = grade_batch(
+            args.submissions,
+            args.out,
+            options,
+            jobs=args.jobs,
+            force=args.force,
+            timeout=options.time_limit + 300,
+            progress=advance,
+            class_term=term,
+        )
+    published = publish_class(
+        args.out,
+        summary.outcomes,
+        term,
+        hidden_visibility=options.hidden_visibility,
+        similarity=similarity_of(klass, course),
+    )
     for problem in published.problems:
         print(printable(f"adjustments: {problem}"), file=sys.stderr)
-    refused = f", {summary.count(REFUSED)} refused (their rows say why)" if summary.count(REFUSED) else ""
-    print(f"{summary.count('graded')} graded, {summary.count('skipped')} already graded, "
-          f"{summary.count('failed')} failed{refused} in {summary.seconds:.0f} s; grades in {published.grades_csv}; "
-          f"class page {published.page}")
+    refused = (
+        f", {summary.count(REFUSED)} refused (their rows say why)" if summary.count(REFUSED) else ""
+    )
+    print(
+        f"{summary.count('graded')} graded, {summary.count('skipped')} already graded, "
+        f"{summary.count('failed')} failed{refused} in {summary.seconds:.0f} s; grades in {published.grades_csv}; "
+        f"class page {published.page}"
+    )
     return 0
 
 
@@ -206,28 +271,43 @@ def grade_batch_on_slurm(args, options: GradingOptions, term) -> int:
     from grader.commands import slurm
 
     try:
-        made = slurm.plan(Path(args.submissions), args.out, options, slurm.SlurmRequest.from_args(args),
-                          force=args.force, times=term.times)
+        made = slurm.plan(
+            Path(args.submissions),
+            args.out,
+            options,
+            slurm.SlurmRequest.from_args(args),
+            force=args.force,
+            times=term.times,
+        )
         if args.slurm_dry_run:
             for job, script in made.scripts.items():
                 print(f"# --- {job}.sbatch ---\n{script}")
             return 0
-        print(f"{len(made.skipped)} already graded; submitting {len(made.batch.todo)} students to Slurm")
+        print(
+            f"{len(made.skipped)} already graded; submitting {len(made.batch.todo)} students to Slurm"
+        )
         submitted = slurm.submit(made)
     except slurm.SlurmError as exc:
         print(f"shardlab grade-batch: {exc}", file=sys.stderr)
         return 2
     jobs = submitted.jobs
-    print("submitted " + ", ".join(f"{job} job {number}" for job, number in jobs.items())
-          + f"; the batch is in {submitted.folder}")
+    print(
+        "submitted "
+        + ", ".join(f"{job} job {number}" for job, number in jobs.items())
+        + f"; the batch is in {submitted.folder}"
+    )
     if not args.wait:
-        print(f"follow it with `squeue --jobs {','.join(jobs.values())}`; grades.csv and index.html are written "
-              f"into {args.out} when the collect job ({jobs['collect']}) ends")
+        print(
+            f"follow it with `squeue --jobs {','.join(jobs.values())}`; grades.csv and index.html are written "
+            f"into {args.out} when the collect job ({jobs['collect']}) ends"
+        )
         return 0
     try:
         state = slurm.follow(submitted)
     except slurm.SlurmError as exc:
         print(f"shardlab grade-batch: {exc}", file=sys.stderr)
         return 2
-    print(f"the collect job ended {state}; grades in {args.out / 'grades.csv'}; class page {args.out / 'index.html'}")
+    print(
+        f"the collect job ended {state}; grades in {args.out / 'grades.csv'}; class page {args.out / 'index.html'}"
+    )
     return 0 if state == "COMPLETED" else 1

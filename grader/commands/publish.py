@@ -22,7 +22,9 @@ from grader.reports.html import Markup
 
 def class_term(course: Course, times: dict | None = None) -> batch.ClassTerm:
     """The course with its adjustments file read (an AdjustmentsError names the line of a bad one)."""
-    return batch.ClassTerm(course, tuple(adjustments_file.load(course.adjustments)), dict(times or {}))
+    return batch.ClassTerm(
+        course, tuple(adjustments_file.load(course.adjustments)), dict(times or {})
+    )
 
 
 @dataclass
@@ -30,11 +32,19 @@ class Publication:
     grades_csv: Path
     page: Path
     standings: dict[str, Standing] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)    # adjustments that could not apply, with their lines
+    problems: list[str] = field(
+        default_factory=list
+    )  # adjustments that could not apply, with their lines
 
 
-def publish_class(out: Path, outcomes: list[batch.StudentOutcome], term: batch.ClassTerm, *,
-                  hidden_visibility: str, similarity: Markup | None = None) -> Publication:
+def publish_class(
+    out: Path,
+    outcomes: list[batch.StudentOutcome],
+    term: batch.ClassTerm,
+    *,
+    hidden_visibility: str,
+    similarity: Markup | None = None,
+) -> Publication:
     """Each graded student's late penalties judged by `term`'s course (report.json updated when they changed),
     their adjustments applied, their results.json and feedback.html written again; then grades.csv and the
     class page. `outcomes`: every student of the class, graded or not, in any order."""
@@ -49,7 +59,9 @@ def publish_class(out: Path, outcomes: list[batch.StudentOutcome], term: batch.C
             published.append(outcome)
             continue
         if outcome.status == "failed":
-            failures[outcome.student] = f"the last grading failed, the earlier grades are kept: {outcome.detail}"
+            failures[outcome.student] = (
+                f"the last grading failed, the earlier grades are kept: {outcome.detail}"
+            )
             outcome = dataclasses.replace(outcome, status="skipped")
         judged = term.judged(results, outcome.student)
         if judged.to_dict() != results.to_dict():

@@ -56,10 +56,18 @@ from grader.harness import time_limits, timing_lock
 from grader.reports.text import printable
 
 FOLDER = ".slurm"
-OUTCOME = "outcome.json"        # a task's word on its student, beside the student's report
-TASK_MARGIN_SECONDS = 600       # a task's Slurm time beyond the grading's own --time-limit
+OUTCOME = "outcome.json"  # a task's word on its student, beside the student's report
+TASK_MARGIN_SECONDS = 600  # a task's Slurm time beyond the grading's own --time-limit
 POLL_SECONDS = 2.0
-ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING")
+ACTIVE_STATES = (
+    "PENDING",
+    "RUNNING",
+    "CONFIGURING",
+    "COMPLETING",
+    "SUSPENDED",
+    "REQUEUED",
+    "RESIZING",
+)
 
 
 class SlurmError(ShardlabError, RuntimeError):
@@ -68,34 +76,90 @@ class SlurmError(ShardlabError, RuntimeError):
 
 # -- what a course asks of the cluster, declared once -------------------------------------------------------
 
-def request(default: Any, flag: str, help: str, *, sbatch: str | None = None, type: Any = str,
-            repeated: bool = False, metavar: str | None = None) -> Any:
+
+def request(
+    default: Any,
+    flag: str,
+    help: str,
+    *,
+    sbatch: str | None = None,
+    type: Any = str,
+    repeated: bool = False,
+    metavar: str | None = None,
+) -> Any:
     """A field of SlurmRequest: its grade-batch flag and the #SBATCH option it becomes (None: used otherwise)."""
-    return field(default=default, metadata={"flag": flag, "help": help, "sbatch": sbatch, "type": type,
-                                            "repeated": repeated, "metavar": metavar})
+    return field(
+        default=default,
+        metadata={
+            "flag": flag,
+            "help": help,
+            "sbatch": sbatch,
+            "type": type,
+            "repeated": repeated,
+            "metavar": metavar,
+        },
+    )
 
 
 @dataclass(frozen=True)
 class SlurmRequest:
-    partition: str | None = request(None, "--slurm-partition", "the partition the jobs run in", sbatch="--partition")
-    account: str | None = request(None, "--slurm-account", "the account the jobs are charged to", sbatch="--account")
-    time: str | None = request(None, "--slurm-time", "each task's time limit, as sbatch takes it (default: the "
-                               "grading's --time-limit plus 10 minutes)", sbatch="--time", metavar="TIME")
-    cpus_per_task: int = request(2, "--slurm-cpus-per-task", "cores per student, bound to the task (default 2: "
-                                 "the course's speedup thresholds were set on 2 cores)", sbatch="--cpus-per-task",
-                                 type=int, metavar="N")
-    mem: str | None = request("8G", "--slurm-mem", "memory per student, as sbatch takes it (default 8G: a "
-                              "grading's harnesses and workers need about 1-3 GiB, the harness's address space "
-                              "is 6 GiB)", sbatch="--mem", metavar="SIZE")
-    array_limit: int | None = request(None, "--slurm-array-limit", "students graded at once (the array's %%N; "
-                                      "default: as many as the cluster runs)", type=int, metavar="N")
-    sbatch: tuple[str, ...] = request((), "--sbatch", "one more #SBATCH line for every job, e.g. "
-                                      "'--qos=short' (repeatable)", repeated=True, metavar="OPTION")
+    partition: str | None = request(
+        None, "--slurm-partition", "the partition the jobs run in", sbatch="--partition"
+    )
+    account: str | None = request(
+        None, "--slurm-account", "the account the jobs are charged to", sbatch="--account"
+    )
+    time: str | None = request(
+        None,
+        "--slurm-time",
+        "each task's time limit, as sbatch takes it (default: the "
+        "grading's --time-limit plus 10 minutes)",
+        sbatch="--time",
+        metavar="TIME",
+    )
+    cpus_per_task: int = request(
+        2,
+        "--slurm-cpus-per-task",
+        "cores per student, bound to the task (default 2: "
+        "the course's speedup thresholds were set on 2 cores)",
+        sbatch="--cpus-per-task",
+        type=int,
+        metavar="N",
+    )
+    mem: str | None = request(
+        "8G",
+        "--slurm-mem",
+        "memory per student, as sbatch takes it (default 8G: a "
+        "grading's harnesses and workers need about 1-3 GiB, the harness's address space "
+        "is 6 GiB)",
+        sbatch="--mem",
+        metavar="SIZE",
+    )
+    array_limit: int | None = request(
+        None,
+        "--slurm-array-limit",
+        "students graded at once (the array's %%N; default: as many as the cluster runs)",
+        type=int,
+        metavar="N",
+    )
+    sbatch: tuple[str, ...] = request(
+        (),
+        "--sbatch",
+        "one more #SBATCH line for every job, e.g. '--qos=short' (repeatable)",
+        repeated=True,
+        metavar="OPTION",
+    )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SlurmRequest:
-        return cls(**{f.name: tuple(getattr(args, f.name) or ()) if f.metadata["repeated"] else getattr(args, f.name)
-                      for f in dataclasses.fields(cls)})
+        return cls(
+            **{
+                f.name: tuple(getattr(args, f.name) or ())
+                if f.metadata["repeated"]
+                else getattr(args, f.name)
+                for f in dataclasses.fields(cls)
+            }
+        )
 
     def directives(self, default_time: str) -> list[str]:
         """The #SBATCH lines every job of the batch carries."""
@@ -111,21 +175,44 @@ class SlurmRequest:
 
 def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("on a Slurm cluster (--slurm)")
-    group.add_argument("--slurm", action="store_true", help="grade as a Slurm job array and a collect job "
-                       "(from a login node; OUT on a filesystem every node sees)")
-    group.add_argument("--wait", action="store_true", help="with --slurm: wait for the collect job, showing progress")
-    group.add_argument("--slurm-dry-run", action="store_true", help="print the job scripts, submit nothing")
+    group.add_argument(
+        "--slurm",
+        action="store_true",
+        help="grade as a Slurm job array and a collect job "
+        "(from a login node; OUT on a filesystem every node sees)",
+    )
+    group.add_argument(
+        "--wait",
+        action="store_true",
+        help="with --slurm: wait for the collect job, showing progress",
+    )
+    group.add_argument(
+        "--slurm-dry-run", action="store_true", help="print the job scripts, submit nothing"
+    )
     for f in dataclasses.fields(SlurmRequest):
         meta = f.metadata
         if meta["repeated"]:
-            group.add_argument(meta["flag"], dest=f.name, action="append", default=[], metavar=meta["metavar"],
-                               help=meta["help"])
+            group.add_argument(
+                meta["flag"],
+                dest=f.name,
+                action="append",
+                default=[],
+                metavar=meta["metavar"],
+                help=meta["help"],
+            )
         else:
-            group.add_argument(meta["flag"], dest=f.name, type=meta["type"], default=f.default,
-                               metavar=meta["metavar"], help=meta["help"])
+            group.add_argument(
+                meta["flag"],
+                dest=f.name,
+                type=meta["type"],
+                default=f.default,
+                metavar=meta["metavar"],
+                help=meta["help"],
+            )
 
 
 # -- the batch, as it travels with the jobs -----------------------------------------------------------------
+
 
 def course_digest() -> str:
     """The course as the tasks will grade it: its tests, its grader and the shardlab version."""
@@ -133,25 +220,36 @@ def course_digest() -> str:
     for folder in (paths.EXERCISE_TESTS_DIR, paths.REPO_ROOT / "grader"):
         for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
             if path.is_file() and path.suffix in (".py", ".json", ".css"):
-                digest.update(str(path.relative_to(paths.REPO_ROOT)).encode() + b"\0" + path.read_bytes())
+                digest.update(
+                    str(path.relative_to(paths.REPO_ROOT)).encode() + b"\0" + path.read_bytes()
+                )
     return digest.hexdigest()[:16]
 
 
 @dataclass
 class SlurmBatch:
     """The manifest: OUT/.slurm/<name>/manifest.json."""
+
     name: str
     out: str
-    students: dict[str, str]          # every student of the class -> their submission (the collect job's rows)
-    todo: list[str]                   # array index -> student
-    grade_arguments: list[str]        # `shardlab grade` options, as on one machine
-    timeout: float                    # one grading, before grade_one kills it
+    students: dict[
+        str, str
+    ]  # every student of the class -> their submission (the collect job's rows)
+    todo: list[str]  # array index -> student
+    grade_arguments: list[str]  # `shardlab grade` options, as on one machine
+    timeout: float  # one grading, before grade_one kills it
     python: str
-    course: str                       # course_digest() where the batch was submitted
+    course: str  # course_digest() where the batch was submitted
     cwd: str
-    jobs: dict[str, str] = field(default_factory=dict)   # "calibrate" / "array" / "collect" -> job id
-    refused: dict[str, str] = field(default_factory=dict)   # students not graded -> why (batch.ClassFolder)
-    submitted_at: dict[str, str] = field(default_factory=dict)   # student -> submission time (--submitted-at)
+    jobs: dict[str, str] = field(
+        default_factory=dict
+    )  # "calibrate" / "array" / "collect" -> job id
+    refused: dict[str, str] = field(
+        default_factory=dict
+    )  # students not graded -> why (batch.ClassFolder)
+    submitted_at: dict[str, str] = field(
+        default_factory=dict
+    )  # student -> submission time (--submitted-at)
 
     def grade_options(self) -> GradingOptions:
         """The options each student is graded with, as `shardlab grade` parses its arguments."""
@@ -181,73 +279,124 @@ class SlurmBatch:
 
 
 def _script(batch_: SlurmBatch, job: str, directives: list[str], command: list[str]) -> str:
-    lines = ["#!/bin/bash", f"#SBATCH --job-name=shardlab-{job}", *directives,
-             f"#SBATCH --output={batch_.folder / (job + '-%A_%a.log' if job == 'grade' else job + '-%j.log')}",
-             "#SBATCH --open-mode=append",
-             f"# shardlab grade-batch --slurm: the {job} job of batch {batch_.name} ({len(batch_.todo)} to grade)",
-             "set -u", f"cd {shlex.quote(batch_.cwd)}",
-             "exec " + " ".join(map(shlex.quote, command))]
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name=shardlab-{job}",
+        *directives,
+        f"#SBATCH --output={batch_.folder / (job + '-%A_%a.log' if job == 'grade' else job + '-%j.log')}",
+        "#SBATCH --open-mode=append",
+        f"# shardlab grade-batch --slurm: the {job} job of batch {batch_.name} ({len(batch_.todo)} to grade)",
+        "set -u",
+        f"cd {shlex.quote(batch_.cwd)}",
+        "exec " + " ".join(map(shlex.quote, command)),
+    ]
     return "\n".join(lines) + "\n"
 
 
 @dataclass
 class SlurmPlan:
     batch: SlurmBatch
-    scripts: dict[str, str]            # job -> its script, in submission order
-    skipped: list[str]                 # students already graded
+    scripts: dict[str, str]  # job -> its script, in submission order
+    skipped: list[str]  # students already graded
 
 
-def plan(submissions_dir: Path, out: Path, options: GradingOptions, slurm: SlurmRequest, *,
-         force: bool = False, timeout: float | None = None, times: dict[str, datetime] | None = None) -> SlurmPlan:
+def plan(
+    submissions_dir: Path,
+    out: Path,
+    options: GradingOptions,
+    slurm: SlurmRequest,
+    *,
+    force: bool = False,
+    timeout: float | None = None,
+    times: dict[str, datetime] | None = None,
+) -> SlurmPlan:
     """The batch and its job scripts: nothing is submitted (submit does that). times: each student's
     submission time (grade-batch --submitted-at)."""
     out = Path(out).resolve()
     klass = batch.find_submissions(Path(submissions_dir))
-    skipped = [s for s in klass.to_grade
-               if not force and batch.ClassTerm().standing(batch.student_folder(out, s) / batch.REPORT, s) is not None]
+    skipped = [
+        s
+        for s in klass.to_grade
+        if not force
+        and batch.ClassTerm().standing(batch.student_folder(out, s) / batch.REPORT, s) is not None
+    ]
     todo = [s for s in klass.to_grade if s not in skipped]
     cache = (options.cache or out / batch.CACHE).resolve()
-    options = dataclasses.replace(options, cache=cache, parallel=options.parallel or slurm.cpus_per_task)
+    options = dataclasses.replace(
+        options, cache=cache, parallel=options.parallel or slurm.cpus_per_task
+    )
     name = stamp = time.strftime("%Y%m%d-%H%M%S")
-    while (out / FOLDER / name).exists():   # two batches in one second
+    while (out / FOLDER / name).exists():  # two batches in one second
         name = f"{stamp}-{len(name)}"
-    made = SlurmBatch(name=name, out=str(out), students={s: str(p.resolve()) for s, p in klass.students.items()},
-                      todo=todo, grade_arguments=options.arguments(GRADE),
-                      timeout=timeout or options.time_limit + 300, python=sys.executable, course=course_digest(),
-                      cwd=str(paths.REPO_ROOT), refused=klass.refused,
-                      submitted_at={s: t.isoformat() for s, t in (times or {}).items()})
+    made = SlurmBatch(
+        name=name,
+        out=str(out),
+        students={s: str(p.resolve()) for s, p in klass.students.items()},
+        todo=todo,
+        grade_arguments=options.arguments(GRADE),
+        timeout=timeout or options.time_limit + 300,
+        python=sys.executable,
+        course=course_digest(),
+        cwd=str(paths.REPO_ROOT),
+        refused=klass.refused,
+        submitted_at={s: t.isoformat() for s, t in (times or {}).items()},
+    )
     minutes = int((options.time_limit + TASK_MARGIN_SECONDS) // 60)
     directives = slurm.directives(f"{minutes // 60:02d}:{minutes % 60:02d}:00")
     task = [made.python, "-m", "grader.commands.slurm"]
     scripts = {}
     if time_limits.batch_should_calibrate(cache, options.test_timeout):
-        calibrate = [made.python, "-m", "grader.cli", "calibrate", *options.for_command(CALIBRATE).arguments(CALIBRATE)]
+        calibrate = [
+            made.python,
+            "-m",
+            "grader.cli",
+            "calibrate",
+            *options.for_command(CALIBRATE).arguments(CALIBRATE),
+        ]
         scripts["calibrate"] = _script(made, "calibrate", directives, calibrate)
     if todo:
-        array = [*directives, f"#SBATCH --array=0-{len(todo) - 1}" + (f"%{slurm.array_limit}" if slurm.array_limit
-                                                                      else "")]
-        scripts["grade"] = _script(made, "grade", array, [*task, "task", str(made.folder / "manifest.json")])
-    collect = [d for d in directives if not d.startswith(("#SBATCH --cpus-per-task", "#SBATCH --mem"))]
-    scripts["collect"] = _script(made, "collect", [*collect, "#SBATCH --cpus-per-task=1", "#SBATCH --mem=1G"],
-                                 [*task, "collect", str(made.folder / "manifest.json")])
+        array = [
+            *directives,
+            f"#SBATCH --array=0-{len(todo) - 1}"
+            + (f"%{slurm.array_limit}" if slurm.array_limit else ""),
+        ]
+        scripts["grade"] = _script(
+            made, "grade", array, [*task, "task", str(made.folder / "manifest.json")]
+        )
+    collect = [
+        d for d in directives if not d.startswith(("#SBATCH --cpus-per-task", "#SBATCH --mem"))
+    ]
+    scripts["collect"] = _script(
+        made,
+        "collect",
+        [*collect, "#SBATCH --cpus-per-task=1", "#SBATCH --mem=1G"],
+        [*task, "collect", str(made.folder / "manifest.json")],
+    )
     return SlurmPlan(made, scripts, skipped)
 
 
 # -- submitting and following ---------------------------------------------------------------------------------
+
 
 def _slurm(command: list[str], *, not_found: str | None = None) -> str:
     """A Slurm command's output. not_found: what it says of a job it no longer knows, taken as no output."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
-        raise SlurmError(f"{command[0]} is not on this machine's PATH: run this from a node of the cluster "
-                         "(a login node), where Slurm's commands are") from None
+        raise SlurmError(
+            f"{command[0]} is not on this machine's PATH: run this from a node of the cluster "
+            "(a login node), where Slurm's commands are"
+        ) from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{' '.join(command[:2])} did not answer in 60 s: is slurmctld up?") from None
+        raise SlurmError(
+            f"{' '.join(command[:2])} did not answer in 60 s: is slurmctld up?"
+        ) from None
     if done.returncode != 0 and not_found is not None and not_found in done.stderr:
         return ""
     if done.returncode != 0:
-        raise SlurmError(f"{' '.join(command[:2])} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+        raise SlurmError(
+            f"{' '.join(command[:2])} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"
+        )
     return done.stdout
 
 
@@ -263,8 +412,10 @@ def job_states(ids: list[str]) -> dict[str, str]:
     """{job id (array tasks as 12_3): state} of the jobs squeue still lists."""
     found = {}
     # A job Slurm has forgotten (MinJobAge after it ended) is not active; asked alone, squeue calls it invalid.
-    text = _slurm(["squeue", "--noheader", "--array", "--jobs", ",".join(ids), "--format", "%i %T"],
-                  not_found="Invalid job id")
+    text = _slurm(
+        ["squeue", "--noheader", "--array", "--jobs", ",".join(ids), "--format", "%i %T"],
+        not_found="Invalid job id",
+    )
     for line in text.splitlines():
         if line.strip():
             job, state = line.split()
@@ -286,19 +437,30 @@ def submit(made: SlurmPlan) -> SlurmBatch:
     """sbatch every script, each depending on the one before (afterany: a failed calibration falls back to the
     shipped time limits; a failed task still gets its row), and record the job ids in the manifest."""
     batch_ = made.batch
-    busy = {job: state for job, state in still_active(Path(batch_.out)).items() if state in ACTIVE_STATES}
+    busy = {
+        job: state
+        for job, state in still_active(Path(batch_.out)).items()
+        if state in ACTIVE_STATES
+    }
     if busy:
-        raise SlurmError(f"jobs of an earlier batch into {batch_.out} are still queued or running "
-                         f"({', '.join(f'{j} {s}' for j, s in sorted(busy.items()))}): wait for them, or scancel "
-                         "them, before grading the rest")
-    for student in batch_.todo:   # an earlier batch's word on a student is not this one's
+        raise SlurmError(
+            f"jobs of an earlier batch into {batch_.out} are still queued or running "
+            f"({', '.join(f'{j} {s}' for j, s in sorted(busy.items()))}): wait for them, or scancel "
+            "them, before grading the rest"
+        )
+    for student in batch_.todo:  # an earlier batch's word on a student is not this one's
         (batch.student_folder(Path(batch_.out), student) / OUTCOME).unlink(missing_ok=True)
     manifest = batch_.save()
     previous = None
     for job, text in made.scripts.items():
         script = batch_.folder / f"{job}.sbatch"
         script.write_text(text)
-        command = ["sbatch", "--parsable", *([f"--dependency=afterany:{previous}"] if previous else []), str(script)]
+        command = [
+            "sbatch",
+            "--parsable",
+            *([f"--dependency=afterany:{previous}"] if previous else []),
+            str(script),
+        ]
         previous = _slurm(command).strip().split(";", 1)[0]
         batch_.jobs[job] = previous
         manifest.write_text(json.dumps(dataclasses.asdict(batch_), indent=1) + "\n")
@@ -312,12 +474,17 @@ def follow(batch_: SlurmBatch, progress=print, poll: float = POLL_SECONDS) -> st
     while True:
         active = job_states(ids)
         for student in batch_.todo:
-            if student not in told and (batch.student_folder(Path(batch_.out), student) / OUTCOME).is_file():
+            if (
+                student not in told
+                and (batch.student_folder(Path(batch_.out), student) / OUTCOME).is_file()
+            ):
                 told.add(student)
                 outcome = read_outcome(Path(batch_.out), student)
                 # Names and details come from students: printed as text, without their escape sequences.
-                progress(printable(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip())
-                         + f" ({len(told)} of {len(batch_.todo)})")
+                progress(
+                    printable(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip())
+                    + f" ({len(told)} of {len(batch_.todo)})"
+                )
         if batch_.jobs["collect"] not in active:
             return final_state(batch_.jobs["collect"])
         time.sleep(poll)
@@ -325,13 +492,20 @@ def follow(batch_: SlurmBatch, progress=print, poll: float = POLL_SECONDS) -> st
 
 # -- in the jobs -------------------------------------------------------------------------------------------------
 
+
 def read_outcome(out: Path, student: str) -> batch.StudentOutcome:
     try:
         data = json.loads((batch.student_folder(out, student) / OUTCOME).read_text())
-        return batch.StudentOutcome(data["student"], data["status"], data["seconds"], data["detail"])
+        return batch.StudentOutcome(
+            data["student"], data["status"], data["seconds"], data["detail"]
+        )
     except (OSError, ValueError, KeyError, TypeError):
-        return batch.StudentOutcome(student, "failed", detail="its task did not finish: cancelled, failed, out of "
-                                                               "time or still queued (run the command again)")
+        return batch.StudentOutcome(
+            student,
+            "failed",
+            detail="its task did not finish: cancelled, failed, out of "
+            "time or still queued (run the command again)",
+        )
 
 
 def run_task(manifest: Path, index: int) -> batch.StudentOutcome:
@@ -342,20 +516,42 @@ def run_task(manifest: Path, index: int) -> batch.StudentOutcome:
     folder = batch.student_folder(out, student)
     folder.mkdir(parents=True, exist_ok=True)
     if course_digest() != made.course:
-        outcome = batch.StudentOutcome(student, "failed", detail="the course on this node differs from the one the "
-                                       "batch was submitted with: not graded (install the same course everywhere)")
+        outcome = batch.StudentOutcome(
+            student,
+            "failed",
+            detail="the course on this node differs from the one the "
+            "batch was submitted with: not graded (install the same course everywhere)",
+        )
     else:
         options = made.grade_options()
         node = node_name()
-        env = dict(os.environ) | {"PYTHONDONTWRITEBYTECODE": "1",
-                                  timing_lock.LOCK_DIR: str(out / batch.TIMING_LOCK / node)}
+        env = dict(os.environ) | {
+            "PYTHONDONTWRITEBYTECODE": "1",
+            timing_lock.LOCK_DIR: str(out / batch.TIMING_LOCK / node),
+        }
         (out / batch.TIMING_LOCK / node).mkdir(parents=True, exist_ok=True)
-        outcome = batch.grade_one(student, Path(made.students[student]), out, options=options,
-                                  timeout=made.timeout, env=env, class_term=made.class_term())
-    (folder / OUTCOME).write_text(json.dumps(
-        {"student": outcome.student, "status": outcome.status, "seconds": outcome.seconds, "detail": outcome.detail,
-         "job": f"{os.environ.get('SLURM_ARRAY_JOB_ID', '')}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}",
-         "node": node_name()}) + "\n")
+        outcome = batch.grade_one(
+            student,
+            Path(made.students[student]),
+            out,
+            options=options,
+            timeout=made.timeout,
+            env=env,
+            class_term=made.class_term(),
+        )
+    (folder / OUTCOME).write_text(
+        json.dumps(
+            {
+                "student": outcome.student,
+                "status": outcome.status,
+                "seconds": outcome.seconds,
+                "detail": outcome.detail,
+                "job": f"{os.environ.get('SLURM_ARRAY_JOB_ID', '')}_{os.environ.get('SLURM_ARRAY_TASK_ID', '')}",
+                "node": node_name(),
+            }
+        )
+        + "\n"
+    )
     return outcome
 
 
@@ -382,14 +578,19 @@ def collect(manifest: Path) -> Path:
     outcomes = []
     for student in made.students:
         if student in made.refused:
-            outcomes.append(batch.StudentOutcome(student, batch.REFUSED, detail=made.refused[student]))
+            outcomes.append(
+                batch.StudentOutcome(student, batch.REFUSED, detail=made.refused[student])
+            )
         elif student in made.todo:
             outcome = read_outcome(out, student)
-            outcomes.append(outcome if outcome.status == "failed" else batch.StudentOutcome(student, "graded"))
+            outcomes.append(
+                outcome if outcome.status == "failed" else batch.StudentOutcome(student, "graded")
+            )
         else:
             outcomes.append(batch.StudentOutcome(student, "skipped", detail="already graded"))
-    return publish_class(out, outcomes, made.class_term(),
-                         hidden_visibility=made.grade_options().hidden_visibility).page
+    return publish_class(
+        out, outcomes, made.class_term(), hidden_visibility=made.grade_options().hidden_visibility
+    ).page
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -400,7 +601,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.job == "task":
         outcome = run_task(args.manifest, int(os.environ["SLURM_ARRAY_TASK_ID"]))
-        print(printable(f"{outcome.student}: {outcome.status} in {outcome.seconds:.0f} s {outcome.detail}".rstrip()))
+        print(
+            printable(
+                f"{outcome.student}: {outcome.status} in {outcome.seconds:.0f} s {outcome.detail}".rstrip()
+            )
+        )
         return 0
     print(f"wrote {collect(args.manifest)}")
     return 0

@@ -37,9 +37,9 @@ from grader.reports.feedback_page import write_feedback_html
 from grader.reports.text import visible_share
 
 STATUS_FILE = Path(".shardlab") / "status.json"
-FEEDBACK_FILE = Path(".shardlab") / "feedback.html"   # `check --html`'s page, beside the status file
-OK_CATEGORIES = {Category.PASSED.value, Category.SKIPPED.value}   # a skipped test blocks nothing
-SECONDS_PER_EXERCISE = 300.0   # the visible tests of one exercise take seconds; minutes mean a hang
+FEEDBACK_FILE = Path(".shardlab") / "feedback.html"  # `check --html`'s page, beside the status file
+OK_CATEGORIES = {Category.PASSED.value, Category.SKIPPED.value}  # a skipped test blocks nothing
+SECONDS_PER_EXERCISE = 300.0  # the visible tests of one exercise take seconds; minutes mean a hang
 
 
 class Status(StrEnum):
@@ -61,17 +61,21 @@ class ExerciseCheck:
     """One exercise's visible tests, run against one module; or what is known of it without running them."""
 
     exercise: catalog.Exercise
-    tests: list[TestResult]         # grader.harness.recording's results, in run order
-    module_hash: str | None         # of the module as it was when checked (None: missing)
-    crash: str = ""                 # pytest's output when the run ended without results
-    syntax_error: str = ""          # the module does not parse: where and why (no test ran)
-    known: dict | None = None       # not run: the status file's record of its last check, which passed
+    tests: list[TestResult]  # grader.harness.recording's results, in run order
+    module_hash: str | None  # of the module as it was when checked (None: missing)
+    crash: str = ""  # pytest's output when the run ended without results
+    syntax_error: str = ""  # the module does not parse: where and why (no test ran)
+    known: dict | None = None  # not run: the status file's record of its last check, which passed
 
     @property
     def ok(self) -> bool:
         if self.known is not None:
             return True
-        return not self.crash and not self.syntax_error and all(t.category in OK_CATEGORIES for t in self.tests)
+        return (
+            not self.crash
+            and not self.syntax_error
+            and all(t.category in OK_CATEGORIES for t in self.tests)
+        )
 
     def count(self, category: Category) -> int:
         return sum(t.category == category.value for t in self.tests)
@@ -79,10 +83,12 @@ class ExerciseCheck:
     def scored(self, note: str = "") -> ExerciseResult:
         """Its visible tests scored (copies: scoring writes into them): each carries its points, and the
         exercise how many of them they check."""
-        return score_exercise(self.exercise, [dataclasses.replace(test) for test in self.tests], note)
+        return score_exercise(
+            self.exercise, [dataclasses.replace(test) for test in self.tests], note
+        )
 
     def summary(self) -> str:
-        """"visible: 4 of 20 points checked, all pass (3 tests)", or "visible: ..., 1 pass (1 of 8 tests
+        """ "visible: 4 of 20 points checked, all pass (3 tests)", or "visible: ..., 1 pass (1 of 8 tests
         pass: 2 failed, 5 not attempted)"."""
         if self.known is not None:
             return f"passed at its last check ({self.known.get('checked_at', 'earlier')}), unchanged since"
@@ -94,14 +100,18 @@ class ExerciseCheck:
         share = visible_share(self.scored())
         if self.ok:
             return f"{share} ({total} tests)" if total != 1 else f"{share} (1 test)"
-        others = [f"{self.count(c)} {c.value}" for c in Category if c is not Category.PASSED and self.count(c)]
+        others = [
+            f"{self.count(c)} {c.value}"
+            for c in Category
+            if c is not Category.PASSED and self.count(c)
+        ]
         return f"{share} ({passed} of {total} tests pass: {', '.join(others)})"
 
 
 @dataclass(frozen=True)
 class CheckReport:
-    source: Path                    # the folder of modules checked
-    mode: str                       # "one", "next" (the next pending exercise) or "all"
+    source: Path  # the folder of modules checked
+    mode: str  # "one", "next" (the next pending exercise) or "all"
     checks: list[ExerciseCheck]
 
     @property
@@ -134,35 +144,64 @@ def syntax_error(path: Path) -> str:
             if exc.offset and exc.offset > 0:
                 shown.append("    " + " " * (exc.offset - 1) + "^")
         return "\n".join(shown)
-    except (OSError, ValueError):   # missing: the tests say "not attempted"; NUL bytes: Python says it below
+    except (
+        OSError,
+        ValueError,
+    ):  # missing: the tests say "not attempted"; NUL bytes: Python says it below
         return ""
     return ""
 
 
-def check_exercises(exercises: list[catalog.Exercise], source: Path, *,
-                    seconds_each: float = SECONDS_PER_EXERCISE, launcher: str = "local") -> list[ExerciseCheck]:
+def check_exercises(
+    exercises: list[catalog.Exercise],
+    source: Path,
+    *,
+    seconds_each: float = SECONDS_PER_EXERCISE,
+    launcher: str = "local",
+) -> list[ExerciseCheck]:
     """Run these exercises' visible tests against the modules in `source`, in one pytest process
     stopped after `seconds_each` per exercise (a student's endless loop ends the check, not the shell).
     launcher: how a multi-process exercise starts its processes ("srun": one Slurm step)."""
-    digests = [module_hash(e.stub_path(source)) for e in exercises]   # before the run: what was checked
+    digests = [
+        module_hash(e.stub_path(source)) for e in exercises
+    ]  # before the run: what was checked
     broken = {e.id: problem for e in exercises if (problem := syntax_error(e.stub_path(source)))}
-    if broken:   # each broken module said once; the others run as usual
+    if broken:  # each broken module said once; the others run as usual
         rest = [e for e in exercises if e.id not in broken]
-        ran = {c.exercise.id: c for c in check_exercises(rest, source, seconds_each=seconds_each,
-                                                         launcher=launcher)} if rest else {}
-        return [ExerciseCheck(e, [], digest, syntax_error=broken[e.id]) if e.id in broken else ran[e.id]
-                for e, digest in zip(exercises, digests)]
+        ran = (
+            {
+                c.exercise.id: c
+                for c in check_exercises(rest, source, seconds_each=seconds_each, launcher=launcher)
+            }
+            if rest
+            else {}
+        )
+        return [
+            ExerciseCheck(e, [], digest, syntax_error=broken[e.id]) if e.id in broken else ran[e.id]
+            for e, digest in zip(exercises, digests)
+        ]
     try:
-        run = run_tests(source, tests=[e.tests_dir() for e in exercises], visible_only=True,
-                        timeout=seconds_each * len(exercises),
-                        extra_args=("--launcher", launcher) if launcher != "local" else ())
+        run = run_tests(
+            source,
+            tests=[e.tests_dir() for e in exercises],
+            visible_only=True,
+            timeout=seconds_each * len(exercises),
+            extra_args=("--launcher", launcher) if launcher != "local" else (),
+        )
     except RunFailed as exc:
-        if len(exercises) > 1:   # one module took the process down: run each alone to find which
-            return [check for e in exercises
-                    for check in check_exercises([e], source, seconds_each=seconds_each, launcher=launcher)]
+        if len(exercises) > 1:  # one module took the process down: run each alone to find which
+            return [
+                check
+                for e in exercises
+                for check in check_exercises(
+                    [e], source, seconds_each=seconds_each, launcher=launcher
+                )
+            ]
         return [ExerciseCheck(exercises[0], [], digests[0], crash=str(exc))]
-    return [ExerciseCheck(e, [t for t in run.results if t.exercise == e.id], digest)
-            for e, digest in zip(exercises, digests)]
+    return [
+        ExerciseCheck(e, [t for t in run.results if t.exercise == e.id], digest)
+        for e, digest in zip(exercises, digests)
+    ]
 
 
 def term_exercises() -> tuple[catalog.Exercise, ...]:
@@ -175,8 +214,14 @@ def term_exercises() -> tuple[catalog.Exercise, ...]:
         raise CheckUsageError(str(exc)) from None
 
 
-def check(exercise: str | None = None, *, impl: str | Path = "exercises", all_exercises: bool = False,
-          record: bool = True, launcher: str = "local") -> CheckReport:
+def check(
+    exercise: str | None = None,
+    *,
+    impl: str | Path = "exercises",
+    all_exercises: bool = False,
+    record: bool = True,
+    launcher: str = "local",
+) -> CheckReport:
     """Check one exercise (an id or number), every exercise, or by default the catalog in order up to
     the first one whose visible tests do not all pass. Records each outcome unless record=False."""
     if exercise and all_exercises:
@@ -184,15 +229,23 @@ def check(exercise: str | None = None, *, impl: str | Path = "exercises", all_ex
     try:
         source = resolve_source(impl)
         exercises = term_exercises()
-        chosen = next((e for e in exercises if e.id == catalog.get(exercise).id), None) if exercise else None
+        chosen = (
+            next((e for e in exercises if e.id == catalog.get(exercise).id), None)
+            if exercise
+            else None
+        )
         if exercise and chosen is None:
-            raise catalog.UnknownExercise(f"{catalog.get(exercise).id} (not in this term's course.toml)")
+            raise catalog.UnknownExercise(
+                f"{catalog.get(exercise).id} (not in this term's course.toml)"
+            )
     except (FileNotFoundError, catalog.UnknownExercise) as exc:
         raise CheckUsageError(str(exc)) from None
     if chosen:
         report = CheckReport(source, "one", check_exercises([chosen], source, launcher=launcher))
     elif all_exercises:
-        report = CheckReport(source, "all", check_exercises(list(exercises), source, launcher=launcher))
+        report = CheckReport(
+            source, "all", check_exercises(list(exercises), source, launcher=launcher)
+        )
     else:
         report = CheckReport(source, "next", _check_up_to_next_pending(source, exercises, launcher))
     if record:
@@ -200,7 +253,9 @@ def check(exercise: str | None = None, *, impl: str | Path = "exercises", all_ex
     return report
 
 
-def _check_up_to_next_pending(source: Path, exercises, launcher: str = "local") -> list[ExerciseCheck]:
+def _check_up_to_next_pending(
+    source: Path, exercises, launcher: str = "local"
+) -> list[ExerciseCheck]:
     """Rustlings-style: the term's exercises in order, stopping at the first not all green. An exercise
     whose module passed its last check and is unchanged since is not run again (`--all` runs everything)."""
     recorded = load_status(source)
@@ -229,7 +284,7 @@ def load_status(source: Path) -> dict[str, dict]:
     try:
         data = json.loads(status_file(source).read_text())
     except (OSError, ValueError):
-        return {}   # a missing or damaged status file only loses the "done" marks
+        return {}  # a missing or damaged status file only loses the "done" marks
     folder = data.get(source.name) if isinstance(data, dict) else None
     return folder if isinstance(folder, dict) else {}
 
@@ -244,18 +299,23 @@ def record_checks(report: CheckReport) -> Path:
     folder = data.setdefault(report.source.name, {})
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for item in report.checks:
-        if item.known is not None:   # not run now: its record stands
+        if item.known is not None:  # not run now: its record stands
             continue
         categories: dict[str, int] = {}
         for test in item.tests:
             categories[test.category] = categories.get(test.category, 0) + 1
-        folder[item.exercise.id] = {"ok": item.ok, "sha256": item.module_hash, "categories": categories,
-                                    "crashed": bool(item.crash), "syntax_error": bool(item.syntax_error),
-                                    "checked_at": now}
+        folder[item.exercise.id] = {
+            "ok": item.ok,
+            "sha256": item.module_hash,
+            "categories": categories,
+            "crashed": bool(item.crash),
+            "syntax_error": bool(item.syntax_error),
+            "checked_at": now,
+        }
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")
     partial.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(partial, path)   # never leave a half-written file behind
+    os.replace(partial, path)  # never leave a half-written file behind
     return path
 
 
@@ -268,17 +328,32 @@ def check_results(report: CheckReport) -> GradingResults:
     exercises, problems = {}, []
     for item in report.checks:
         if item.known is not None:
-            continue   # not run now: nothing to show but that it passed before
-        note = ("module missing: not attempted" if item.module_hash is None
-                else f"the module does not parse:\n{item.syntax_error}" if item.syntax_error else "")
+            continue  # not run now: nothing to show but that it passed before
+        note = (
+            "module missing: not attempted"
+            if item.module_hash is None
+            else f"the module does not parse:\n{item.syntax_error}"
+            if item.syntax_error
+            else ""
+        )
         exercises[item.exercise.id] = item.scored(note)
         if item.crash:
-            problems.append(f"{item.exercise.id}: the tests stopped before they finished: the process running them "
-                            f"ended (did your code exit, crash Python or run out of memory?). Its last output:\n"
-                            f"{item.crash.strip()[-2000:]}")
-    environment = Environment(devices=HOST_DEVICES, cores=cores(), timing="enforce", isolation=IsolationRecord(
-        {"level": "none: `shardlab check` runs your code in its own pytest process"}))
-    return GradingResults(_shown(report.source), exercises, environment, problems, visible_only=True)
+            problems.append(
+                f"{item.exercise.id}: the tests stopped before they finished: the process running them "
+                f"ended (did your code exit, crash Python or run out of memory?). Its last output:\n"
+                f"{item.crash.strip()[-2000:]}"
+            )
+    environment = Environment(
+        devices=HOST_DEVICES,
+        cores=cores(),
+        timing="enforce",
+        isolation=IsolationRecord(
+            {"level": "none: `shardlab check` runs your code in its own pytest process"}
+        ),
+    )
+    return GradingResults(
+        _shown(report.source), exercises, environment, problems, visible_only=True
+    )
 
 
 def write_check_page(report: CheckReport, path: Path | None = None) -> Path:
@@ -293,8 +368,12 @@ def _stub_lines(exercise: catalog.Exercise, text: str) -> list[str]:
     return re.findall(rf'raise NotImplementedError\("{exercise.number}:[^"]*"\)', text)
 
 
-def exercise_status(exercise: catalog.Exercise, source: Path, recorded: dict | None,
-                    solutions: Path = paths.SOLUTIONS_DIR) -> Status:
+def exercise_status(
+    exercise: catalog.Exercise,
+    source: Path,
+    recorded: dict | None,
+    solutions: Path = paths.SOLUTIONS_DIR,
+) -> Status:
     """What `list` shows for one module: missing, not started, in progress or done."""
     module = exercise.stub_path(source)
     if not module.is_file():
@@ -314,11 +393,14 @@ def exercise_status(exercise: catalog.Exercise, source: Path, recorded: dict | N
     return Status.NOT_STARTED if untouched else Status.IN_PROGRESS
 
 
-def exercise_statuses(*, impl: str | Path = "exercises",
-                      solutions: Path = paths.SOLUTIONS_DIR) -> list[tuple[catalog.Exercise, Status]]:
+def exercise_statuses(
+    *, impl: str | Path = "exercises", solutions: Path = paths.SOLUTIONS_DIR
+) -> list[tuple[catalog.Exercise, Status]]:
     source = resolve_source(impl)
     recorded = load_status(source)
-    return [(e, exercise_status(e, source, recorded.get(e.id), solutions)) for e in term_exercises()]
+    return [
+        (e, exercise_status(e, source, recorded.get(e.id), solutions)) for e in term_exercises()
+    ]
 
 
 # ------------------------------------------------------------------------------------- rendering
@@ -332,8 +414,12 @@ _MARKS = {
     Category.NOT_ATTEMPTED: ("○", "yellow"),
     Category.SKIPPED: ("-", "dim"),
 }
-_STATUS_STYLES = {Status.DONE: "green", Status.IN_PROGRESS: "yellow", Status.NOT_STARTED: "dim",
-                  Status.MISSING: "red"}
+_STATUS_STYLES = {
+    Status.DONE: "green",
+    Status.IN_PROGRESS: "yellow",
+    Status.NOT_STARTED: "dim",
+    Status.MISSING: "red",
+}
 
 
 def _shown(path: Path) -> str:
@@ -360,7 +446,7 @@ def render_test(test: TestResult, console: Console) -> None:
     line = Text.assemble("  ", (mark, style), " ", test.name)
     message = test.message.strip()
     if category is Category.NOT_ATTEMPTED and "\n" not in message:
-        line.append(f"  {message}", style="yellow")   # one short line: the stub's own words
+        line.append(f"  {message}", style="yellow")  # one short line: the stub's own words
         message = ""
     elif category is not Category.PASSED:
         line.append(f"  {category.value}", style=style)
@@ -384,8 +470,13 @@ def render_exercise(item: ExerciseCheck, console: Console) -> None:
     if item.module_hash is None and item.count(Category.NOT_ATTEMPTED) == len(item.tests):
         # One line instead of the same "missing" message under every test.
         mark, style = _MARKS[Category.NOT_ATTEMPTED]
-        console.print(Text.assemble("  ", (mark, style), f" {item.exercise.module_file} is missing: "
-                                                         f"{len(item.tests)} tests not attempted"))
+        console.print(
+            Text.assemble(
+                "  ",
+                (mark, style),
+                f" {item.exercise.module_file} is missing: {len(item.tests)} tests not attempted",
+            )
+        )
     elif item.syntax_error:
         console.print(Text("  ✗ the module does not parse, so no test ran:", style="red"))
         _print_verbatim(console, Text(_indented(item.syntax_error, 6)))
@@ -393,9 +484,13 @@ def render_exercise(item: ExerciseCheck, console: Console) -> None:
         for test in item.tests:
             render_test(test, console)
     if item.crash:
-        console.print(Text("  The tests stopped before they finished: the process running them ended "
-                           "(did your code exit, crash Python or run out of memory?). Its last output:",
-                           style="red"))
+        console.print(
+            Text(
+                "  The tests stopped before they finished: the process running them ended "
+                "(did your code exit, crash Python or run out of memory?). Its last output:",
+                style="red",
+            )
+        )
         _print_verbatim(console, Text(_indented(item.crash.strip(), 6)))
     console.print(_outcome_line(item))
 
@@ -409,11 +504,15 @@ def _check_again(source: Path, exercise: catalog.Exercise | None = None) -> str:
 
 
 def _hint(report: CheckReport, item: ExerciseCheck, console: Console) -> None:
-    named = item.exercise if report.mode != "next" else None   # `check` alone finds it again
-    if not item.syntax_error:   # a typo is not a misunderstanding: no hint about the idea
+    named = item.exercise if report.mode != "next" else None  # `check` alone finds it again
+    if not item.syntax_error:  # a typo is not a misunderstanding: no hint about the idea
         console.print(Text.assemble(("Hint: ", "bold"), item.exercise.hint))
-    console.print(Text(f"Edit {_shown(item.exercise.stub_path(report.source))}, then run "
-                       f"`{_check_again(report.source, named)}` again."))
+    console.print(
+        Text(
+            f"Edit {_shown(item.exercise.stub_path(report.source))}, then run "
+            f"`{_check_again(report.source, named)}` again."
+        )
+    )
 
 
 def render_check(report: CheckReport, console: Console) -> None:
@@ -455,23 +554,40 @@ def _render_next(report: CheckReport, console: Console) -> None:
             console.print(_outcome_line(item))
     console.print()
     if pending is None:
-        console.print(Text(f"All {len(report.checks)} exercises pass their visible tests.", style="green"))
+        console.print(
+            Text(f"All {len(report.checks)} exercises pass their visible tests.", style="green")
+        )
         return
     _next(report, pending, console)
 
 
 def _next(report: CheckReport, pending: ExerciseCheck, console: Console) -> None:
     exercise = pending.exercise
-    console.print(Text.assemble(("Next: ", "bold"), (exercise.id, "bold"),
-                                f" ({exercise.title}, {exercise.points} points)"))
+    console.print(
+        Text.assemble(
+            ("Next: ", "bold"),
+            (exercise.id, "bold"),
+            f" ({exercise.title}, {exercise.points} points)",
+        )
+    )
     _hint(report, pending, console)
 
 
 def _render_all_known(report: CheckReport, console: Console) -> None:
     """Every exercise passed at its last check and is unchanged since: the table at once, nothing run."""
-    render_list([(item.exercise, Status.DONE) for item in report.checks], console, report.source, footer=False)
-    console.print(Text(f"All {len(report.checks)} exercises passed their visible tests at their last check and are "
-                       f"unchanged since. `{_check_again(report.source)} --all` runs them all again.", style="green"))
+    render_list(
+        [(item.exercise, Status.DONE) for item in report.checks],
+        console,
+        report.source,
+        footer=False,
+    )
+    console.print(
+        Text(
+            f"All {len(report.checks)} exercises passed their visible tests at their last check and are "
+            f"unchanged since. `{_check_again(report.source)} --all` runs them all again.",
+            style="green",
+        )
+    )
 
 
 def _render_summary(report: CheckReport, console: Console) -> None:
@@ -483,12 +599,21 @@ def _render_summary(report: CheckReport, console: Console) -> None:
         table.add_row(Text.assemble((mark, style), " ", item.exercise.id), Text(item.summary()))
     console.print(table)
     done = sum(item.ok for item in report.checks)
-    console.print(Text(f"{done} of {len(report.checks)} exercises pass their visible tests.",
-                       style="green" if report.ok else ""))
+    console.print(
+        Text(
+            f"{done} of {len(report.checks)} exercises pass their visible tests.",
+            style="green" if report.ok else "",
+        )
+    )
 
 
-def render_list(statuses: list[tuple[catalog.Exercise, Status]], console: Console,
-                source: Path = paths.EXERCISES_DIR, *, footer: bool = True) -> None:
+def render_list(
+    statuses: list[tuple[catalog.Exercise, Status]],
+    console: Console,
+    source: Path = paths.EXERCISES_DIR,
+    *,
+    footer: bool = True,
+) -> None:
     table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     # Ids are never cut: they are what a student types; titles wrap instead.
     table.add_column("exercise", no_wrap=True, min_width=max(len(e.id) for e, _ in statuses))
@@ -496,15 +621,28 @@ def render_list(statuses: list[tuple[catalog.Exercise, Status]], console: Consol
     table.add_column("points", justify="right", no_wrap=True)
     table.add_column("status", no_wrap=True)
     for exercise, status in statuses:
-        table.add_row(exercise.id, Text(exercise.title), str(exercise.points),
-                      Text(status.value, style=_STATUS_STYLES[status]))
-    table.add_row("total", Text("bonus points on top"), str(sum(e.points for e, _ in statuses if not e.bonus)), "")
+        table.add_row(
+            exercise.id,
+            Text(exercise.title),
+            str(exercise.points),
+            Text(status.value, style=_STATUS_STYLES[status]),
+        )
+    table.add_row(
+        "total",
+        Text("bonus points on top"),
+        str(sum(e.points for e, _ in statuses if not e.bonus)),
+        "",
+    )
     console.print(table)
     if not footer:
         return
     done = sum(status is Status.DONE for _, status in statuses)
-    console.print(Text(f"{done} of {len(statuses)} done: visible tests all passed at the last check, file "
-                       "unchanged since."))
+    console.print(
+        Text(
+            f"{done} of {len(statuses)} done: visible tests all passed at the last check, file "
+            "unchanged since."
+        )
+    )
     console.print(Text(f"`{_check_again(source)}` checks the next pending exercise."))
 
 
@@ -517,8 +655,15 @@ def _consoles(console: Console | None) -> tuple[Console, Console]:
     return Console(highlight=False), Console(stderr=True, highlight=False)
 
 
-def check_command(exercise: str | None = None, *, impl: str | Path = "exercises", all_exercises: bool = False,
-                  html: Path | bool = False, console: Console | None = None, launcher: str = "local") -> int:
+def check_command(
+    exercise: str | None = None,
+    *,
+    impl: str | Path = "exercises",
+    all_exercises: bool = False,
+    html: Path | bool = False,
+    console: Console | None = None,
+    launcher: str = "local",
+) -> int:
     """`shardlab check`: 0 when everything checked passes, 1 when something does not, 2 for bad usage.
     html: also write the feedback page (True: beside the status file; a path: there) and print where.
     launcher: "srun" runs a multi-process exercise's processes as one Slurm step."""
@@ -535,8 +680,12 @@ def check_command(exercise: str | None = None, *, impl: str | Path = "exercises"
     return report.exit_code
 
 
-def list_command(*, impl: str | Path = "exercises", solutions: Path = paths.SOLUTIONS_DIR,
-                 console: Console | None = None) -> int:
+def list_command(
+    *,
+    impl: str | Path = "exercises",
+    solutions: Path = paths.SOLUTIONS_DIR,
+    console: Console | None = None,
+) -> int:
     """`shardlab list`: every exercise, its points and its status."""
     out, err = _consoles(console)
     try:
@@ -550,8 +699,13 @@ def list_command(*, impl: str | Path = "exercises", solutions: Path = paths.SOLU
 
 def check_from_args(args) -> int:
     """`shardlab check` as parsed: --html alone writes the page to its default place."""
-    return check_command(args.exercise, impl=args.impl, all_exercises=args.all,
-                         html=True if args.html == "" else args.html or False, launcher=args.launcher)
+    return check_command(
+        args.exercise,
+        impl=args.impl,
+        all_exercises=args.all,
+        html=True if args.html == "" else args.html or False,
+        launcher=args.launcher,
+    )
 
 
 def list_from_args(args) -> int:

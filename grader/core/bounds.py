@@ -13,16 +13,22 @@ from __future__ import annotations
 
 import json
 
-MESSAGE_CHARS = 4_000        # a test's message: what its failure says
-OUTPUT_CHARS = 2_000         # what a test's code printed
-NAME_CHARS = 200             # one name in a fact: a mesh axis, a check, an op, a spec as written, a label
-LINE_CHARS = 2_000           # one HLO instruction
-TEST_FACTS_CHARS = 48_000    # all one test's facts (as text_size counts them), each name already cut ...
-AROUND_A_FACT = 200          # ... and this much for each (a check, a collective found): the markup and the
-                             # indentation reports put around it, as much again as a collective's own text
-GRADING_CHARS = 4_000_000    # a grading's tests in all: their messages, outputs and facts, counted alike
-PROBLEM_CHARS = 1_000        # one line about the submission as a whole (it may name a file of the student's)
-PROBLEMS = 50                # ... and how many of them (a zip of many bad entries)
+MESSAGE_CHARS = 4_000  # a test's message: what its failure says
+OUTPUT_CHARS = 2_000  # what a test's code printed
+NAME_CHARS = 200  # one name in a fact: a mesh axis, a check, an op, a spec as written, a label
+LINE_CHARS = 2_000  # one HLO instruction
+TEST_FACTS_CHARS = (
+    48_000  # all one test's facts (as text_size counts them), each name already cut ...
+)
+AROUND_A_FACT = 200  # ... and this much for each (a check, a collective found): the markup and the
+# indentation reports put around it, as much again as a collective's own text
+GRADING_CHARS = (
+    4_000_000  # a grading's tests in all: their messages, outputs and facts, counted alike
+)
+PROBLEM_CHARS = (
+    1_000  # one line about the submission as a whole (it may name a file of the student's)
+)
+PROBLEMS = 50  # ... and how many of them (a zip of many bad entries)
 
 
 def clipped(text: str, limit: int, *, keep_end: bool = False) -> str:
@@ -33,23 +39,28 @@ def clipped(text: str, limit: int, *, keep_end: bool = False) -> str:
     if len(text) <= limit:
         return text
     kept, note = limit, ""
-    for _ in range(3):   # the note takes room, so more is cut, which may lengthen the note by a digit
+    for _ in range(
+        3
+    ):  # the note takes room, so more is cut, which may lengthen the note by a digit
         note = _cut_note(len(text) - kept, keep_end, "\n" if "\n" in text else " ")
         if kept == max(limit - len(note), 0):
             break
         kept = max(limit - len(note), 0)
-    if kept == 0:   # no room for a note
+    if kept == 0:  # no room for a note
         return text[:limit]
     if keep_end:
-        return text[:kept - kept // 2] + note + text[len(text) - kept // 2:]
+        return text[: kept - kept // 2] + note + text[len(text) - kept // 2 :]
     return text[:kept] + note
 
 
 def last_lines(text: str, count: int, heading: str, *, skip: str | None = None) -> str:
     """The last `count` non-blank lines of `text` (none that starts with `skip`), indented under
     "  heading:" on a line of its own; "" when there are none."""
-    lines = [line for line in text.strip().splitlines()
-             if line.strip() and not (skip and line.lstrip().startswith(skip))][-count:]
+    lines = [
+        line
+        for line in text.strip().splitlines()
+        if line.strip() and not (skip and line.lstrip().startswith(skip))
+    ][-count:]
     return f"\n  {heading}:\n    " + "\n    ".join(lines) if lines else ""
 
 
@@ -57,7 +68,7 @@ def at_most(items: list[str], count: int, more: str = "") -> list[str]:
     """`items`, or when there are more than `count`, the first count - 1 and "... and N more{more}"."""
     if len(items) <= count:
         return items
-    return [*items[:count - 1], f"... and {len(items) - count + 1} more{more}"]
+    return [*items[: count - 1], f"... and {len(items) - count + 1} more{more}"]
 
 
 def _cut_note(cut: int, keep_end: bool, space: str) -> str:

@@ -16,4 +16,6 @@ class FileProblems(ShardlabError, ValueError):
 
     def __init__(self, path: Path | str, problems: list[str]):
         self.path, self.problems = Path(path), problems
-        super().__init__(f"{path}: " + ("\n  ".join(["", *problems]) if len(problems) > 1 else problems[0]))
+        super().__init__(
+            f"{path}: " + ("\n  ".join(["", *problems]) if len(problems) > 1 else problems[0])
+        )

@@ -43,7 +43,7 @@ MIN_WORKER_MEMORY_BYTES = 2 << 30
 # Measured: one harness grading the reference's whole course, its worker and ex12's processes included,
 # peaked at 0.92 GiB.
 HARNESS_ALLOWANCE_BYTES = 2 << 30
-MAX_PARALLEL = 4   # harnesses per submission: more than the cores only adds start-up work
+MAX_PARALLEL = 4  # harnesses per submission: more than the cores only adds start-up work
 
 TIMINGS = ("enforce", "report", "skip")
 ISOLATIONS = ("auto", "strict", "bubblewrap", "landlock", "process")
@@ -54,7 +54,14 @@ GRADE, GRADE_BATCH, CALIBRATE = "grade", "grade-batch", "calibrate"
 GRADING = frozenset({GRADE, GRADE_BATCH})
 EVERY_COMMAND = frozenset({GRADE, GRADE_BATCH, CALIBRATE})
 # The commands that read the course file (grader.course.term): grading and the staff's builds and exports.
-COURSE_COMMANDS = GRADING | {"release", "nbgrader build", "gradescope build", "course", "override", "export"}
+COURSE_COMMANDS = GRADING | {
+    "release",
+    "nbgrader build",
+    "gradescope build",
+    "course",
+    "override",
+    "export",
+}
 
 
 def memory_gib(text: str) -> float:
@@ -64,7 +71,8 @@ def memory_gib(text: str) -> float:
     if gib != 0 and not gib >= minimum:
         raise argparse.ArgumentTypeError(
             f"{text} GiB is too small: the student's worker needs at least {minimum:g} GiB of address space to "
-            f"start jax on its host devices and run the course's tests (0: no limit)")
+            f"start jax on its host devices and run the course's tests (0: no limit)"
+        )
     return gib
 
 
@@ -75,34 +83,39 @@ def _same(value: Any) -> Any:
 @dataclass(frozen=True)
 class HarnessOption:
     """How the harness (pytest, grader.harness.options) takes a grading option."""
+
     flag: str
     help: str
-    type: Callable[[str], Any] | None = None    # None: a switch
+    type: Callable[[str], Any] | None = None  # None: a switch
     metavar: str | None = None
-    default: Any = None                          # in a plain pytest run, which passes no grading options
-    default_env: str | None = None               # ... unless this environment variable is set
-    to_harness: Callable[[Any], Any] = _same     # the grading value as the harness takes it
-    from_harness: Callable[[Any], Any] = _same   # and back
+    default: Any = None  # in a plain pytest run, which passes no grading options
+    default_env: str | None = None  # ... unless this environment variable is set
+    to_harness: Callable[[Any], Any] = _same  # the grading value as the harness takes it
+    from_harness: Callable[[Any], Any] = _same  # and back
 
 
 @dataclass(frozen=True)
 class Declaration:
     flag: str
     help: str
-    commands: frozenset[str]                     # the shardlab commands that take it
-    type: Callable[[str], Any] | None = None     # None: a switch (store_true)
+    commands: frozenset[str]  # the shardlab commands that take it
+    type: Callable[[str], Any] | None = None  # None: a switch (store_true)
     metavar: str | None = None
     choices: tuple[str, ...] | None = None
-    repeated: bool = False                       # given once per value (action="append")
-    harness: HarnessOption | None = None         # the harness takes it too, as this pytest option
-    report: str | None = None                    # where report.json's environment records it ("limits.x")
-    to_report: Callable[[Any], Any] = _same      # the value as report.json records it
-    in_course_file: bool = False                 # the course file may set it; a flag given says otherwise
+    repeated: bool = False  # given once per value (action="append")
+    harness: HarnessOption | None = None  # the harness takes it too, as this pytest option
+    report: str | None = None  # where report.json's environment records it ("limits.x")
+    to_report: Callable[[Any], Any] = _same  # the value as report.json records it
+    in_course_file: bool = False  # the course file may set it; a flag given says otherwise
 
 
-def option(default: Any, flag: str, help: str, *, commands: frozenset[str] = GRADING, **declared: Any) -> Any:
+def option(
+    default: Any, flag: str, help: str, *, commands: frozenset[str] = GRADING, **declared: Any
+) -> Any:
     """A field of GradingOptions and its one declaration."""
-    return field(default=default, metadata={"option": Declaration(flag, help, commands, **declared)})
+    return field(
+        default=default, metadata={"option": Declaration(flag, help, commands, **declared)}
+    )
 
 
 def _gib_to_bytes(gib: float) -> int:
@@ -123,79 +136,162 @@ class GradingOptions:
     """How one grading runs: what `shardlab grade` was asked, typed."""
 
     visible_only: bool = option(
-        False, "--visible-only", "run only the visible tests",
-        harness=HarnessOption("--visible-only", "leave out the hidden tests"))
+        False,
+        "--visible-only",
+        "run only the visible tests",
+        harness=HarnessOption("--visible-only", "leave out the hidden tests"),
+    )
     timing: str = option(
-        "enforce", "--timing", "speedup thresholds: enforce (default: the course file's timing, else enforce), report "
-                               "the figures only, or skip",
-        type=str, choices=TIMINGS, report="timing", in_course_file=True,
-        harness=HarnessOption("--timing", "speedup tests: enforce thresholds, report figures only, or skip "
-                                          "(default: $SHARDLAB_TIMING or enforce)",
-                              type=str, default="enforce", default_env="SHARDLAB_TIMING"))
+        "enforce",
+        "--timing",
+        "speedup thresholds: enforce (default: the course file's timing, else enforce), report "
+        "the figures only, or skip",
+        type=str,
+        choices=TIMINGS,
+        report="timing",
+        in_course_file=True,
+        harness=HarnessOption(
+            "--timing",
+            "speedup tests: enforce thresholds, report figures only, or skip "
+            "(default: $SHARDLAB_TIMING or enforce)",
+            type=str,
+            default="enforce",
+            default_env="SHARDLAB_TIMING",
+        ),
+    )
     test_timeout: float | None = option(
-        None, "--test-timeout", "seconds every test may run (default: each test's own limit, from the reference's "
-                                "time measured here by `shardlab calibrate`, else from its timings shipped with the "
-                                "course; 120 for a test neither knows)",
-        type=float, metavar="S", report="limits.test_timeout",
-        harness=HarnessOption("--test-timeout", "with --isolate: how long every test may run (default: from "
-                                                "--time-limits, else 120 s)", type=float, metavar="SECONDS"))
+        None,
+        "--test-timeout",
+        "seconds every test may run (default: each test's own limit, from the reference's "
+        "time measured here by `shardlab calibrate`, else from its timings shipped with the "
+        "course; 120 for a test neither knows)",
+        type=float,
+        metavar="S",
+        report="limits.test_timeout",
+        harness=HarnessOption(
+            "--test-timeout",
+            "with --isolate: how long every test may run (default: from --time-limits, else 120 s)",
+            type=float,
+            metavar="SECONDS",
+        ),
+    )
     time_limit: float = option(
-        1800.0, "--time-limit", "seconds one submission may take in all (default 1800)", type=float, metavar="S")
+        1800.0,
+        "--time-limit",
+        "seconds one submission may take in all (default 1800)",
+        type=float,
+        metavar="S",
+    )
     # The student's worker's address space. The harness gets it as --worker-memory (bytes), for the worker it
     # starts; report.json records the limit a confined worker actually read (grader.grading.preflight), and the
     # submission's memory cgroup it sizes (limits.submission_memory_bytes, grader.grading.engine).
     memory_limit: float = option(
-        6.0, "--memory-limit", f"address-space limit of the student's worker process in GiB, at least "
-                               f"{MIN_WORKER_MEMORY_BYTES / GIB:g}, 0 for none (default 6); the grader's own "
-                               f"harness keeps {HARNESS_MEMORY_BYTES / GIB:g} GiB. Where the machine has a memory "
-                               f"cgroup, a submission's harnesses and workers together hold at most this plus "
-                               f"{HARNESS_ALLOWANCE_BYTES / GIB:g} GiB per harness (0: no limit there either)",
-        commands=EVERY_COMMAND, type=memory_gib, metavar="GIB", report="limits.worker_memory_bytes",
+        6.0,
+        "--memory-limit",
+        f"address-space limit of the student's worker process in GiB, at least "
+        f"{MIN_WORKER_MEMORY_BYTES / GIB:g}, 0 for none (default 6); the grader's own "
+        f"harness keeps {HARNESS_MEMORY_BYTES / GIB:g} GiB. Where the machine has a memory "
+        f"cgroup, a submission's harnesses and workers together hold at most this plus "
+        f"{HARNESS_ALLOWANCE_BYTES / GIB:g} GiB per harness (0: no limit there either)",
+        commands=EVERY_COMMAND,
+        type=memory_gib,
+        metavar="GIB",
+        report="limits.worker_memory_bytes",
         to_report=_gib_to_limit,
-        harness=HarnessOption("--worker-memory", "with --isolate: the worker's address-space limit, 0 for none "
-                                                 "(default: grader.sandbox.confinement.WorkerLimits; `shardlab "
-                                                 "grade --memory-limit` sets it)",
-                              type=int, metavar="BYTES", to_harness=_gib_to_bytes, from_harness=_bytes_to_gib))
+        harness=HarnessOption(
+            "--worker-memory",
+            "with --isolate: the worker's address-space limit, 0 for none "
+            "(default: grader.sandbox.confinement.WorkerLimits; `shardlab "
+            "grade --memory-limit` sets it)",
+            type=int,
+            metavar="BYTES",
+            to_harness=_gib_to_bytes,
+            from_harness=_bytes_to_gib,
+        ),
+    )
     isolation: str = option(
-        "auto", "--isolation", "how the student's code is confined: auto (the best this machine has: bubblewrap, "
-                               "then landlock, then a plain process), strict (refuse to grade without bubblewrap "
-                               "or landlock), or one level",
-        commands=EVERY_COMMAND, type=str, choices=ISOLATIONS,
-        harness=HarnessOption("--isolation", "with --isolate: auto (the best this machine has), strict (refuse "
-                                             "without a sandbox), bubblewrap, landlock or process",
-                              type=str, default="auto"))
+        "auto",
+        "--isolation",
+        "how the student's code is confined: auto (the best this machine has: bubblewrap, "
+        "then landlock, then a plain process), strict (refuse to grade without bubblewrap "
+        "or landlock), or one level",
+        commands=EVERY_COMMAND,
+        type=str,
+        choices=ISOLATIONS,
+        harness=HarnessOption(
+            "--isolation",
+            "with --isolate: auto (the best this machine has), strict (refuse "
+            "without a sandbox), bubblewrap, landlock or process",
+            type=str,
+            default="auto",
+        ),
+    )
     exercises: tuple[str, ...] = option(
-        (), "--exercise", "grade only this exercise (repeatable)", type=str, metavar="ID", repeated=True)
+        (),
+        "--exercise",
+        "grade only this exercise (repeatable)",
+        type=str,
+        metavar="ID",
+        repeated=True,
+    )
     cache: Path | None = option(
-        None, "--cache", "the compile cache and the calibrated time limits (default: $SHARDLAB_CACHE or "
-                         "~/.cache/shardlab; grade-batch: OUT/.cache). Only the grader reads and writes it.",
-        commands=EVERY_COMMAND, type=Path, metavar="DIR")
-    no_compile_cache: bool = option(False, "--no-compile-cache", "compile every program afresh",
-                                    commands=EVERY_COMMAND)
+        None,
+        "--cache",
+        "the compile cache and the calibrated time limits (default: $SHARDLAB_CACHE or "
+        "~/.cache/shardlab; grade-batch: OUT/.cache). Only the grader reads and writes it.",
+        commands=EVERY_COMMAND,
+        type=Path,
+        metavar="DIR",
+    )
+    no_compile_cache: bool = option(
+        False, "--no-compile-cache", "compile every program afresh", commands=EVERY_COMMAND
+    )
     cache_max_mb: float = option(
-        1024.0, "--cache-max-mb", "the compile cache's size cap: least recently used entries go first (default 1024)",
-        commands=EVERY_COMMAND, type=float, metavar="MB")
+        1024.0,
+        "--cache-max-mb",
+        "the compile cache's size cap: least recently used entries go first (default 1024)",
+        commands=EVERY_COMMAND,
+        type=float,
+        metavar="MB",
+    )
     parallel: int | None = option(
-        None, "--parallel", f"harnesses grading one submission's exercises at once (default: the cores, at most "
-                            f"{MAX_PARALLEL}; grade-batch: cores / jobs)",
-        commands=EVERY_COMMAND, type=int, metavar="N")
+        None,
+        "--parallel",
+        f"harnesses grading one submission's exercises at once (default: the cores, at most "
+        f"{MAX_PARALLEL}; grade-batch: cores / jobs)",
+        commands=EVERY_COMMAND,
+        type=int,
+        metavar="N",
+    )
 
     hidden_visibility: str = option(
-        "after_due_date", "--hidden-visibility",
+        "after_due_date",
+        "--hidden-visibility",
         "when students see the hidden tests' names and messages: results.json's Gradescope visibility of each "
         "hidden test; feedback.html shows them unless hidden (instructors only), so hand it out accordingly "
         "(default: the course file's hidden_visibility, else after_due_date)",
-        type=str, choices=VISIBILITIES, report="hidden_visibility", in_course_file=True)
+        type=str,
+        choices=VISIBILITIES,
+        report="hidden_visibility",
+        in_course_file=True,
+    )
     course: Path | None = option(
-        None, "--course", "the term's course file (default: course.toml in the current folder, else every exercise "
-                          "of the catalog with its points and no due dates)",
-        commands=COURSE_COMMANDS, type=Path, metavar="FILE")
+        None,
+        "--course",
+        "the term's course file (default: course.toml in the current folder, else every exercise "
+        "of the catalog with its points and no due dates)",
+        commands=COURSE_COMMANDS,
+        type=Path,
+        metavar="FILE",
+    )
 
     # The options the course file may set that no flag gave (from_args): with_course fills them.
     unset: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def __post_init__(self):
-        if not isinstance(self.exercises, tuple):   # a list given by a caller: kept as an immutable tuple
+        if not isinstance(
+            self.exercises, tuple
+        ):  # a list given by a caller: kept as an immutable tuple
             object.__setattr__(self, "exercises", tuple(self.exercises or ()))
 
     @property
@@ -216,23 +312,40 @@ class GradingOptions:
             if command in declaration.commands:
                 value = getattr(args, name)
                 if declaration.in_course_file and value is None:
-                    continue   # not given: the course file's, else the default (with_course)
+                    continue  # not given: the course file's, else the default (with_course)
                 given[name] = tuple(value or ()) if declaration.repeated else value
-        return cls(**given, unset=frozenset(name for name, d in DECLARATIONS.items()
-                                             if d.in_course_file and command in d.commands
-                                             and getattr(args, name) is None))
+        return cls(
+            **given,
+            unset=frozenset(
+                name
+                for name, d in DECLARATIONS.items()
+                if d.in_course_file and command in d.commands and getattr(args, name) is None
+            ),
+        )
 
     def with_course(self, settings: dict[str, Any]) -> GradingOptions:
         """These options with the course file's `settings` ({option name: value}) for the options it may set
         and no flag set: a flag given wins over the course file, the course file over the default."""
-        return dataclasses.replace(self, unset=frozenset(), **{
-            name: value for name, value in settings.items()
-            if name in self.unset and value is not None and DECLARATIONS[name].in_course_file})
+        return dataclasses.replace(
+            self,
+            unset=frozenset(),
+            **{
+                name: value
+                for name, value in settings.items()
+                if name in self.unset and value is not None and DECLARATIONS[name].in_course_file
+            },
+        )
 
     def for_command(self, command: str) -> GradingOptions:
         """These options, but only those `command` takes: the others back to their defaults."""
-        return dataclasses.replace(DEFAULTS, **{name: getattr(self, name) for name, declaration
-                                                in DECLARATIONS.items() if command in declaration.commands})
+        return dataclasses.replace(
+            DEFAULTS,
+            **{
+                name: getattr(self, name)
+                for name, declaration in DECLARATIONS.items()
+                if command in declaration.commands
+            },
+        )
 
     def arguments(self, command: str = GRADE) -> list[str]:
         """The flags that give `command` these options (grade-batch runs `shardlab grade` with them)."""
@@ -247,7 +360,9 @@ class GradingOptions:
         found = []
         for name, declaration in DECLARATIONS.items():
             if declaration.harness is not None and (names is None or name in names):
-                found += _flags(declaration.harness.flag, declaration.harness.to_harness(getattr(self, name)))
+                found += _flags(
+                    declaration.harness.flag, declaration.harness.to_harness(getattr(self, name))
+                )
         return found
 
     @classmethod
@@ -255,7 +370,10 @@ class GradingOptions:
         """The options the harness took, read with pytest's config.getoption; None: the default."""
         given = {}
         for name, declaration in DECLARATIONS.items():
-            if declaration.harness is not None and (value := getoption(declaration.harness.flag)) is not None:
+            if (
+                declaration.harness is not None
+                and (value := getoption(declaration.harness.flag)) is not None
+            ):
                 given[name] = declaration.harness.from_harness(value)
         return cls(**given)
 
@@ -273,8 +391,11 @@ class GradingOptions:
         return described
 
 
-DECLARATIONS: dict[str, Declaration] = {f.name: f.metadata["option"] for f in dataclasses.fields(GradingOptions)
-                                         if "option" in f.metadata}
+DECLARATIONS: dict[str, Declaration] = {
+    f.name: f.metadata["option"]
+    for f in dataclasses.fields(GradingOptions)
+    if "option" in f.metadata
+}
 DEFAULTS = GradingOptions()
 
 
@@ -294,12 +415,20 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         if command not in declaration.commands:
             continue
         if declaration.type is None:
-            parser.add_argument(declaration.flag, dest=name, action="store_true", help=declaration.help)
+            parser.add_argument(
+                declaration.flag, dest=name, action="store_true", help=declaration.help
+            )
         else:
             default = None if declaration.in_course_file else getattr(DEFAULTS, name)
-            parser.add_argument(declaration.flag, dest=name, type=declaration.type, metavar=declaration.metavar,
-                                choices=declaration.choices, help=declaration.help,
-                                **({"action": "append"} if declaration.repeated else {"default": default}))
+            parser.add_argument(
+                declaration.flag,
+                dest=name,
+                type=declaration.type,
+                metavar=declaration.metavar,
+                choices=declaration.choices,
+                help=declaration.help,
+                **({"action": "append"} if declaration.repeated else {"default": default}),
+            )
 
 
 def add_harness_options(group) -> None:
@@ -311,6 +440,16 @@ def add_harness_options(group) -> None:
         if harness.type is None:
             group.addoption(harness.flag, action="store_true", help=harness.help)
         else:
-            default = os.environ.get(harness.default_env, harness.default) if harness.default_env else harness.default
-            group.addoption(harness.flag, type=harness.type, default=default, choices=declaration.choices,
-                            metavar=harness.metavar, help=harness.help)
+            default = (
+                os.environ.get(harness.default_env, harness.default)
+                if harness.default_env
+                else harness.default
+            )
+            group.addoption(
+                harness.flag,
+                type=harness.type,
+                default=default,
+                choices=declaration.choices,
+                metavar=harness.metavar,
+                help=harness.help,
+            )

@@ -32,10 +32,10 @@ from grader.core.rules import Rule, rules_of
 
 class Category(StrEnum):
     PASSED = "passed"
-    FAILED = "failed"              # an assertion about the student's result
-    ERROR = "error"                # student code raised
+    FAILED = "failed"  # an assertion about the student's result
+    ERROR = "error"  # student code raised
     TIMEOUT = "timeout"
-    CRASHED = "crashed"            # the process died: exit, segfault, out of memory
+    CRASHED = "crashed"  # the process died: exit, segfault, out of memory
     NOT_ATTEMPTED = "not attempted"
     SKIPPED = "skipped"
 
@@ -52,8 +52,13 @@ def _keys(cls, data: dict[str, Any], ignore: tuple[str, ...] = ()) -> dict[str, 
     unknown = sorted(set(data) - set(fields) - set(ignore))
     if unknown:
         raise MalformedResult(f"{cls.__name__}: unknown key(s) {', '.join(unknown)}")
-    missing = sorted(name for name, f in fields.items() if name not in data
-                     and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    missing = sorted(
+        name
+        for name, f in fields.items()
+        if name not in data
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    )
     if missing:
         raise MalformedResult(f"{cls.__name__}: missing key(s) {', '.join(missing)}")
     return {k: v for k, v in data.items() if k in fields}
@@ -67,6 +72,7 @@ def _bound(fact, limit: int, *names: str) -> None:
     """Cut the text of `fact`'s fields `names` to `limit` characters each, keeping both ends (two axis names
     that differ at their end still differ): a string, the strings of a tuple, or a dict's keys. For frozen
     facts too: this runs as a fact is built (its __post_init__)."""
+
     def cut(text):
         return clipped(text, limit, keep_end=True) if isinstance(text, str) else text
 
@@ -86,11 +92,13 @@ def _bound(fact, limit: int, *names: str) -> None:
 
 # -- layouts ---------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Block:
     """One block of an array and the devices holding a copy of it."""
-    index: tuple[tuple[int, int], ...]   # (start, stop) in each dimension of the global array
-    devices: tuple[int, ...]             # device ids, ascending
+
+    index: tuple[tuple[int, int], ...]  # (start, stop) in each dimension of the global array
+    devices: tuple[int, ...]  # device ids, ascending
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": [list(span) for span in self.index], "devices": list(self.devices)}
@@ -103,26 +111,30 @@ class Block:
 
 def grid_words(ndim: int) -> str:
     """What a layout's grid of blocks shows, for an array of `ndim` dimensions."""
-    return {0: "the whole array, a scalar", 1: "blocks along its one dimension",
-            2: "rows x columns"}.get(ndim, f"rows x columns of the first two of its {ndim} dimensions")
+    return {
+        0: "the whole array, a scalar",
+        1: "blocks along its one dimension",
+        2: "rows x columns",
+    }.get(ndim, f"rows x columns of the first two of its {ndim} dimensions")
 
 
 @dataclass(frozen=True)
 class Layout:
     """Where an array's blocks live: its global shape, its sharding, and each block's devices."""
+
     global_shape: tuple[int, ...]
-    sharding: str                        # the sharding's type: NamedSharding, SingleDeviceSharding...
-    spec: str | None = None              # the PartitionSpec, as written: "PartitionSpec('data', None)"
-    mesh_axes: tuple[str, ...] = ()      # a NamedSharding's mesh: its axis names
-    mesh_sizes: tuple[int, ...] = ()     # ... their sizes
-    mesh_devices: tuple[int, ...] = ()   # ... and its device ids, in the mesh's order (row-major)
-    blocks: tuple[Block, ...] = ()       # in index order; none when the spec cannot split the shape
+    sharding: str  # the sharding's type: NamedSharding, SingleDeviceSharding...
+    spec: str | None = None  # the PartitionSpec, as written: "PartitionSpec('data', None)"
+    mesh_axes: tuple[str, ...] = ()  # a NamedSharding's mesh: its axis names
+    mesh_sizes: tuple[int, ...] = ()  # ... their sizes
+    mesh_devices: tuple[int, ...] = ()  # ... and its device ids, in the mesh's order (row-major)
+    blocks: tuple[Block, ...] = ()  # in index order; none when the spec cannot split the shape
 
     def __post_init__(self):
         _bound(self, NAME_CHARS, "sharding", "spec", "mesh_axes")
 
     def describe(self) -> str:
-        """"P('data', None) on mesh (data=8)": the sharding, and its mesh's axes and sizes."""
+        """ "P('data', None) on mesh (data=8)": the sharding, and its mesh's axes and sizes."""
         mesh = ", ".join(f"{axis}={size}" for axis, size in zip(self.mesh_axes, self.mesh_sizes))
         return (self.spec or self.sharding) + (f" on mesh ({mesh})" if mesh else "")
 
@@ -131,22 +143,35 @@ class Layout:
         return {block.index: block.devices for block in self.blocks}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"global_shape": list(self.global_shape), "sharding": self.sharding, "spec": self.spec,
-                "mesh_axes": list(self.mesh_axes), "mesh_sizes": list(self.mesh_sizes),
-                "mesh_devices": list(self.mesh_devices), "blocks": [block.to_dict() for block in self.blocks]}
+        return {
+            "global_shape": list(self.global_shape),
+            "sharding": self.sharding,
+            "spec": self.spec,
+            "mesh_axes": list(self.mesh_axes),
+            "mesh_sizes": list(self.mesh_sizes),
+            "mesh_devices": list(self.mesh_devices),
+            "blocks": [block.to_dict() for block in self.blocks],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Layout:
         data = _keys(cls, data)
-        return cls(_ints(data["global_shape"]), data["sharding"], data.get("spec"),
-                   tuple(str(a) for a in data.get("mesh_axes", ())), _ints(data.get("mesh_sizes", ())),
-                   _ints(data.get("mesh_devices", ())), tuple(Block.from_dict(b) for b in data.get("blocks", ())))
+        return cls(
+            _ints(data["global_shape"]),
+            data["sharding"],
+            data.get("spec"),
+            tuple(str(a) for a in data.get("mesh_axes", ())),
+            _ints(data.get("mesh_sizes", ())),
+            _ints(data.get("mesh_devices", ())),
+            tuple(Block.from_dict(b) for b in data.get("blocks", ())),
+        )
 
 
 @dataclass(frozen=True)
 class LayoutCheck:
     """A sharding check: the layout it asked for and the one the array had (None: not a jax.Array)."""
-    name: str                            # what the check called the array: "output", "params['w1']"...
+
+    name: str  # what the check called the array: "output", "params['w1']"...
     expected: Layout
     actual: Layout | None
     passed: bool
@@ -155,51 +180,72 @@ class LayoutCheck:
         _bound(self, NAME_CHARS, "name")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "expected": self.expected.to_dict(),
-                "actual": self.actual.to_dict() if self.actual is not None else None, "passed": self.passed}
+        return {
+            "name": self.name,
+            "expected": self.expected.to_dict(),
+            "actual": self.actual.to_dict() if self.actual is not None else None,
+            "passed": self.passed,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LayoutCheck:
         data = _keys(cls, data)
         actual = data["actual"]
-        return cls(data["name"], Layout.from_dict(data["expected"]),
-                   Layout.from_dict(actual) if actual is not None else None, bool(data["passed"]))
+        return cls(
+            data["name"],
+            Layout.from_dict(data["expected"]),
+            Layout.from_dict(actual) if actual is not None else None,
+            bool(data["passed"]),
+        )
 
 
 # -- collectives -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Collective:
     """One collective of a compiled program."""
-    op: str                              # all-reduce, all-gather, reduce-scatter, collective-permute, all-to-all
-    group_size: int | None               # devices per replica group (pairs for a permute), if the op says
-    mesh_axes: tuple[str, ...] | None    # the mesh axes its groups run along; None: none found, or no mesh
-    line: str                            # the HLO instruction, its metadata left out
+
+    op: str  # all-reduce, all-gather, reduce-scatter, collective-permute, all-to-all
+    group_size: int | None  # devices per replica group (pairs for a permute), if the op says
+    mesh_axes: (
+        tuple[str, ...] | None
+    )  # the mesh axes its groups run along; None: none found, or no mesh
+    line: str  # the HLO instruction, its metadata left out
 
     def __post_init__(self):
         _bound(self, NAME_CHARS, "op", "mesh_axes")
         _bound(self, LINE_CHARS, "line")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "group_size": self.group_size,
-                "mesh_axes": list(self.mesh_axes) if self.mesh_axes is not None else None, "line": self.line}
+        return {
+            "op": self.op,
+            "group_size": self.group_size,
+            "mesh_axes": list(self.mesh_axes) if self.mesh_axes is not None else None,
+            "line": self.line,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Collective:
         data = _keys(cls, data)
         axes = data["mesh_axes"]
-        return cls(data["op"], data["group_size"], tuple(str(a) for a in axes) if axes is not None else None,
-                   data["line"])
+        return cls(
+            data["op"],
+            data["group_size"],
+            tuple(str(a) for a in axes) if axes is not None else None,
+            data["line"],
+        )
 
 
 @dataclass(frozen=True)
 class CollectivesCheck:
     """A collectives check: what its rule asked for, and every collective the program compiled to."""
-    what: str                            # the program, as the message names it
+
+    what: str  # the program, as the message names it
     found: tuple[Collective, ...]
-    passed: bool | None                  # the rule held (the values are checked apart); None: the test judged
-                                         # the collectives by a rule of its own (its message says which)
-    exactly: dict[str, int] | None = None   # kind -> count (kinds not named: none)
+    passed: bool | None  # the rule held (the values are checked apart); None: the test judged
+    # the collectives by a rule of its own (its message says which)
+    exactly: dict[str, int] | None = None  # kind -> count (kinds not named: none)
     present: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
     only: tuple[str, ...] | None = None
@@ -214,40 +260,53 @@ class CollectivesCheck:
         return counts
 
     def to_dict(self) -> dict[str, Any]:
-        return {"what": self.what, "found": [c.to_dict() for c in self.found], "passed": self.passed,
-                "exactly": dict(self.exactly) if self.exactly is not None else None,
-                "present": list(self.present), "absent": list(self.absent),
-                "only": list(self.only) if self.only is not None else None}
+        return {
+            "what": self.what,
+            "found": [c.to_dict() for c in self.found],
+            "passed": self.passed,
+            "exactly": dict(self.exactly) if self.exactly is not None else None,
+            "present": list(self.present),
+            "absent": list(self.absent),
+            "only": list(self.only) if self.only is not None else None,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CollectivesCheck:
         data = _keys(cls, data)
         exactly, only = data.get("exactly"), data.get("only")
         passed = data["passed"]
-        return cls(data["what"], tuple(Collective.from_dict(c) for c in data["found"]),
-                   None if passed is None else bool(passed),
-                   {str(k): int(v) for k, v in exactly.items()} if exactly is not None else None,
-                   tuple(data.get("present", ())), tuple(data.get("absent", ())),
-                   tuple(only) if only is not None else None)
+        return cls(
+            data["what"],
+            tuple(Collective.from_dict(c) for c in data["found"]),
+            None if passed is None else bool(passed),
+            {str(k): int(v) for k, v in exactly.items()} if exactly is not None else None,
+            tuple(data.get("present", ())),
+            tuple(data.get("absent", ())),
+            tuple(only) if only is not None else None,
+        )
 
 
 # -- speed -----------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class SpeedMeasurement:
     """A speedup measurement (grader.checks.speedup.measure_speedup)."""
+
     label: str
-    speedup: float                       # median(baseline) / median(candidate)
-    spread: tuple[float, float]          # interquartile range of the pairwise ratios
-    baseline_s: float | None             # the medians, in seconds
+    speedup: float  # median(baseline) / median(candidate)
+    spread: tuple[float, float]  # interquartile range of the pairwise ratios
+    baseline_s: float | None  # the medians, in seconds
     candidate_s: float | None
     repeats: int
     threshold: float
     devices: int
     cores: int
     platform: str
-    near_threshold: bool = False         # the spread still straddled the threshold after the extra repeats
-    calibration: float | None = None     # what the calibration kernel achieved, when the threshold is scaled
+    near_threshold: bool = False  # the spread still straddled the threshold after the extra repeats
+    calibration: float | None = (
+        None  # what the calibration kernel achieved, when the threshold is scaled
+    )
 
     def __post_init__(self):
         _bound(self, NAME_CHARS, "label", "platform")
@@ -261,36 +320,55 @@ class SpeedMeasurement:
 class SpeedFigures(SpeedMeasurement):
     """A speedup test's figures as its result records them: the measurement and the policy that judged it.
     Its keys are those report.json and results.json have always carried under "speedup"."""
-    policy: str                          # enforce or report: what a miss did
+
+    policy: str  # enforce or report: what a miss did
 
     def __post_init__(self):
         super().__post_init__()
         _bound(self, NAME_CHARS, "policy")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "speedup": self.speedup, "spread": list(self.spread),
-                "baseline_s": self.baseline_s, "candidate_s": self.candidate_s, "repeats": self.repeats,
-                "threshold": self.threshold, "devices": self.devices, "cores": self.cores,
-                "platform": self.platform, "near_threshold": self.near_threshold,
-                "calibration": self.calibration, "met": self.met, "policy": self.policy}
+        return {
+            "label": self.label,
+            "speedup": self.speedup,
+            "spread": list(self.spread),
+            "baseline_s": self.baseline_s,
+            "candidate_s": self.candidate_s,
+            "repeats": self.repeats,
+            "threshold": self.threshold,
+            "devices": self.devices,
+            "cores": self.cores,
+            "platform": self.platform,
+            "near_threshold": self.near_threshold,
+            "calibration": self.calibration,
+            "met": self.met,
+            "policy": self.policy,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SpeedFigures:
-        data = _keys(cls, data, ignore=("met",))   # met follows from the speedup and the threshold
+        data = _keys(cls, data, ignore=("met",))  # met follows from the speedup and the threshold
         low, high = data["spread"]
-        return cls(**({k: v for k, v in data.items() if k != "met"} | {"spread": (float(low), float(high))}))
+        return cls(
+            **(
+                {k: v for k, v in data.items() if k != "met"}
+                | {"spread": (float(low), float(high))}
+            )
+        )
 
 
 # -- the facts of one test -------------------------------------------------------------------------
 
+
 @dataclass
 class TestFacts:
     """What the checks of one test recorded, in the order they ran."""
+
     layouts: list[LayoutCheck] = field(default_factory=list)
     collectives: list[CollectivesCheck] = field(default_factory=list)
     speedup: SpeedFigures | None = None
 
-    __test__ = False   # not a pytest test class
+    __test__ = False  # not a pytest test class
 
 
 def _fact_size(fact) -> int:
@@ -299,6 +377,7 @@ def _fact_size(fact) -> int:
 
 
 # -- test ids: "tests/exercises/ex04_sharded_layer/test_hidden.py::test_layer_values[4dev]" --------------
+
 
 def function_id(nodeid: str) -> str:
     """The test function's id, without its parameters: "f.py::test_x[2dev]" -> "f.py::test_x"."""
@@ -311,7 +390,7 @@ def test_name(nodeid: str) -> str:
     return function.rsplit("::", 1)[-1] + bracket + parameters
 
 
-test_name.__test__ = False   # not a pytest test, wherever it is imported
+test_name.__test__ = False  # not a pytest test, wherever it is imported
 
 
 def function_name(nodeid: str) -> str:
@@ -323,20 +402,31 @@ def function_name(nodeid: str) -> str:
 class TestMeta:
     """What the grader knows of a test before it runs (grader.harness.selection), sent to the grading
     process when the harness has collected."""
+
     nodeid: str
-    exercise: str | None          # None: a test outside an exercise folder (dev-check reports it)
+    exercise: str | None  # None: a test outside an exercise folder (dev-check reports it)
     hidden: bool
     slow: bool
-    weight: float                 # its points (grader.harness.selection)
-    limit: float                  # seconds it may run (grader.harness.time_limits)
+    weight: float  # its points (grader.harness.selection)
+    limit: float  # seconds it may run (grader.harness.time_limits)
     rules: tuple[Rule, ...] = ()  # the kinds of rule it grades (its `rules` marker)
 
-    __test__ = False   # not a pytest test class
+    __test__ = False  # not a pytest test class
 
-    def result(self, category: Category, message: str = "", duration: float = 0.0, *,
-               strike: bool = False) -> TestResult:
-        return TestResult(nodeid=self.nodeid, exercise=self.exercise, hidden=self.hidden, weight=self.weight,
-                          category=category, message=message, duration=duration, strike=strike, rules=self.rules)
+    def result(
+        self, category: Category, message: str = "", duration: float = 0.0, *, strike: bool = False
+    ) -> TestResult:
+        return TestResult(
+            nodeid=self.nodeid,
+            exercise=self.exercise,
+            hidden=self.hidden,
+            weight=self.weight,
+            category=category,
+            message=message,
+            duration=duration,
+            strike=strike,
+            rules=self.rules,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"rules": [str(rule) for rule in self.rules]}
@@ -344,29 +434,36 @@ class TestMeta:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TestMeta:
         data = _keys(cls, data)
-        return cls(str(data["nodeid"]), data["exercise"], bool(data["hidden"]), bool(data["slow"]),
-                   float(data["weight"]), float(data["limit"]), rules_of(data.get("rules", ())))
+        return cls(
+            str(data["nodeid"]),
+            data["exercise"],
+            bool(data["hidden"]),
+            bool(data["slow"]),
+            float(data["weight"]),
+            float(data["limit"]),
+            rules_of(data.get("rules", ())),
+        )
 
 
 @dataclass
 class TestResult:
     nodeid: str
-    exercise: str | None          # None: a test in no exercise's folder (dev-check reports it)
+    exercise: str | None  # None: a test in no exercise's folder (dev-check reports it)
     hidden: bool
-    weight: float                 # the test's points (see grader.harness.selection)
-    category: Category            # a str given (a Category's value) is made one
-    message: str = ""             # what the student should see
+    weight: float  # the test's points (see grader.harness.selection)
+    category: Category  # a str given (a Category's value) is made one
+    message: str = ""  # what the student should see
     duration: float = 0.0
-    speedup: SpeedFigures | None = None   # the timing figures of a speedup test
-    output: str = ""              # what the student's code printed during the test, truncated
+    speedup: SpeedFigures | None = None  # the timing figures of a speedup test
+    output: str = ""  # what the student's code printed during the test, truncated
     score: float = 0.0
     max_score: float = 0.0
-    strike: bool = False          # counts towards the exercise's timeouts (a timeout or a harness crash)
-    layouts: list[LayoutCheck] = field(default_factory=list)            # its sharding checks
-    collectives: list[CollectivesCheck] = field(default_factory=list)   # its collectives checks
+    strike: bool = False  # counts towards the exercise's timeouts (a timeout or a harness crash)
+    layouts: list[LayoutCheck] = field(default_factory=list)  # its sharding checks
+    collectives: list[CollectivesCheck] = field(default_factory=list)  # its collectives checks
     rules: tuple[Rule, ...] = ()  # the kinds of rule it grades (grader.core.rules)
 
-    __test__ = False   # not a pytest test class
+    __test__ = False  # not a pytest test class
 
     def __post_init__(self):
         """The bounds of grader.core.bounds: the facts that fit in a test's share, the message (saying what
@@ -378,14 +475,20 @@ class TestResult:
         left_out = self._keep_facts_that_fit()
         if left_out:
             note = f"[{left_out}]"
-            self.message = clipped(self.message, MESSAGE_CHARS - len(note) - 1) + "\n" + note if self.message else note
+            self.message = (
+                clipped(self.message, MESSAGE_CHARS - len(note) - 1) + "\n" + note
+                if self.message
+                else note
+            )
         self.message = clipped(self.message, MESSAGE_CHARS)
         self.output = clipped(self.output, OUTPUT_CHARS)
 
     def _keep_facts_that_fit(self) -> str:
         """Keep the facts, in the order they were recorded, while they fit in TEST_FACTS_CHARS (a speedup's
         figures always do); a collectives check keeps the collectives that fit. What was left out, if any."""
-        room = TEST_FACTS_CHARS - (text_size(self.speedup.to_dict()) if self.speedup is not None else 0)
+        room = TEST_FACTS_CHARS - (
+            text_size(self.speedup.to_dict()) if self.speedup is not None else 0
+        )
         layouts = []
         for check in self.layouts:
             room -= _fact_size(check)
@@ -404,33 +507,42 @@ class TestResult:
                     break
                 fitting.append(collective)
             found, kept = found + len(check.found), kept + len(fitting)
-            collectives.append(check if len(fitting) == len(check.found)
-                               else dataclasses.replace(check, found=tuple(fitting)))
+            collectives.append(
+                check
+                if len(fitting) == len(check.found)
+                else dataclasses.replace(check, found=tuple(fitting))
+            )
             if room < 0:
                 break
-        found += sum(len(check.found) for check in self.collectives[len(collectives):])
-        left = [f"{len(layouts)} of {len(self.layouts)} sharding checks"] * (len(layouts) < len(self.layouts))
-        left += [f"{len(collectives)} of {len(self.collectives)} collectives checks"] \
-            * (len(collectives) < len(self.collectives))
+        found += sum(len(check.found) for check in self.collectives[len(collectives) :])
+        left = [f"{len(layouts)} of {len(self.layouts)} sharding checks"] * (
+            len(layouts) < len(self.layouts)
+        )
+        left += [f"{len(collectives)} of {len(self.collectives)} collectives checks"] * (
+            len(collectives) < len(self.collectives)
+        )
         left += [f"{kept} of {found} collectives found"] * (kept < found)
         if not left:
             return ""
         self.layouts, self.collectives = layouts, collectives
-        return (f"the grader recorded only part of what this test's checks found ({', '.join(left)}): the rest "
-                f"would take more than the {TEST_FACTS_CHARS:,} characters a test's facts may take in its report")
+        return (
+            f"the grader recorded only part of what this test's checks found ({', '.join(left)}): the rest "
+            f"would take more than the {TEST_FACTS_CHARS:,} characters a test's facts may take in its report"
+        )
 
     def text_size(self) -> int:
         """What this result may take in a report, as grader.core.bounds counts it: its message, its output and
         its facts, each fact with the room around it."""
         facts = sum(map(_fact_size, self.layouts)) + sum(
             _fact_size(dataclasses.replace(check, found=())) + sum(map(_fact_size, check.found))
-            for check in self.collectives)
+            for check in self.collectives
+        )
         speed = text_size(self.speedup.to_dict()) if self.speedup is not None else 0
         return text_size(self.message) + text_size(self.output) + facts + speed
 
     @property
     def name(self) -> str:
-        """"test_hidden.py::test_layer_auto_values[4dev]" -> "test_layer_auto_values[4dev]"."""
+        """ "test_hidden.py::test_layer_auto_values[4dev]" -> "test_layer_auto_values[4dev]"."""
         return test_name(self.nodeid)
 
     @property
@@ -448,37 +560,56 @@ class TestResult:
         return self.category in (Category.PASSED, Category.SKIPPED)
 
     def with_facts(self, facts: TestFacts) -> TestResult:
-        return dataclasses.replace(self, layouts=list(facts.layouts), collectives=list(facts.collectives),
-                                   speedup=facts.speedup)
+        return dataclasses.replace(
+            self,
+            layouts=list(facts.layouts),
+            collectives=list(facts.collectives),
+            speedup=facts.speedup,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"nodeid": self.nodeid, "exercise": self.exercise, "hidden": self.hidden, "weight": self.weight,
-                "category": str(self.category), "message": self.message, "duration": self.duration,
-                "speedup": self.speedup.to_dict() if self.speedup is not None else None, "output": self.output,
-                "score": self.score, "max_score": self.max_score, "strike": self.strike,
-                "layouts": [check.to_dict() for check in self.layouts],
-                "collectives": [check.to_dict() for check in self.collectives],
-                "rules": [str(rule) for rule in self.rules]}
+        return {
+            "nodeid": self.nodeid,
+            "exercise": self.exercise,
+            "hidden": self.hidden,
+            "weight": self.weight,
+            "category": str(self.category),
+            "message": self.message,
+            "duration": self.duration,
+            "speedup": self.speedup.to_dict() if self.speedup is not None else None,
+            "output": self.output,
+            "score": self.score,
+            "max_score": self.max_score,
+            "strike": self.strike,
+            "layouts": [check.to_dict() for check in self.layouts],
+            "collectives": [check.to_dict() for check in self.collectives],
+            "rules": [str(rule) for rule in self.rules],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], ignore: tuple[str, ...] = ()) -> TestResult:
         """ignore: keys a reader knows are there and not a TestResult's (report.json's derived "name")."""
         data = _keys(cls, data, ignore)
         speedup = data.get("speedup")
-        return cls(**data | {
-            "speedup": SpeedFigures.from_dict(speedup) if speedup is not None else None,
-            "layouts": [LayoutCheck.from_dict(c) for c in data.get("layouts", ())],
-            "collectives": [CollectivesCheck.from_dict(c) for c in data.get("collectives", ())],
-            "rules": rules_of(data.get("rules", ())),
-        })
+        return cls(
+            **data
+            | {
+                "speedup": SpeedFigures.from_dict(speedup) if speedup is not None else None,
+                "layouts": [LayoutCheck.from_dict(c) for c in data.get("layouts", ())],
+                "collectives": [CollectivesCheck.from_dict(c) for c in data.get("collectives", ())],
+                "rules": rules_of(data.get("rules", ())),
+            }
+        )
 
 
 # -- where a grading ran: report.json's "environment" ----------------------------------------------
+
 
 @dataclass(frozen=True)
 class IsolationRecord:
     """environment.isolation: how the student's code was confined, as grader.sandbox.confinement.describe
     words it (its keys differ by level: "level", "user", "network", "not_applied", "memory"...)."""
+
     described: dict[str, Any]
 
     @property
@@ -503,9 +634,10 @@ class Environment:
     """report.json's "environment": where a grading ran and the limits in force. A field that is None (an
     older report's, or `shardlab check`'s, which records less) is not written. The dicts are as their
     makers describe themselves: limits (grader.core.options, as applied), compile_cache, time_limits."""
+
     python: str | None = None
     platform: str | None = None
-    versions: dict[str, str | None] | None = None   # package -> version (None: not installed)
+    versions: dict[str, str | None] | None = None  # package -> version (None: not installed)
     devices: int | None = None
     cores: int | None = None
     timing: str | None = None
@@ -514,8 +646,10 @@ class Environment:
     isolation: IsolationRecord | None = None
     compile_cache: dict[str, Any] | None = None
     time_limits: dict[str, Any] | None = None
-    parallel: int | None = None                     # harnesses at once
-    other: dict[str, Any] = field(default_factory=dict)   # keys this version does not know, kept as they were
+    parallel: int | None = None  # harnesses at once
+    other: dict[str, Any] = field(
+        default_factory=dict
+    )  # keys this version does not know, kept as they were
 
     @property
     def worker_memory_bytes(self) -> int | None:
@@ -537,7 +671,9 @@ class Environment:
         return (self.time_limits or {}).get("source")
 
     def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "other"}
+        data = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "other"
+        }
         if self.isolation is not None:
             data["isolation"] = self.isolation.to_dict()
         return {k: v for k, v in data.items() if v is not None} | self.other

@@ -12,16 +12,16 @@ from grader.core.errors import ShardlabError
 
 
 class Rule(StrEnum):
-    VALUES = "values"              # the numbers equal a reference's, within the tolerance
-    LAYOUTS = "layouts"            # an output's sharding: its spec, mesh and each device's block
-    ERRORS = "errors"              # a bad input raises the error the docstring names
-    PROPERTIES = "properties"      # a law that holds on drawn inputs (monotonic, free on one device)
-    COLLECTIVES = "collectives"    # the collectives of the compiled program, their kinds and groups
-    MEMORY = "memory"              # XLA's per-device memory figures of the compiled program
-    FLOPS = "flops"                # XLA's per-device flop count of the compiled program
-    SPEEDUP = "speedup"            # a timed speedup over a baseline, above a threshold
-    TRAINING = "training"          # several training steps behave like a single device's
-    JOINS = "joins"                # the processes join one cluster through jax.distributed
+    VALUES = "values"  # the numbers equal a reference's, within the tolerance
+    LAYOUTS = "layouts"  # an output's sharding: its spec, mesh and each device's block
+    ERRORS = "errors"  # a bad input raises the error the docstring names
+    PROPERTIES = "properties"  # a law that holds on drawn inputs (monotonic, free on one device)
+    COLLECTIVES = "collectives"  # the collectives of the compiled program, their kinds and groups
+    MEMORY = "memory"  # XLA's per-device memory figures of the compiled program
+    FLOPS = "flops"  # XLA's per-device flop count of the compiled program
+    SPEEDUP = "speedup"  # a timed speedup over a baseline, above a threshold
+    TRAINING = "training"  # several training steps behave like a single device's
+    JOINS = "joins"  # the processes join one cluster through jax.distributed
 
 
 # What a reader of the README's table needs to know of each kind.
@@ -49,5 +49,7 @@ def rules_of(names) -> tuple[Rule, ...]:
     try:
         named = {Rule(name) for name in names}
     except ValueError:
-        raise UnknownRule(next(name for name in names if name not in {rule.value for rule in Rule})) from None
+        raise UnknownRule(
+            next(name for name in names if name not in {rule.value for rule in Rule})
+        ) from None
     return tuple(rule for rule in Rule if rule in named)

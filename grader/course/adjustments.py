@@ -32,13 +32,13 @@ class AdjustmentsError(FileProblems):
 @dataclass(frozen=True)
 class Adjustment:
     student: str
-    exercise: str                 # exercise id
-    test: str | None              # a test's name ("test_x[4dev]"); None: the exercise's score
-    set: float | None             # a new score ...
-    add: float | None             # ... or points added
+    exercise: str  # exercise id
+    test: str | None  # a test's name ("test_x[4dev]"); None: the exercise's score
+    set: float | None  # a new score ...
+    add: float | None  # ... or points added
     reason: str
     by: str
-    line: int = 0                 # in the adjustments file
+    line: int = 0  # in the adjustments file
 
     def describe(self) -> str:
         what = f"set to {self.set:g}" if self.set is not None else f"{self.add:+g} points"
@@ -66,14 +66,17 @@ def parse(text: str, path: Path | str = "adjustments.csv") -> list[Adjustment]:
     header = [name.strip() for name in reader.fieldnames or ()]
     missing = [column for column in COLUMNS if column not in header]
     if missing:
-        raise AdjustmentsError(path, [f"line 1: the header lacks {', '.join(missing)} (it needs: "
-                                      f"{','.join(COLUMNS)})"])
+        raise AdjustmentsError(
+            path, [f"line 1: the header lacks {', '.join(missing)} (it needs: {','.join(COLUMNS)})"]
+        )
     problems: list[str] = []
     found = []
     for row in reader:
         line = reader.line_num
-        row = {(key or "").strip(): as_data(value.strip()) if isinstance(value, str) else ""
-               for key, value in row.items()}
+        row = {
+            (key or "").strip(): as_data(value.strip()) if isinstance(value, str) else ""
+            for key, value in row.items()
+        }
         if not any(row.values()):
             continue
         try:
@@ -84,7 +87,7 @@ def parse(text: str, path: Path | str = "adjustments.csv") -> list[Adjustment]:
         set_to = _number(row["set"], "set", line, problems)
         add = _number(row["add"], "add", line, problems)
         if set_to is None and add is None:
-            if not (row["set"] or row["add"]):   # (a value that is not a number is reported already)
+            if not (row["set"] or row["add"]):  # (a value that is not a number is reported already)
                 problems.append(f"line {line}: give one of set (a new score) or add (points added)")
             continue
         if set_to is not None and add is not None:
@@ -95,11 +98,23 @@ def parse(text: str, path: Path | str = "adjustments.csv") -> list[Adjustment]:
             continue
         for column in ("student", "reason", "by"):
             if not row[column]:
-                problems.append(f"line {line}: {column} is empty (an adjustment names the student, says why and who)")
+                problems.append(
+                    f"line {line}: {column} is empty (an adjustment names the student, says why and who)"
+                )
         if not (row["student"] and row["reason"] and row["by"]):
             continue
-        found.append(Adjustment(row["student"], exercise, row["test"] or None, set_to, add, row["reason"], row["by"],
-                                line))
+        found.append(
+            Adjustment(
+                row["student"],
+                exercise,
+                row["test"] or None,
+                set_to,
+                add,
+                row["reason"],
+                row["by"],
+                line,
+            )
+        )
     if problems:
         raise AdjustmentsError(path, problems)
     return found

@@ -15,17 +15,17 @@ from grader.course import paths
 
 @dataclass(frozen=True)
 class Exercise:
-    id: str                       # "ex04_sharded_layer": module, test folder and marker
+    id: str  # "ex04_sharded_layer": module, test folder and marker
     title: str
-    points: int                   # the exercise's total; its tests split it (see grader.scoring)
+    points: int  # the exercise's total; its tests split it (see grader.scoring)
     hint: str
-    seeds: str                    # where the idea comes from, for course authors
-    devices: tuple[int, ...] = (2, 4, 8)   # mesh sizes the hidden tests grade
-    bonus: bool = False           # extra credit: its points add to a score but not to the maximum
+    seeds: str  # where the idea comes from, for course authors
+    devices: tuple[int, ...] = (2, 4, 8)  # mesh sizes the hidden tests grade
+    bonus: bool = False  # extra credit: its points add to a score but not to the maximum
 
     @property
     def number(self) -> str:
-        """"ex04": the tag a stub's NotImplementedError starts with."""
+        """ "ex04": the tag a stub's NotImplementedError starts with."""
         return self.id.split("_", 1)[0]
 
     @property
@@ -44,7 +44,11 @@ class Exercise:
     def support_files(self, root: Path | None = None) -> list[Path]:
         """The files the exercise's tests run beside (its conftest.py, a multi-process exercise's
         driver.py), as they exist under `root`'s tests: every student holds them with the visible tests."""
-        return [self.tests_dir(root) / name for name in SUPPORT_FILES if (self.tests_dir(root) / name).is_file()]
+        return [
+            self.tests_dir(root) / name
+            for name in SUPPORT_FILES
+            if (self.tests_dir(root) / name).is_file()
+        ]
 
 
 SUPPORT_FILES = ("conftest.py", "driver.py")
@@ -55,7 +59,7 @@ EXERCISES: tuple[Exercise, ...] = (
         title="Devices and meshes",
         points=10,
         hint="jax.make_mesh takes axis_types and devices; a NamedSharding's devices_indices_map tells "
-             "which slice of the global array each device holds.",
+        "which slice of the global array each device holds.",
         seeds="Lab 3; ProJAX; MinText tutorial 1",
     ),
     Exercise(
@@ -63,7 +67,7 @@ EXERCISES: tuple[Exercise, ...] = (
         title="What a sharding says",
         points=10,
         hint="A dimension split over several mesh axes is divided by the product of their sizes; the "
-             "mesh axes a spec does not name are the ones each element is replicated over.",
+        "mesh axes a spec does not name are the ones each element is replicated over.",
         seeds='JeanZay tutorial "Sharding Properties"; ProJAX replicate',
     ),
     Exercise(
@@ -71,7 +75,7 @@ EXERCISES: tuple[Exercise, ...] = (
         title="Computation follows data",
         points=15,
         hint="Under jit the inputs' shardings decide the program; on an Explicit mesh jax.typeof shows "
-             "the sharding in the type, and jax.eval_shape lets you ask JAX without computing.",
+        "the sharding in the type, and jax.eval_shape lets you ask JAX without computing.",
         seeds="Lab 3 ways 1-2; ProJAX",
     ),
     Exercise(
@@ -79,7 +83,7 @@ EXERCISES: tuple[Exercise, ...] = (
         title="One layer, three ways",
         points=20,
         hint="Split the batch, replicate the weights: every row of the output needs only its own row of "
-             "x. With features split instead, each device holds a partial product that must be summed.",
+        "x. With features split instead, each device holds a partial product that must be summed.",
         seeds='Lab 3 "Data parallel layer"; design card "sharded layer"',
     ),
     Exercise(
@@ -87,8 +91,8 @@ EXERCISES: tuple[Exercise, ...] = (
         title="The collective zoo",
         points=15,
         hint="Inside jax.shard_map each device holds one block; jax.lax.psum, all_gather, psum_scatter, "
-             "all_to_all and ppermute each move blocks in one pattern. A ring passes a block to the next "
-             "device n - 1 times.",
+        "all_to_all and ppermute each move blocks in one pattern. A ring passes a block to the next "
+        "device n - 1 times.",
         seeds="MinText tutorial 1 section 3; jz-tree MPI-style collectives",
     ),
     Exercise(
@@ -96,7 +100,7 @@ EXERCISES: tuple[Exercise, ...] = (
         title="The four cases of a sharded matmul",
         points=15,
         hint="Look at where the contracting dimension lives: split on both operands means partial sums "
-             "to add up; split on neither means nothing to communicate; split on one means gathering it.",
+        "to add up; split on neither means nothing to communicate; split on one means gathering it.",
         seeds="MinText tutorial 1 sections 3.2-3.5",
     ),
     Exercise(
@@ -104,7 +108,7 @@ EXERCISES: tuple[Exercise, ...] = (
         title="Collective matmuls: overlapping communication with compute",
         points=15,
         hint="Instead of gathering all of rhs before multiplying, multiply the block you hold while the "
-             "next one travels: n steps of ppermute, each paired with one block's matmul.",
+        "next one travels: n steps of ppermute, each paired with one block's matmul.",
         seeds='JAX shard_map guide (collective matmul); "How to Scale Your Model"',
     ),
     Exercise(
@@ -112,7 +116,7 @@ EXERCISES: tuple[Exercise, ...] = (
         title="Data-parallel MLP training",
         points=20,
         hint="Split the batch, replicate the parameters, and average the gradients over the devices. "
-             "Inside shard_map, jax.grad with respect to replicated parameters already sums over devices.",
+        "Inside shard_map, jax.grad with respect to replicated parameters already sums over devices.",
         seeds='Lab 3 "Neural networks using automatic parallelization"; design card "data-parallel training"',
     ),
     Exercise(
@@ -120,17 +124,17 @@ EXERCISES: tuple[Exercise, ...] = (
         title="Fully sharded data parallelism",
         points=20,
         hint="Keep only a slice of every weight on each device and gather the whole weight just before "
-             "it is used. The gradient of a gathered weight comes back summed over devices; scatter it "
-             "so each device keeps the part of the sum that belongs to its slice.",
+        "it is used. The gradient of a gathered weight comes back summed over devices; scatter it "
+        "so each device keeps the part of the sum that belongs to its slice.",
         seeds="MinText tutorial 2; JAX shard_map guide (FSDP)",
     ),
     Exercise(
         id="ex10_tensor_parallel",
         title="Tensor parallelism on a 2-D mesh",
         points=20,
-        hint="Split W1 by columns and W2 by rows over \"model\": each device then holds a partial sum of "
-             "the output, added up over \"model\" only. The batch is split over \"data\", so gradients "
-             "are averaged over \"data\" only.",
+        hint='Split W1 by columns and W2 by rows over "model": each device then holds a partial sum of '
+        'the output, added up over "model" only. The batch is split over "data", so gradients '
+        'are averaged over "data" only.',
         seeds='MinText tutorial 3; JAX "Distributed arrays" 4x2 example',
     ),
     Exercise(
@@ -138,8 +142,8 @@ EXERCISES: tuple[Exercise, ...] = (
         title="Padded, imbalanced per-device data",
         points=20,
         hint="Each device holds a fixed-size buffer and a count of its valid rows: mask what is past the "
-             "count. To move rows between devices, sort them into one fixed-size bucket per destination "
-             "and exchange the buckets with all_to_all, counts alongside.",
+        "count. To move rows between devices, sort them into one fixed-size bucket per destination "
+        "and exchange the buckets with all_to_all, counts alongside.",
         seeds="jz-tree multi-GPU guide (padded arrays, expanding_shard_map)",
     ),
     Exercise(
@@ -147,8 +151,8 @@ EXERCISES: tuple[Exercise, ...] = (
         title="One program, several processes",
         points=15,
         hint="Every process runs the same program; jax.distributed.initialize joins them into one set of "
-             "devices. An array spread over all processes is built from each process's local rows, and "
-             "only a collective can bring its values to every process.",
+        "devices. An array spread over all processes is built from each process's local rows, and "
+        "only a collective can bring its values to every process.",
         seeds='JeanZay tutorial; jz-tree "Multi-host execution"',
         devices=(8,),
     ),
@@ -157,7 +161,7 @@ EXERCISES: tuple[Exercise, ...] = (
         title="Bonus: what communication costs",
         points=10,
         hint="A collective over n devices moves (n - 1)/n of the data through each device's link; an "
-             "all-reduce is a reduce-scatter followed by an all-gather.",
+        "all-reduce is a reduce-scatter followed by an all-gather.",
         seeds='"How to Scale Your Model", sharding chapter',
         devices=(8,),
         bonus=True,

@@ -33,20 +33,26 @@ def experiment_recipe(count: int = HOST_DEVICES) -> str:
 
 
 def _experiment_hint(count: int) -> str:
-    return (f"To experiment on {count} devices yourself, start your script, REPL or notebook with "
-            f"`{experiment_recipe(count)}` instead of setting a variable.")
+    return (
+        f"To experiment on {count} devices yourself, start your script, REPL or notebook with "
+        f"`{experiment_recipe(count)}` instead of setting a variable."
+    )
 
 
 def _flag_conflict(value: str, count: int) -> str:
-    return (f"XLA_FLAGS asks for {value} host devices ({_FLAG}={value}) but shardlab grades on {count}. "
-            f"Fix: `unset XLA_FLAGS` (or set {_FLAG}={count} in it), then run the command again. "
-            + _experiment_hint(count))
+    return (
+        f"XLA_FLAGS asks for {value} host devices ({_FLAG}={value}) but shardlab grades on {count}. "
+        f"Fix: `unset XLA_FLAGS` (or set {_FLAG}={count} in it), then run the command again. "
+        + _experiment_hint(count)
+    )
 
 
 def _variable_conflict(value: str, count: int) -> str:
-    return (f"{NUM_CPU_DEVICES}={value} asks jax for {value} CPU devices but shardlab grades on {count}. "
-            f"Fix: `unset {NUM_CPU_DEVICES}` (or `export {NUM_CPU_DEVICES}={count}`), then run the command "
-            "again. " + _experiment_hint(count))
+    return (
+        f"{NUM_CPU_DEVICES}={value} asks jax for {value} CPU devices but shardlab grades on {count}. "
+        f"Fix: `unset {NUM_CPU_DEVICES}` (or `export {NUM_CPU_DEVICES}={count}`), then run the command "
+        "again. " + _experiment_hint(count)
+    )
 
 
 def _is_count(value: str, count: int) -> bool:

@@ -29,7 +29,7 @@ class ImplementationImportError(ShardlabError):
 
 
 def resolve_source(spec: str | Path) -> Path:
-    """"reference", "exercises" or a folder; a submission may keep its modules under exercises/."""
+    """ "reference", "exercises" or a folder; a submission may keep its modules under exercises/."""
     if isinstance(spec, str) and spec in NAMED_SOURCES:
         return NAMED_SOURCES[spec]
     folder = Path(spec).expanduser().resolve()
@@ -53,7 +53,7 @@ def load_file(path: Path) -> ModuleType:
     name = f"_shardlab_impl_{abs(hash(str(path.parent))):x}.{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module   # dataclasses and pickling look modules up by name
+    sys.modules[name] = module  # dataclasses and pickling look modules up by name
     try:
         spec.loader.exec_module(module)
     except BaseException as exc:

@@ -31,8 +31,13 @@ from grader.course.term import Course
 
 COLUMNS = ("student", "name", "lms_id", "sis_user_id", "sis_login_id", "section", "email")
 REQUIRED = ("student", "name")
-CANVAS_NAMES = {"Student": "name", "ID": "lms_id", "SIS User ID": "sis_user_id", "SIS Login ID": "sis_login_id",
-                "Section": "section"}   # the columns of Canvas's gradebook export, as this roster names them
+CANVAS_NAMES = {
+    "Student": "name",
+    "ID": "lms_id",
+    "SIS User ID": "sis_user_id",
+    "SIS Login ID": "sis_login_id",
+    "Section": "section",
+}  # the columns of Canvas's gradebook export, as this roster names them
 
 
 class RosterError(FileProblems):
@@ -41,19 +46,20 @@ class RosterError(FileProblems):
 
 @dataclass(frozen=True)
 class RosterEntry:
-    student: str                    # the student's folder name, as grading names them
+    student: str  # the student's folder name, as grading names them
     name: str
-    lms_id: str | None = None       # the LMS's number for the student (Canvas: the export's "ID")
+    lms_id: str | None = None  # the LMS's number for the student (Canvas: the export's "ID")
     sis_user_id: str | None = None
     sis_login_id: str | None = None
     section: str | None = None
     email: str | None = None
-    line: int = 0                   # in the roster file
+    line: int = 0  # in the roster file
 
 
 @dataclass(frozen=True)
 class Roster:
     """The roster's students, in the file's order, found by folder name with `get` or `roster[student]`."""
+
     entries: tuple[RosterEntry, ...] = ()
     path: Path | None = None
     _by_student: dict[str, RosterEntry] = field(init=False, repr=False, compare=False)
@@ -92,18 +98,26 @@ def _header(fieldnames: list[str] | None) -> tuple[dict[str, str], list[str]]:
     for name in names:
         ours = name if name in COLUMNS else CANVAS_NAMES.get(name)
         if ours is None:
-            continue   # another column (an assignment of a Canvas export, a note): not the roster's
+            continue  # another column (an assignment of a Canvas export, a note): not the roster's
         if ours in mapping.values():
-            problems.append(f"line 1: two columns give {ours} ({', '.join(k for k, v in mapping.items() if v == ours)}"
-                            f" and {name})")
+            problems.append(
+                f"line 1: two columns give {ours} ({', '.join(k for k, v in mapping.items() if v == ours)}"
+                f" and {name})"
+            )
             continue
         mapping[name] = ours
     missing = [column for column in REQUIRED if column not in mapping.values()]
     if missing:
-        hint = (" (Canvas's gradebook export has no folder names: add a column `student` with each student's "
-                "folder name)" if "student" in missing and "Student" in names else "")
-        problems.append(f"line 1: the header lacks {', '.join(missing)} (a roster's columns: {','.join(COLUMNS)}; "
-                        f"{', '.join(REQUIRED)} required){hint}")
+        hint = (
+            " (Canvas's gradebook export has no folder names: add a column `student` with each student's "
+            "folder name)"
+            if "student" in missing and "Student" in names
+            else ""
+        )
+        problems.append(
+            f"line 1: the header lacks {', '.join(missing)} (a roster's columns: {','.join(COLUMNS)}; "
+            f"{', '.join(REQUIRED)} required){hint}"
+        )
     return mapping, problems
 
 
@@ -129,7 +143,9 @@ def parse(text: str, path: Path | str = "roster.csv") -> Roster:
             continue
         empty = [column for column in REQUIRED if not row.get(column)]
         if empty:
-            problems.append(f"line {line}: {' and '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty")
+            problems.append(
+                f"line {line}: {' and '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty"
+            )
             continue
         student = row["student"]
         if student in seen:
@@ -139,17 +155,30 @@ def parse(text: str, path: Path | str = "roster.csv") -> Roster:
         lms_id = row.get("lms_id") or None
         if lms_id is not None:
             if not lms_id.isdigit():
-                problems.append(f"line {line}: lms_id = {lms_id!r} is not a number (Canvas: the \"ID\" column of "
-                                "its gradebook export)")
+                problems.append(
+                    f'line {line}: lms_id = {lms_id!r} is not a number (Canvas: the "ID" column of '
+                    "its gradebook export)"
+                )
                 continue
             if lms_id in lms_ids:
-                problems.append(f"line {line}: lms_id {lms_id} is already {lms_ids[lms_id]}'s (line "
-                                f"{seen[lms_ids[lms_id]]})")
+                problems.append(
+                    f"line {line}: lms_id {lms_id} is already {lms_ids[lms_id]}'s (line "
+                    f"{seen[lms_ids[lms_id]]})"
+                )
                 continue
             lms_ids[lms_id] = student
-        entries.append(RosterEntry(student, row["name"], lms_id, row.get("sis_user_id") or None,
-                                   row.get("sis_login_id") or None, row.get("section") or None,
-                                   row.get("email") or None, line))
+        entries.append(
+            RosterEntry(
+                student,
+                row["name"],
+                lms_id,
+                row.get("sis_user_id") or None,
+                row.get("sis_login_id") or None,
+                row.get("section") or None,
+                row.get("email") or None,
+                line,
+            )
+        )
     if problems:
         raise RosterError(path, problems)
     return Roster(tuple(entries), Path(path))
@@ -171,6 +200,11 @@ def for_course(course: Course) -> Roster:
     """The roster `course`'s file names; an error naming what to write when it names none."""
     if course.roster is None:
         where = course.source.path if course.source else "course.toml"
-        raise RosterError(where, ["it names no roster: add roster = \"roster.csv\" at its top, a CSV file with the "
-                                  f"columns {','.join(COLUMNS)}"])
+        raise RosterError(
+            where,
+            [
+                'it names no roster: add roster = "roster.csv" at its top, a CSV file with the '
+                f"columns {','.join(COLUMNS)}"
+            ],
+        )
     return load(course.roster)

@@ -19,8 +19,8 @@ class StubError(ShardlabError, ValueError):
 
 def make_stub(source: str, exercise: catalog.Exercise, filename: str = "<solution>") -> str:
     out: list[str] = []
-    functions: list[tuple[int, str]] = []   # (indent, name) of the defs enclosing the current line
-    inside: int | None = None               # line number of the open BEGIN marker
+    functions: list[tuple[int, str]] = []  # (indent, name) of the defs enclosing the current line
+    inside: int | None = None  # line number of the open BEGIN marker
     for number, line in enumerate(source.splitlines(), start=1):
         stripped = line.strip()
         indent = len(line) - len(line.lstrip())
@@ -38,8 +38,10 @@ def make_stub(source: str, exercise: catalog.Exercise, filename: str = "<solutio
             if not functions:
                 raise StubError(f"{filename}:{number}: a solution block must sit inside a function")
             pad = " " * indent
-            out += [f"{pad}# YOUR CODE HERE",
-                    f'{pad}raise NotImplementedError("{exercise.number}: {functions[-1][1]}")']
+            out += [
+                f"{pad}# YOUR CODE HERE",
+                f'{pad}raise NotImplementedError("{exercise.number}: {functions[-1][1]}")',
+            ]
             inside = number
             continue
         if stripped and not stripped.startswith("#"):
@@ -51,7 +53,9 @@ def make_stub(source: str, exercise: catalog.Exercise, filename: str = "<solutio
     if inside is not None:
         raise StubError(f"{filename}:{inside}: {BEGIN} is never closed")
     stub = "\n".join(out) + "\n"
-    compile(stub, filename, "exec")   # a stub that does not even parse would fail every test as an error
+    compile(
+        stub, filename, "exec"
+    )  # a stub that does not even parse would fail every test as an error
     return stub
 
 

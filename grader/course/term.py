@@ -64,13 +64,15 @@ class CourseFileError(FileProblems):
 
 # -- late work ---------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Lateness:
     """How late one exercise came in and what it costs: a percentage of its score, and why."""
-    submitted_at: str               # ISO 8601, with its offset
-    due: str | None                 # the due date that applied (the student's extension's, if any)
-    late_seconds: float             # 0 when on time
-    percent: float                  # of the exercise's score taken off
+
+    submitted_at: str  # ISO 8601, with its offset
+    due: str | None  # the due date that applied (the student's extension's, if any)
+    late_seconds: float  # 0 when on time
+    percent: float  # of the exercise's score taken off
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,8 +80,13 @@ class Lateness:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Lateness:
-        return cls(str(data["submitted_at"]), data.get("due"), float(data["late_seconds"]),
-                   float(data["percent"]), str(data["reason"]))
+        return cls(
+            str(data["submitted_at"]),
+            data.get("due"),
+            float(data["late_seconds"]),
+            float(data["percent"]),
+            str(data["reason"]),
+        )
 
 
 def _span(delta: timedelta) -> str:
@@ -87,7 +94,11 @@ def _span(delta: timedelta) -> str:
     minutes = int(delta.total_seconds() // 60)
     days, rest = divmod(minutes, 24 * 60)
     hours, minutes = divmod(rest, 60)
-    parts = [f"{days} d"] * bool(days) + [f"{hours} h"] * bool(hours) + [f"{minutes} min"] * bool(minutes)
+    parts = (
+        [f"{days} d"] * bool(days)
+        + [f"{hours} h"] * bool(hours)
+        + [f"{minutes} min"] * bool(minutes)
+    )
     return " ".join(parts) or "under a minute"
 
 
@@ -95,6 +106,7 @@ def _span(delta: timedelta) -> str:
 class LatePolicy:
     """Late work as data: `percent` off per `per` (day or hour) started after the due date, at most `cap`
     percent; a submission within `grace` of the due date is on time; after `zero_after`, nothing counts."""
+
     percent: float = 0.0
     per: str = "day"
     cap: float = 100.0
@@ -104,53 +116,81 @@ class LatePolicy:
     def describe(self) -> str:
         if not self.percent and self.zero_after is None:
             return "no penalty for late work"
-        parts = [f"{self.percent:g}% per {self.per} started, at most {self.cap:g}%"] if self.percent else []
+        parts = (
+            [f"{self.percent:g}% per {self.per} started, at most {self.cap:g}%"]
+            if self.percent
+            else []
+        )
         if self.grace:
             parts.append(f"{_span(self.grace)} of grace")
         if self.zero_after is not None:
             parts.append(f"0 after {self.zero_after.isoformat()}")
         return "; ".join(parts)
 
-    def judge(self, submitted: datetime, due: datetime | None, *, extended: bool = False) -> Lateness:
+    def judge(
+        self, submitted: datetime, due: datetime | None, *, extended: bool = False
+    ) -> Lateness:
         """What submitting at `submitted` costs against `due` (None: no due date)."""
         due_text = due.isoformat() if due is not None else None
         whose = "your extended due date" if extended else "the due date"
         if self.zero_after is not None and submitted > self.zero_after:
-            return Lateness(submitted.isoformat(), due_text, (submitted - (due or self.zero_after)).total_seconds(),
-                            100.0, f"submitted {submitted.isoformat()}, after {self.zero_after.isoformat()}, the last "
-                                   "time late work is accepted: 0 points")
+            return Lateness(
+                submitted.isoformat(),
+                due_text,
+                (submitted - (due or self.zero_after)).total_seconds(),
+                100.0,
+                f"submitted {submitted.isoformat()}, after {self.zero_after.isoformat()}, the last "
+                "time late work is accepted: 0 points",
+            )
         if due is None or submitted <= due:
-            return Lateness(submitted.isoformat(), due_text, 0.0, 0.0,
-                            f"on time (extended due date {due_text})" if extended else "on time")
+            return Lateness(
+                submitted.isoformat(),
+                due_text,
+                0.0,
+                0.0,
+                f"on time (extended due date {due_text})" if extended else "on time",
+            )
         late = submitted - due
         if late <= self.grace:
-            return Lateness(submitted.isoformat(), due_text, late.total_seconds(), 0.0,
-                            f"{_span(late)} after {whose}, within the {_span(self.grace)} grace period: on time")
+            return Lateness(
+                submitted.isoformat(),
+                due_text,
+                late.total_seconds(),
+                0.0,
+                f"{_span(late)} after {whose}, within the {_span(self.grace)} grace period: on time",
+            )
         units = math.ceil(late / UNITS[self.per])
         percent = min(self.cap, self.percent * units)
         capped = " (the cap)" if percent == self.cap and self.percent * units > self.cap else ""
-        return Lateness(submitted.isoformat(), due_text, late.total_seconds(), percent,
-                        f"{_span(late)} after {whose} ({due_text}): {units} {self.per}(s) started x "
-                        f"{self.percent:g}% = {percent:g}% off{capped}")
+        return Lateness(
+            submitted.isoformat(),
+            due_text,
+            late.total_seconds(),
+            percent,
+            f"{_span(late)} after {whose} ({due_text}): {units} {self.per}(s) started x "
+            f"{self.percent:g}% = {percent:g}% off{capped}",
+        )
 
 
 # -- the course ------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Assignment:
     """Exercises handed in together against one due date (a week, a group; nbgrader's assignment)."""
+
     name: str
-    exercises: tuple[str, ...]      # exercise ids, in the term's order
+    exercises: tuple[str, ...]  # exercise ids, in the term's order
     due: datetime | None = None
-    lms_id: str | None = None       # the LMS's id of this assignment (Canvas: the number in its address)
+    lms_id: str | None = None  # the LMS's id of this assignment (Canvas: the number in its address)
 
 
 @dataclass(frozen=True)
 class Extension:
     student: str
-    assignments: tuple[str, ...]    # empty: every assignment
-    until: datetime | None = None   # a new due date ...
-    days: float = 0.0               # ... or this many days added to each one
+    assignments: tuple[str, ...]  # empty: every assignment
+    until: datetime | None = None  # a new due date ...
+    days: float = 0.0  # ... or this many days added to each one
 
     def applies(self, assignment: str) -> bool:
         return not self.assignments or assignment in self.assignments
@@ -162,8 +202,9 @@ class Extension:
 @dataclass(frozen=True)
 class CourseSource:
     """Which course file graded: report.json records it."""
+
     path: str
-    digest: str                     # sha256 of its bytes
+    digest: str  # sha256 of its bytes
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -172,15 +213,15 @@ class CourseSource:
 @dataclass(frozen=True)
 class Course:
     name: str
-    exercises: tuple[catalog.Exercise, ...]   # this term's, in order, with this term's points
+    exercises: tuple[catalog.Exercise, ...]  # this term's, in order, with this term's points
     assignments: tuple[Assignment, ...]
     late: LatePolicy = LatePolicy()
     extensions: tuple[Extension, ...] = ()
-    hidden_visibility: str | None = None      # None: the option's own default
+    hidden_visibility: str | None = None  # None: the option's own default
     timing: str | None = None
     roster: Path | None = None
     adjustments: Path | None = None
-    source: CourseSource | None = None        # None: the catalog, no course file
+    source: CourseSource | None = None  # None: the catalog, no course file
 
     def exercise(self, name: str) -> catalog.Exercise:
         """A term's exercise by any name catalog.get takes; one not in this term is an error."""
@@ -215,10 +256,13 @@ class Course:
 
 def default_course() -> Course:
     """The catalog as a course: every exercise, its points, one assignment per exercise, no due dates."""
-    return Course("shardlab", catalog.EXERCISES, tuple(Assignment(e.id, (e.id,)) for e in catalog.EXERCISES))
+    return Course(
+        "shardlab", catalog.EXERCISES, tuple(Assignment(e.id, (e.id,)) for e in catalog.EXERCISES)
+    )
 
 
 # -- reading a course file -------------------------------------------------------------------------
+
 
 def line_of(text: str, path: tuple[str | int, ...]) -> int | None:
     """The line of `path` (("assignment", 1, "due")) in TOML `text`: the key's line, or its table's header's.
@@ -236,12 +280,12 @@ def line_of(text: str, path: tuple[str | int, ...]) -> int | None:
             table = tuple(part.strip().strip('"') for part in line[1:].split("]", 1)[0].split("."))
         elif "=" in line and not line.startswith("#"):
             key = (*table, line.split("=", 1)[0].strip().strip('"'))
-            if path[:len(key)] == key:
+            if path[: len(key)] == key:
                 return number
             continue
         else:
             continue
-        if path[:len(table)] == table:
+        if path[: len(table)] == table:
             best = number
     return best
 
@@ -249,8 +293,18 @@ def line_of(text: str, path: tuple[str | int, ...]) -> int | None:
 _SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|min|h|d)\s*$")
 _SPAN_UNITS = {"m": 60, "min": 60, "h": 3600, "d": 86400}
 
-_TOP = {"name", "timezone", "hidden_visibility", "timing", "roster", "adjustments", "points", "late", "assignment",
-        "extension"}
+_TOP = {
+    "name",
+    "timezone",
+    "hidden_visibility",
+    "timing",
+    "roster",
+    "adjustments",
+    "points",
+    "late",
+    "assignment",
+    "extension",
+}
 _LATE = {"percent", "per", "cap", "grace", "zero_after"}
 _ASSIGNMENT = {"name", "due", "exercises", "lms_id"}
 _EXTENSION = {"student", "days", "until", "assignments"}
@@ -269,8 +323,11 @@ class _Reader:
 
     def keys(self, table: dict, known: set[str], where: tuple[str | int, ...]) -> None:
         for key in sorted(set(table) - known):
-            self.problem((*where, key), f"unknown key {'.'.join(map(str, (*where, key)))!r} "
-                                        f"(known here: {', '.join(sorted(known))})")
+            self.problem(
+                (*where, key),
+                f"unknown key {'.'.join(map(str, (*where, key)))!r} "
+                f"(known here: {', '.join(sorted(known))})",
+            )
 
     def tables(self, tables: Any, name: str, known: set[str]):
         """(index, where, table) for each [[name]] table, its keys checked against `known`."""
@@ -281,9 +338,13 @@ class _Reader:
             self.keys(table, known, (name, i))
             yield i, (name, i), table
 
-    def typed(self, table: dict, key: str, kinds: tuple[type, ...], where: tuple, what: str, default=None):
+    def typed(
+        self, table: dict, key: str, kinds: tuple[type, ...], where: tuple, what: str, default=None
+    ):
         value = table.get(key, default)
-        if key in table and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds):
+        if key in table and (
+            not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds
+        ):
             self.problem((*where, key), f"{key} must be {what}, not {value!r}")
             return default
         return value
@@ -298,8 +359,11 @@ class _Reader:
             try:
                 value = datetime.fromisoformat(value.strip())
             except ValueError:
-                self.problem((*where, key), f"{key} = {value!r} is not a date and time (write 2026-10-05T23:59:00, "
-                                            "with an offset such as +02:00 or in the course's timezone)")
+                self.problem(
+                    (*where, key),
+                    f"{key} = {value!r} is not a date and time (write 2026-10-05T23:59:00, "
+                    "with an offset such as +02:00 or in the course's timezone)",
+                )
                 return None
         if isinstance(value, date) and not isinstance(value, datetime):
             value = datetime.combine(value, time(23, 59, 59))
@@ -308,8 +372,11 @@ class _Reader:
             return None
         if value.tzinfo is None:
             if self.zone is None:
-                self.problem((*where, key), f"{key} has no UTC offset and the course file names no timezone: add "
-                                            "timezone = \"Europe/Paris\" (any IANA zone) at its top, or an offset")
+                self.problem(
+                    (*where, key),
+                    f"{key} has no UTC offset and the course file names no timezone: add "
+                    'timezone = "Europe/Paris" (any IANA zone) at its top, or an offset',
+                )
                 return None
             value = value.replace(tzinfo=self.zone)
         return value
@@ -320,7 +387,10 @@ class _Reader:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
             return timedelta(minutes=value)
         if match is None:
-            self.problem((*where, key), f"{key} = {value!r} is not a span of time (write \"15m\", \"2h\" or \"1d\")")
+            self.problem(
+                (*where, key),
+                f'{key} = {value!r} is not a span of time (write "15m", "2h" or "1d")',
+            )
             return timedelta(0)
         return timedelta(seconds=float(match[1]) * _SPAN_UNITS[match[2]])
 
@@ -355,7 +425,9 @@ def load(path: str | Path | None) -> Course:
     except tomllib.TOMLDecodeError as exc:
         raise CourseFileError(path, [f"not valid TOML: {exc}"]) from None
     reader = _Reader(path, text)
-    course = _course(reader, table, CourseSource(str(path.resolve()), hashlib.sha256(data).hexdigest()))
+    course = _course(
+        reader, table, CourseSource(str(path.resolve()), hashlib.sha256(data).hexdigest())
+    )
     if reader.problems:
         raise CourseFileError(path, sorted(reader.problems, key=_line_number))
     return course
@@ -363,36 +435,54 @@ def load(path: str | Path | None) -> Course:
 
 def _course(r: _Reader, table: dict, source: CourseSource) -> Course:
     r.keys(table, _TOP, ())
-    zone = r.typed(table, "timezone", (str,), (), "an IANA timezone name such as \"Europe/Paris\"")
+    zone = r.typed(table, "timezone", (str,), (), 'an IANA timezone name such as "Europe/Paris"')
     if zone is not None:
         try:
             r.zone = ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError):
-            r.problem(("timezone",), f"timezone {zone!r} is not a timezone this machine knows (an IANA name such "
-                                     "as \"Europe/Paris\" or \"UTC\")")
+            r.problem(
+                ("timezone",),
+                f"timezone {zone!r} is not a timezone this machine knows (an IANA name such "
+                'as "Europe/Paris" or "UTC")',
+            )
     name = r.typed(table, "name", (str,), (), "text", default="shardlab")
     visibility = r.typed(table, "hidden_visibility", (str,), (), "text")
     if visibility is not None and visibility not in VISIBILITIES:
-        r.problem(("hidden_visibility",), f"hidden_visibility must be one of {', '.join(VISIBILITIES)}")
+        r.problem(
+            ("hidden_visibility",), f"hidden_visibility must be one of {', '.join(VISIBILITIES)}"
+        )
     timing = r.typed(table, "timing", (str,), (), "text")
     if timing is not None and timing not in TIMINGS:
         r.problem(("timing",), f"timing must be one of {', '.join(TIMINGS)}")
     folder = Path(source.path).parent
     roster = r.typed(table, "roster", (str,), (), "a file name")
-    adjustments = r.typed(table, "adjustments", (str,), (), "a file name", default=DEFAULT_ADJUSTMENTS)
+    adjustments = r.typed(
+        table, "adjustments", (str,), (), "a file name", default=DEFAULT_ADJUSTMENTS
+    )
     points = _points(r, r.typed(table, "points", (dict,), (), "a table", default={}))
     assignments = _assignments(r, table.get("assignment"))
     named = [ex_id for a in assignments for ex_id in a.exercises]
     for ex_id in points:
         if ex_id not in named:
-            r.problem(("points", ex_id), f"points for {ex_id}, which no assignment of this term holds")
-    exercises = tuple(dataclasses.replace(catalog.get(ex_id), points=points.get(ex_id, catalog.get(ex_id).points))
-                      for ex_id in named)
+            r.problem(
+                ("points", ex_id), f"points for {ex_id}, which no assignment of this term holds"
+            )
+    exercises = tuple(
+        dataclasses.replace(catalog.get(ex_id), points=points.get(ex_id, catalog.get(ex_id).points))
+        for ex_id in named
+    )
     return Course(
-        name=name, exercises=exercises, assignments=assignments, late=_late(r, table.get("late", {})),
+        name=name,
+        exercises=exercises,
+        assignments=assignments,
+        late=_late(r, table.get("late", {})),
         extensions=_extensions(r, table.get("extension", []), {a.name for a in assignments}),
-        hidden_visibility=visibility, timing=timing, roster=folder / roster if roster else None,
-        adjustments=folder / adjustments if adjustments else None, source=source)
+        hidden_visibility=visibility,
+        timing=timing,
+        roster=folder / roster if roster else None,
+        adjustments=folder / adjustments if adjustments else None,
+        source=source,
+    )
 
 
 def _exercise_id(r: _Reader, name: Any, where: tuple) -> str | None:
@@ -417,7 +507,7 @@ def _points(r: _Reader, table: dict) -> dict[str, float]:
 
 
 def _assignments(r: _Reader, tables: Any) -> tuple[Assignment, ...]:
-    if tables is None:   # no assignments: the whole catalog, one exercise each, no due dates
+    if tables is None:  # no assignments: the whole catalog, one exercise each, no due dates
         return default_course().assignments
     assignments, owner = [], {}
     for i, where, table in r.tables(tables, "assignment", _ASSIGNMENT):
@@ -436,13 +526,22 @@ def _assignments(r: _Reader, tables: Any) -> tuple[Assignment, ...]:
             if ex_id is None:
                 continue
             if ex_id in owner:
-                r.problem((*where, "exercises"), f"{ex_id} is in two assignments, {owner[ex_id]!r} and {name!r}")
+                r.problem(
+                    (*where, "exercises"),
+                    f"{ex_id} is in two assignments, {owner[ex_id]!r} and {name!r}",
+                )
                 continue
             owner[ex_id] = name
             ids.append(ex_id)
         lms_id = r.typed(table, "lms_id", (int, str), where, "the LMS's id of the assignment")
-        assignments.append(Assignment(name, tuple(ids), r.moment(table, "due", where),
-                                      str(lms_id) if lms_id is not None else None))
+        assignments.append(
+            Assignment(
+                name,
+                tuple(ids),
+                r.moment(table, "due", where),
+                str(lms_id) if lms_id is not None else None,
+            )
+        )
     return tuple(assignments)
 
 
@@ -454,15 +553,20 @@ def _late(r: _Reader, table: Any) -> LatePolicy:
     r.keys(table, _LATE, where)
     percent = r.typed(table, "percent", (int, float), where, "a number", default=0)
     cap = r.typed(table, "cap", (int, float), where, "a number", default=100)
-    per = r.typed(table, "per", (str,), where, "\"day\" or \"hour\"", default="day")
+    per = r.typed(table, "per", (str,), where, '"day" or "hour"', default="day")
     for key, value in (("percent", percent), ("cap", cap)):
         if not 0 <= value <= 100:
             r.problem((*where, key), f"{key} must be a percentage from 0 to 100, not {value!r}")
     if per not in UNITS:
-        r.problem((*where, "per"), f"per must be \"day\" or \"hour\", not {per!r}")
+        r.problem((*where, "per"), f'per must be "day" or "hour", not {per!r}')
         per = "day"
-    return LatePolicy(float(percent), per, float(cap), r.span(table, "grace", where),
-                      r.moment(table, "zero_after", where))
+    return LatePolicy(
+        float(percent),
+        per,
+        float(cap),
+        r.span(table, "grace", where),
+        r.moment(table, "zero_after", where),
+    )
 
 
 def _extensions(r: _Reader, tables: Any, assignments: set[str]) -> tuple[Extension, ...]:
@@ -474,32 +578,48 @@ def _extensions(r: _Reader, tables: Any, assignments: set[str]) -> tuple[Extensi
         days = r.typed(table, "days", (int, float), where, "a number of days", default=0)
         until = r.moment(table, "until", where)
         if ("days" in table) == ("until" in table):
-            r.problem(where, f"extension {i + 1} needs one of days (added to each due date) or until (a new due date)")
+            r.problem(
+                where,
+                f"extension {i + 1} needs one of days (added to each due date) or until (a new due date)",
+            )
         elif "days" in table and not days > 0:
             r.problem((*where, "days"), f"days must be above 0, not {days!r}")
-        named = r.typed(table, "assignments", (list,), where, "a list of assignment names", default=[])
+        named = r.typed(
+            table, "assignments", (list,), where, "a list of assignment names", default=[]
+        )
         for name in named:
             if name not in assignments:
-                r.problem((*where, "assignments"), f"no assignment named {name!r} (this term's: "
-                                                   f"{', '.join(sorted(assignments))})")
+                r.problem(
+                    (*where, "assignments"),
+                    f"no assignment named {name!r} (this term's: {', '.join(sorted(assignments))})",
+                )
         found.append(Extension(student or "", tuple(map(str, named)), until, float(days)))
     return tuple(found)
 
 
 def describe(course: Course) -> list[str]:
     """The term, a line per assignment: what `shardlab course check` prints."""
-    where = f"course file {course.source.path}" if course.source else "no course file: the catalog's course"
+    where = (
+        f"course file {course.source.path}"
+        if course.source
+        else "no course file: the catalog's course"
+    )
     lines = [f"{course.name} ({where})"]
     for assignment in course.assignments:
         due = assignment.due.isoformat() if assignment.due else "no due date"
-        items = ", ".join(f"{e.id} ({e.points:g}{' bonus' if e.bonus else ''})" for e in course.exercises
-                          if e.id in assignment.exercises)
+        items = ", ".join(
+            f"{e.id} ({e.points:g}{' bonus' if e.bonus else ''})"
+            for e in course.exercises
+            if e.id in assignment.exercises
+        )
         lines.append(f"  {assignment.name}: due {due}: {items}")
     lines.append(f"  {course.max_score:g} points in all; late work: {course.late.describe()}")
     for extension in course.extensions:
         new = extension.until.isoformat() if extension.until else f"+{extension.days:g} days"
-        lines.append(f"  extension: {extension.student}, {', '.join(extension.assignments) or 'every assignment'}: "
-                     f"{new}")
+        lines.append(
+            f"  extension: {extension.student}, {', '.join(extension.assignments) or 'every assignment'}: "
+            f"{new}"
+        )
     return lines
 
 

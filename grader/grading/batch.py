@@ -42,10 +42,10 @@ from grader.sandbox import cgroups, confinement
 # OUT's layout, declared once: the batch's own files at the top, every student's files below STUDENTS.
 STUDENTS = "students"
 GRADES = "grades.csv"
-CACHE = ".cache"                # the compile cache and the calibration, unless --cache says otherwise
-TIMING_LOCK = ".timing-lock"    # what grading children share so that speed measurements never overlap
-REPORT = "report.json"          # in each student's folder
-REFUSED = "refused"             # a student's status when their submission is not graded (ClassFolder.refused)
+CACHE = ".cache"  # the compile cache and the calibration, unless --cache says otherwise
+TIMING_LOCK = ".timing-lock"  # what grading children share so that speed measurements never overlap
+REPORT = "report.json"  # in each student's folder
+REFUSED = "refused"  # a student's status when their submission is not graded (ClassFolder.refused)
 
 
 def student_folder(out: Path, student: str) -> Path:
@@ -56,11 +56,13 @@ def student_folder(out: Path, student: str) -> Path:
 @dataclass
 class StudentOutcome:
     student: str
-    status: str                 # "graded", "skipped" (already graded), "failed" (grading itself failed),
-                                # REFUSED (not graded: detail says why)
+    status: str  # "graded", "skipped" (already graded), "failed" (grading itself failed),
+    # REFUSED (not graded: detail says why)
     seconds: float = 0.0
     detail: str = ""
-    standing: Standing | None = None   # the student's grade, from report.json as it was written (grades.csv's row)
+    standing: Standing | None = (
+        None  # the student's grade, from report.json as it was written (grades.csv's row)
+    )
 
 
 @dataclass
@@ -76,9 +78,10 @@ class BatchSummary:
 @dataclass(frozen=True)
 class ClassFolder:
     """A class's submissions folder as read: every student's row, in name order."""
-    students: dict[str, Path]                                # student -> their folder or .zip
-    refused: dict[str, str] = field(default_factory=dict)    # student -> why they are not graded
-    ignored: list[str] = field(default_factory=list)         # entries that are not submissions
+
+    students: dict[str, Path]  # student -> their folder or .zip
+    refused: dict[str, str] = field(default_factory=dict)  # student -> why they are not graded
+    ignored: list[str] = field(default_factory=list)  # entries that are not submissions
 
     @property
     def to_grade(self) -> dict[str, Path]:
@@ -101,13 +104,19 @@ def find_submissions(folder: Path) -> ClassFolder:
     students = {}
     for entry in entries:
         zipped = entry.suffix == ".zip" and not entry.is_dir()
-        students[entry.stem if zipped and entry.stem.casefold() not in taken else entry.name] = entry
+        students[entry.stem if zipped and entry.stem.casefold() not in taken else entry.name] = (
+            entry
+        )
     same = defaultdict(list)
     for student in students:
         same[student.casefold()].append(student)
-    refused = {student: f"{' and '.join(group)} differ only in case, and would share one folder where "
-                        "OUT is on a case-insensitive filesystem (macOS, Windows): rename one and grade again"
-               for group in same.values() if len(group) > 1 for student in group}
+    refused = {
+        student: f"{' and '.join(group)} differ only in case, and would share one folder where "
+        "OUT is on a case-insensitive filesystem (macOS, Windows): rename one and grade again"
+        for group in same.values()
+        if len(group) > 1
+        for student in group
+    }
     return ClassFolder(students, refused, ignored)
 
 
@@ -115,6 +124,7 @@ def find_submissions(folder: Path) -> ClassFolder:
 class ClassTerm:
     """What a class is graded and published against: the course, the instructor's adjustments and the
     submission times given for the batch (grade-batch --submitted-at FILE.csv)."""
+
     course: Course = field(default_factory=default_course)
     adjustments: tuple[Adjustment, ...] = ()
     times: dict[str, datetime] = field(default_factory=dict)
@@ -123,15 +133,27 @@ class ClassTerm:
         """`student`'s grade from their report.json: its late penalties judged again by this course (an extension
         granted since counts) and the adjustments applied; None when there is no report to read."""
         results = read_report(report)
-        return None if results is None else standing(self.judged(results, student), list(self.adjustments), student)
+        return (
+            None
+            if results is None
+            else standing(self.judged(results, student), list(self.adjustments), student)
+        )
 
     def judged(self, results: GradingResults, student: str) -> GradingResults:
         """`results` with this course's late penalties, from the submission time it records."""
         return lateness.with_term(results, self.course, student, lateness.recorded_time(results))
 
 
-def grade_one(student: str, submission: Path, out: Path, *, options: GradingOptions, timeout: float,
-              env: dict[str, str], class_term: ClassTerm | None = None) -> StudentOutcome:
+def grade_one(
+    student: str,
+    submission: Path,
+    out: Path,
+    *,
+    options: GradingOptions,
+    timeout: float,
+    env: dict[str, str],
+    class_term: ClassTerm | None = None,
+) -> StudentOutcome:
     """`shardlab grade` with `options`, in a session of its own, so that a timeout kills all it started. An
     earlier report in the student's folder is graded into (grader.grading.regrade), never lost: a grading
     that fails leaves it as it was."""
@@ -140,18 +162,38 @@ def grade_one(student: str, submission: Path, out: Path, *, options: GradingOpti
     target.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     submitted = term.times.get(student)
-    command = [sys.executable, "-m", "grader.cli", "grade", str(submission), "--out", str(target), "--quiet",
-               # --flag=value: a student named "-2+3" is a value, not a flag
-               f"--student={student}", *([f"--submitted-at={submitted.isoformat()}"] if submitted else []),
-               *options.arguments(GRADE)]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "grader.cli",
+        "grade",
+        str(submission),
+        "--out",
+        str(target),
+        "--quiet",
+        # --flag=value: a student named "-2+3" is a value, not a flag
+        f"--student={student}",
+        *([f"--submitted-at={submitted.isoformat()}"] if submitted else []),
+        *options.arguments(GRADE),
+    ]
+    child = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         log, _ = child.communicate(timeout=timeout)
         code = child.returncode
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)
-        log, code = f"grading took longer than {timeout:.0f} s and was stopped\n{child.communicate()[0]}", None
+        log, code = (
+            f"grading took longer than {timeout:.0f} s and was stopped\n{child.communicate()[0]}",
+            None,
+        )
     (target / "grading.log").write_text(log[-20_000:])
     seconds = time.monotonic() - started
     graded = term.standing(target / REPORT, student) if code == 0 else None
@@ -163,28 +205,65 @@ def grade_one(student: str, submission: Path, out: Path, *, options: GradingOpti
 def _row(graded: Standing, failure: str | None) -> dict:
     """A student's grades.csv line: each exercise's final score, then what the tests gave, the late penalty,
     the adjustments, the total and why."""
-    return {**{e.id: round(e.final, 2) for e in graded.exercises}, "raw": round(graded.raw, 2),
-            "late_penalty": round(graded.penalty, 2), "adjusted": round(graded.override, 2),
-            "total": round(graded.final, 2), "max_score": round(graded.max_score, 2),
-            "status": f"graded; {failure}" if failure else "graded",
-            "late": "; ".join(graded.late), "adjustments": "; ".join(graded.adjusted)}
+    return {
+        **{e.id: round(e.final, 2) for e in graded.exercises},
+        "raw": round(graded.raw, 2),
+        "late_penalty": round(graded.penalty, 2),
+        "adjusted": round(graded.override, 2),
+        "total": round(graded.final, 2),
+        "max_score": round(graded.max_score, 2),
+        "status": f"graded; {failure}" if failure else "graded",
+        "late": "; ".join(graded.late),
+        "adjustments": "; ".join(graded.adjusted),
+    }
 
 
-def write_grades_csv(out: Path, students: list[str], standings: dict[str, Standing], failures: dict[str, str],
-                     course: Course | None = None) -> Path:
+def write_grades_csv(
+    out: Path,
+    students: list[str],
+    standings: dict[str, Standing],
+    failures: dict[str, str],
+    course: Course | None = None,
+) -> Path:
     """One line per student, from the standings this batch holds (read once, as each grading ended)."""
     course = course or default_course()
-    extra = sorted({e.id for g in standings.values() for e in g.exercises} - {e.id for e in course.exercises})
-    columns = ["student", *(e.id for e in course.exercises), *extra, "raw", "late_penalty", "adjusted", "total",
-               "max_score", "status", "late", "adjustments"]
-    lines = [{"student": s, **_row(standings[s], failures.get(s))} if s in standings else
-             {"student": s, "status": f"not graded: {failures.get(s, 'unknown')}"} for s in students]
+    extra = sorted(
+        {e.id for g in standings.values() for e in g.exercises} - {e.id for e in course.exercises}
+    )
+    columns = [
+        "student",
+        *(e.id for e in course.exercises),
+        *extra,
+        "raw",
+        "late_penalty",
+        "adjusted",
+        "total",
+        "max_score",
+        "status",
+        "late",
+        "adjustments",
+    ]
+    lines = [
+        {"student": s, **_row(standings[s], failures.get(s))}
+        if s in standings
+        else {"student": s, "status": f"not graded: {failures.get(s, 'unknown')}"}
+        for s in students
+    ]
     return spreadsheet.write_csv(Path(out) / GRADES, columns, lines)
 
 
-def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOptions | None = None, *,
-                jobs: int = 1, force: bool = False, timeout: float = 3600.0, progress=None,
-                class_term: ClassTerm | None = None, **overrides) -> BatchSummary:
+def grade_batch(
+    submissions_dir: str | Path,
+    out: str | Path,
+    options: GradingOptions | None = None,
+    *,
+    jobs: int = 1,
+    force: bool = False,
+    timeout: float = 3600.0,
+    progress=None,
+    class_term: ClassTerm | None = None,
+    **overrides,
+) -> BatchSummary:
     """Grade every submission in `submissions_dir` into `out`/students/<student>/ and write `out`/grades.csv.
     class_term: the course (options.course names its file, for each student's grading), the adjustments and the
     submission times.
@@ -199,10 +278,14 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOp
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     klass = find_submissions(Path(submissions_dir))
-    confinement.become_subreaper()   # a killed grader's children come back to us to be reaped
+    confinement.become_subreaper()  # a killed grader's children come back to us to be reaped
     keep = {child.pid for child in psutil.Process().children()}
-    env = dict(os.environ) | {"PYTHONDONTWRITEBYTECODE": "1"}   # grading writes nothing into the checkout
-    if jobs > 1:   # a lock already set (several batches, or a test suite, sharing the machine) is kept
+    env = dict(os.environ) | {
+        "PYTHONDONTWRITEBYTECODE": "1"
+    }  # grading writes nothing into the checkout
+    if (
+        jobs > 1
+    ):  # a lock already set (several batches, or a test suite, sharing the machine) is kept
         env.setdefault(timing_lock.LOCK_DIR, str(out / TIMING_LOCK))
     if options.parallel is None:
         options = dataclasses.replace(options, parallel=max(1, cores() // max(1, jobs)))
@@ -219,31 +302,40 @@ def grade_batch(submissions_dir: str | Path, out: str | Path, options: GradingOp
         earlier = None if force else term.standing(student_folder(out, student) / REPORT, student)
         if earlier is not None:
             standings[student] = earlier
-            summary.outcomes.append(StudentOutcome(student, "skipped", detail="already graded", standing=earlier))
+            summary.outcomes.append(
+                StudentOutcome(student, "skipped", detail="already graded", standing=earlier)
+            )
             if progress:
                 progress(student, summary.outcomes[-1])
         else:
             todo[student] = path
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(grade_one, s, p, out, options=options, timeout=timeout, env=env, class_term=term):
-                   s
-                   for s, p in todo.items()}
+        futures = {
+            pool.submit(
+                grade_one, s, p, out, options=options, timeout=timeout, env=env, class_term=term
+            ): s
+            for s, p in todo.items()
+        }
         for future in as_completed(futures):
             student = futures[future]
             try:
                 outcome = future.result()
-            except Exception as exc:   # the batch goes on whatever one student's grading does
+            except Exception as exc:  # the batch goes on whatever one student's grading does
                 outcome = StudentOutcome(student, "failed", detail=f"{type(exc).__name__}: {exc}")
-            cgroups.sweep()   # a grading killed on timeout leaves its groups, its harnesses still in them
+            cgroups.sweep()  # a grading killed on timeout leaves its groups, its harnesses still in them
             if outcome.status == "failed":
                 failures[student] = outcome.detail
             else:
                 standings[student] = outcome.standing
             summary.outcomes.append(outcome)
-            summary.grades_csv = write_grades_csv(out, list(klass.students), standings, failures, term.course)
+            summary.grades_csv = write_grades_csv(
+                out, list(klass.students), standings, failures, term.course
+            )
             if progress:
                 progress(student, outcome)
     confinement.reap_orphans(keep)
-    summary.grades_csv = write_grades_csv(out, list(klass.students), standings, failures, term.course)
+    summary.grades_csv = write_grades_csv(
+        out, list(klass.students), standings, failures, term.course
+    )
     summary.seconds = time.monotonic() - started
     return summary

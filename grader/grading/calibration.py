@@ -11,27 +11,50 @@ from grader.core.options import GradingOptions
 from grader.course import paths
 from grader.grading.compile_cache import CompileCache
 from grader.grading.engine import grade_submission
-from grader.harness.time_limits import FALLBACK_SECONDS, FILE_NAME, CalibrationError, TimeLimits, load
+from grader.harness.time_limits import (
+    FALLBACK_SECONDS,
+    FILE_NAME,
+    CalibrationError,
+    TimeLimits,
+    load,
+)
 
 
-def calibrate(folder: Path, options: GradingOptions | None = None, *, cache: CompileCache | None = None,
-              **overrides) -> TimeLimits:
+def calibrate(
+    folder: Path,
+    options: GradingOptions | None = None,
+    *,
+    cache: CompileCache | None = None,
+    **overrides,
+) -> TimeLimits:
     """Grade the reference here as students are graded (same cache, isolation and parallelism) and keep
     each test's duration. Speedup tests measure as in grading but only report (a noisy measurement must
     not stop a calibration); every other test must pass: a reference that fails on this machine has no
     limits to give, and grading on it would be wrong anyway."""
     if not paths.SOLUTIONS_DIR.is_dir():
-        raise CalibrationError("there is no solutions/ folder here: time limits are calibrated on the reference")
+        raise CalibrationError(
+            "there is no solutions/ folder here: time limits are calibrated on the reference"
+        )
     started = time.strftime("%Y-%m-%d %H:%M")
     options = dataclasses.replace(options or GradingOptions(), **{"timing": "report", **overrides})
-    results = grade_submission(paths.SOLUTIONS_DIR, options, cache=cache,
-                               time_limits=load(None, override=FALLBACK_SECONDS))
-    failing = [t.nodeid for e in results.exercises.values() for t in e.tests
-               if t.category not in ("passed", "skipped")]
+    results = grade_submission(
+        paths.SOLUTIONS_DIR, options, cache=cache, time_limits=load(None, override=FALLBACK_SECONDS)
+    )
+    failing = [
+        t.nodeid
+        for e in results.exercises.values()
+        for t in e.tests
+        if t.category not in ("passed", "skipped")
+    ]
     if failing:
-        raise CalibrationError(f"the reference does not pass {len(failing)} test(s) here, e.g. {failing[:3]}")
+        raise CalibrationError(
+            f"the reference does not pass {len(failing)} test(s) here, e.g. {failing[:3]}"
+        )
     measured = {t.nodeid: round(t.duration, 3) for e in results.exercises.values() for t in e.tests}
-    limits = TimeLimits(reference=measured, source=f"calibrated {started} on this machine: the reference took "
-                                                   f"{results.duration:.0f} s, {len(measured)} tests")
+    limits = TimeLimits(
+        reference=measured,
+        source=f"calibrated {started} on this machine: the reference took "
+        f"{results.duration:.0f} s, {len(measured)} tests",
+    )
     limits.save(Path(folder) / FILE_NAME)
     return limits

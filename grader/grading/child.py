@@ -24,15 +24,23 @@ def main(argv: list[str]) -> int:
     harness_memory, worker_memory, file_bytes, separator, *pytest_args = argv
     assert separator == "--", USAGE
     if int(harness_memory):
-        ceiling = resource.RLIM_INFINITY if not int(worker_memory) else max(int(harness_memory), int(worker_memory))
+        ceiling = (
+            resource.RLIM_INFINITY
+            if not int(worker_memory)
+            else max(int(harness_memory), int(worker_memory))
+        )
         inherited = resource.getrlimit(resource.RLIMIT_AS)[1]
-        if inherited != resource.RLIM_INFINITY:   # a hard limit is only ever lowered
+        if inherited != resource.RLIM_INFINITY:  # a hard limit is only ever lowered
             ceiling = inherited if ceiling == resource.RLIM_INFINITY else min(ceiling, inherited)
-        soft = int(harness_memory) if ceiling == resource.RLIM_INFINITY else min(int(harness_memory), ceiling)
+        soft = (
+            int(harness_memory)
+            if ceiling == resource.RLIM_INFINITY
+            else min(int(harness_memory), ceiling)
+        )
         resource.setrlimit(resource.RLIMIT_AS, (soft, ceiling))
     resource.setrlimit(resource.RLIMIT_FSIZE, (int(file_bytes), int(file_bytes)))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a too-large write fails instead of killing
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails instead of killing
 
     import pytest
 

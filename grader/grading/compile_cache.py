@@ -21,8 +21,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-CACHE_ENV = "SHARDLAB_CACHE"   # where the course's cache lives, unless --cache says otherwise
-DEFAULT_MAX_BYTES = 1 << 30     # a whole course's programs take a few MB; a class of odd ones stays far below
+CACHE_ENV = "SHARDLAB_CACHE"  # where the course's cache lives, unless --cache says otherwise
+DEFAULT_MAX_BYTES = (
+    1 << 30
+)  # a whole course's programs take a few MB; a class of odd ones stays far below
 
 
 def default_folder() -> Path:
@@ -36,6 +38,7 @@ def default_folder() -> Path:
 @dataclass(frozen=True)
 class CompileCache:
     """`folder` None: off. The XLA entries go in folder/xla, beside the course's time limits."""
+
     folder: Path | None
     max_bytes: int = DEFAULT_MAX_BYTES
 
@@ -48,27 +51,35 @@ class CompileCache:
         if self.folder is None:
             return {}
         self.xla_folder.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.folder, 0o700)   # a sandbox's uid (each worker's own) cannot even look in
-        return {"JAX_COMPILATION_CACHE_DIR": str(self.xla_folder),
-                # Every program, however small or quick to compile: the tests compile hundreds of small ones.
-                "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-                "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-                "JAX_COMPILATION_CACHE_MAX_SIZE": str(self.max_bytes)}
+        os.chmod(self.folder, 0o700)  # a sandbox's uid (each worker's own) cannot even look in
+        return {
+            "JAX_COMPILATION_CACHE_DIR": str(self.xla_folder),
+            # Every program, however small or quick to compile: the tests compile hundreds of small ones.
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+            "JAX_COMPILATION_CACHE_MAX_SIZE": str(self.max_bytes),
+        }
 
     def describe(self, counts: dict) -> dict:
         """For report.json: where, how big, and this grading's hits and misses."""
         if self.folder is None:
             return {"enabled": False}
         entries = list(self.xla_folder.glob("*-cache")) if self.xla_folder.is_dir() else []
-        return {"enabled": True, "folder": str(self.xla_folder), "max_bytes": self.max_bytes,
-                "entries": len(entries), "bytes": sum(_size(p) for p in entries),
-                "hits": counts.get("hits", 0), "misses": counts.get("misses", 0)}
+        return {
+            "enabled": True,
+            "folder": str(self.xla_folder),
+            "max_bytes": self.max_bytes,
+            "entries": len(entries),
+            "bytes": sum(_size(p) for p in entries),
+            "hits": counts.get("hits", 0),
+            "misses": counts.get("misses", 0),
+        }
 
 
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
-    except OSError:   # evicted meanwhile by another grader
+    except OSError:  # evicted meanwhile by another grader
         return 0
 
 
@@ -81,5 +92,7 @@ def refuse_if_visible(folder: Path, readable: list[Path]) -> None:
     for seen in [*map(Path, SYSTEM_PATHS), *map(Path, python_paths()), *readable]:
         seen = Path(os.path.realpath(seen))
         if real == seen or seen in real.parents:
-            raise ValueError(f"the compile cache {folder} is inside {seen}, which the student's code can read: "
-                             "choose another folder (--cache)")
+            raise ValueError(
+                f"the compile cache {folder} is inside {seen}, which the student's code can read: "
+                "choose another folder (--cache)"
+            )

@@ -57,10 +57,17 @@ def submission_memory_limit(worker_memory_bytes: int | None, harnesses: int) -> 
     return harnesses * (HARNESS_ALLOWANCE_BYTES + worker_memory_bytes)
 
 
-def environment(options: GradingOptions, limits: process.Limits, isolation: dict[str, Any],
-                worker_memory_bytes: int | None = None, submission_memory_bytes: int | None = None, *,
-                compile_cache: dict[str, Any] | None = None, time_limits: dict[str, Any] | None = None,
-                parallel: int | None = None) -> Environment:
+def environment(
+    options: GradingOptions,
+    limits: process.Limits,
+    isolation: dict[str, Any],
+    worker_memory_bytes: int | None = None,
+    submission_memory_bytes: int | None = None,
+    *,
+    compile_cache: dict[str, Any] | None = None,
+    time_limits: dict[str, Any] | None = None,
+    parallel: int | None = None,
+) -> Environment:
     """For report.json: the options as they describe themselves (grader.core.options), with the limits as
     applied. worker_memory_bytes: the worker's address-space limit as read inside a confined worker
     (grader.grading.preflight); the harness's is the one its child process applies;
@@ -73,42 +80,75 @@ def environment(options: GradingOptions, limits: process.Limits, isolation: dict
         except metadata.PackageNotFoundError:
             versions[package] = None
     described = options.describe()
-    described["limits"] |= {"worker_memory_bytes": worker_memory_bytes,
-                            "harness_memory_bytes": limits.harness_memory_bytes,
-                            "submission_memory_bytes": submission_memory_bytes}
-    timing, limits_applied, visibility = (described.pop(key, None) for key in ("timing", "limits", "hidden_visibility"))
-    return Environment(python=platform.python_version(), platform=platform.platform(), versions=versions,
-                       devices=HOST_DEVICES, cores=cores(), timing=timing, limits=limits_applied,
-                       hidden_visibility=visibility, isolation=IsolationRecord(isolation), compile_cache=compile_cache,
-                       time_limits=time_limits, parallel=parallel, other=described)   # an option Environment lacks
+    described["limits"] |= {
+        "worker_memory_bytes": worker_memory_bytes,
+        "harness_memory_bytes": limits.harness_memory_bytes,
+        "submission_memory_bytes": submission_memory_bytes,
+    }
+    timing, limits_applied, visibility = (
+        described.pop(key, None) for key in ("timing", "limits", "hidden_visibility")
+    )
+    return Environment(
+        python=platform.python_version(),
+        platform=platform.platform(),
+        versions=versions,
+        devices=HOST_DEVICES,
+        cores=cores(),
+        timing=timing,
+        limits=limits_applied,
+        hidden_visibility=visibility,
+        isolation=IsolationRecord(isolation),
+        compile_cache=compile_cache,
+        time_limits=time_limits,
+        parallel=parallel,
+        other=described,
+    )  # an option Environment lacks
 
 
 @dataclass(frozen=True)
 class HarnessSettings:
     """What every harness of one grading is started with (grader.grading.process.run_pytest_child's)."""
+
     options: GradingOptions
     limits: process.Limits
-    env: dict[str, str]                 # added to the harness's environment: the compile cache, a timing lock
-    time_limits: Path | None            # each test's limit, as saved for the harnesses
+    env: dict[str, str]  # added to the harness's environment: the compile cache, a timing lock
+    time_limits: Path | None  # each test's limit, as saved for the harnesses
 
 
 class _Run:
     """The tests of the chosen exercises, in harness processes started again until each test has an
     outcome: a harness that dies (a student's compiled program crashed it) or hangs costs one test."""
 
-    def __init__(self, exercises: list[catalog.Exercise], prepared: PreparedSubmission, workdir: Path,
-                 harness: HarnessSettings):
-        self.exercises, self.prepared, self.workdir, self.harness = exercises, prepared, workdir, harness
+    def __init__(
+        self,
+        exercises: list[catalog.Exercise],
+        prepared: PreparedSubmission,
+        workdir: Path,
+        harness: HarnessSettings,
+    ):
+        self.exercises, self.prepared, self.workdir, self.harness = (
+            exercises,
+            prepared,
+            workdir,
+            harness,
+        )
         workdir.mkdir(parents=True, exist_ok=True)
-        self.meta: dict[str, TestMeta] | None = None   # learned from the first harness's collection
+        self.meta: dict[str, TestMeta] | None = None  # learned from the first harness's collection
         self.done: dict[str, TestResult] = {}
         self.output = ""
-        self.timeouts: Counter = Counter()         # per exercise: tests that timed out, in any harness
-        self.cache_counts: Counter = Counter()     # summed over this run's harnesses
-        self.cgroups: list[str] = []               # its harnesses' leaf of the submission's memory group
+        self.timeouts: Counter = Counter()  # per exercise: tests that timed out, in any harness
+        self.cache_counts: Counter = Counter()  # summed over this run's harnesses
+        self.cgroups: list[str] = []  # its harnesses' leaf of the submission's memory group
 
-    def finish(self, nodeid: str, category: Category, message: str, duration: float = 0.0, *,
-               strike: bool = False) -> None:
+    def finish(
+        self,
+        nodeid: str,
+        category: Category,
+        message: str,
+        duration: float = 0.0,
+        *,
+        strike: bool = False,
+    ) -> None:
         """A result the grading process gives a test its harness could not finish (strike: the test
         counts towards its exercise's MAX_TIMEOUTS_PER_EXERCISE)."""
         self.done[nodeid] = self.meta[nodeid].result(category, message, duration, strike=strike)
@@ -129,22 +169,37 @@ class _Run:
     def run(self, deadline: float) -> None:
         while self.meta is None or len(self.done) < len(self.meta):
             if time.monotonic() > deadline:
-                if self.meta is None:   # listing the tests is the grader's work, not the submission's time
-                    tests = collect_tests(self.exercises, visible_only=self.harness.options.visible_only)
+                if (
+                    self.meta is None
+                ):  # listing the tests is the grader's work, not the submission's time
+                    tests = collect_tests(
+                        self.exercises, visible_only=self.harness.options.visible_only
+                    )
                     self.meta = {t.nodeid: t for t in tests}
                 self.finish_all(Category.TIMEOUT, DEADLINE_REACHED)
                 return
             outcome = process.run_pytest_child(
-                targets=[str(e.tests_dir()) for e in self.exercises], modules_dir=self.prepared.modules_dir,
-                workdir=self.workdir, deselect=sorted(self.done), deadline=deadline,
-                prior_timeouts=sorted(self.timeouts.elements()), cgroups=self.cgroups,
-                options=self.harness.options, limits=self.harness.limits, env=self.harness.env,
-                time_limits=self.harness.time_limits)
+                targets=[str(e.tests_dir()) for e in self.exercises],
+                modules_dir=self.prepared.modules_dir,
+                workdir=self.workdir,
+                deselect=sorted(self.done),
+                deadline=deadline,
+                prior_timeouts=sorted(self.timeouts.elements()),
+                cgroups=self.cgroups,
+                options=self.harness.options,
+                limits=self.harness.limits,
+                env=self.harness.env,
+                time_limits=self.harness.time_limits,
+            )
             self.output += outcome.output
             self.cache_counts.update(outcome.compile_cache)
-            if self.meta is None:   # collection runs no student code: without it, grading itself failed
+            if (
+                self.meta is None
+            ):  # collection runs no student code: without it, grading itself failed
                 if outcome.collected is None:
-                    raise GradingError("the tests could not be collected:\n" + outcome.output[-3000:])
+                    raise GradingError(
+                        "the tests could not be collected:\n" + outcome.output[-3000:]
+                    )
                 self.meta = {t.nodeid: t for t in outcome.collected}
             fresh = {k: v for k, v in outcome.results.items() if k in self.meta}
             self.done |= fresh
@@ -155,23 +210,40 @@ class _Run:
                     return
                 if outcome.stopped == "test timeout":
                     limit = outcome.limit(outcome.running)
-                    self.strike(outcome.running, Category.TIMEOUT, f"timeout: the test ran longer than {limit:.0f} "
-                                "s (an endless loop, or far too much work?)", limit)
+                    self.strike(
+                        outcome.running,
+                        Category.TIMEOUT,
+                        f"timeout: the test ran longer than {limit:.0f} "
+                        "s (an endless loop, or far too much work?)",
+                        limit,
+                    )
                 else:
                     # A harness that died ran the student's program: a crash counts as a strike like a
                     # timeout, so a program that corrupts the harness cannot restart it without end.
-                    self.strike(outcome.running, Category.CRASHED,
-                                f"crashed: {describe_death(outcome.returncode)} during this test")
+                    self.strike(
+                        outcome.running,
+                        Category.CRASHED,
+                        f"crashed: {describe_death(outcome.returncode)} during this test",
+                    )
             elif len(self.done) < len(self.meta):
                 # The harness ended between tests or before running any: nothing to blame on one test.
-                self.finish_all(Category.CRASHED, f"crashed: {describe_death(outcome.returncode)} before this "
-                                "test ran" + last_lines(outcome.output, 6, "last output"))
+                self.finish_all(
+                    Category.CRASHED,
+                    f"crashed: {describe_death(outcome.returncode)} before this "
+                    "test ran" + last_lines(outcome.output, 6, "last output"),
+                )
                 return
 
 
-def grade_submission(submission: str | Path, options: GradingOptions | None = None, *,
-                     cache: CompileCache | None = None, time_limits: TimeLimits | None = None,
-                     course: Course | None = None, **overrides) -> GradingResults:
+def grade_submission(
+    submission: str | Path,
+    options: GradingOptions | None = None,
+    *,
+    cache: CompileCache | None = None,
+    time_limits: TimeLimits | None = None,
+    course: Course | None = None,
+    **overrides,
+) -> GradingResults:
     """Grade a folder or .zip; every exercise of the course (or those named) gets a result, whatever happens.
     course: the term (grader.course.term): its exercises, in its order, with its points (default: the
     catalog's).
@@ -187,62 +259,94 @@ def grade_submission(submission: str | Path, options: GradingOptions | None = No
     limits = process.Limits()
     cache = cache or CompileCache(None)
     time_limits = time_limits or time_limits_module.load(cache.folder, options.test_timeout)
-    try:   # chosen once here, so every exercise's workers run at the same, recorded level
+    try:  # chosen once here, so every exercise's workers run at the same, recorded level
         level = confinement.choose_isolation(options.isolation)
     except confinement.IsolationUnavailable as exc:
         raise GradingError(str(exc)) from None
-    try:   # before the first student: a worker that cannot start here would give every test 0
-        proof = preflight.prove_worker(level, confinement.worker_limits(options.worker_memory_bytes))
+    try:  # before the first student: a worker that cannot start here would give every test 0
+        proof = preflight.prove_worker(
+            level, confinement.worker_limits(options.worker_memory_bytes)
+        )
     except preflight.PreflightError as exc:
         raise GradingError(str(exc)) from None
     options = dataclasses.replace(options, isolation=level.value)
     confinement.become_subreaper()
     course = course or default_course()
-    chosen = [course.exercise(name) for name in options.exercises] if options.exercises else list(course.exercises)
+    chosen = (
+        [course.exercise(name) for name in options.exercises]
+        if options.exercises
+        else list(course.exercises)
+    )
     harnesses = max(1, min(parallel, len(chosen)))
-    with cgroups.submission_memory(submission_memory_limit(proof.memory_bytes, harnesses)) as memory, \
-            tempfile.TemporaryDirectory(prefix="shardlab-grade-") as tmp:
+    with (
+        cgroups.submission_memory(submission_memory_limit(proof.memory_bytes, harnesses)) as memory,
+        tempfile.TemporaryDirectory(prefix="shardlab-grade-") as tmp,
+    ):
         workdir = Path(tmp)
         prepared = prepare_submission(submission, workdir)
         try:
             env = _harness_environment(cache, prepared, workdir, parallel)
-            harness = HarnessSettings(options, limits, env, time_limits.save(workdir / "time-limits.json"))
+            harness = HarnessSettings(
+                options, limits, env, time_limits.save(workdir / "time-limits.json")
+            )
             # A harness runs no student code, so one serves several exercises; a missing module's tests
             # end at once as not attempted.
-            runs = [_Run(group, prepared, workdir / f"harness-{i}", harness)
-                    for i, group in enumerate(_share(chosen, parallel, time_limits))]
+            runs = [
+                _Run(group, prepared, workdir / f"harness-{i}", harness)
+                for i, group in enumerate(_share(chosen, parallel, time_limits))
+            ]
             for run in runs:
                 run.cgroups = memory.harness()
             with ThreadPoolExecutor(max_workers=len(runs)) as pool:
                 for finished in [pool.submit(run.run, deadline) for run in runs]:
-                    finished.result()   # a GradingError in any group is the whole grading's
+                    finished.result()  # a GradingError in any group is the whole grading's
             done = {k: v for run in runs for k, v in run.done.items()}
             meta = {k: v for run in runs for k, v in run.meta.items()}
             results = {}
             for exercise in chosen:
-                note = "" if exercise.id in prepared.found else \
-                    f"{exercise.module_file} is not in the submission: not attempted"
-                entries = [dataclasses.replace(done[nodeid], message=f"not attempted: {note}") if note
-                           else done[nodeid] for nodeid, test in meta.items() if test.exercise == exercise.id]
+                note = (
+                    ""
+                    if exercise.id in prepared.found
+                    else f"{exercise.module_file} is not in the submission: not attempted"
+                )
+                entries = [
+                    dataclasses.replace(done[nodeid], message=f"not attempted: {note}")
+                    if note
+                    else done[nodeid]
+                    for nodeid, test in meta.items()
+                    if test.exercise == exercise.id
+                ]
                 results[exercise.id] = score_exercise(exercise, entries, note)
         finally:
             cleanup(prepared)
     counts = sum((run.cache_counts for run in runs), Counter())
     return GradingResults(
-        submission=str(submission), exercises=results,
-        environment=environment(options, limits, confinement.describe(level) | {"memory": memory.describe()},
-                                proof.memory_bytes, memory.applied,
-                                compile_cache=cache.describe(counts),
-                                time_limits=time_limits.describe(), parallel=len(runs)),
-        problems=prepared.problems, ignored=prepared.ignored,
-        output=clipped("".join(run.output for run in runs), limits.output_chars, keep_end=True),   # with its end
+        submission=str(submission),
+        exercises=results,
+        environment=environment(
+            options,
+            limits,
+            confinement.describe(level) | {"memory": memory.describe()},
+            proof.memory_bytes,
+            memory.applied,
+            compile_cache=cache.describe(counts),
+            time_limits=time_limits.describe(),
+            parallel=len(runs),
+        ),
+        problems=prepared.problems,
+        ignored=prepared.ignored,
+        output=clipped(
+            "".join(run.output for run in runs), limits.output_chars, keep_end=True
+        ),  # with its end
         # A course without hidden tests (a student's handout) grades its visible tests only, and says so.
         duration=time.monotonic() - started,
-        visible_only=options.visible_only or not any(test.hidden for test in meta.values()))
+        visible_only=options.visible_only or not any(test.hidden for test in meta.values()),
+    )
 
 
-def _harness_environment(cache: CompileCache, prepared: PreparedSubmission, workdir: Path,
-                         parallel: int) -> dict[str, str]:
+def _harness_environment(
+    cache: CompileCache, prepared: PreparedSubmission, workdir: Path, parallel: int
+) -> dict[str, str]:
     """The compile cache (never where the student's code can read it) and, for harnesses running side by
     side, a timing lock of their own unless a batch's is already set."""
     if cache.folder is not None:
@@ -256,7 +360,9 @@ def _harness_environment(cache: CompileCache, prepared: PreparedSubmission, work
     return env
 
 
-def _share(chosen: list[catalog.Exercise], parallel: int, limits: TimeLimits) -> list[list[catalog.Exercise]]:
+def _share(
+    chosen: list[catalog.Exercise], parallel: int, limits: TimeLimits
+) -> list[list[catalog.Exercise]]:
     """At most `parallel` groups of exercises with about equal reference time (the longest first, each to
     the least loaded group), each group in catalog order."""
     groups: list[list[catalog.Exercise]] = [[] for _ in range(max(1, min(parallel, len(chosen))))]

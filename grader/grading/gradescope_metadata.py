@@ -55,27 +55,36 @@ class SubmissionMetadataError(ShardlabError, ValueError):
 @dataclass(frozen=True)
 class Submitter:
     """One user of a submission, as Gradescope gives them (any of these may be missing)."""
+
     name: str | None = None
     email: str | None = None
-    sid: str | None = None          # the student id of the course's roster
+    sid: str | None = None  # the student id of the course's roster
 
     def names(self) -> tuple[str, ...]:
         """Every way a course file may name this student: sid, email, email before the @, name."""
-        found = [self.sid, self.email, self.email.partition("@")[0] if self.email else None, self.name]
+        found = [
+            self.sid,
+            self.email,
+            self.email.partition("@")[0] if self.email else None,
+            self.name,
+        ]
         return tuple(dict.fromkeys(name for name in found if name))
 
 
 @dataclass(frozen=True)
 class SubmissionMetadata:
-    submitted_at: datetime              # created_at: when the student submitted (kept on a re-run)
-    due: datetime | None                # the submitters' own due date when Gradescope gives one, else the assignment's
-    late_due: datetime | None           # likewise: after it, Gradescope accepts nothing
-    students: tuple[Submitter, ...]     # the users, in Gradescope's order
-    title: str | None = None            # the Gradescope assignment's title
-    extended: bool = False              # a submitter's own due date is later than the assignment's
+    submitted_at: datetime  # created_at: when the student submitted (kept on a re-run)
+    due: (
+        datetime | None
+    )  # the submitters' own due date when Gradescope gives one, else the assignment's
+    late_due: datetime | None  # likewise: after it, Gradescope accepts nothing
+    students: tuple[Submitter, ...]  # the users, in Gradescope's order
+    title: str | None = None  # the Gradescope assignment's title
+    extended: bool = False  # a submitter's own due date is later than the assignment's
 
 
 # -- reading --------------------------------------------------------------------------------------------
+
 
 class _Reader:
     def __init__(self, path: Path):
@@ -89,7 +98,9 @@ class _Reader:
             self.fail(key, f"must be a JSON object, not {_shown(data)}")
         return data
 
-    def moment(self, table: dict, key: str, where: str, *, required: bool = False) -> datetime | None:
+    def moment(
+        self, table: dict, key: str, where: str, *, required: bool = False
+    ) -> datetime | None:
         """An ISO 8601 date and time with its UTC offset, as Gradescope writes them; null when not required."""
         value = table.get(key)
         name = f"{where}.{key}" if where else key
@@ -134,7 +145,10 @@ def read_metadata(path: str | Path = Path("/autograder") / FILE_NAME) -> Submiss
     data = r.table(data, "(the file)")
     submitted_at = r.moment(data, "created_at", "", required=True)
     assignment = r.table(data.get("assignment") or {}, "assignment")
-    due, late_due = r.moment(assignment, "due_date", "assignment"), r.moment(assignment, "late_due_date", "assignment")
+    due, late_due = (
+        r.moment(assignment, "due_date", "assignment"),
+        r.moment(assignment, "late_due_date", "assignment"),
+    )
     title = r.text(assignment, "title", "assignment")
     users = data.get("users") or []
     if not isinstance(users, list):
@@ -151,16 +165,22 @@ def read_metadata(path: str | Path = Path("/autograder") / FILE_NAME) -> Submiss
     own_due = max((d for d in own_dues if d is not None), default=None)
     own_late_due = max((d for d in own_late_dues if d is not None), default=None)
     extended = own_due is not None and (due is None or own_due > due)
-    return SubmissionMetadata(submitted_at, own_due or due, own_late_due or late_due, tuple(students), title,
-                              extended)
+    return SubmissionMetadata(
+        submitted_at, own_due or due, own_late_due or late_due, tuple(students), title, extended
+    )
 
 
 # -- the term with Gradescope's dates ---------------------------------------------------------------------
 
+
 def _targets(course: term.Course, title: str | None) -> set[str]:
     """The course's assignments the Gradescope assignment is: the one named as its title (case aside), else all."""
     if title:
-        named = {a.name for a in course.assignments if a.name.strip().casefold() == title.strip().casefold()}
+        named = {
+            a.name
+            for a in course.assignments
+            if a.name.strip().casefold() == title.strip().casefold()
+        }
         if named:
             return named
     return {a.name for a in course.assignments}
@@ -174,8 +194,11 @@ def course_with_platform_dates(course: term.Course, meta: SubmissionMetadata) ->
     course file's own dates and extensions always win."""
     targets = _targets(course, meta.title)
     assignments = tuple(
-        dataclasses.replace(a, due=meta.due) if a.due is None and meta.due is not None and a.name in targets else a
-        for a in course.assignments)
+        dataclasses.replace(a, due=meta.due)
+        if a.due is None and meta.due is not None and a.name in targets
+        else a
+        for a in course.assignments
+    )
     late = course.late
     if late.zero_after is None and meta.late_due is not None:
         late = dataclasses.replace(late, zero_after=meta.late_due)
@@ -194,5 +217,12 @@ def course_student(course: term.Course, meta: SubmissionMetadata) -> str | None:
     return next((student.names()[0] for student in meta.students if student.names()), None)
 
 
-__all__ = ["FILE_NAME", "SubmissionMetadata", "SubmissionMetadataError", "Submitter", "course_student",
-           "course_with_platform_dates", "read_metadata"]
+__all__ = [
+    "FILE_NAME",
+    "SubmissionMetadata",
+    "SubmissionMetadataError",
+    "Submitter",
+    "course_student",
+    "course_with_platform_dates",
+    "read_metadata",
+]

@@ -30,8 +30,8 @@ class SubmissionTimeError(ShardlabError, ValueError):
 
 @dataclass(frozen=True)
 class SubmissionTime:
-    at: datetime                      # with its offset
-    source: str                       # where it came from, as report.json records it
+    at: datetime  # with its offset
+    source: str  # where it came from, as report.json records it
 
 
 def moment(text: str, where: str) -> datetime:
@@ -39,11 +39,14 @@ def moment(text: str, where: str) -> datetime:
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise SubmissionTimeError(f"{where}: {text!r} is not an ISO 8601 date and time "
-                                  "(write 2026-10-05T23:59:00+02:00)") from None
+        raise SubmissionTimeError(
+            f"{where}: {text!r} is not an ISO 8601 date and time (write 2026-10-05T23:59:00+02:00)"
+        ) from None
     if value.tzinfo is None:
-        raise SubmissionTimeError(f"{where}: {text!r} has no UTC offset: add one (+02:00, Z), so that it means "
-                                  "one moment wherever it is read")
+        raise SubmissionTimeError(
+            f"{where}: {text!r} has no UTC offset: add one (+02:00, Z), so that it means "
+            "one moment wherever it is read"
+        )
     return value
 
 
@@ -59,7 +62,10 @@ def read_times(path: Path) -> dict[str, datetime]:
     times: dict[str, datetime] = {}
     problems = []
     for row in reader:
-        row = {(k or "").strip(): (v or "").strip() if isinstance(v, str) else "" for k, v in row.items()}
+        row = {
+            (k or "").strip(): (v or "").strip() if isinstance(v, str) else ""
+            for k, v in row.items()
+        }
         where = f"line {reader.line_num}"
         if not row["student"]:
             continue
@@ -81,27 +87,56 @@ def from_git(submission: Path) -> SubmissionTime | None:
         return None
     try:
         # safe.directory: the clone belongs to whoever collected it, maybe not to the grader's user.
-        out = subprocess.run(["git", "-c", f"safe.directory={Path(submission).resolve()}", "-C", str(submission),
-                              "log", "-1", "--format=%cI"], capture_output=True, text=True, timeout=GIT_SECONDS,
-                             stdin=subprocess.DEVNULL, check=False)
+        out = subprocess.run(
+            [
+                "git",
+                "-c",
+                f"safe.directory={Path(submission).resolve()}",
+                "-C",
+                str(submission),
+                "log",
+                "-1",
+                "--format=%cI",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=GIT_SECONDS,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0 or not out.stdout.strip():
         return None
-    return SubmissionTime(datetime.fromisoformat(out.stdout.strip()), "the last commit of the git clone")
+    return SubmissionTime(
+        datetime.fromisoformat(out.stdout.strip()), "the last commit of the git clone"
+    )
 
 
-def with_term(results: GradingResults, course: Course, student: str,
-              submitted: SubmissionTime | None) -> GradingResults:
+def with_term(
+    results: GradingResults, course: Course, student: str, submitted: SubmissionTime | None
+) -> GradingResults:
     """`results` recording the course that graded it, the student and the submission time, each exercise with
     its lateness under the course's late policy (the student's extension applied). Without a time, no late
     policy applies, and the record says so."""
     source = course.source
-    record = TermRecord(course.name, source.path if source else None, source.digest if source else None, student,
-                        submitted.at.isoformat() if submitted else None, submitted.source if submitted else None)
-    exercises = {ex_id: dataclasses.replace(ex, late=course.lateness(ex_id, student, submitted.at)
-                                            if submitted is not None and not ex.note else None)
-                 for ex_id, ex in results.exercises.items()}
+    record = TermRecord(
+        course.name,
+        source.path if source else None,
+        source.digest if source else None,
+        student,
+        submitted.at.isoformat() if submitted else None,
+        submitted.source if submitted else None,
+    )
+    exercises = {
+        ex_id: dataclasses.replace(
+            ex,
+            late=course.lateness(ex_id, student, submitted.at)
+            if submitted is not None and not ex.note
+            else None,
+        )
+        for ex_id, ex in results.exercises.items()
+    }
     return dataclasses.replace(results, exercises=exercises, term=record)
 
 
@@ -110,4 +145,6 @@ def recorded_time(results: GradingResults) -> SubmissionTime | None:
     term = results.term
     if term is None or term.submitted_at is None:
         return None
-    return SubmissionTime(datetime.fromisoformat(term.submitted_at), term.submitted_from or "an earlier grading")
+    return SubmissionTime(
+        datetime.fromisoformat(term.submitted_at), term.submitted_from or "an earlier grading"
+    )

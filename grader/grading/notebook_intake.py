@@ -22,7 +22,9 @@ def module_from_notebook(data: bytes, exercise: catalog.Exercise, where: str) ->
         notebook = json.loads(data.decode("utf-8"))
         cells = notebook["cells"]
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise NotebookError(f"{where} is not a readable notebook ({type(exc).__name__}: {exc})") from None
+        raise NotebookError(
+            f"{where} is not a readable notebook ({type(exc).__name__}: {exc})"
+        ) from None
     chunks = []
     for cell in cells if isinstance(cells, list) else []:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -33,6 +35,8 @@ def module_from_notebook(data: bytes, exercise: catalog.Exercise, where: str) ->
             source = cell.get("source", "")
             chunks.append("".join(source) if isinstance(source, list) else str(source))
     if not chunks:
-        raise NotebookError(f"{where} has no solution cell of {exercise.id} (is it the course's notebook, "
-                            "with its cells' metadata intact?)")
+        raise NotebookError(
+            f"{where} has no solution cell of {exercise.id} (is it the course's notebook, "
+            "with its cells' metadata intact?)"
+        )
     return "\n\n".join(chunk.rstrip() for chunk in chunks) + "\n"

@@ -24,7 +24,9 @@ from grader.core.errors import ShardlabError
 from grader.sandbox import confinement
 from grader.sandbox.restrictions import Isolation
 
-PROBE_SECONDS = 120.0   # jax's import and backend start take 1-3 s; a loaded machine, many times that
+PROBE_SECONDS = (
+    120.0  # jax's import and backend start take 1-3 s; a loaded machine, many times that
+)
 
 # What a worker and its zygote import (grader.worker.zygote), then work on every host device.
 _PROBE = """
@@ -48,8 +50,9 @@ class PreflightError(ShardlabError, RuntimeError):
 @dataclass(frozen=True)
 class WorkerProof:
     """What the probe saw from inside the worker's confinement."""
+
     level: str
-    memory_bytes: int | None   # the address-space limit in force in the worker; None: none
+    memory_bytes: int | None  # the address-space limit in force in the worker; None: none
     devices: int
     seconds: float
 
@@ -66,25 +69,38 @@ def prove_worker(level: Isolation, limits: confinement.WorkerLimits) -> WorkerPr
         env = confinement.sandbox_environment(workdir)
         with open(output_path, "wb") as output:
             try:
-                process = confinement.spawn_confined([sys.executable, "-I", "-B", "-c", _PROBE], level=level,
-                                                     workdir=workdir, readable=[], env=env, limits=limits,
-                                                     stdout=output)
+                process = confinement.spawn_confined(
+                    [sys.executable, "-I", "-B", "-c", _PROBE],
+                    level=level,
+                    workdir=workdir,
+                    readable=[],
+                    env=env,
+                    limits=limits,
+                    stdout=output,
+                )
             except OSError as exc:
-                raise PreflightError(_explain(level, limits, f"it could not be started: {exc}")) from None
+                raise PreflightError(
+                    _explain(level, limits, f"it could not be started: {exc}")
+                ) from None
         try:
             returncode = process.popen.wait(timeout=PROBE_SECONDS)
         except subprocess.TimeoutExpired:
             returncode = None
         finally:
-            process.kill_tree()   # nothing of the probe is left running, whatever happened
+            process.kill_tree()  # nothing of the probe is left running, whatever happened
         text = output_path.read_text(errors="replace")
     report = _last_json(text)
     if returncode != 0 or report is None:
-        why = f"it did not finish within {PROBE_SECONDS:.0f} s" if returncode is None else \
-            f"it exited with status {returncode}"
+        why = (
+            f"it did not finish within {PROBE_SECONDS:.0f} s"
+            if returncode is None
+            else f"it exited with status {returncode}"
+        )
         raise PreflightError(_explain(level, limits, why, text))
     memory = report["memory_bytes"]
-    return WorkerProof(level.value, None if memory < 0 else memory, report["devices"], time.monotonic() - started)
+    return WorkerProof(
+        level.value, None if memory < 0 else memory, report["devices"], time.monotonic() - started
+    )
 
 
 def _last_json(text: str) -> dict | None:
@@ -98,8 +114,14 @@ def _last_json(text: str) -> dict | None:
 
 
 def _explain(level: Isolation, limits: confinement.WorkerLimits, why: str, output: str = "") -> str:
-    memory = f"{limits.memory_bytes / (1 << 30):g} GiB" if limits.memory_bytes and limits.memory_bytes > 0 else "none"
-    return (f"a confined worker ({level.value}, memory limit {memory}) does not work here: asked to import jax and "
-            f"the grader and compute on the host devices, {why}. No student is graded, since every test would "
-            f"crash. The worker reads only these Python folders: {', '.join(confinement.python_paths())}"
-            + last_lines(output, 12, "its output", skip="@"))   # not a native stack trace's frames ("@ 0x7f...")
+    memory = (
+        f"{limits.memory_bytes / (1 << 30):g} GiB"
+        if limits.memory_bytes and limits.memory_bytes > 0
+        else "none"
+    )
+    return (
+        f"a confined worker ({level.value}, memory limit {memory}) does not work here: asked to import jax and "
+        f"the grader and compute on the host devices, {why}. No student is graded, since every test would "
+        f"crash. The worker reads only these Python folders: {', '.join(confinement.python_paths())}"
+        + last_lines(output, 12, "its output", skip="@")
+    )  # not a native stack trace's frames ("@ 0x7f...")

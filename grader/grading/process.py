@@ -35,21 +35,28 @@ from grader.sandbox.restrictions import launcher
 class Limits:
     """The harness process's own limits: the grader's, whatever the grading options (those, the test
     timeout and the worker's memory included, are grader.core.options.GradingOptions)."""
-    harness_memory_bytes: int | None = HARNESS_MEMORY_BYTES   # its address space (grader.core.options)
-    file_bytes: int = 256 << 20        # largest file the child may write (pytest's capture included)
-    output_chars: int = 20_000         # how much of the child's own stdout/stderr is kept
+
+    harness_memory_bytes: int | None = (
+        HARNESS_MEMORY_BYTES  # its address space (grader.core.options)
+    )
+    file_bytes: int = 256 << 20  # largest file the child may write (pytest's capture included)
+    output_chars: int = 20_000  # how much of the child's own stdout/stderr is kept
 
 
 @dataclass
 class ChildOutcome:
-    collected: list[TestMeta] | None = None      # every selected test's metadata, once collected
-    results: dict[str, TestResult] = field(default_factory=dict)   # by nodeid, as the harness made them
-    running: str | None = None                   # the test that had started and not finished
+    collected: list[TestMeta] | None = None  # every selected test's metadata, once collected
+    results: dict[str, TestResult] = field(
+        default_factory=dict
+    )  # by nodeid, as the harness made them
+    running: str | None = None  # the test that had started and not finished
     returncode: int | None = None
-    stopped: str | None = None                   # "test timeout" or "deadline" when the parent killed it
+    stopped: str | None = None  # "test timeout" or "deadline" when the parent killed it
     output: str = ""
-    compile_cache: dict = field(default_factory=dict)   # the harness's cache hits and misses
-    limits: dict[str, float] = field(default_factory=dict)   # each test's limit, as the harness computed it
+    compile_cache: dict = field(default_factory=dict)  # the harness's cache hits and misses
+    limits: dict[str, float] = field(
+        default_factory=dict
+    )  # each test's limit, as the harness computed it
 
     def limit(self, nodeid: str) -> float:
         return self.limits.get(nodeid) or FALLBACK_SECONDS
@@ -72,17 +79,35 @@ def _child_environment(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
     tmp.mkdir(exist_ok=True)
     # No bytecode written (python -B too, since -I ignores PYTHON* variables): grading leaves the checkout,
     # its __pycache__ folders included, as it was.
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp),
-           "LANG": "C.UTF-8", "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), "PYTHONDONTWRITEBYTECODE": "1"}
-    if timing_lock.LOCK_DIR in os.environ:   # grade-batch's lock must reach the tests that take it
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": "C.UTF-8",
+        "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    if timing_lock.LOCK_DIR in os.environ:  # grade-batch's lock must reach the tests that take it
         env[timing_lock.LOCK_DIR] = os.environ[timing_lock.LOCK_DIR]
     return env | extra
 
 
-def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, options: GradingOptions | None = None,
-                     deselect: list[str] = (), collect_only: bool = False, limits: Limits | None = None,
-                     deadline: float = float("inf"), time_limits: Path | None = None, prior_timeouts: list[str] = (),
-                     env: dict[str, str] | None = None, cgroups: list[str] = (), **overrides) -> ChildOutcome:
+def run_pytest_child(
+    *,
+    targets: list[str],
+    modules_dir: Path,
+    workdir: Path,
+    options: GradingOptions | None = None,
+    deselect: list[str] = (),
+    collect_only: bool = False,
+    limits: Limits | None = None,
+    deadline: float = float("inf"),
+    time_limits: Path | None = None,
+    prior_timeouts: list[str] = (),
+    env: dict[str, str] | None = None,
+    cgroups: list[str] = (),
+    **overrides,
+) -> ChildOutcome:
     """Run pytest on `targets` against the modules in `modules_dir`; `deadline` is a time.monotonic().
     options: the grading options the harness takes (timing, visible_only, isolation, test_timeout, the
     worker's memory), with `overrides` by field name (visible_only=True); time_limits: the file of per-test
@@ -95,25 +120,47 @@ def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, op
     cwd.mkdir(parents=True, exist_ok=True)
     events_r, events_w = os.pipe()
     # Results travel as events (runner.read_result_event), not in a results file: see grader.harness.runner.
-    extra = ["--tb=no"]   # messages travel as events; tracebacks would show hidden tests' source in the output
+    extra = [
+        "--tb=no"
+    ]  # messages travel as events; tracebacks would show hidden tests' source in the output
     extra += [f"--time-limits={time_limits}"] if time_limits is not None else []
     extra += [f"--prior-timeouts={exercise}" for exercise in prior_timeouts]
     extra += [f"--deselect={nodeid}" for nodeid in deselect]
     extra += ["--collect-only"] if collect_only else []
     # The child lowers its own RLIMIT_AS to the harness's and keeps the worker's as its hard limit.
-    command = [sys.executable, "-I", "-B", "-m", "grader.grading.child", str(limits.harness_memory_bytes or 0),
-               str(options.worker_memory_bytes or 0), str(limits.file_bytes), "--",
-               *runner.pytest_arguments(targets, impl=modules_dir, options=options, isolate=True, extra=extra)]
-    if cgroups:   # joined by the launcher, before the harness runs anything: all it starts is counted there
+    command = [
+        sys.executable,
+        "-I",
+        "-B",
+        "-m",
+        "grader.grading.child",
+        str(limits.harness_memory_bytes or 0),
+        str(options.worker_memory_bytes or 0),
+        str(limits.file_bytes),
+        "--",
+        *runner.pytest_arguments(
+            targets, impl=modules_dir, options=options, isolate=True, extra=extra
+        ),
+    ]
+    if (
+        cgroups
+    ):  # joined by the launcher, before the harness runs anything: all it starts is counted there
         command = launcher({"cgroups": list(cgroups)}, command)
     child_env = _child_environment(workdir, {**(env or {}), events.EVENTS_FD: str(events_w)})
     output_path = workdir / "child-output.txt"
     outcome = ChildOutcome()
     with _SPAWNING, open(output_path, "wb") as output:
         keep = {child.pid for child in psutil.Process().children()}
-        process = subprocess.Popen(command, cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=output,
-                                   stderr=subprocess.STDOUT, pass_fds=(events_w,),
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            pass_fds=(events_w,),
+            start_new_session=True,
+        )
         _RUNNING.add(process.pid)
     os.close(events_w)
     try:
@@ -129,7 +176,9 @@ def run_pytest_child(*, targets: list[str], modules_dir: Path, workdir: Path, op
             _RUNNING.discard(process.pid)
             reap_orphans(keep | _RUNNING)
     # Its start and its end: a crash's last words.
-    outcome.output = clipped(output_path.read_text(errors="replace"), limits.output_chars, keep_end=True)
+    outcome.output = clipped(
+        output_path.read_text(errors="replace"), limits.output_chars, keep_end=True
+    )
     return outcome
 
 
@@ -147,12 +196,16 @@ def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float)
                     started_at = time.monotonic()
         now = time.monotonic()
         if readable and not chunk or process.poll() is not None and not readable:
-            return   # EOF, or the child is gone (a grandchild may still hold the pipe open)
-        if finished_at is None and outcome.collected is not None and not outcome.running \
-                and len(outcome.results) >= len(outcome.collected):
+            return  # EOF, or the child is gone (a grandchild may still hold the pipe open)
+        if (
+            finished_at is None
+            and outcome.collected is not None
+            and not outcome.running
+            and len(outcome.results) >= len(outcome.collected)
+        ):
             finished_at = now
         if finished_at is not None and now - finished_at > EXIT_SECONDS:
-            return   # every test has its result: whatever still runs in the harness is killed, not waited for
+            return  # every test has its result: whatever still runs in the harness is killed, not waited for
         if outcome.running and now - started_at > outcome.limit(outcome.running):
             outcome.stopped = "test timeout"
             return
@@ -171,9 +224,11 @@ def _apply_event(event: dict, outcome: ChildOutcome) -> bool:
         outcome.running = event["nodeid"]
         return True
     elif kind == "running":
-        return True   # the timing lock was acquired: waiting for it does not count
-    elif kind == runner.RESULT_EVENT:   # a malformed result is the grader's own bug: it stops grading
-        result = runner.read_result_event(event)   # (MalformedResult)
+        return True  # the timing lock was acquired: waiting for it does not count
+    elif (
+        kind == runner.RESULT_EVENT
+    ):  # a malformed result is the grader's own bug: it stops grading
+        result = runner.read_result_event(event)  # (MalformedResult)
         outcome.results[result.nodeid] = result
         outcome.running = None
     elif kind == "compile_cache":

@@ -18,24 +18,41 @@ from grader.grading.results import GradingResults, Regrade, read_report
 def earlier_report(out: Path, submission: str) -> GradingResults | None:
     """The report a grading of the same submission left in `out`, if any (another's, or an unreadable one: None)."""
     earlier = read_report(Path(out) / "report.json")
-    return earlier if earlier is not None and Path(earlier.submission).name == Path(submission).name else None
+    return (
+        earlier
+        if earlier is not None and Path(earlier.submission).name == Path(submission).name
+        else None
+    )
 
 
-def merge(earlier: GradingResults, new: GradingResults, *, partial: bool, at: datetime | None = None) -> GradingResults:
+def merge(
+    earlier: GradingResults, new: GradingResults, *, partial: bool, at: datetime | None = None
+) -> GradingResults:
     """`new` graded into `earlier`: with `partial` (some exercises only), the others are kept as they were;
     otherwise `new` is the whole grading. Either way each exercise both hold is recorded as regraded."""
     at = at or datetime.now(timezone.utc)
     digest = new.term.course_digest if new.term is not None else None
     regrades = list(earlier.regrades) + [
-        Regrade(ex_id, at.isoformat(timespec="seconds"), earlier.exercises[ex_id].score, exercise.score, digest)
-        for ex_id, exercise in new.exercises.items() if ex_id in earlier.exercises]
+        Regrade(
+            ex_id,
+            at.isoformat(timespec="seconds"),
+            earlier.exercises[ex_id].score,
+            exercise.score,
+            digest,
+        )
+        for ex_id, exercise in new.exercises.items()
+        if ex_id in earlier.exercises
+    ]
     if not partial:
         return dataclasses.replace(new, regrades=regrades)
     exercises = dict(earlier.exercises)
     exercises.update(new.exercises)
     return dataclasses.replace(
-        new, exercises=exercises, regrades=regrades,
+        new,
+        exercises=exercises,
+        regrades=regrades,
         problems=list(dict.fromkeys([*earlier.problems, *new.problems])),
         # The earlier grading ran every test of the exercises kept: the whole is visible-only if either was.
         visible_only=earlier.visible_only or new.visible_only,
-        duration=earlier.duration + new.duration)
+        duration=earlier.duration + new.duration,
+    )

@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.core.bounds import GRADING_CHARS, MESSAGE_CHARS, NAME_CHARS, PROBLEM_CHARS, PROBLEMS, at_most, clipped
+from grader.core.bounds import (
+    GRADING_CHARS,
+    MESSAGE_CHARS,
+    NAME_CHARS,
+    PROBLEM_CHARS,
+    PROBLEMS,
+    at_most,
+    clipped,
+)
 from grader.core.results import Category, Environment, TestResult
 from grader.course import catalog
 from grader.course.term import Lateness
@@ -22,14 +30,16 @@ class ExerciseResult:
     title: str
     max_score: float
     tests: list[TestResult] = field(default_factory=list)
-    note: str = ""                # e.g. "module missing: not attempted"
-    bonus: bool = False           # extra credit: its score counts, its max_score does not
-    late: Lateness | None = None  # when it came in against its due date, and what that costs (the course file)
+    note: str = ""  # e.g. "module missing: not attempted"
+    bonus: bool = False  # extra credit: its score counts, its max_score does not
+    late: Lateness | None = (
+        None  # when it came in against its due date, and what that costs (the course file)
+    )
 
     @property
     def score(self) -> float:
         """What its tests earned: the raw score, before any late penalty."""
-        return math.fsum(t.score for t in self.tests)   # exact: the same total in any test order
+        return math.fsum(t.score for t in self.tests)  # exact: the same total in any test order
 
     @property
     def penalty(self) -> float:
@@ -53,26 +63,35 @@ class ExerciseResult:
 @dataclass(frozen=True)
 class TermRecord:
     """Which term graded whose submission, and when it came in: report.json's "term"."""
-    course: str                         # the course's name
-    course_file: str | None = None      # None: no course file, the catalog's course
-    course_digest: str | None = None    # sha256 of the course file's bytes
-    student: str | None = None          # as extensions and adjustments name them
-    submitted_at: str | None = None     # ISO 8601 with its offset; None: not known, no late policy applied
-    submitted_from: str | None = None   # where that time came from: the flag, a times file, git, Gradescope
+
+    course: str  # the course's name
+    course_file: str | None = None  # None: no course file, the catalog's course
+    course_digest: str | None = None  # sha256 of the course file's bytes
+    student: str | None = None  # as extensions and adjustments name them
+    submitted_at: str | None = (
+        None  # ISO 8601 with its offset; None: not known, no late policy applied
+    )
+    submitted_from: str | None = (
+        None  # where that time came from: the flag, a times file, git, Gradescope
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TermRecord:
-        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)} | {"course": data["course"]})
+        return cls(
+            **{f.name: data.get(f.name) for f in dataclasses.fields(cls)}
+            | {"course": data["course"]}
+        )
 
 
 @dataclass(frozen=True)
 class Regrade:
     """One exercise graded again into an existing report: when, and its score before and after."""
+
     exercise: str
-    at: str                             # ISO 8601, UTC
+    at: str  # ISO 8601, UTC
     before: float
     after: float
     course_digest: str | None = None
@@ -82,8 +101,13 @@ class Regrade:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Regrade:
-        return cls(str(data["exercise"]), str(data["at"]), float(data["before"]), float(data["after"]),
-                   data.get("course_digest"))
+        return cls(
+            str(data["exercise"]),
+            str(data["at"]),
+            float(data["before"]),
+            float(data["after"]),
+            data.get("course_digest"),
+        )
 
 
 @dataclass
@@ -91,13 +115,17 @@ class GradingResults:
     submission: str
     exercises: dict[str, ExerciseResult]
     environment: Environment = field(default_factory=Environment)
-    problems: list[str] = field(default_factory=list)   # about the submission as a whole
-    output: str = ""              # the harness's own output (warnings, a crash's last words), truncated
+    problems: list[str] = field(default_factory=list)  # about the submission as a whole
+    output: str = ""  # the harness's own output (warnings, a crash's last words), truncated
     duration: float = 0.0
     visible_only: bool = False
-    ignored: list[str] = field(default_factory=list)    # files in the submission that are not exercise modules
-    term: TermRecord | None = None                      # the course file, the student and the submission time
-    regrades: list[Regrade] = field(default_factory=list)   # exercises graded again into this report, oldest first
+    ignored: list[str] = field(
+        default_factory=list
+    )  # files in the submission that are not exercise modules
+    term: TermRecord | None = None  # the course file, the student and the submission time
+    regrades: list[Regrade] = field(
+        default_factory=list
+    )  # exercises graded again into this report, oldest first
 
     def __post_init__(self):
         """A grading's text is bounded (grader.core.bounds), whatever made it: when its tests would take more
@@ -107,15 +135,24 @@ class GradingResults:
         cap = _cap(sorted(sizes.values()), GRADING_CHARS)
         over = {id(t) for t in self.tests() if cap is not None and sizes[id(t)] > cap}
         if over:
-            self.exercises = {ex_id: dataclasses.replace(ex, tests=[_cut(t, cap) if id(t) in over else t
-                                                                    for t in ex.tests])
-                              for ex_id, ex in self.exercises.items()}
-            self.problems = [f"the results of {len(over)} test(s) were cut to {cap:,} characters each (their facts "
-                             f"and what their code printed left out, their messages shortened): all tests' messages, "
-                             f"output and facts would take more than the {GRADING_CHARS:,} characters a grading "
-                             "may take", *self.problems]
-        self.problems = at_most([clipped(str(p), PROBLEM_CHARS) for p in self.problems], PROBLEMS,
-                                " problems, not listed")
+            self.exercises = {
+                ex_id: dataclasses.replace(
+                    ex, tests=[_cut(t, cap) if id(t) in over else t for t in ex.tests]
+                )
+                for ex_id, ex in self.exercises.items()
+            }
+            self.problems = [
+                f"the results of {len(over)} test(s) were cut to {cap:,} characters each (their facts "
+                f"and what their code printed left out, their messages shortened): all tests' messages, "
+                f"output and facts would take more than the {GRADING_CHARS:,} characters a grading "
+                "may take",
+                *self.problems,
+            ]
+        self.problems = at_most(
+            [clipped(str(p), PROBLEM_CHARS) for p in self.problems],
+            PROBLEMS,
+            " problems, not listed",
+        )
         self.ignored = at_most([clipped(str(name), NAME_CHARS) for name in self.ignored], PROBLEMS)
 
     @property
@@ -146,18 +183,36 @@ class GradingResults:
 
     def to_dict(self) -> dict[str, Any]:
         exercises = {
-            ex_id: {"id": ex.id, "title": ex.title, "max_score": ex.max_score,
-                    "tests": [t.to_dict() | {"name": t.name} for t in ex.tests], "note": ex.note, "bonus": ex.bonus,
-                    "score": ex.score, "late": ex.late.to_dict() if ex.late is not None else None,
-                    "penalty": ex.penalty, "final": ex.final}
+            ex_id: {
+                "id": ex.id,
+                "title": ex.title,
+                "max_score": ex.max_score,
+                "tests": [t.to_dict() | {"name": t.name} for t in ex.tests],
+                "note": ex.note,
+                "bonus": ex.bonus,
+                "score": ex.score,
+                "late": ex.late.to_dict() if ex.late is not None else None,
+                "penalty": ex.penalty,
+                "final": ex.final,
+            }
             for ex_id, ex in self.exercises.items()
         }
-        return {"submission": self.submission, "score": self.score, "penalty": self.penalty, "final": self.final,
-                "max_score": self.max_score, "term": self.term.to_dict() if self.term is not None else None,
-                "regrades": [r.to_dict() for r in self.regrades],
-                "visible_only": self.visible_only, "duration": self.duration, "exercises": exercises,
-                "problems": self.problems, "ignored": self.ignored, "output": self.output,
-                "environment": self.environment.to_dict()}
+        return {
+            "submission": self.submission,
+            "score": self.score,
+            "penalty": self.penalty,
+            "final": self.final,
+            "max_score": self.max_score,
+            "term": self.term.to_dict() if self.term is not None else None,
+            "regrades": [r.to_dict() for r in self.regrades],
+            "visible_only": self.visible_only,
+            "duration": self.duration,
+            "exercises": exercises,
+            "problems": self.problems,
+            "ignored": self.ignored,
+            "output": self.output,
+            "environment": self.environment.to_dict(),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GradingResults:
@@ -167,14 +222,28 @@ class GradingResults:
         for ex_id, ex in data["exercises"].items():
             tests = [TestResult.from_dict(t, ignore=("name",)) for t in ex["tests"]]
             late = ex.get("late")
-            exercises[ex_id] = ExerciseResult(ex["id"], ex["title"], ex["max_score"], tests, ex.get("note", ""),
-                                              ex.get("bonus", False), Lateness.from_dict(late) if late else None)
+            exercises[ex_id] = ExerciseResult(
+                ex["id"],
+                ex["title"],
+                ex["max_score"],
+                tests,
+                ex.get("note", ""),
+                ex.get("bonus", False),
+                Lateness.from_dict(late) if late else None,
+            )
         term = data.get("term")
-        return cls(data["submission"], exercises, Environment.from_dict(data.get("environment")),
-                   data.get("problems", []), data.get("output", ""), data.get("duration", 0.0),
-                   data.get("visible_only", False), data.get("ignored", []),
-                   TermRecord.from_dict(term) if term else None,
-                   [Regrade.from_dict(r) for r in data.get("regrades", ())])
+        return cls(
+            data["submission"],
+            exercises,
+            Environment.from_dict(data.get("environment")),
+            data.get("problems", []),
+            data.get("output", ""),
+            data.get("duration", 0.0),
+            data.get("visible_only", False),
+            data.get("ignored", []),
+            TermRecord.from_dict(term) if term else None,
+            [Regrade.from_dict(r) for r in data.get("regrades", ())],
+        )
 
 
 def read_report(path: Path) -> GradingResults | None:
@@ -182,11 +251,17 @@ def read_report(path: Path) -> GradingResults | None:
     that means: not graded yet, or nothing earlier to keep)."""
     try:
         return GradingResults.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):   # MalformedResult is a ValueError
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+    ):  # MalformedResult is a ValueError
         return None
 
 
-_SMALLEST_CUT = 1_000   # a cut test keeps at least this much: the start of its message and the note
+_SMALLEST_CUT = 1_000  # a cut test keeps at least this much: the start of its message and the note
 
 
 def _cap(sizes: list[int], total: int) -> int | None:
@@ -196,7 +271,7 @@ def _cap(sizes: list[int], total: int) -> int | None:
         return None
     room = total
     for i, size in enumerate(sizes):
-        share = room // (len(sizes) - i)   # what each of the rest may take
+        share = room // (len(sizes) - i)  # what each of the rest may take
         if size > share:
             return max(share, _SMALLEST_CUT)
         room -= size
@@ -206,18 +281,24 @@ def _cap(sizes: list[int], total: int) -> int | None:
 def _cut(test: TestResult, cap: int) -> TestResult:
     """`test` within `cap` characters: its facts and output left out, its message cut to what fits with a
     note that says why."""
-    note = (f"[the grader left out this test's facts and output and cut its message: this grading's results "
-            f"would take more than the {GRADING_CHARS:,} characters a grading may take]")
+    note = (
+        f"[the grader left out this test's facts and output and cut its message: this grading's results "
+        f"would take more than the {GRADING_CHARS:,} characters a grading may take]"
+    )
     chars = min(cap, MESSAGE_CHARS) - len(note) - 1
     while True:
         message = clipped(test.message, chars) + "\n" + note if test.message and chars > 0 else note
-        shortened = dataclasses.replace(test, message=message, output="", layouts=[], collectives=[], speedup=None)
+        shortened = dataclasses.replace(
+            test, message=message, output="", layouts=[], collectives=[], speedup=None
+        )
         if shortened.text_size() <= cap or chars <= 0:
             return shortened
-        chars //= 2   # text_size counts what escapes take: cut more
+        chars //= 2  # text_size counts what escapes take: cut more
 
 
-def score_exercise(exercise: catalog.Exercise, tests: list[TestResult], note: str = "") -> ExerciseResult:
+def score_exercise(
+    exercise: catalog.Exercise, tests: list[TestResult], note: str = ""
+) -> ExerciseResult:
     """A test's points are its weight: an exercise's tests, visible and hidden, weigh its catalog points
     (dev-check checks it), so a run of some of them (the visible ones) carries only their points. A term
     that gives the exercise other points (its course file) scales every test alike. Should the tests run
@@ -228,11 +309,17 @@ def score_exercise(exercise: catalog.Exercise, tests: list[TestResult], note: st
         catalog_points = catalog.get(exercise.id).points
     except catalog.UnknownExercise:
         catalog_points = exercise.points
-    scale = exercise.points / catalog_points * min(1.0, catalog_points / total_weight) if total_weight else 0.0
+    scale = (
+        exercise.points / catalog_points * min(1.0, catalog_points / total_weight)
+        if total_weight
+        else 0.0
+    )
     for test in tests:
         test.max_score = test.weight * scale
         # A test skipped by the timing policy or because the platform does not report a figure earns its
         # share: the student is not penalized for the grader's choice or platform. Student code cannot
         # make a graded test skip: in a worker, its exceptions come back as ordinary errors.
         test.score = test.max_score if test.earns else 0.0
-    return ExerciseResult(exercise.id, exercise.title, float(exercise.points), tests, note, exercise.bonus)
+    return ExerciseResult(
+        exercise.id, exercise.title, float(exercise.points), tests, note, exercise.bonus
+    )

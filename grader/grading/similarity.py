@@ -51,40 +51,44 @@ STUB_ONLY = "too little code of its own beside the stub's"
 
 @dataclass(frozen=True)
 class SimilarityThresholds:
-    similarity: float = 0.65    # either student's own code covered at least this much by the other's
-    min_shared: int = 200       # and at least this many filtered characters shared (about 5 lines of code)
-    noise: int = 25             # copydetect's k: the shortest match counted, in filtered characters
-    top: int = 5                # pairs reported per exercise, most similar first
-    passages: int = 4           # shared passages shown per pair, longest first
-    passage_lines: int = 15     # each side of a passage cut to this many lines
-    line_chars: int = 160       # and each line to this many characters
+    similarity: float = 0.65  # either student's own code covered at least this much by the other's
+    min_shared: int = (
+        200  # and at least this many filtered characters shared (about 5 lines of code)
+    )
+    noise: int = 25  # copydetect's k: the shortest match counted, in filtered characters
+    top: int = 5  # pairs reported per exercise, most similar first
+    passages: int = 4  # shared passages shown per pair, longest first
+    passage_lines: int = 15  # each side of a passage cut to this many lines
+    line_chars: int = 160  # and each line to this many characters
 
 
 @dataclass(frozen=True)
 class Passage:
     """Lines first_line..last_line (1-based, inclusive) of one student's module, as they wrote them."""
+
     first_line: int
     last_line: int
-    text: str                   # the lines, cut to passage_lines lines of at most line_chars characters
-    cut: bool = False           # whether text was cut
+    text: str  # the lines, cut to passage_lines lines of at most line_chars characters
+    cut: bool = False  # whether text was cut
 
 
 @dataclass(frozen=True)
 class SharedPassage:
     """Code of a's that matches code of b's: the two sides, each where it is in its own module."""
+
     a: Passage
     b: Passage
-    shared: int                 # filtered characters of a's side that match b's code
+    shared: int  # filtered characters of a's side that match b's code
 
 
 @dataclass(frozen=True)
 class SimilarPair:
     exercise: str
-    a: str                      # the two students, in name order
+    a: str  # the two students, in name order
     b: str
-    similarity_a: float         # share of a's own code found in b's module (0..1), as copydetect gives it
-    similarity_b: float         # share of b's own code found in a's module
-    shared: int                 # filtered characters of a's module that match b's
+    similarity_a: float  # share of a's own code found in b's module (0..1), as copydetect gives it
+    similarity_b: float  # share of b's own code found in a's module
+    shared: int  # filtered characters of a's module that match b's
     passages: tuple[SharedPassage, ...]
 
     @property
@@ -97,21 +101,24 @@ class SimilarPair:
 class ExerciseSimilarity:
     exercise: str
     title: str
-    compared: tuple[str, ...]                    # students whose modules were compared, in name order
-    not_compared: tuple[tuple[str, str], ...]    # (student, why: MISSING, UNCHANGED or STUB_ONLY)
-    raw_text: tuple[str, ...]                    # compared on their raw text: the module does not parse
-    flagged: int                                 # pairs above the thresholds, before keeping the top ones
-    pairs: tuple[SimilarPair, ...]               # the top `SimilarityThresholds.top`, most similar first
+    compared: tuple[str, ...]  # students whose modules were compared, in name order
+    not_compared: tuple[tuple[str, str], ...]  # (student, why: MISSING, UNCHANGED or STUB_ONLY)
+    raw_text: tuple[str, ...]  # compared on their raw text: the module does not parse
+    flagged: int  # pairs above the thresholds, before keeping the top ones
+    pairs: tuple[SimilarPair, ...]  # the top `SimilarityThresholds.top`, most similar first
 
 
 @dataclass(frozen=True)
 class ClassSimilarity:
     exercises: tuple[ExerciseSimilarity, ...]
-    unreadable: tuple[tuple[str, str], ...]      # (student, why): their submission could not be read at all
+    unreadable: tuple[
+        tuple[str, str], ...
+    ]  # (student, why): their submission could not be read at all
     thresholds: SimilarityThresholds
 
 
 # -- what is compared -------------------------------------------------------------------------------------
+
 
 def source_text(data: bytes) -> str:
     """A module's bytes as text: UTF-8 (undecodable bytes replaced), no BOM, every line break a "\\n"."""
@@ -132,39 +139,55 @@ def normalize(source: str) -> tuple[str, bool]:
     """`source` (as `source_text` gives it) with its docstrings, bare string statements and comments replaced
     by spaces, line breaks kept: the same length and lines. And whether it parses; when it does not, only the
     comments the tokenizer reached before failing are blanked."""
-    lines = source.split("\n")          # as Python numbers lines (not str.splitlines, which splits on \f too)
+    lines = source.split(
+        "\n"
+    )  # as Python numbers lines (not str.splitlines, which splits on \f too)
     starts = [0]
     for line in lines[:-1]:
         starts.append(starts[-1] + len(line) + 1)
 
     def at(row: int, column: int, in_bytes: bool) -> int:
         line = lines[row - 1]
-        if in_bytes:   # ast's columns count UTF-8 bytes
+        if in_bytes:  # ast's columns count UTF-8 bytes
             column = len(line.encode("utf-8", "surrogatepass")[:column].decode("utf-8", "ignore"))
         return starts[row - 1] + column
 
     spans = []
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):   # ValueError: NUL bytes (Python 3.11)
+    except (
+        SyntaxError,
+        ValueError,
+        RecursionError,
+        MemoryError,
+    ):  # ValueError: NUL bytes (Python 3.11)
         parsed = False
     else:
         parsed = True
         for node in ast.walk(tree):
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
-                    and isinstance(node.value.value, str):
-                spans.append((at(node.lineno, node.col_offset, True), at(node.end_lineno, node.end_col_offset, True)))
+            if (
+                isinstance(node, ast.Expr)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                spans.append(
+                    (
+                        at(node.lineno, node.col_offset, True),
+                        at(node.end_lineno, node.end_col_offset, True),
+                    )
+                )
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
             if token.type == tokenize.COMMENT:
                 spans.append((at(*token.start, False), at(*token.end, False)))
     except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, IndexError):
-        pass   # keep the comments found before the tokenizer gave up
+        pass  # keep the comments found before the tokenizer gave up
     return _blank(source, spans), parsed
 
 
-def read_modules(submissions: Mapping[str, Path], exercise_ids: Iterable[str]
-                 ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+def read_modules(
+    submissions: Mapping[str, Path], exercise_ids: Iterable[str]
+) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """{exercise id: {student: module text}} for the modules each submission holds where grading finds them
     (grader.grading.submission), and {student: why} for the submissions that cannot be read."""
     ids = [catalog.get(e).id for e in exercise_ids]
@@ -174,9 +197,14 @@ def read_modules(submissions: Mapping[str, Path], exercise_ids: Iterable[str]
         try:
             with tempfile.TemporaryDirectory(prefix="shardlab-similarity-") as work:
                 prepared = prepare_submission(submissions[student], Path(work))
-                texts = {e: source_text((prepared.modules_dir / catalog.get(e).module_file).read_bytes())
-                         for e in ids if e in prepared.found}
-        except Exception as exc:   # one submission, whatever is wrong with it, never stops the others
+                texts = {
+                    e: source_text((prepared.modules_dir / catalog.get(e).module_file).read_bytes())
+                    for e in ids
+                    if e in prepared.found
+                }
+        except (
+            Exception
+        ) as exc:  # one submission, whatever is wrong with it, never stops the others
             unreadable[student] = f"{type(exc).__name__}: {exc}"
             continue
         for exercise_id, text in texts.items():
@@ -186,7 +214,7 @@ def read_modules(submissions: Mapping[str, Path], exercise_ids: Iterable[str]
 
 # -- copydetect -------------------------------------------------------------------------------------------
 
-MASK = "\u00a4"   # "¤": what a line of the stub's code becomes in a student's module (kept by copydetect's filter)
+MASK = "\u00a4"  # "¤": what a line of the stub's code becomes in a student's module (kept by copydetect's filter)
 
 
 def mask_lines(text: str, lines: frozenset[str]) -> str:
@@ -217,8 +245,11 @@ def _fingerprint(name: str, text: str, k: int, boilerplate: frozenset = frozense
 
     fingerprint = CodeFingerprint(name, k, 1, filter=True, language="python", fp=io.StringIO(text))
     code = fingerprint.filtered_code
-    kept = {h: positions for h, positions in fingerprint.hash_idx.items()
-            if h not in boilerplate and MASK not in code[positions[0]:positions[0] + k]}
+    kept = {
+        h: positions
+        for h, positions in fingerprint.hash_idx.items()
+        if h not in boilerplate and MASK not in code[positions[0] : positions[0] + k]
+    }
     if len(kept) != len(fingerprint.hash_idx):
         fingerprint.hashes = set(kept)
         fingerprint.hash_idx = kept
@@ -230,22 +261,28 @@ def _fingerprint(name: str, text: str, k: int, boilerplate: frozenset = frozense
 
 def _passage(text: str, start: int, end: int, thresholds: SimilarityThresholds) -> Passage:
     start, end = max(0, min(start, len(text))), max(0, min(end, len(text)))
-    while start < end and text[start].isspace():     # copydetect's ends fall on token boundaries: trim
+    while start < end and text[start].isspace():  # copydetect's ends fall on token boundaries: trim
         start += 1
     while end > start and text[end - 1].isspace():
         end -= 1
     first = text.count("\n", 0, start) + 1
     last = max(first, text.count("\n", 0, max(start, end - 1)) + 1)
-    lines = text.split("\n")[first - 1:last]
-    kept = [line if len(line) <= thresholds.line_chars else line[:thresholds.line_chars] + "…"
-            for line in lines[:thresholds.passage_lines]]
-    cut = len(lines) > thresholds.passage_lines or any(len(line) > thresholds.line_chars for line in lines)
+    lines = text.split("\n")[first - 1 : last]
+    kept = [
+        line if len(line) <= thresholds.line_chars else line[: thresholds.line_chars] + "…"
+        for line in lines[: thresholds.passage_lines]
+    ]
+    cut = len(lines) > thresholds.passage_lines or any(
+        len(line) > thresholds.line_chars for line in lines
+    )
     if len(lines) > thresholds.passage_lines:
         kept.append(f"… ({len(lines) - thresholds.passage_lines} more lines)")
     return Passage(first, last, "\n".join(kept), cut)
 
 
-def _passages(fa, fb, text_a: str, text_b: str, thresholds: SimilarityThresholds) -> tuple[SharedPassage, ...]:
+def _passages(
+    fa, fb, text_a: str, text_b: str, thresholds: SimilarityThresholds
+) -> tuple[SharedPassage, ...]:
     """The matching stretches of a's module, longest first, each beside the stretch of b's that shares most of
     its fingerprints (functions may be reordered: stretches are paired by content, not by position)."""
     import numpy as np
@@ -253,9 +290,12 @@ def _passages(fa, fb, text_a: str, text_b: str, thresholds: SimilarityThresholds
     from copydetect.utils import find_fingerprint_overlap, get_copied_slices
 
     k = fa.k
-    _, _, (raw_a, raw_b) = compare_files(fa, fb)      # the stretches in each module's own characters
+    _, _, (raw_a, raw_b) = compare_files(fa, fb)  # the stretches in each module's own characters
     idx_a, idx_b = find_fingerprint_overlap(fa.hashes, fb.hashes, fa.hash_idx, fb.hash_idx)
-    filtered_a, filtered_b = get_copied_slices(idx_a, k), get_copied_slices(idx_b, k)   # same order as raw_*
+    filtered_a, filtered_b = (
+        get_copied_slices(idx_a, k),
+        get_copied_slices(idx_b, k),
+    )  # same order as raw_*
     if len(raw_a) == 0 or len(raw_a[0]) == 0:
         return ()
     votes: Counter = Counter()
@@ -270,14 +310,21 @@ def _passages(fa, fb, text_a: str, text_b: str, thresholds: SimilarityThresholds
         if i not in partner or (count, -j) > (partner[i][1], -partner[i][0]):
             partner[i] = (j, count)
     sizes = filtered_a[1] - filtered_a[0]
-    order = sorted(partner, key=lambda i: (-int(sizes[i]), i))[:thresholds.passages]
+    order = sorted(partner, key=lambda i: (-int(sizes[i]), i))[: thresholds.passages]
     shared = []
     for i in order:
         j = partner[i][0]
-        shared.append(SharedPassage(
-            _passage(text_a, int(raw_a[0][i]) + fa.lead, int(raw_a[1][i]) + fa.lead, thresholds),
-            _passage(text_b, int(raw_b[0][j]) + fb.lead, int(raw_b[1][j]) + fb.lead, thresholds),
-            int(sizes[i])))
+        shared.append(
+            SharedPassage(
+                _passage(
+                    text_a, int(raw_a[0][i]) + fa.lead, int(raw_a[1][i]) + fa.lead, thresholds
+                ),
+                _passage(
+                    text_b, int(raw_b[0][j]) + fb.lead, int(raw_b[1][j]) + fb.lead, thresholds
+                ),
+                int(sizes[i]),
+            )
+        )
     return tuple(shared)
 
 
@@ -285,8 +332,12 @@ def _code_lines(text: str) -> frozenset[str]:
     return frozenset(line.strip() for line in text.split("\n") if line.strip())
 
 
-def compare_exercise(exercise_id: str, modules: Mapping[str, str], stub: str,
-                     thresholds: SimilarityThresholds = SimilarityThresholds()) -> ExerciseSimilarity:
+def compare_exercise(
+    exercise_id: str,
+    modules: Mapping[str, str],
+    stub: str,
+    thresholds: SimilarityThresholds = SimilarityThresholds(),
+) -> ExerciseSimilarity:
     """The pairs of `modules` ({student: module text}) whose code for the exercise is unusually similar,
     once `stub` (the text every student started from) and the docstrings and comments are left out."""
     from copydetect import compare_files
@@ -300,7 +351,10 @@ def compare_exercise(exercise_id: str, modules: Mapping[str, str], stub: str,
     # docstrings and comments not blanked), the raw stub's too.
     boilerplate = frozenset(_fingerprint("stub", stub_code, k).hashes)
     raw_boilerplate = boilerplate | frozenset(_fingerprint("stub (raw)", stub_text, k).hashes)
-    stub_lines, raw_stub_lines = _code_lines(stub_code), _code_lines(stub_code) | _code_lines(stub_text)
+    stub_lines, raw_stub_lines = (
+        _code_lines(stub_code),
+        _code_lines(stub_code) | _code_lines(stub_text),
+    )
     prints, texts, raw_text, not_compared = {}, {}, [], []
     for student in sorted(modules):
         text = modules[student]
@@ -308,9 +362,12 @@ def compare_exercise(exercise_id: str, modules: Mapping[str, str], stub: str,
         if "".join(code.split()) == stub_compact:
             not_compared.append((student, UNCHANGED))
             continue
-        fingerprint = _fingerprint(f"{student}/{exercise.module_file}",
-                                   mask_lines(code, stub_lines if parsed else raw_stub_lines), k,
-                                   boilerplate if parsed else raw_boilerplate)
+        fingerprint = _fingerprint(
+            f"{student}/{exercise.module_file}",
+            mask_lines(code, stub_lines if parsed else raw_stub_lines),
+            k,
+            boilerplate if parsed else raw_boilerplate,
+        )
         if fingerprint.token_coverage == 0:
             not_compared.append((student, STUB_ONLY))
             continue
@@ -320,26 +377,54 @@ def compare_exercise(exercise_id: str, modules: Mapping[str, str], stub: str,
     students = list(prints)
     found = []
     for x, a in enumerate(students):
-        for b in students[x + 1:]:
+        for b in students[x + 1 :]:
             shared, (sim_a, sim_b), _ = compare_files(prints[a], prints[b])
-            if shared and shared >= thresholds.min_shared and max(sim_a, sim_b) >= thresholds.similarity:
+            if (
+                shared
+                and shared >= thresholds.min_shared
+                and max(sim_a, sim_b) >= thresholds.similarity
+            ):
                 found.append((float(sim_a), float(sim_b), int(shared), a, b))
     found.sort(key=lambda f: (-max(f[0], f[1]), -f[2], f[3], f[4]))
-    pairs = tuple(SimilarPair(exercise.id, a, b, sim_a, sim_b, shared,
-                              _passages(prints[a], prints[b], texts[a], texts[b], thresholds))
-                  for sim_a, sim_b, shared, a, b in found[:thresholds.top])
-    return ExerciseSimilarity(exercise.id, exercise.title, tuple(students), tuple(not_compared), tuple(raw_text),
-                              len(found), pairs)
+    pairs = tuple(
+        SimilarPair(
+            exercise.id,
+            a,
+            b,
+            sim_a,
+            sim_b,
+            shared,
+            _passages(prints[a], prints[b], texts[a], texts[b], thresholds),
+        )
+        for sim_a, sim_b, shared, a, b in found[: thresholds.top]
+    )
+    return ExerciseSimilarity(
+        exercise.id,
+        exercise.title,
+        tuple(students),
+        tuple(not_compared),
+        tuple(raw_text),
+        len(found),
+        pairs,
+    )
 
 
-def compare_class(submissions: Mapping[str, Path], exercises: Iterable[str] | None = None,
-                  thresholds: SimilarityThresholds = SimilarityThresholds(), *,
-                  stubs: Path | None = None) -> ClassSimilarity:
+def compare_class(
+    submissions: Mapping[str, Path],
+    exercises: Iterable[str] | None = None,
+    thresholds: SimilarityThresholds = SimilarityThresholds(),
+    *,
+    stubs: Path | None = None,
+) -> ClassSimilarity:
     """Every exercise of `exercises` (ids, default the whole catalog) compared across `submissions`
     ({student: folder or .zip}, e.g. grader.grading.batch.find_submissions(folder).students). The stubs are
     the course's (exercises/), or those under `stubs`; an exercise whose stub cannot be read is compared
     with no boilerplate."""
-    ids = [catalog.get(e).id for e in exercises] if exercises is not None else [e.id for e in catalog.EXERCISES]
+    ids = (
+        [catalog.get(e).id for e in exercises]
+        if exercises is not None
+        else [e.id for e in catalog.EXERCISES]
+    )
     modules, unreadable = read_modules(submissions, ids)
     results = []
     for exercise_id in ids:
@@ -349,8 +434,18 @@ def compare_class(submissions: Mapping[str, Path], exercises: Iterable[str] | No
         except OSError:
             stub = ""
         result = compare_exercise(exercise_id, students, stub, thresholds)
-        missing = tuple((s, MISSING) for s in sorted(submissions) if s not in students and s not in unreadable)
-        results.append(ExerciseSimilarity(
-            result.exercise, result.title, result.compared, tuple(sorted(result.not_compared + missing)),
-            result.raw_text, result.flagged, result.pairs))
+        missing = tuple(
+            (s, MISSING) for s in sorted(submissions) if s not in students and s not in unreadable
+        )
+        results.append(
+            ExerciseSimilarity(
+                result.exercise,
+                result.title,
+                result.compared,
+                tuple(sorted(result.not_compared + missing)),
+                result.raw_text,
+                result.flagged,
+                result.pairs,
+            )
+        )
     return ClassSimilarity(tuple(results), tuple(sorted(unreadable.items())), thresholds)

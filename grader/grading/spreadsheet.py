@@ -28,7 +28,7 @@ def write_csv(path: Path, columns: list[str], rows: Iterable[Mapping[str, object
             writer = csv.DictWriter(handle, columns, restval="", quoting=csv.QUOTE_NONNUMERIC)
             writer.writerow({column: as_text(column) for column in columns})
             writer.writerows({key: as_text(value) for key, value in row.items()} for row in rows)
-        os.chmod(temporary, 0o644)   # mkstemp makes 0600; grades are for others to read
+        os.chmod(temporary, 0o644)  # mkstemp makes 0600; grades are for others to read
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -24,9 +24,9 @@ class ExerciseStanding:
     title: str
     max_score: float
     bonus: bool
-    raw: float                                  # what the tests earned
-    penalty: float                              # points the late policy took off
-    override: float                             # points the adjustments changed, in all (final - raw + penalty)
+    raw: float  # what the tests earned
+    penalty: float  # points the late policy took off
+    override: float  # points the adjustments changed, in all (final - raw + penalty)
     final: float
     late: Lateness | None = None
     adjustments: tuple[Adjustment, ...] = ()
@@ -37,7 +37,7 @@ class ExerciseStanding:
 class Standing:
     student: str
     exercises: tuple[ExerciseStanding, ...]
-    problems: tuple[str, ...] = ()              # adjustments that could not apply (a test it does not have)
+    problems: tuple[str, ...] = ()  # adjustments that could not apply (a test it does not have)
 
     def exercise(self, exercise_id: str) -> ExerciseStanding | None:
         return next((e for e in self.exercises if e.id == exercise_id), None)
@@ -65,14 +65,18 @@ class Standing:
     @property
     def late(self) -> list[str]:
         """Each penalized exercise's reason: "ex04: 2 d 1 h after the due date ...: 20% off"."""
-        return [f"{e.id}: {e.late.reason}" for e in self.exercises if e.penalty and e.late is not None]
+        return [
+            f"{e.id}: {e.late.reason}" for e in self.exercises if e.penalty and e.late is not None
+        ]
 
     @property
     def adjusted(self) -> list[str]:
         return [f"{e.id}: {a.describe()}" for e in self.exercises for a in e.adjustments]
 
 
-def _exercise(exercise: ExerciseResult, adjustments: list[Adjustment], problems: list[str]) -> ExerciseStanding:
+def _exercise(
+    exercise: ExerciseResult, adjustments: list[Adjustment], problems: list[str]
+) -> ExerciseStanding:
     raw = exercise.score
     tests = {t.name: t for t in exercise.tests}
     scored = raw
@@ -80,8 +84,10 @@ def _exercise(exercise: ExerciseResult, adjustments: list[Adjustment], problems:
     for adjustment in (a for a in adjustments if a.test):
         test = tests.get(adjustment.test)
         if test is None:
-            problems.append(f"line {adjustment.line} of the adjustments: {exercise.id} has no test "
-                            f"{adjustment.test!r} in this grading: not applied")
+            problems.append(
+                f"line {adjustment.line} of the adjustments: {exercise.id} has no test "
+                f"{adjustment.test!r} in this grading: not applied"
+            )
             continue
         new = adjustment.set if adjustment.set is not None else test.score + adjustment.add
         scored += min(max(new, 0.0), test.max_score) - test.score
@@ -93,23 +99,43 @@ def _exercise(exercise: ExerciseResult, adjustments: list[Adjustment], problems:
         final = adjustment.set if adjustment.set is not None else final + adjustment.add
         applied.append(adjustment)
     final = min(max(final, 0.0), exercise.max_score)
-    return ExerciseStanding(exercise.id, exercise.title, exercise.max_score, exercise.bonus, raw, penalty,
-                            final - raw + penalty, final, exercise.late, tuple(applied), not exercise.note)
+    return ExerciseStanding(
+        exercise.id,
+        exercise.title,
+        exercise.max_score,
+        exercise.bonus,
+        raw,
+        penalty,
+        final - raw + penalty,
+        final,
+        exercise.late,
+        tuple(applied),
+        not exercise.note,
+    )
 
 
-def standing(results: GradingResults, adjustments: list[Adjustment] = (), student: str | None = None) -> Standing:
+def standing(
+    results: GradingResults, adjustments: list[Adjustment] = (), student: str | None = None
+) -> Standing:
     """`results` with the late penalties it records and the adjustments for `student` (default: the student
     its term names, else its submission's name) applied; adjustments for exercises it did not grade are
     reported, not applied."""
     if student is None:
-        student = results.term.student if results.term is not None and results.term.student else results.submission
+        student = (
+            results.term.student
+            if results.term is not None and results.term.student
+            else results.submission
+        )
     mine = [a for a in adjustments if a.student == student]
     problems: list[str] = []
     for adjustment in mine:
         if adjustment.exercise not in results.exercises:
-            problems.append(f"line {adjustment.line} of the adjustments: {adjustment.exercise} was not graded "
-                            "for this student: not applied")
-    exercises = tuple(_exercise(ex, [a for a in mine if a.exercise == ex.id], problems)
-                      for ex in results.exercises.values())
+            problems.append(
+                f"line {adjustment.line} of the adjustments: {adjustment.exercise} was not graded "
+                "for this student: not applied"
+            )
+    exercises = tuple(
+        _exercise(ex, [a for a in mine if a.exercise == ex.id], problems)
+        for ex in results.exercises.values()
+    )
     return Standing(student, exercises, tuple(problems))
-

@@ -17,9 +17,9 @@ from grader.core.errors import ShardlabError
 from grader.course import catalog
 from grader.grading.notebook_intake import NotebookError, module_from_notebook
 
-MAX_MODULE_BYTES = 1 << 20          # a module larger than 1 MiB is not source anyone wrote
-MAX_ZIP_BYTES = 64 << 20            # unpacked size at most, against zip bombs
-MAX_NOTEBOOK_BYTES = 16 << 20       # notebooks carry outputs, so they may be larger than modules
+MAX_MODULE_BYTES = 1 << 20  # a module larger than 1 MiB is not source anyone wrote
+MAX_ZIP_BYTES = 64 << 20  # unpacked size at most, against zip bombs
+MAX_NOTEBOOK_BYTES = 16 << 20  # notebooks carry outputs, so they may be larger than modules
 MODULE_NAMES = {e.module_file for e in catalog.EXERCISES}
 
 
@@ -30,9 +30,11 @@ class SubmissionError(ShardlabError, ValueError):
 @dataclass
 class PreparedSubmission:
     modules_dir: Path
-    found: list[str] = field(default_factory=list)      # exercise ids present
-    ignored: list[str] = field(default_factory=list)    # files shipped but never loaded
-    problems: list[str] = field(default_factory=list)   # what the student should know about the hand-in
+    found: list[str] = field(default_factory=list)  # exercise ids present
+    ignored: list[str] = field(default_factory=list)  # files shipped but never loaded
+    problems: list[str] = field(
+        default_factory=list
+    )  # what the student should know about the hand-in
 
 
 def _base_rank(parents: tuple[str, ...]) -> int | None:
@@ -118,8 +120,11 @@ def _copy_module(name: str, data: bytes, prepared: PreparedSubmission, where: st
 
 
 def _hidden(parts: tuple[str, ...]) -> bool:
-    return any(part.startswith(".") and part != ".." for part in parts) or "__pycache__" in parts \
+    return (
+        any(part.startswith(".") and part != ".." for part in parts)
+        or "__pycache__" in parts
         or parts[0] == "__MACOSX"
+    )
 
 
 def _from_folder(folder: Path, prepared: PreparedSubmission) -> None:
@@ -149,7 +154,9 @@ def _from_zip(archive: Path, prepared: PreparedSubmission) -> None:
         with zipfile.ZipFile(archive) as zf:
             members = zf.infolist()
             if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
-                raise SubmissionError(f"{archive.name} unpacks to more than {MAX_ZIP_BYTES >> 20} MiB")
+                raise SubmissionError(
+                    f"{archive.name} unpacks to more than {MAX_ZIP_BYTES >> 20} MiB"
+                )
             files = {}
             for member in members:
                 name = member.filename
@@ -170,10 +177,12 @@ def _from_zip(archive: Path, prepared: PreparedSubmission) -> None:
                 if parts[:-1] != base or parts[-1] not in MODULE_NAMES:
                     prepared.ignored.append("/".join(parts))
                     continue
-                for member in entries:   # a zip may hold one name twice
+                for member in entries:  # a zip may hold one name twice
                     if member.file_size > MAX_MODULE_BYTES:
-                        prepared.problems.append(f"{member.filename} is larger than {MAX_MODULE_BYTES >> 20} MiB: "
-                                                 "not graded")
+                        prepared.problems.append(
+                            f"{member.filename} is larger than {MAX_MODULE_BYTES >> 20} MiB: "
+                            "not graded"
+                        )
                     else:
                         _copy_module(parts[-1], zf.read(member), prepared, member.filename)
             _take_notebooks(notebooks, prepared)

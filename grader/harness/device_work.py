@@ -19,7 +19,9 @@ def _probe():
     import numpy as np
 
     mesh = jax.make_mesh((jax.device_count(),), ("all",))
-    data = jax.device_put(np.zeros(jax.device_count(), np.float32), jax.NamedSharding(mesh, jax.P("all")))
+    data = jax.device_put(
+        np.zeros(jax.device_count(), np.float32), jax.NamedSharding(mesh, jax.P("all"))
+    )
     return jax.jit(lambda a: a + 1), data
 
 

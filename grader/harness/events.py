@@ -33,8 +33,8 @@ class EventStream:
         if self.fd is None:
             return
         data = json.dumps(event, default=str).encode() + b"\n"
-        while data:   # a pipe may take a long line in pieces
-            data = data[os.write(self.fd, data):]
+        while data:  # a pipe may take a long line in pieces
+            data = data[os.write(self.fd, data) :]
 
 
 def parse(raw: bytes) -> list[dict]:

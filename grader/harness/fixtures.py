@@ -46,16 +46,28 @@ class ProcessRuns:
         from grader.cluster.run import LIMIT_SECONDS
         from grader.cluster.run_cluster import run_cluster
 
-        driver = load_driver(driver_path)   # the course's, beside the exercise's tests
+        driver = load_driver(driver_path)  # the course's, beside the exercise's tests
         path = session.impl / exercise.module_file
         source = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-        key = (exercise.id, driver.digest, source, str(session.isolation), tuple(sorted(options.items())))
+        key = (
+            exercise.id,
+            driver.digest,
+            source,
+            str(session.isolation),
+            tuple(sorted(options.items())),
+        )
         if key not in self._runs:
             limit = min(LIMIT_SECONDS, session.deadline - time.monotonic())
             try:
-                self._runs[key] = run_cluster(driver, path, isolation=session.isolation, limit_seconds=limit,
-                                              limits=session.worker_limits, **options)
-            except Exception as exc:   # NotAttempted: every test of the run reports it
+                self._runs[key] = run_cluster(
+                    driver,
+                    path,
+                    isolation=session.isolation,
+                    limit_seconds=limit,
+                    limits=session.worker_limits,
+                    **options,
+                )
+            except Exception as exc:  # NotAttempted: every test of the run reports it
                 self._runs[key] = exc
         found = self._runs[key]
         if isinstance(found, Exception):
@@ -76,8 +88,9 @@ def run_processes(request):
     that asks for it."""
     session = session_of(request.config)
     launcher = request.config.getoption("--launcher")
-    return lambda exercise, driver_path, **options: PROCESS_RUNS.get(session, exercise, driver_path,
-                                                                      **{"launcher": launcher, **options})
+    return lambda exercise, driver_path, **options: PROCESS_RUNS.get(
+        session, exercise, driver_path, **{"launcher": launcher, **options}
+    )
 
 
 @pytest.fixture
@@ -104,7 +117,7 @@ def speedup(request):
         with session.worker_paused():
             result = measure_speedup(baseline, candidate, **kwargs)
         applied = TimingPolicy.REPORT if report_only else policy
-        figures = record(result, applied)   # the test's result carries them (grader.core.facts)
+        figures = record(result, applied)  # the test's result carries them (grader.core.facts)
         request.node.user_properties.append(("speedup", figures.to_dict()))
         print(result.summary())
         judge(result, applied)

@@ -12,26 +12,51 @@ from grader.course import paths
 def pytest_addoption(parser):
     group = parser.getgroup("shardlab")
     # A student handout has no solutions/: there the student's exercises/ are what is under test.
-    group.addoption("--impl", default="reference" if paths.SOLUTIONS_DIR.is_dir() else "exercises",
-                    help="implementation under test: 'reference' (solutions/, the default in the course), "
-                         "'exercises' (the student's modules, the default in a handout) or the path of a "
-                         "submission folder")
+    group.addoption(
+        "--impl",
+        default="reference" if paths.SOLUTIONS_DIR.is_dir() else "exercises",
+        help="implementation under test: 'reference' (solutions/, the default in the course), "
+        "'exercises' (the student's modules, the default in a handout) or the path of a "
+        "submission folder",
+    )
     group.addoption("--slow", action="store_true", help="also run the tests marked slow")
-    group.addoption("--shardlab-results", metavar="PATH", help="write every test's category as JSON")
-    group.addoption("--repeat", type=int, default=1, metavar="N",
-                    help="run every selected test N times, to show that a (timing) test does not flake")
-    group.addoption("--isolate", action="store_true",
-                    help="run the implementation in a confined worker process and only data crosses back "
-                         "(how grading runs)")
-    group.addoption("--time-limits", metavar="PATH",
-                    help="with --isolate: each test's limit from the reference's durations "
-                         "(grader.harness.time_limits; the grading process writes this file)")
-    group.addoption("--launcher", choices=LAUNCHERS, default="local",
-                    help="how a multi-process exercise (ex12) starts its processes: 'local' (on this machine, the "
-                         "default) or 'srun' (one Slurm step, each process joining through jax's reading of "
-                         "Slurm's environment; not with --isolate)")
-    group.addoption("--prior-timeouts", action="append", default=[], metavar="ID",
-                    help="an exercise one of whose tests timed out in an earlier harness (repeatable)")
+    group.addoption(
+        "--shardlab-results", metavar="PATH", help="write every test's category as JSON"
+    )
+    group.addoption(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run every selected test N times, to show that a (timing) test does not flake",
+    )
+    group.addoption(
+        "--isolate",
+        action="store_true",
+        help="run the implementation in a confined worker process and only data crosses back "
+        "(how grading runs)",
+    )
+    group.addoption(
+        "--time-limits",
+        metavar="PATH",
+        help="with --isolate: each test's limit from the reference's durations "
+        "(grader.harness.time_limits; the grading process writes this file)",
+    )
+    group.addoption(
+        "--launcher",
+        choices=LAUNCHERS,
+        default="local",
+        help="how a multi-process exercise (ex12) starts its processes: 'local' (on this machine, the "
+        "default) or 'srun' (one Slurm step, each process joining through jax's reading of "
+        "Slurm's environment; not with --isolate)",
+    )
+    group.addoption(
+        "--prior-timeouts",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="an exercise one of whose tests timed out in an earlier harness (repeatable)",
+    )
     # Those it shares with `shardlab grade` (--timing, --visible-only, --test-timeout, --worker-memory,
     # --isolation), as grader.core.options declares them: the grading process passes them on from there.
     add_harness_options(group)

@@ -37,9 +37,12 @@ def categorize(exc: BaseException, source: Path | None = None) -> Category:
         return Category.NOT_ATTEMPTED
     if isinstance(exc, ImplementationImportError):
         return Category.ERROR
-    if isinstance(exc, AssertionError) and not _raised_by_student(exc, source) \
-            or type(exc).__name__ in ("Failed", "Exit"):
-        return Category.FAILED   # the tests' own verdict on a result
+    if (
+        isinstance(exc, AssertionError)
+        and not _raised_by_student(exc, source)
+        or type(exc).__name__ in ("Failed", "Exit")
+    ):
+        return Category.FAILED  # the tests' own verdict on a result
     return Category.ERROR
 
 
@@ -65,11 +68,14 @@ def student_message(exc: BaseException, source: Path | None = None) -> str:
     if category is Category.NOT_ATTEMPTED:
         stub = next(e for e in _chain(exc) if isinstance(e, NotImplementedError))
         text = f"not attempted: {stub}" if str(stub) else "not attempted (NotImplementedError)"
-    elif category in (Category.FAILED, Category.TIMEOUT, Category.CRASHED) \
-            or isinstance(exc, ImplementationImportError):
+    elif category in (Category.FAILED, Category.TIMEOUT, Category.CRASHED) or isinstance(
+        exc, ImplementationImportError
+    ):
         text = str(exc)
     else:
-        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__   # a bare `assert` has no text
+        text = (
+            f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        )  # a bare `assert` has no text
         where = _student_frame(exc, source)
         if where:
             text += f"\n  raised at {where}"
@@ -77,14 +83,17 @@ def student_message(exc: BaseException, source: Path | None = None) -> str:
 
 
 def _student_frame(exc: BaseException, source: Path | None) -> str | None:
-    remote = next((e.student_frames for e in _chain(exc) if getattr(e, "student_frames", None)), None)
-    if remote:   # raised in a worker: where, as the worker reported it
+    remote = next(
+        (e.student_frames for e in _chain(exc) if getattr(e, "student_frames", None)), None
+    )
+    if remote:  # raised in a worker: where, as the worker reported it
         last = remote[-1]
         return f"{last.get('file')}:{last.get('line')} in {last.get('function')}: {last.get('code', '')}"
     if source is None:
         return None
     frames = [
-        f for f in traceback.extract_tb(exc.__traceback__)
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
         if Path(f.filename).resolve().is_relative_to(source)
     ]
     if not frames:

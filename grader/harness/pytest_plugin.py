@@ -31,16 +31,27 @@ from grader.harness.session import META, SESSION, HarnessSession, session_of
 from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits
 
 # Imported here only by pytest (through this list), so that it may rewrite their asserts.
-pytest_plugins = ["grader.harness.options", "grader.harness.selection", "grader.harness.fixtures",
-                  "grader.harness.recording"]
+pytest_plugins = [
+    "grader.harness.options",
+    "grader.harness.selection",
+    "grader.harness.fixtures",
+    "grader.harness.recording",
+]
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "hidden: a hidden test, never shown to students before grading")
+    config.addinivalue_line(
+        "markers", "hidden: a hidden test, never shown to students before grading"
+    )
     config.addinivalue_line("markers", "slow: a slow test, run with --slow")
-    config.addinivalue_line("markers", "points(weight): this test function's points out of its exercise's "
-                                       "(default 1), split equally among its parametrized cases")
-    config.addinivalue_line("markers", "rules(*kinds): the kinds of rule the test grades (grader.core.rules)")
+    config.addinivalue_line(
+        "markers",
+        "points(weight): this test function's points out of its exercise's "
+        "(default 1), split equally among its parametrized cases",
+    )
+    config.addinivalue_line(
+        "markers", "rules(*kinds): the kinds of rule the test grades (grader.core.rules)"
+    )
     for exercise in catalog.EXERCISES:
         config.addinivalue_line("markers", f"{exercise.id}: tests of {exercise.title}")
     try:
@@ -56,26 +67,38 @@ def pytest_configure(config):
         from grader.checks import inputs
         from grader.sandbox import confinement
 
-        inputs.use_secret()   # before the tests are imported: what they draw, the student cannot foresee
+        inputs.use_secret()  # before the tests are imported: what they draw, the student cannot foresee
 
         try:
             isolation = confinement.choose_isolation(config.getoption("--isolation"))
         except confinement.IsolationUnavailable as exc:
             raise pytest.UsageError(str(exc)) from None
-        confinement.become_subreaper()   # a worker's daemon comes back here to be killed
+        confinement.become_subreaper()  # a worker's daemon comes back here to be killed
     from grader.harness.recording import Recorder
 
     # set by the grading process (grader.grading.compile_cache)
-    counts = compile_counts.Counter().install() if os.environ.get("JAX_COMPILATION_CACHE_DIR") else None
+    counts = (
+        compile_counts.Counter().install() if os.environ.get("JAX_COMPILATION_CACHE_DIR") else None
+    )
     session = HarnessSession(
-        impl=impl, events=EventStream.from_environment(), isolation=isolation,
-        limits=TimeLimits.for_harness(config.getoption("--time-limits"), config.getoption("--test-timeout")),
-        worker_memory=config.getoption("--worker-memory"), cache_counts=counts)
+        impl=impl,
+        events=EventStream.from_environment(),
+        isolation=isolation,
+        limits=TimeLimits.for_harness(
+            config.getoption("--time-limits"), config.getoption("--test-timeout")
+        ),
+        worker_memory=config.getoption("--worker-memory"),
+        cache_counts=counts,
+    )
     session.recorder = Recorder(session.events, config.getoption("--prior-timeouts"), counts)
     config.stash[SESSION] = session
     config.pluginmanager.register(session.recorder, "shardlab-recorder")
-    if isolation is not None and not config.getoption("collectonly") and any(impl.glob("ex[0-9][0-9]_*.py")):
-        session.the_worker().prestart()   # it imports jax while pytest collects
+    if (
+        isolation is not None
+        and not config.getoption("collectonly")
+        and any(impl.glob("ex[0-9][0-9]_*.py"))
+    ):
+        session.the_worker().prestart()  # it imports jax while pytest collects
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -105,19 +128,24 @@ def pytest_runtest_call(item):
 
     session = session_of(item.config)
     exercise = exercise_of(item.path)
-    hold = timing_lock.hold(exclusive="speedup" in item.fixturenames) if exercise \
+    hold = (
+        timing_lock.hold(exclusive="speedup" in item.fixturenames)
+        if exercise
         else contextlib.nullcontext()
+    )
     if exercise is not None and session.recorder.timeouts[exercise.id] >= MAX_TIMEOUTS_PER_EXERCISE:
         from grader.worker.failures import WorkerTimeout
 
         raise WorkerTimeout(STOPPED)
     with hold:
         session.events.send({"e": "running", "nodeid": item.nodeid})
-        session.start_clock(item.stash[META].limit)   # after the lock: waiting for it is never charged
+        session.start_clock(
+            item.stash[META].limit
+        )  # after the lock: waiting for it is never charged
         try:
             return (yield)
         finally:
             if exercise is not None and session.isolation is not None:
                 from grader.harness.device_work import wait_until_idle
 
-                wait_until_idle()   # a program the test left running is this test's: it times out here
+                wait_until_idle()  # a program the test left running is this test's: it times out here

@@ -20,8 +20,15 @@ from grader.harness.outcomes import categorize, student_message
 from grader.harness.session import META, SESSION as SESSION_KEY, session_of
 from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE
 
-_RANK = [Category.PASSED, Category.SKIPPED, Category.FAILED, Category.NOT_ATTEMPTED, Category.ERROR, Category.TIMEOUT,
-         Category.CRASHED]
+_RANK = [
+    Category.PASSED,
+    Category.SKIPPED,
+    Category.FAILED,
+    Category.NOT_ATTEMPTED,
+    Category.ERROR,
+    Category.TIMEOUT,
+    Category.CRASHED,
+]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -30,12 +37,15 @@ def pytest_runtest_makereport(item, call):
     exc = call.excinfo.value if call.excinfo else None
     impl = session_of(item.config).impl
     if report.skipped:
-        category, message = Category.SKIPPED, str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else ""
+        category, message = (
+            Category.SKIPPED,
+            str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else "",
+        )
     elif exc is not None and report.failed:
         category = categorize(exc, impl)
         message = student_message(exc, impl)
         if category is Category.NOT_ATTEMPTED or call.when == "setup":
-            report.longrepr = message   # the stub's traceback teaches nothing
+            report.longrepr = message  # the stub's traceback teaches nothing
     else:
         category, message = Category.PASSED, ""
     report.shardlab = {"category": category.value, "message": message}
@@ -53,10 +63,12 @@ class Recorder:
         self.events = events
         self.timeouts = Counter(prior_timeouts)
         self.cache_counts = cache_counts
-        self._not_run: set[str] = set()   # tests that start with their exercise already stopped
+        self._not_run: set[str] = set()  # tests that start with their exercise already stopped
 
     def pytest_collection_finish(self, session):
-        self.events.send({"e": "collected", "tests": [item.stash[META].to_dict() for item in session.items]})
+        self.events.send(
+            {"e": "collected", "tests": [item.stash[META].to_dict() for item in session.items]}
+        )
 
     def pytest_runtest_logstart(self, nodeid, location):
         self.events.send({"e": "start", "nodeid": nodeid})
@@ -66,8 +78,14 @@ class Recorder:
         if entry is None:
             return
         # A timeout is a strike unless the test was not run at all (its exercise had had its strikes).
-        strike = entry.category == Category.TIMEOUT and bool(entry.exercise) and nodeid not in self._not_run
-        entry = self.entries[nodeid] = dataclasses.replace(entry.with_facts(facts.take()), strike=strike)
+        strike = (
+            entry.category == Category.TIMEOUT
+            and bool(entry.exercise)
+            and nodeid not in self._not_run
+        )
+        entry = self.entries[nodeid] = dataclasses.replace(
+            entry.with_facts(facts.take()), strike=strike
+        )
         if entry.strike:
             self.timeouts[entry.exercise] += 1
         self.events.send({"e": "result", **entry.to_dict()})
@@ -79,7 +97,7 @@ class Recorder:
         meta = item.stash[META]
         facts.start()
         if meta.exercise and self.timeouts[meta.exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
-            self._not_run.add(item.nodeid)   # grader.harness.pytest_plugin stops it (STOPPED)
+            self._not_run.add(item.nodeid)  # grader.harness.pytest_plugin stops it (STOPPED)
         self.entries[item.nodeid] = meta.result(Category.PASSED.value)
 
     def pytest_runtest_logreport(self, report):
@@ -118,7 +136,11 @@ def _isolation_report(level) -> dict:
 
 def pytest_terminal_summary(terminalreporter, config):
     harness = config.stash.get(SESSION_KEY, None)
-    entries = harness.recorder.entries.values() if harness is not None and harness.recorder is not None else []
+    entries = (
+        harness.recorder.entries.values()
+        if harness is not None and harness.recorder is not None
+        else []
+    )
     figures = [e.speedup for e in entries if e.speedup is not None]
     if figures:
         terminalreporter.section("shardlab speedup figures")
@@ -126,4 +148,5 @@ def pytest_terminal_summary(terminalreporter, config):
             terminalreporter.write_line(
                 f"{fig.label}: {fig.speedup:.2f}x (IQR {fig.spread[0]:.2f}-{fig.spread[1]:.2f}) "
                 f"threshold {fig.threshold:.2f}x, {fig.repeats} repeats, {fig.devices} devices / "
-                f"{fig.cores} cores [{fig.policy}: {'met' if fig.met else 'NOT met'}]")
+                f"{fig.cores} cores [{fig.policy}: {'met' if fig.met else 'NOT met'}]"
+            )

@@ -32,15 +32,29 @@ IN_PROCESS_OPTIONS = ("timing", "visible_only")
 RESULT_EVENT = "result"
 
 
-def pytest_arguments(targets: Sequence[str | Path], *, impl: str | Path, results: Path | None = None,
-                     options: GradingOptions | None = None, isolate: bool = False,
-                     rootdir: Path = paths.REPO_ROOT, config: Path = paths.REPO_ROOT / "pyproject.toml",
-                     plugins: Sequence[str] = (), extra: Sequence[str] = ()) -> list[str]:
+def pytest_arguments(
+    targets: Sequence[str | Path],
+    *,
+    impl: str | Path,
+    results: Path | None = None,
+    options: GradingOptions | None = None,
+    isolate: bool = False,
+    rootdir: Path = paths.REPO_ROOT,
+    config: Path = paths.REPO_ROOT / "pyproject.toml",
+    plugins: Sequence[str] = (),
+    extra: Sequence[str] = (),
+) -> list[str]:
     """pytest's arguments for a run of `targets` against `impl`: quiet, no cache, `config` as its
     configuration; results: where the --shardlab-results file goes; options: the grading options the
     harness takes (those of a confined worker only with `isolate`), none given: the harness's defaults;
     plugins: loaded with -p; extra: added last, as given."""
-    arguments = [*(str(target) for target in targets), "-q", "--no-header", "-p", "no:cacheprovider"]
+    arguments = [
+        *(str(target) for target in targets),
+        "-q",
+        "--no-header",
+        "-p",
+        "no:cacheprovider",
+    ]
     for plugin in plugins:
         arguments += ["-p", plugin]
     arguments += [f"--rootdir={rootdir}", "-c", str(config), f"--impl={impl}"]
@@ -68,34 +82,55 @@ def read_results(path: Path) -> list[TestResult]:
 
 @dataclass(frozen=True)
 class TestRun:
-    results: list[TestResult]   # one per test, as grader.harness.recording records it
+    results: list[TestResult]  # one per test, as grader.harness.recording records it
     returncode: int
-    output: str                 # pytest's terminal output, for when something went wrong
+    output: str  # pytest's terminal output, for when something went wrong
 
-    __test__ = False            # not a pytest test class
+    __test__ = False  # not a pytest test class
 
 
 class RunFailed(ShardlabError, RuntimeError):
     pass
 
 
-def run_tests(impl: str | Path, *, tests: list[Path] | None = None, timing: str = "enforce",
-              visible_only: bool = False, slow: bool = False, extra_args: tuple[str, ...] = (),
-              timeout: float | None = None) -> TestRun:
+def run_tests(
+    impl: str | Path,
+    *,
+    tests: list[Path] | None = None,
+    timing: str = "enforce",
+    visible_only: bool = False,
+    slow: bool = False,
+    extra_args: tuple[str, ...] = (),
+    timeout: float | None = None,
+) -> TestRun:
     """pytest in a subprocess, from the repo root, on `tests` (default: every exercise's tests)."""
     targets = tests or [paths.EXERCISE_TESTS_DIR]
     options = GradingOptions(timing=timing, visible_only=visible_only)
     with tempfile.TemporaryDirectory(prefix="shardlab-run-") as tmp:
         results = Path(tmp) / "results.json"
-        arguments = pytest_arguments(targets, impl=impl, results=results, options=options,
-                                     extra=[*extra_args, *(["--slow"] if slow else [])])
+        arguments = pytest_arguments(
+            targets,
+            impl=impl,
+            results=results,
+            options=options,
+            extra=[*extra_args, *(["--slow"] if slow else [])],
+        )
         try:
-            done = subprocess.run([sys.executable, "-m", "pytest", *arguments], cwd=paths.REPO_ROOT,
-                                  capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run(
+                [sys.executable, "-m", "pytest", *arguments],
+                cwd=paths.REPO_ROOT,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
-            raise RunFailed(f"the tests ran longer than {timeout:.0f} s and were stopped: does the code loop "
-                            "forever, or do far too much work?") from None
+            raise RunFailed(
+                f"the tests ran longer than {timeout:.0f} s and were stopped: does the code loop "
+                "forever, or do far too much work?"
+            ) from None
         if not results.exists():
-            raise RunFailed(f"pytest wrote no results (exit {done.returncode}):\n{done.stdout[-3000:]}"
-                            f"\n{done.stderr[-3000:]}")
+            raise RunFailed(
+                f"pytest wrote no results (exit {done.returncode}):\n{done.stdout[-3000:]}"
+                f"\n{done.stderr[-3000:]}"
+            )
         return TestRun(read_results(results), done.returncode, done.stdout + done.stderr)

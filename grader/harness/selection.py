@@ -47,7 +47,8 @@ def pytest_collection_modifyitems(config, items):
         marker = item.get_closest_marker("points")
         exercise = exercise_of(item.path)
         item.stash[META] = TestMeta(
-            nodeid=item.nodeid, exercise=exercise.id if exercise else None,
+            nodeid=item.nodeid,
+            exercise=exercise.id if exercise else None,
             hidden=item.get_closest_marker("hidden") is not None,
             slow=item.get_closest_marker("slow") is not None,
             weight=(float(marker.args[0]) if marker else 1.0) / cases[function_id(item.nodeid)],
@@ -86,4 +87,6 @@ def pytest_generate_tests(metafunc):
     repeat = metafunc.config.getoption("--repeat")
     if repeat > 1:
         metafunc.fixturenames.append("_shardlab_repeat")
-        metafunc.parametrize("_shardlab_repeat", range(repeat), ids=[f"repeat{i}" for i in range(repeat)])
+        metafunc.parametrize(
+            "_shardlab_repeat", range(repeat), ids=[f"repeat{i}" for i in range(repeat)]
+        )

@@ -28,33 +28,44 @@ TIMEOUT_MARGIN = 2.0
 
 class Tally(Protocol):
     """What the session's recorder keeps (grader.harness.recording.Recorder, which imports this module)."""
-    entries: dict[str, TestResult]      # nodeid -> its result so far
-    timeouts: Counter[str]              # exercise id -> its strikes
+
+    entries: dict[str, TestResult]  # nodeid -> its result so far
+    timeouts: Counter[str]  # exercise id -> its strikes
 
 
 @dataclass
 class HarnessSession:
-    impl: Path                          # the folder of modules under test
-    events: EventStream                 # to the grading process, when there is one
+    impl: Path  # the folder of modules under test
+    events: EventStream  # to the grading process, when there is one
     limits: TimeLimits
     isolation: Isolation | None = None  # the worker's confinement level with --isolate, else None
-    worker_memory: int | None = None    # --worker-memory: the worker's address space (None: its default)
-    cache_counts: compile_counts.Counter | None = None   # the compile cache's hits and misses, when it is on
-    recorder: Tally | None = None       # grader.harness.recording.Recorder
-    modules: dict = field(default_factory=dict)   # exercise id -> module, stand-in or the error loading it
-    worker: Worker | None = None        # with --isolate, the worker serving the implementation's modules
-    deadline: float = float("inf")      # when the running test must end (time.monotonic())
+    worker_memory: int | None = (
+        None  # --worker-memory: the worker's address space (None: its default)
+    )
+    cache_counts: compile_counts.Counter | None = (
+        None  # the compile cache's hits and misses, when it is on
+    )
+    recorder: Tally | None = None  # grader.harness.recording.Recorder
+    modules: dict = field(
+        default_factory=dict
+    )  # exercise id -> module, stand-in or the error loading it
+    worker: Worker | None = None  # with --isolate, the worker serving the implementation's modules
+    deadline: float = float("inf")  # when the running test must end (time.monotonic())
 
     def load(self, exercise):
         """The module under test for `exercise` (or the error loading it, raised again), loaded once."""
         if exercise.id not in self.modules:
             try:
                 self.modules[exercise.id] = self._load(exercise)
-            except Exception as exc:   # NotAttempted, ImplementationImportError: every test reports it
+            except (
+                Exception
+            ) as exc:  # NotAttempted, ImplementationImportError: every test reports it
                 self.modules[exercise.id] = exc
         found = self.modules[exercise.id]
         if isinstance(found, Exception):
-            raise found.with_traceback(None)   # else every test would add its frames to one traceback
+            raise found.with_traceback(
+                None
+            )  # else every test would add its frames to one traceback
         return found
 
     def _load(self, exercise):
@@ -66,7 +77,9 @@ class HarnessSession:
 
         path = self.impl / exercise.module_file
         if not path.is_file():
-            raise NotAttempted(f"{exercise.number}: {exercise.module_file} is missing from {self.impl}")
+            raise NotAttempted(
+                f"{exercise.number}: {exercise.module_file} is missing from {self.impl}"
+            )
         return RemoteModule(path, self.the_worker())
 
     @property
@@ -121,7 +134,9 @@ class HarnessSession:
 
 
 SESSION = pytest.StashKey[HarnessSession]()
-META = pytest.StashKey["TestMeta"]()   # what the grader must know of a test before it runs (grader.core.results)
+META = pytest.StashKey[
+    "TestMeta"
+]()  # what the grader must know of a test before it runs (grader.core.results)
 
 
 def session_of(config) -> HarnessSession:

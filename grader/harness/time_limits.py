@@ -49,11 +49,15 @@ from grader.course.devices import cores
 FLOOR_SECONDS = 10.0
 MULTIPLIER = 5.0
 FALLBACK_SECONDS = 120.0
-MAX_TIMEOUTS_PER_EXERCISE = 2   # after two tests of an exercise timed out (or crashed the harness), the rest is not run
+MAX_TIMEOUTS_PER_EXERCISE = (
+    2  # after two tests of an exercise timed out (or crashed the harness), the rest is not run
+)
 STOPPED = "not run: earlier tests of this exercise timed out or crashed the grader"
 FILE_NAME = "time-limits.json"
 SHIPPED_FILE = Path(__file__).with_name("reference_times.json")
-SHIPPED_MULTIPLIER = 2 * MULTIPLIER   # timings from another machine, which may be twice as fast as this one
+SHIPPED_MULTIPLIER = (
+    2 * MULTIPLIER
+)  # timings from another machine, which may be twice as fast as this one
 
 
 class CalibrationError(ShardlabError, RuntimeError):
@@ -63,9 +67,15 @@ class CalibrationError(ShardlabError, RuntimeError):
 def fingerprint() -> str:
     """What the reference's durations depend on: the tests, the solutions, the checks, jax, the cores."""
     digest = hashlib.sha256()
-    for folder in (paths.EXERCISE_TESTS_DIR, paths.SOLUTIONS_DIR, paths.REPO_ROOT / "grader" / "checks"):
+    for folder in (
+        paths.EXERCISE_TESTS_DIR,
+        paths.SOLUTIONS_DIR,
+        paths.REPO_ROOT / "grader" / "checks",
+    ):
         for path in sorted(folder.rglob("*.py")) if folder.is_dir() else []:
-            digest.update(str(path.relative_to(paths.REPO_ROOT)).encode() + b"\0" + path.read_bytes())
+            digest.update(
+                str(path.relative_to(paths.REPO_ROOT)).encode() + b"\0" + path.read_bytes()
+            )
     digest.update(f"jax {metadata.version('jax')}, {cores()} cores".encode())
     return digest.hexdigest()[:16]
 
@@ -91,10 +101,14 @@ def _files_digest(file: str) -> bytes:
 
 @dataclass(frozen=True)
 class TimeLimits:
-    reference: dict[str, float] = field(default_factory=dict)   # nodeid -> the reference's seconds, here
-    override: float | None = None                               # --test-timeout: this for every test
-    source: str = "not calibrated"                              # said in report.json
-    shipped: dict[str, float] = field(default_factory=dict)     # shipped_key -> the reference's seconds, there
+    reference: dict[str, float] = field(
+        default_factory=dict
+    )  # nodeid -> the reference's seconds, here
+    override: float | None = None  # --test-timeout: this for every test
+    source: str = "not calibrated"  # said in report.json
+    shipped: dict[str, float] = field(
+        default_factory=dict
+    )  # shipped_key -> the reference's seconds, there
 
     def limit(self, nodeid: str) -> float:
         if self.override is not None:
@@ -114,15 +128,26 @@ class TimeLimits:
         return 0.0
 
     def describe(self) -> dict:
-        return {"source": self.source, "floor_seconds": FLOOR_SECONDS, "multiplier": MULTIPLIER,
-                "override_seconds": self.override, "fallback_seconds": FALLBACK_SECONDS,
-                "calibrated_tests": len(self.reference), "shipped_tests": len(self.shipped),
-                "shipped_multiplier": SHIPPED_MULTIPLIER}
+        return {
+            "source": self.source,
+            "floor_seconds": FLOOR_SECONDS,
+            "multiplier": MULTIPLIER,
+            "override_seconds": self.override,
+            "fallback_seconds": FALLBACK_SECONDS,
+            "calibrated_tests": len(self.reference),
+            "shipped_tests": len(self.shipped),
+            "shipped_multiplier": SHIPPED_MULTIPLIER,
+        }
 
     def save(self, path: Path) -> Path:
         """As a calibration (fingerprinted), or, for a harness, as the limits it must apply."""
-        payload = {"fingerprint": fingerprint(), "measured": self.source, "reference_seconds": self.reference,
-                   "override": self.override, "shipped_seconds": self.shipped}
+        payload = {
+            "fingerprint": fingerprint(),
+            "measured": self.source,
+            "reference_seconds": self.reference,
+            "override": self.override,
+            "shipped_seconds": self.shipped,
+        }
         tmp = path.with_suffix(".tmp")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(payload, indent=1, sort_keys=True))
@@ -135,8 +160,12 @@ class TimeLimits:
         if path is None:
             return cls(override=override)
         data = json.loads(Path(path).read_text())
-        return cls(reference=data["reference_seconds"], override=override if override is not None
-                   else data.get("override"), source=data.get("measured", ""), shipped=data.get("shipped_seconds", {}))
+        return cls(
+            reference=data["reference_seconds"],
+            override=override if override is not None else data.get("override"),
+            source=data.get("measured", ""),
+            shipped=data.get("shipped_seconds", {}),
+        )
 
 
 def batch_should_calibrate(folder: Path | None, override: float | None) -> bool:
@@ -160,22 +189,32 @@ def load(folder: Path | None, override: float | None = None) -> TimeLimits:
     except (OSError, ValueError) as exc:
         return _uncalibrated(f"unreadable calibration {path} ({exc})")
     if not isinstance(data, dict) or data.get("fingerprint") != fingerprint():
-        return _uncalibrated(f"calibration {path} is for another version of the course or machine "
-                             "(run `shardlab calibrate` again)")
+        return _uncalibrated(
+            f"calibration {path} is for another version of the course or machine "
+            "(run `shardlab calibrate` again)"
+        )
     seconds = data.get("reference_seconds")
-    if not isinstance(seconds, dict) or not all(isinstance(v, (int, float)) for v in seconds.values()):
+    if not isinstance(seconds, dict) or not all(
+        isinstance(v, (int, float)) for v in seconds.values()
+    ):
         return _uncalibrated(f"malformed calibration {path}")
-    return TimeLimits(reference={str(k): float(v) for k, v in seconds.items()}, source=str(data.get("measured")),
-                      shipped=shipped_timings()[1])
+    return TimeLimits(
+        reference={str(k): float(v) for k, v in seconds.items()},
+        source=str(data.get("measured")),
+        shipped=shipped_timings()[1],
+    )
 
 
 def _uncalibrated(why: str) -> TimeLimits:
     measured, shipped = shipped_timings()
     if not shipped:
         return TimeLimits(source=f"{why}: {FALLBACK_SECONDS:g} s per test")
-    return TimeLimits(shipped=shipped, source=f"{why}: the reference's timings shipped with the course (x"
-                                              f"{SHIPPED_MULTIPLIER:g}, {measured}), {FALLBACK_SECONDS:g} s for a "
-                                              "test they do not know")
+    return TimeLimits(
+        shipped=shipped,
+        source=f"{why}: the reference's timings shipped with the course (x"
+        f"{SHIPPED_MULTIPLIER:g}, {measured}), {FALLBACK_SECONDS:g} s for a "
+        "test they do not know",
+    )
 
 
 @functools.cache
@@ -193,7 +232,10 @@ def ship(limits: TimeLimits, path: Path = SHIPPED_FILE) -> Path:
     """Write a calibration of this machine as the package's shipped timings (course authors, after
     changing tests: `shardlab calibrate --ship`)."""
     seconds = {shipped_key(nodeid): s for nodeid, s in sorted(limits.reference.items())}
-    payload = {"measured": f"{limits.source}; {cores()} cores, jax {metadata.version('jax')}", "seconds": seconds}
+    payload = {
+        "measured": f"{limits.source}; {cores()} cores, jax {metadata.version('jax')}",
+        "seconds": seconds,
+    }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(payload, indent=0, sort_keys=True) + "\n")
     os.replace(tmp, path)

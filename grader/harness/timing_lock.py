@@ -23,7 +23,10 @@ def hold(*, exclusive: bool):
         yield
         return
     Path(folder).mkdir(parents=True, exist_ok=True)
-    with open(Path(folder) / "turnstile", "a") as turnstile, open(Path(folder) / "cores", "a") as cores:
+    with (
+        open(Path(folder) / "turnstile", "a") as turnstile,
+        open(Path(folder) / "cores", "a") as cores,
+    ):
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         fcntl.flock(cores, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         if not exclusive:

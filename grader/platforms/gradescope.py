@@ -43,11 +43,24 @@ from grader.course import catalog, paths, term
 from grader.platforms import no_secrets
 
 TEMPLATES = Path(__file__).with_name("gradescope_templates")
-SCRIPTS = ("setup.sh", "run_autograder")              # at the zip's root, executable: Gradescope's entry points
-ROOT_FILES = ("pyproject.toml", "README.md", "conftest.py")   # pyproject names the README: pip needs both
+SCRIPTS = ("setup.sh", "run_autograder")  # at the zip's root, executable: Gradescope's entry points
+ROOT_FILES = (
+    "pyproject.toml",
+    "README.md",
+    "conftest.py",
+)  # pyproject names the README: pip needs both
 REQUIRED_GRADER_FILES = ("grader/__init__.py", "grader/cli.py", "grader/course/paths.py")
-COURSE_FILE = term.FILE_NAME   # the term's course file, at the zip's root: /autograder/source/course.toml
-_FIXED_TIME = (1980, 1, 1, 0, 0, 0)   # the earliest a zip can hold: the same course gives the same bytes
+COURSE_FILE = (
+    term.FILE_NAME
+)  # the term's course file, at the zip's root: /autograder/source/course.toml
+_FIXED_TIME = (
+    1980,
+    1,
+    1,
+    0,
+    0,
+    0,
+)  # the earliest a zip can hold: the same course gives the same bytes
 
 
 class GradescopeBuildError(ShardlabError, RuntimeError):
@@ -60,14 +73,23 @@ class GradescopeBuildError(ShardlabError, RuntimeError):
 
 # -- what goes in -------------------------------------------------------------------------------------
 
+
 def _shipped(path: Path) -> bool:
     """Source files only: no caches, no compiled files (a .pyc of a solution would escape the line check)."""
-    return path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo") \
+    return (
+        path.is_file()
+        and "__pycache__" not in path.parts
+        and path.suffix not in (".pyc", ".pyo")
         and not path.name.startswith(".")
+    )
 
 
 def _tree(folder: Path, root: Path) -> dict[str, Path]:
-    return {path.relative_to(root).as_posix(): path for path in sorted(folder.rglob("*")) if _shipped(path)}
+    return {
+        path.relative_to(root).as_posix(): path
+        for path in sorted(folder.rglob("*"))
+        if _shipped(path)
+    }
 
 
 def course_files(root: Path = paths.REPO_ROOT) -> dict[str, Path]:
@@ -81,7 +103,7 @@ def course_files(root: Path = paths.REPO_ROOT) -> dict[str, Path]:
 
 def _zip_info(name: str, executable: bool) -> zipfile.ZipInfo:
     info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
-    info.create_system = 3   # Unix: unzip then honours the mode bits below
+    info.create_system = 3  # Unix: unzip then honours the mode bits below
     info.external_attr = (stat.S_IFREG | (0o755 if executable else 0o644)) << 16
     info.compress_type = zipfile.ZIP_DEFLATED
     return info
@@ -106,14 +128,22 @@ def course_file_bytes(course: term.Course, out_zip: Path) -> dict[str, bytes]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise GradescopeBuildError(out_zip, [f"the course file {path} cannot be read: {exc.strerror or exc}"]) from None
+        raise GradescopeBuildError(
+            out_zip, [f"the course file {path} cannot be read: {exc.strerror or exc}"]
+        ) from None
     if hashlib.sha256(data).hexdigest() != course.source.digest:
-        raise GradescopeBuildError(out_zip, [f"the course file {path} changed since it was read: build again"])
+        raise GradescopeBuildError(
+            out_zip, [f"the course file {path} changed since it was read: build again"]
+        )
     return {COURSE_FILE: data}
 
 
-def build_gradescope_zip(out_zip: str | Path, *, secrets: no_secrets.CourseSecrets | None = None,
-                         course: term.Course | None = None) -> Path:
+def build_gradescope_zip(
+    out_zip: str | Path,
+    *,
+    secrets: no_secrets.CourseSecrets | None = None,
+    course: term.Course | None = None,
+) -> Path:
     """Write the autograder zip to `out_zip` and verify it against `secrets` (the course's own by
     default). If verification finds a problem, nothing is left at `out_zip` and GradescopeBuildError
     lists what is wrong. course: the term (grader.course.term.load), whose course file the zip holds
@@ -135,38 +165,49 @@ def build_gradescope_zip(out_zip: str | Path, *, secrets: no_secrets.CourseSecre
 
 # -- verification -------------------------------------------------------------------------------------------
 
+
 def _required_entries() -> list[str]:
     required = [*SCRIPTS, *ROOT_FILES, *REQUIRED_GRADER_FILES]
     for exercise in catalog.EXERCISES:
         tests = f"tests/exercises/{exercise.id}"
         required += [f"{tests}/test_visible.py", f"{tests}/test_hidden.py"]
-        required += list(_tree(exercise.tests_dir(), paths.REPO_ROOT))   # conftests too
+        required += list(_tree(exercise.tests_dir(), paths.REPO_ROOT))  # conftests too
     return list(dict.fromkeys(required))
 
 
 def _missing(names: set[str]) -> list[str]:
-    return [f"missing {name}" + (" (hidden tests)" if name.endswith("/test_hidden.py") else "")
-            for name in _required_entries() if name not in names]
+    return [
+        f"missing {name}" + (" (hidden tests)" if name.endswith("/test_hidden.py") else "")
+        for name in _required_entries()
+        if name not in names
+    ]
 
 
 def _unsafe(names: set[str]) -> list[str]:
-    return [f"{name}: unsafe path" for name in sorted(names)
-            if name.startswith("/") or ".." in PurePosixPath(name).parts]
+    return [
+        f"{name}: unsafe path"
+        for name in sorted(names)
+        if name.startswith("/") or ".." in PurePosixPath(name).parts
+    ]
 
 
 def _script_problems(zf: zipfile.ZipFile, names: set[str]) -> list[str]:
     problems = []
     for name in SCRIPTS:
         if name not in names:
-            continue   # reported as missing
+            continue  # reported as missing
         mode = zf.getinfo(name).external_attr >> 16
         if mode & 0o111 != 0o111:
-            problems.append(f"{name} is not executable (mode {oct(mode & 0o777)}): Gradescope runs it directly")
+            problems.append(
+                f"{name} is not executable (mode {oct(mode & 0o777)}): Gradescope runs it directly"
+            )
         text = zf.read(name)
         if not text.startswith(b"#!"):
             problems.append(f"{name} does not start with a #! line")
         if b"\r" in text:
-            problems.append(f"{name} has CR line endings: the #! line would name a program that does not exist")
+            problems.append(
+                f"{name} has CR line endings: the #! line would name a program that does not exist"
+            )
     return problems
 
 
@@ -191,7 +232,9 @@ def _leaks(zf: zipfile.ZipFile, secrets: no_secrets.CourseSecrets | None) -> lis
     return [str(leak) for leak in no_secrets.find_leaks(files, no_secrets.GRADESCOPE, secrets)]
 
 
-def verify_autograder_zip(path: str | Path, *, secrets: no_secrets.CourseSecrets | None = None) -> list[str]:
+def verify_autograder_zip(
+    path: str | Path, *, secrets: no_secrets.CourseSecrets | None = None
+) -> list[str]:
     """What is wrong with an autograder zip, or [] when nothing is: required entries (Gradescope's two
     scripts, executable, and every catalog exercise's visible and hidden tests), no unsafe path, and
     nothing the GRADESCOPE policy of grader.platforms.no_secrets forbids (no solutions/, no compiled
@@ -200,11 +243,22 @@ def verify_autograder_zip(path: str | Path, *, secrets: no_secrets.CourseSecrets
     try:
         with zipfile.ZipFile(path) as zf:
             names = {info.filename for info in zf.infolist() if not info.is_dir()}
-            return (_missing(names) + _unsafe(names) + _script_problems(zf, names) + _course_file_problems(zf, names)
-                    + _leaks(zf, secrets))
+            return (
+                _missing(names)
+                + _unsafe(names)
+                + _script_problems(zf, names)
+                + _course_file_problems(zf, names)
+                + _leaks(zf, secrets)
+            )
     except (OSError, zipfile.BadZipFile) as exc:
         return [f"{path} cannot be read as a zip: {exc}"]
 
 
-__all__ = ["COURSE_FILE", "GradescopeBuildError", "build_gradescope_zip", "course_file_bytes", "course_files",
-           "verify_autograder_zip"]
+__all__ = [
+    "COURSE_FILE",
+    "GradescopeBuildError",
+    "build_gradescope_zip",
+    "course_file_bytes",
+    "course_files",
+    "verify_autograder_zip",
+]

@@ -46,8 +46,15 @@ TEMPLATE_FILES = {
     "grade.sh": ".github/grade.sh",
     "grade_summary.py": ".github/grade_summary.py",
 }
-SUBSTITUTED = {"README.md", "pyproject.toml.in"}   # the others are shipped verbatim ($ is bash's there)
-INSTRUCTOR_ONLY = {"nbgrader", "nbformat", "copydetect"}   # dependencies the students' commands never import
+SUBSTITUTED = {
+    "README.md",
+    "pyproject.toml.in",
+}  # the others are shipped verbatim ($ is bash's there)
+INSTRUCTOR_ONLY = {
+    "nbgrader",
+    "nbformat",
+    "copydetect",
+}  # dependencies the students' commands never import
 # What the handout's course.toml may hold: what students may know of the term.
 STUDENT_KEYS = frozenset({"name", "timezone", "points", "late", "assignment"})
 # Course trees a handout must never be written into (nor the course itself be inside the handout).
@@ -61,8 +68,14 @@ class HandoutError(ShardlabError, RuntimeError):
 # ------------------------------------------------------------------------------------------- build
 
 
-def build_handout(out: str | Path, *, course_name: str | None = None, force: bool = False,
-                  secrets: no_secrets.CourseSecrets | None = None, course: term.Course | None = None) -> Path:
+def build_handout(
+    out: str | Path,
+    *,
+    course_name: str | None = None,
+    force: bool = False,
+    secrets: no_secrets.CourseSecrets | None = None,
+    course: term.Course | None = None,
+) -> Path:
     """Write the student handout into `out` (new or empty; with force its contents are replaced),
     verify it against `secrets` (the course's own by default), and return its path. A handout that
     fails verification is deleted, and HandoutError lists what was found.
@@ -89,8 +102,10 @@ def build_handout(out: str | Path, *, course_name: str | None = None, force: boo
     problems = ([no_secrets.listing(leaks)] if leaks else []) + course_file_problems(out)
     if problems:
         shutil.rmtree(out)
-        raise HandoutError("the handout would reveal what students must not see, so it was deleted:\n  "
-                           + "\n  ".join(problems))
+        raise HandoutError(
+            "the handout would reveal what students must not see, so it was deleted:\n  "
+            + "\n  ".join(problems)
+        )
     return out
 
 
@@ -98,7 +113,9 @@ def check_destination(out: Path) -> None:
     """Refuse a destination that is, contains, or lies inside one of the course's own trees."""
     root = paths.REPO_ROOT
     if root.is_relative_to(out):
-        raise HandoutError(f"{out} holds the course itself: choose a folder outside it (or under {root / 'out'})")
+        raise HandoutError(
+            f"{out} holds the course itself: choose a folder outside it (or under {root / 'out'})"
+        )
     for tree in PROTECTED:
         if out.is_relative_to(root / tree):
             raise HandoutError(f"{out} is inside the course's {tree}/: choose another folder")
@@ -109,7 +126,9 @@ def _prepare(out: Path, force: bool) -> None:
         raise HandoutError(f"{out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()):
         if not force:
-            raise HandoutError(f"{out} is not empty: choose an empty folder, or replace its contents with --force")
+            raise HandoutError(
+                f"{out} is not empty: choose an empty folder, or replace its contents with --force"
+            )
         for child in out.iterdir():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
@@ -122,10 +141,15 @@ def _check_stubs_current(exercises: tuple[catalog.Exercise, ...] = catalog.EXERC
     """The stubs are shipped as committed; stale ones could hold what the reference has since hidden.
     Only the stubs that ship are checked."""
     shipped = {exercise.stub_path() for exercise in exercises}
-    stale = [path.name for path, text in stubs.expected_stubs().items()
-             if path in shipped and (not path.is_file() or path.read_text() != text)]
+    stale = [
+        path.name
+        for path, text in stubs.expected_stubs().items()
+        if path in shipped and (not path.is_file() or path.read_text() != text)
+    ]
     if stale:
-        raise HandoutError(f"exercises/ is out of date ({', '.join(stale)}): run `shardlab stubs` first")
+        raise HandoutError(
+            f"exercises/ is out of date ({', '.join(stale)}): run `shardlab stubs` first"
+        )
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -149,12 +173,19 @@ def _copy_tests(out: Path, exercises: tuple[catalog.Exercise, ...]) -> None:
 
 
 def _copy_grader(out: Path) -> None:
-    shutil.copytree(Path(__file__).parent.parent, out / "grader",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"))
+    shutil.copytree(
+        Path(__file__).parent.parent,
+        out / "grader",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"),
+    )
 
 
-def _write_templates(out: Path, course_name: str, exercises: tuple[catalog.Exercise, ...] = catalog.EXERCISES,
-                     course: term.Course | None = None) -> None:
+def _write_templates(
+    out: Path,
+    course_name: str,
+    exercises: tuple[catalog.Exercise, ...] = catalog.EXERCISES,
+    course: term.Course | None = None,
+) -> None:
     values = _readme_values(course_name, exercises, course) | _pyproject_values(course_name)
     for name, destination in TEMPLATE_FILES.items():
         text = (TEMPLATES_DIR / name).read_text()
@@ -172,8 +203,11 @@ def _points(value: float) -> str:
     return f"{value:g}"
 
 
-def _readme_values(course_name: str, exercises: tuple[catalog.Exercise, ...] = catalog.EXERCISES,
-                   course: term.Course | None = None) -> dict[str, str]:
+def _readme_values(
+    course_name: str,
+    exercises: tuple[catalog.Exercise, ...] = catalog.EXERCISES,
+    course: term.Course | None = None,
+) -> dict[str, str]:
     """The README's exercise table: each exercise with its points (the term's), and its due date when the
     term gives any."""
     dues = {e.id: course.due(e.id)[0] for e in exercises} if course is not None else {}
@@ -189,16 +223,28 @@ def _readme_values(course_name: str, exercises: tuple[catalog.Exercise, ...] = c
             row += f" {_when(due) if due is not None else 'no due date'} |"
         rows.append(row)
     total = math.fsum(e.points for e in exercises if not e.bonus)
-    table = "\n".join([head, rule, *rows,
-                       f"| | total (bonus points come on top) | {_points(total)} |{' |' if with_due else ''}"])
+    table = "\n".join(
+        [
+            head,
+            rule,
+            *rows,
+            f"| | total (bonus points come on top) | {_points(total)} |{' |' if with_due else ''}",
+        ]
+    )
     if course is not None:
-        table += ("\n\n`course.toml` holds the term's assignments, their due dates and the late policy: "
-                  "`shardlab list` shows them too.")
+        table += (
+            "\n\n`course.toml` holds the term's assignments, their due dates and the late policy: "
+            "`shardlab list` shows them too."
+        )
         if course.late.percent or course.late.zero_after is not None:
             table += f" Late work: {course.late.describe()}."
     example = next((e for e in reversed(exercises) if not e.bonus), exercises[-1])
-    return {"course_name": course_name, "exercise_table": table, "example": example.number,
-            "example_id": example.id}
+    return {
+        "course_name": course_name,
+        "exercise_table": table,
+        "example": example.number,
+        "example_id": example.id,
+    }
 
 
 def _when(moment: datetime) -> str:
@@ -211,7 +257,9 @@ def _when(moment: datetime) -> str:
 def _pyproject_values(course_name: str) -> dict[str, str]:
     """The course's own pins, less what only instructors use: one source of truth for the versions."""
     course = tomllib.loads((paths.REPO_ROOT / "pyproject.toml").read_text())
-    dependencies = [d for d in course["project"]["dependencies"] if _distribution(d) not in INSTRUCTOR_ONLY]
+    dependencies = [
+        d for d in course["project"]["dependencies"] if _distribution(d) not in INSTRUCTOR_ONLY
+    ]
     pytest_options = dict(course["tool"]["pytest"]["ini_options"])
     pytest_options["addopts"] = [*pytest_options.get("addopts", []), "--impl=exercises"]
     return {
@@ -220,7 +268,9 @@ def _pyproject_values(course_name: str) -> dict[str, str]:
         "version": course["project"]["version"],
         "requires_python": course["project"]["requires-python"],
         "dependencies": "[\n" + "".join(f"    {_toml(d)},\n" for d in dependencies) + "]",
-        "pytest_options": "\n".join(f"{key} = {_toml(value)}" for key, value in pytest_options.items()),
+        "pytest_options": "\n".join(
+            f"{key} = {_toml(value)}" for key, value in pytest_options.items()
+        ),
     }
 
 
@@ -266,7 +316,9 @@ def course_timezone(course: term.Course) -> str | None:
         if isinstance(zone, str):
             return zone
     moments = [a.due for a in course.assignments] + [course.late.zero_after]
-    return next((m.tzinfo.key for m in moments if m is not None and isinstance(m.tzinfo, ZoneInfo)), None)
+    return next(
+        (m.tzinfo.key for m in moments if m is not None and isinstance(m.tzinfo, ZoneInfo)), None
+    )
 
 
 def student_course_file(course: term.Course) -> str:
@@ -275,9 +327,11 @@ def student_course_file(course: term.Course) -> str:
     ([[extension]] tables, the roster and adjustments files) and what only instructors set (hidden_visibility,
     timing) is left out. Every date is written with its UTC offset; grader.course.term.load reads the file
     back into the same exercises, points, assignments and late policy."""
-    lines = [f"# The course file of {course.name}, as students see it: this term's exercises, their points, the",
-             "# assignments' due dates and the late policy. Written by `shardlab release`; `shardlab list` reads it.",
-             f"name = {_toml(course.name)}"]
+    lines = [
+        f"# The course file of {course.name}, as students see it: this term's exercises, their points, the",
+        "# assignments' due dates and the late policy. Written by `shardlab release`; `shardlab list` reads it.",
+        f"name = {_toml(course.name)}",
+    ]
     zone = course_timezone(course)
     if zone is not None:
         lines.append(f"timezone = {_toml(zone)}")
@@ -285,8 +339,13 @@ def student_course_file(course: term.Course) -> str:
     lines += [f"{e.id} = {_toml_value(float(e.points))}" for e in course.exercises]
     late = course.late
     if late != term.LatePolicy():
-        lines += ["", "[late]", f"percent = {_toml_value(late.percent)}", f"per = {_toml(late.per)}",
-                  f"cap = {_toml_value(late.cap)}"]
+        lines += [
+            "",
+            "[late]",
+            f"percent = {_toml_value(late.percent)}",
+            f"per = {_toml(late.per)}",
+            f"cap = {_toml_value(late.cap)}",
+        ]
         if late.grace:
             lines.append(f"grace = {_grace(late.grace)}")
         if late.zero_after is not None:
@@ -317,7 +376,9 @@ def handout_files(root: Path) -> dict[str, bytes]:
     return files
 
 
-def verify_handout(path: str | Path, *, secrets: no_secrets.CourseSecrets | None = None) -> list[str]:
+def verify_handout(
+    path: str | Path, *, secrets: no_secrets.CourseSecrets | None = None
+) -> list[str]:
     """Every problem found in the handout at `path` under the handout's policy (grader.platforms.no_secrets:
     no solution line, no hidden test, no solutions folder, no compiled file), each "file:line: what";
     an empty list means the handout is clean. `secrets`: the course's own by default. A course.toml must be
@@ -336,4 +397,7 @@ def course_file_problems(root: Path) -> list[str]:
         table = tomllib.loads(path.read_text())
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         return [f"{term.FILE_NAME}: not a course file: {exc}"]
-    return [f"{term.FILE_NAME}: {key}: the instructor's, not for students" for key in sorted(set(table) - STUDENT_KEYS)]
+    return [
+        f"{term.FILE_NAME}: {key}: the instructor's, not for students"
+        for key in sorted(set(table) - STUDENT_KEYS)
+    ]

@@ -44,10 +44,12 @@ _NAME = re.compile(r"[A-Za-z0-9_-]+")
 # What JAX, XLA, absl and gloo may print on stderr while a test cell runs: nbgrader would give such a
 # cell no points, so these outputs are dropped before grading (IgnorePattern drops a whole stderr output
 # when the pattern matches anywhere in it).
-NOISE_PATTERN = (r"(?m)^(?:[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\]"   # absl's C++ log lines
-                 r"|WARNING: All log messages before absl::InitializeLog"
-                 r"|(?:WARNING|INFO|ERROR):(?:absl|jax|jaxlib|xla)\b"                  # Python logging
-                 r"|.*\b(?:[Gg]loo|XLA|xla_bridge|jaxlib)\b)")
+NOISE_PATTERN = (
+    r"(?m)^(?:[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\]"  # absl's C++ log lines
+    r"|WARNING: All log messages before absl::InitializeLog"
+    r"|(?:WARNING|INFO|ERROR):(?:absl|jax|jaxlib|xla)\b"  # Python logging
+    r"|.*\b(?:[Gg]loo|XLA|xla_bridge|jaxlib)\b)"
+)
 
 CONFIG_TEMPLATE = '''"""nbgrader configuration of the {course_id} course, written by `shardlab nbgrader build`.
 
@@ -100,7 +102,7 @@ class HideHiddenTestCode(Preprocessor):
     messages for students) but its source becomes one comment naming the test. nbgrader's own feedback
     shows the autograded notebook, where hidden tests are back in full."""
 
-    enabled = Bool(True).tag(config=True)   # nbconvert's preprocessors are off unless enabled
+    enabled = Bool(True).tag(config=True)  # nbconvert's preprocessors are off unless enabled
 
     def preprocess_cell(self, cell, resources, index):
         role, name = notebooks.role_of(cell)
@@ -115,15 +117,20 @@ def parse_groups(texts: list[str]) -> dict[str, list[catalog.Exercise]]:
     for text in texts:
         name, sep, members = text.partition("=")
         if not sep or not _NAME.fullmatch(name) or not members.strip():
-            raise ValueError(f"a group is NAME=EXERCISE,EXERCISE,... with NAME of letters, digits, - and _: {text!r}")
+            raise ValueError(
+                f"a group is NAME=EXERCISE,EXERCISE,... with NAME of letters, digits, - and _: {text!r}"
+            )
         if name in groups:
             raise ValueError(f"the group {name} is given twice")
-        groups[name] = [catalog.get(member.strip()) for member in members.split(",") if member.strip()]
+        groups[name] = [
+            catalog.get(member.strip()) for member in members.split(",") if member.strip()
+        ]
     return groups
 
 
-def assignments(exercises: list[catalog.Exercise], groups: dict[str, list[catalog.Exercise]]
-                ) -> dict[str, list[catalog.Exercise]]:
+def assignments(
+    exercises: list[catalog.Exercise], groups: dict[str, list[catalog.Exercise]]
+) -> dict[str, list[catalog.Exercise]]:
     """Assignment name -> its exercises, in catalog order: each group, and every other exercise alone."""
     grouped = [e for members in groups.values() for e in members]
     if len(grouped) != len(set(grouped)):
@@ -133,16 +140,24 @@ def assignments(exercises: list[catalog.Exercise], groups: dict[str, list[catalo
     for exercise in exercises:
         if exercise not in grouped:
             if exercise.id in result:
-                raise ValueError(f"the group name {exercise.id} is also an exercise's own assignment")
+                raise ValueError(
+                    f"the group name {exercise.id} is also an exercise's own assignment"
+                )
             result[exercise.id] = [exercise]
     return dict(sorted(result.items(), key=lambda item: order[item[1][0].id]))
 
 
-def nbgrader_config(course_id: str, *, timeout: int = 600, course: term.Course | None = None) -> str:
+def nbgrader_config(
+    course_id: str, *, timeout: int = 600, course: term.Course | None = None
+) -> str:
     if not _NAME.fullmatch(course_id):
         raise ValueError(f"a course id is letters, digits, - and _: {course_id!r}")
-    return CONFIG_TEMPLATE.format(course_id=course_id, timeout=timeout, pattern=NOISE_PATTERN,
-                                  term_settings=_term_settings(course))
+    return CONFIG_TEMPLATE.format(
+        course_id=course_id,
+        timeout=timeout,
+        pattern=NOISE_PATTERN,
+        term_settings=_term_settings(course),
+    )
 
 
 def _term_settings(course: term.Course | None) -> str:
@@ -150,20 +165,28 @@ def _term_settings(course: term.Course | None) -> str:
     gradebook) and the zone formgrader shows times in."""
     if course is None:
         return ""
-    lines = [f"# The term: {course.name}" + (f" (course file {course.source.path})." if course.source else "."),
-             "# Its due dates are in the gradebook (nbgrader reads them nowhere else); `shardlab nbgrader build "
-             "--course`", "# wrote them there:"]
+    lines = [
+        f"# The term: {course.name}"
+        + (f" (course file {course.source.path})." if course.source else "."),
+        "# Its due dates are in the gradebook (nbgrader reads them nowhere else); `shardlab nbgrader build "
+        "--course`",
+        "# wrote them there:",
+    ]
     for assignment in course.assignments:
         due = assignment.due.isoformat() if assignment.due is not None else "no due date"
         lines.append(f"#   {assignment.name}: {due}")
     zone = course_timezone(course)
     if zone is not None:
-        lines += ["# Formgrader shows times in the course's timezone.", f"c.NbGraderAPI.timezone = {zone!r}"]
+        lines += [
+            "# Formgrader shows times in the course's timezone.",
+            f"c.NbGraderAPI.timezone = {zone!r}",
+        ]
     return "\n".join(lines) + "\n\n"
 
 
-def course_assignments(course: term.Course, exercises: list[str] | None = None
-                       ) -> dict[str, list[catalog.Exercise]]:
+def course_assignments(
+    course: term.Course, exercises: list[str] | None = None
+) -> dict[str, list[catalog.Exercise]]:
     """Assignment name -> its exercises (the term's, with the term's points), in the course file's order;
     `exercises` (ids or numbers): only these, each of which must be in the term."""
     wanted = {course.exercise(name).id for name in exercises} if exercises else None
@@ -171,9 +194,13 @@ def course_assignments(course: term.Course, exercises: list[str] | None = None
     plan = {}
     for assignment in course.assignments:
         if not _NAME.fullmatch(assignment.name):
-            raise ValueError(f"nbgrader names an assignment with letters, digits, - and _ only: the course file's "
-                             f"assignment {assignment.name!r} cannot be one")
-        members = [by_id[ex_id] for ex_id in assignment.exercises if wanted is None or ex_id in wanted]
+            raise ValueError(
+                f"nbgrader names an assignment with letters, digits, - and _ only: the course file's "
+                f"assignment {assignment.name!r} cannot be one"
+            )
+        members = [
+            by_id[ex_id] for ex_id in assignment.exercises if wanted is None or ex_id in wanted
+        ]
         if members:
             plan[assignment.name] = members
     return plan
@@ -211,10 +238,12 @@ def gradebook_url(course_dir: str | Path) -> str:
 
 def _no_such_sqlite_file(url: str) -> bool:
     prefix = "sqlite:///"
-    return url.startswith(prefix) and not Path(url[len(prefix):]).exists()
+    return url.startswith(prefix) and not Path(url[len(prefix) :]).exists()
 
 
-def write_due_dates(course_dir: str | Path, due_dates: dict[str, datetime | None], *, course_id: str) -> str:
+def write_due_dates(
+    course_dir: str | Path, due_dates: dict[str, datetime | None], *, course_id: str
+) -> str:
     """Each assignment's due date (None: none) into the gradebook of `course_dir`, through nbgrader's own
     Gradebook API (as `nbgrader db assignment add NAME --duedate=...` does); returns the gradebook's url.
     nbgrader keeps the time in UTC."""
@@ -223,7 +252,7 @@ def write_due_dates(course_dir: str | Path, due_dates: dict[str, datetime | None
     with _own_tools_first():
         url = gradebook_url(course_dir)
         if not any(due is not None for due in due_dates.values()) and _no_such_sqlite_file(url):
-            return url   # nothing to write and nothing to clear: generate_assignment will make the gradebook
+            return url  # nothing to write and nothing to clear: generate_assignment will make the gradebook
         with Gradebook(url, course_id) as gradebook:
             for name, due in due_dates.items():
                 gradebook.update_or_create_assignment(name, duedate=due)
@@ -244,14 +273,23 @@ def released(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def released_files(notebooks_by_name: dict[str, nbformat.NotebookNode]) -> dict[str, str]:
     """Every cell of every released notebook, as "<notebook's name>#<cell id>" -> its source."""
-    return {f"{name}#{cell.id}": cell.source
-            for name, notebook in notebooks_by_name.items() for cell in released(notebook).cells}
+    return {
+        f"{name}#{cell.id}": cell.source
+        for name, notebook in notebooks_by_name.items()
+        for cell in released(notebook).cells
+    }
 
 
-def build_course(course_dir: str | Path, *, groups: dict[str, list[catalog.Exercise]] | None = None,
-                 exercises: list[str] | None = None, course_id: str = "shardlab",
-                 tests: list[TestMeta] | None = None, secrets: no_secrets.CourseSecrets | None = None,
-                 course: term.Course | None = None) -> list[Path]:
+def build_course(
+    course_dir: str | Path,
+    *,
+    groups: dict[str, list[catalog.Exercise]] | None = None,
+    exercises: list[str] | None = None,
+    course_id: str = "shardlab",
+    tests: list[TestMeta] | None = None,
+    secrets: no_secrets.CourseSecrets | None = None,
+    course: term.Course | None = None,
+) -> list[Path]:
     """Write source/<assignment>/<exercise id>.ipynb for every exercise (or those named) and
     nbgrader_config.py into `course_dir`; returns the files written. `tests` is collect_tests()'s
     metadata, collected here when not given. Raises no_secrets.LeaksFound, having written nothing, when
@@ -266,9 +304,13 @@ def build_course(course_dir: str | Path, *, groups: dict[str, list[catalog.Exerc
     groups = groups or {}
     if course is not None and groups:
         if course.source is not None:
-            raise ValueError("the course file puts the exercises into assignments: give it or --group, not both")
-        course = None   # the catalog's course: the groups say how to group it
-    config = nbgrader_config(course_id, course=course)   # a bad course id fails before anything is written
+            raise ValueError(
+                "the course file puts the exercises into assignments: give it or --group, not both"
+            )
+        course = None  # the catalog's course: the groups say how to group it
+    config = nbgrader_config(
+        course_id, course=course
+    )  # a bad course id fails before anything is written
     if course is not None:
         plan = course_assignments(course, exercises)
         chosen = [e for members in plan.values() for e in members]
@@ -280,10 +322,16 @@ def build_course(course_dir: str | Path, *, groups: dict[str, list[catalog.Exerc
         from grader.grading.collection import collect_tests
 
         tests = collect_tests(chosen)
-    built = {f"{assignment}/{exercise.id}.ipynb": notebooks.exercise_notebook(exercise, tests)
-             for assignment, members in plan.items() for exercise in members}
-    no_secrets.refuse_leaks(released_files({f"release/{name}": nb for name, nb in built.items()}),
-                            no_secrets.NBGRADER_RELEASE, secrets)
+    built = {
+        f"{assignment}/{exercise.id}.ipynb": notebooks.exercise_notebook(exercise, tests)
+        for assignment, members in plan.items()
+        for exercise in members
+    }
+    no_secrets.refuse_leaks(
+        released_files({f"release/{name}": nb for name, nb in built.items()}),
+        no_secrets.NBGRADER_RELEASE,
+        secrets,
+    )
     root = Path(course_dir)
     written = []
     for name, notebook in built.items():

@@ -57,9 +57,11 @@ KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "langua
 
 # ---- cutting sources into top-level chunks ---------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Chunk:
     """One top-level statement with the comments above it, and how many blank lines preceded it."""
+
     node: ast.stmt
     text: str
     blank_lines_before: int
@@ -74,12 +76,17 @@ class Chunk:
 
     @property
     def is_docstring(self) -> bool:
-        return (isinstance(self.node, ast.Expr) and isinstance(self.node.value, ast.Constant)
-                and isinstance(self.node.value.value, str))
+        return (
+            isinstance(self.node, ast.Expr)
+            and isinstance(self.node.value, ast.Constant)
+            and isinstance(self.node.value.value, str)
+        )
 
     @property
     def is_test(self) -> bool:
-        return isinstance(self.node, ast.FunctionDef | ast.AsyncFunctionDef) and self.name.startswith("test")
+        return isinstance(
+            self.node, ast.FunctionDef | ast.AsyncFunctionDef
+        ) and self.name.startswith("test")
 
 
 def top_level_chunks(source: str) -> list[Chunk]:
@@ -91,7 +98,9 @@ def top_level_chunks(source: str) -> list[Chunk]:
         stop = node.end_lineno
         # Indented comments after a block's last statement (### END SOLUTION) still belong to the block.
         for number in range(stop, len(lines)):
-            if lines[number].strip() and not (lines[number][:1].isspace() and lines[number].lstrip()[:1] == "#"):
+            if lines[number].strip() and not (
+                lines[number][:1].isspace() and lines[number].lstrip()[:1] == "#"
+            ):
                 break
             if lines[number].strip():
                 stop = number + 1
@@ -118,8 +127,11 @@ def joined(chunks: list[Chunk]) -> str:
 @dataclass(frozen=True)
 class ModuleParts:
     """A reference module as notebook cells: its docstring, then given code and solution functions in order."""
+
     docstring: str
-    cells: list[tuple[str, str, str]]   # (role, name, source): ("given", "1", ...) or ("solution", fn, ...)
+    cells: list[
+        tuple[str, str, str]
+    ]  # (role, name, source): ("given", "1", ...) or ("solution", fn, ...)
 
 
 def solution_parts(source: str) -> ModuleParts:
@@ -139,7 +151,9 @@ def solution_parts(source: str) -> ModuleParts:
             docstring = ast.get_docstring(ast.Module([chunk.node], []), clean=True) or ""
         elif stubs.BEGIN in chunk.text:
             if not isinstance(chunk.node, ast.FunctionDef):
-                raise ValueError(f"a solution block must sit inside a top-level function, not in:\n{chunk.text}")
+                raise ValueError(
+                    f"a solution block must sit inside a top-level function, not in:\n{chunk.text}"
+                )
             flush()
             cells.append(("solution", chunk.name, chunk.text))
         else:
@@ -152,8 +166,8 @@ def solution_parts(source: str) -> ModuleParts:
 
 @dataclass(frozen=True)
 class TestFileParts:
-    module_code: str                # everything but the docstring and the test functions
-    functions: dict[str, str]       # test function name -> its source with decorators and comments
+    module_code: str  # everything but the docstring and the test functions
+    functions: dict[str, str]  # test function name -> its source with decorators and comments
 
 
 def test_file_parts(source: str) -> TestFileParts:
@@ -163,13 +177,17 @@ def test_file_parts(source: str) -> TestFileParts:
     for chunk in chunks:
         if isinstance(chunk.node, ast.ClassDef) and chunk.name.startswith("Test"):
             raise ValueError(f"test class {chunk.name}: notebooks take test functions only")
-    return TestFileParts(joined([c for c in chunks if not c.is_test]),
-                         {c.name: c.text for c in chunks if c.is_test})
+    return TestFileParts(
+        joined([c for c in chunks if not c.is_test]), {c.name: c.text for c in chunks if c.is_test}
+    )
 
 
 # ---- points ----------------------------------------------------------------------------------------
 
-def function_points(exercise: catalog.Exercise, tests: list[TestMeta]) -> dict[tuple[str, str], float]:
+
+def function_points(
+    exercise: catalog.Exercise, tests: list[TestMeta]
+) -> dict[tuple[str, str], float]:
     """(test file, function) -> its share of the exercise's catalog points: a function weighs the sum
     of its cases' weights (from collection, grader.grading.collection.collect_tests)."""
     weights: dict[tuple[str, str], float] = {}
@@ -177,7 +195,9 @@ def function_points(exercise: catalog.Exercise, tests: list[TestMeta]) -> dict[t
         if test.exercise == exercise.id:
             key = (Path(test.nodeid.partition("::")[0]).name, function_name(test.nodeid))
             weights[key] = weights.get(key, 0.0) + test.weight
-    weights = {key: round(weight, 9) for key, weight in weights.items()}   # sums of cases' float shares
+    weights = {
+        key: round(weight, 9) for key, weight in weights.items()
+    }  # sums of cases' float shares
     total = sum(weights.values())
     if not total:
         raise ValueError(f"{exercise.id}: no tests were collected")
@@ -186,16 +206,31 @@ def function_points(exercise: catalog.Exercise, tests: list[TestMeta]) -> dict[t
 
 # ---- building a notebook ---------------------------------------------------------------------------
 
+
 def grade_id(exercise: catalog.Exercise, role: str, name: str = "") -> str:
     return f"{exercise.id}--{role}-{name}" if name else f"{exercise.id}--{role}"
 
 
-def _cell(exercise: catalog.Exercise, role: str, name: str, source: str, *, markdown=False, grade=False,
-          solution=False, points=None):
+def _cell(
+    exercise: catalog.Exercise,
+    role: str,
+    name: str,
+    source: str,
+    *,
+    markdown=False,
+    grade=False,
+    solution=False,
+    points=None,
+):
     """A cell with nbgrader metadata; every cell but a solution is locked."""
     gid = grade_id(exercise, role, name)
-    meta = {"grade": grade, "solution": solution, "locked": not solution, "grade_id": gid,
-            "schema_version": SCHEMA_VERSION}
+    meta = {
+        "grade": grade,
+        "solution": solution,
+        "locked": not solution,
+        "grade_id": gid,
+        "schema_version": SCHEMA_VERSION,
+    }
     if points is not None:
         meta["points"] = points
     make = nbformat.v4.new_markdown_cell if markdown else nbformat.v4.new_code_cell
@@ -214,48 +249,79 @@ verify_host_devices()   # fails here if jax had already started with another dev
 %load_ext grader.platforms.notebooks"""
 
 
-def tests_setup_source(exercise: catalog.Exercise, support: dict[str, str], visible_module_code: str) -> str:
+def tests_setup_source(
+    exercise: catalog.Exercise, support: dict[str, str], visible_module_code: str
+) -> str:
     """support: the files the tests run beside (conftest.py, driver.py), by name."""
-    sections = [f"%%{SETUP_MAGIC} {exercise.id}",
-                "# What the tests below need besides their own code: the files they run beside.",
-                *(f"# ---- {name} ----\n{text.strip()}" for name, text in support.items()),
-                f"# ---- test_visible.py ----\n{visible_module_code}"]
+    sections = [
+        f"%%{SETUP_MAGIC} {exercise.id}",
+        "# What the tests below need besides their own code: the files they run beside.",
+        *(f"# ---- {name} ----\n{text.strip()}" for name, text in support.items()),
+        f"# ---- test_visible.py ----\n{visible_module_code}",
+    ]
     return "\n".join(sections)
 
 
-def test_cell_source(exercise: catalog.Exercise, file: str, function: str, code: str, points: float) -> str:
+def test_cell_source(
+    exercise: catalog.Exercise, file: str, function: str, code: str, points: float
+) -> str:
     return f"%%{TEST_MAGIC} {exercise.id}/{file}::{function} --points {points!r}\n{code}"
 
 
 def exercise_notebook(exercise: catalog.Exercise, tests: list[TestMeta]) -> nbformat.NotebookNode:
     """The exercise's notebook; `tests` is collect_tests()'s metadata (for each test function's points)."""
     parts = solution_parts(exercise.solution_path().read_text())
-    files = {name: test_file_parts((exercise.tests_dir() / name).read_text()) for name in TEST_FILES}
+    files = {
+        name: test_file_parts((exercise.tests_dir() / name).read_text()) for name in TEST_FILES
+    }
     support = {path.name: path.read_text() for path in exercise.support_files()}
     points = function_points(exercise, tests)
-    hidden = {function_name(test.nodeid) for test in tests if test.exercise == exercise.id and test.hidden}
+    hidden = {
+        function_name(test.nodeid) for test in tests if test.exercise == exercise.id and test.hidden
+    }
 
-    cells = [_cell(exercise, "setup", "", SETUP_SOURCE),
-             _cell(exercise, "text", "", parts.docstring, markdown=True)]
+    cells = [
+        _cell(exercise, "setup", "", SETUP_SOURCE),
+        _cell(exercise, "text", "", parts.docstring, markdown=True),
+    ]
     for role, name, source in parts.cells:
         cells.append(_cell(exercise, role, name, source, solution=role == "solution"))
-    cells.append(_cell(exercise, "tests-setup", "",
-                       tests_setup_source(exercise, support, files["test_visible.py"].module_code)))
+    cells.append(
+        _cell(
+            exercise,
+            "tests-setup",
+            "",
+            tests_setup_source(exercise, support, files["test_visible.py"].module_code),
+        )
+    )
     for file, role in (("test_visible.py", "test"), ("test_hidden.py", "hidden")):
         for function, code in files[file].functions.items():
             if (function in hidden) != (role == "hidden"):
-                raise ValueError(f"{exercise.id}: {function} is in {file} but is "
-                                 f"{'' if function in hidden else 'not '}marked hidden")
+                raise ValueError(
+                    f"{exercise.id}: {function} is in {file} but is "
+                    f"{'' if function in hidden else 'not '}marked hidden"
+                )
             if (file, function) not in points:
                 raise ValueError(f"{exercise.id}: {file}::{function} was not collected")
-            if role == "hidden":   # hidden helpers travel inside the hidden block, never to students
+            if role == "hidden":  # hidden helpers travel inside the hidden block, never to students
                 code = f"{HIDDEN_BEGIN}\n{files[file].module_code}\n\n\n{code}\n{HIDDEN_END}"
             share = points[(file, function)]
-            cells.append(_cell(exercise, role, function, test_cell_source(exercise, file, function, code, share),
-                               grade=True, points=share))
+            cells.append(
+                _cell(
+                    exercise,
+                    role,
+                    function,
+                    test_cell_source(exercise, file, function, code, share),
+                    grade=True,
+                    points=share,
+                )
+            )
     notebook = nbformat.v4.new_notebook(cells=cells)
-    notebook.metadata.update(kernelspec=KERNELSPEC, language_info={"name": "python"},
-                             shardlab={"exercise": exercise.id, "points": exercise.points})
+    notebook.metadata.update(
+        kernelspec=KERNELSPEC,
+        language_info={"name": "python"},
+        shardlab={"exercise": exercise.id, "points": exercise.points},
+    )
     return notebook
 
 
@@ -273,8 +339,10 @@ def role_of(cell) -> tuple[str, str]:
 
 # ---- running test cells in the kernel --------------------------------------------------------------
 
-_setups: dict[str, dict[str, str]] = {}      # exercise id -> {file name: source}, from the tests-setup cell
-_namespace: types.SimpleNamespace | None = None   # what the `impl` fixture returns during a run
+_setups: dict[
+    str, dict[str, str]
+] = {}  # exercise id -> {file name: source}, from the tests-setup cell
+_namespace: types.SimpleNamespace | None = None  # what the `impl` fixture returns during a run
 
 IMPL_CONFTEST = '''"""The implementation under test is the notebook itself."""
 import pytest
@@ -299,7 +367,7 @@ def namespace_under_test() -> types.SimpleNamespace:
 class TestCellFailed(ShardlabError, AssertionError):
     """No test case of the cell passed. The message is the report; IPython shows it without a traceback."""
 
-    __test__ = False   # not a pytest test class
+    __test__ = False  # not a pytest test class
 
     def _render_traceback_(self) -> list[str]:
         return [f"{type(self).__name__}: no test case of this cell passed", str(self)]
@@ -307,8 +375,8 @@ class TestCellFailed(ShardlabError, AssertionError):
 
 @dataclass(frozen=True)
 class CellResult:
-    tests: list[TestResult]   # as the plugin records them (grader.harness.runner.read_results)
-    points: float             # the cell's maximum
+    tests: list[TestResult]  # as the plugin records them (grader.harness.runner.read_results)
+    points: float  # the cell's maximum
 
     @property
     def earned(self) -> float:
@@ -329,16 +397,26 @@ class CellResult:
             if not test.passed and test.message:
                 lines += ["    " + line for line in test.message.splitlines()]
             if fig := test.speedup:
-                lines.append(f"    speedup {fig.speedup:.2f}x (IQR {fig.spread[0]:.2f}-{fig.spread[1]:.2f}), "
-                             f"threshold {fig.threshold:.2f}x, {fig.devices} devices on {fig.cores} cores "
-                             f"[{fig.policy}: {'met' if fig.met else 'not met'}]")
+                lines.append(
+                    f"    speedup {fig.speedup:.2f}x (IQR {fig.spread[0]:.2f}-{fig.spread[1]:.2f}), "
+                    f"threshold {fig.threshold:.2f}x, {fig.devices} devices on {fig.cores} cores "
+                    f"[{fig.policy}: {'met' if fig.met else 'not met'}]"
+                )
         passed = sum(t.passed for t in self.tests)
-        lines.append(f"{passed} of {len(self.tests)} passed: {self.earned:.4g} of {self.points:.4g} points")
+        lines.append(
+            f"{passed} of {len(self.tests)} passed: {self.earned:.4g} of {self.points:.4g} points"
+        )
         return "\n".join(lines)
 
 
-def run_tests(exercise_id: str, files: dict[str, str], namespace: dict, *, points: float,
-              module_source: str | None = None) -> CellResult:
+def run_tests(
+    exercise_id: str,
+    files: dict[str, str],
+    namespace: dict,
+    *,
+    points: float,
+    module_source: str | None = None,
+) -> CellResult:
     """Run real pytest with shardlab's plugin on `files` (name -> source, laid out in a folder named by the
     exercise id) against `namespace`. Safe to call again and again in one process: the modules pytest
     imported from the files are forgotten afterwards. `module_source`, the notebook's code as a module,
@@ -346,7 +424,7 @@ def run_tests(exercise_id: str, files: dict[str, str], namespace: dict, *, point
     global _namespace
     import pytest
 
-    catalog.get(exercise_id)   # an unknown id would silently lose the exercise's markers and devices
+    catalog.get(exercise_id)  # an unknown id would silently lose the exercise's markers and devices
     with tempfile.TemporaryDirectory(prefix="shardlab-cell-") as tmp:
         root = Path(tmp)
         folder = root / exercise_id
@@ -360,14 +438,23 @@ def run_tests(exercise_id: str, files: dict[str, str], namespace: dict, *, point
         results = root / "results.json"
         # No faulthandler (the kernel keeps its own), no unraisable-exception plugin: its five gc.collect()
         # passes at the end of every session cost 0.6 s per cell with jax loaded.
-        args = runner.pytest_arguments([folder], impl=root, results=results, rootdir=root, config=root / "pytest.ini",
-                                       plugins=("grader.harness.pytest_plugin", "no:faulthandler",
-                                                "no:unraisableexception"))
+        args = runner.pytest_arguments(
+            [folder],
+            impl=root,
+            results=results,
+            rootdir=root,
+            config=root / "pytest.ini",
+            plugins=("grader.harness.pytest_plugin", "no:faulthandler", "no:unraisableexception"),
+        )
         before = set(sys.modules)
         output = io.StringIO()
         _namespace = types.SimpleNamespace(**namespace)
         try:
-            with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output), warnings.catch_warnings():
+            with (
+                contextlib.redirect_stdout(output),
+                contextlib.redirect_stderr(output),
+                warnings.catch_warnings(),
+            ):
                 warnings.simplefilter("ignore")
                 code = pytest.main(args)
         finally:
@@ -376,7 +463,9 @@ def run_tests(exercise_id: str, files: dict[str, str], namespace: dict, *, point
         if code == pytest.ExitCode.INTERRUPTED:
             raise KeyboardInterrupt("the tests were interrupted")
         if not results.is_file() or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            raise RuntimeError(f"the tests could not run (pytest exit code {code}):\n{output.getvalue()[-3000:]}")
+            raise RuntimeError(
+                f"the tests could not run (pytest exit code {code}):\n{output.getvalue()[-3000:]}"
+            )
         tests = runner.read_results(results)
     if not tests:
         raise RuntimeError(f"no test ran:\n{output.getvalue()[-3000:]}")
@@ -388,16 +477,20 @@ def _forget_modules(root: Path, exercise_id: str, names) -> None:
     for name in names:
         module = sys.modules.get(name)
         origin = getattr(module, "__file__", None) or ""
-        if (name.split(".")[0] in (exercise_id, "conftest", "test_visible", "test_hidden")
-                or Path(origin).is_relative_to(root)):
+        if name.split(".")[0] in (exercise_id, "conftest", "test_visible", "test_hidden") or Path(
+            origin
+        ).is_relative_to(root):
             del sys.modules[name]
 
 
 def split_sections(body: str) -> dict[str, str]:
     """The tests-setup cell's body: `# ---- conftest.py ----` starts a file."""
     marks = list(_SECTION.finditer(body))
-    return {m["file"]: body[m.end():marks[i + 1].start() if i + 1 < len(marks) else None].strip() + "\n"
-            for i, m in enumerate(marks)}
+    return {
+        m["file"]: body[m.end() : marks[i + 1].start() if i + 1 < len(marks) else None].strip()
+        + "\n"
+        for i, m in enumerate(marks)
+    }
 
 
 def tests_setup_magic(line: str, cell: str) -> None:
@@ -413,15 +506,19 @@ def test_magic(line: str, cell: str, namespace: dict) -> float | None:
     target, points = words[0], float(words[words.index("--points") + 1])
     path, function = target.partition("::")[0], function_name(target)
     exercise_id, file = path.split("/")
-    if function not in cell:   # a hidden test cell as released: its code is added when it is graded
+    if function not in cell:  # a hidden test cell as released: its code is added when it is graded
         print(f"{function}: hidden test, run when your notebook is graded")
         return None
     setup = _setups.get(exercise_id)
     if setup is None:
-        raise RuntimeError(f"run the tests-setup cell of {exercise_id} first (the cell above the tests)")
+        raise RuntimeError(
+            f"run the tests-setup cell of {exercise_id} first (the cell above the tests)"
+        )
     files = {name: setup[name] for name in catalog.SUPPORT_FILES if name in setup}
     files[file] = f"{setup['test_visible.py']}\n\n{cell}" if file == "test_visible.py" else cell
-    result = run_tests(exercise_id, files, namespace, points=points, module_source=notebook_module(namespace))
+    result = run_tests(
+        exercise_id, files, namespace, points=points, module_source=notebook_module(namespace)
+    )
     if not result.any_passed:
         raise TestCellFailed(result.report())
     print(result.report())
@@ -432,10 +529,17 @@ def notebook_module(namespace: dict) -> str:
     """The code this kernel has run, less IPython's own (the setup and test cells, which are magics): the
     notebook as a module, in the order its cells ran, for the tests that run it in other processes."""
     ran = namespace.get("In", [])
-    return "\n\n".join(c for c in ran[1:] if isinstance(c, str) and c.strip() and "get_ipython()" not in c) + "\n"
+    return (
+        "\n\n".join(
+            c for c in ran[1:] if isinstance(c, str) and c.strip() and "get_ipython()" not in c
+        )
+        + "\n"
+    )
 
 
 def load_ipython_extension(ipython) -> None:
     """`%load_ext grader.platforms.notebooks` (the setup cell) registers the cell magics of the test cells."""
     ipython.register_magic_function(tests_setup_magic, "cell", SETUP_MAGIC)
-    ipython.register_magic_function(lambda line, cell: test_magic(line, cell, ipython.user_ns), "cell", TEST_MAGIC)
+    ipython.register_magic_function(
+        lambda line, cell: test_magic(line, cell, ipython.user_ns), "cell", TEST_MAGIC
+    )

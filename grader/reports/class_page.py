@@ -34,9 +34,11 @@ from grader.reports.text import points, printable, signed_points, verdict
 
 FILE_NAME = "index.html"
 FAILING = frozenset({Category.FAILED, Category.ERROR, Category.TIMEOUT, Category.CRASHED})
-TEACH_SHARE = 0.25       # a test failed by at least this share of the students who attempted its exercise
-TEACH_MAX = 20           # tests listed at most
-GROUPS_SHOWN = 8         # message groups shown per test; the rest are counted
+TEACH_SHARE = (
+    0.25  # a test failed by at least this share of the students who attempted its exercise
+)
+TEACH_MAX = 20  # tests listed at most
+GROUPS_SHOWN = 8  # message groups shown per test; the rest are counted
 # A number on its own (not the digits of a name such as "ex04" or "float32"): "max abs error 0.123" and
 # "max abs error 4.5e-07" fall together, as do "test_x[2dev]" and "test_x[8dev]".
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_])(?:0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
@@ -50,21 +52,23 @@ def message_key(message: str) -> str:
 
 # -- what is kept per student, and per class ------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class StudentSummary:
     """One student's line of the table: all that is kept of their report."""
+
     student: str
-    status: str                          # "graded", "skipped" (graded by an earlier batch), "failed", "refused",
-                                         # "unreadable"
-    detail: str = ""                     # why a student could not be graded
-    total: float = 0.0                   # the final score: late penalties and adjustments applied
+    status: str  # "graded", "skipped" (graded by an earlier batch), "failed", "refused",
+    # "unreadable"
+    detail: str = ""  # why a student could not be graded
+    total: float = 0.0  # the final score: late penalties and adjustments applied
     max_score: float = 0.0
-    scores: dict[str, float] = field(default_factory=dict)   # {exercise id: final score}
-    has_page: bool = False               # OUT/students/<student>/feedback.html exists
-    raw: float = 0.0                     # what the tests gave
-    penalty: float = 0.0                 # what the late policy took off
-    override: float = 0.0                # what the instructor's adjustments changed
-    reasons: tuple[str, ...] = ()        # why: each late penalty's and adjustment's reason
+    scores: dict[str, float] = field(default_factory=dict)  # {exercise id: final score}
+    has_page: bool = False  # OUT/students/<student>/feedback.html exists
+    raw: float = 0.0  # what the tests gave
+    penalty: float = 0.0  # what the late policy took off
+    override: float = 0.0  # what the instructor's adjustments changed
+    reasons: tuple[str, ...] = ()  # why: each late penalty's and adjustment's reason
 
     @property
     def graded(self) -> bool:
@@ -77,26 +81,29 @@ class ExerciseTally:
     title: str
     max_score: float
     bonus: bool = False
-    scores: list[float] = field(default_factory=list)    # of the graded students whose report has it
-    attempted: int = 0                                    # students with a test not "not attempted"
+    scores: list[float] = field(default_factory=list)  # of the graded students whose report has it
+    attempted: int = 0  # students with a test not "not attempted"
 
 
 @dataclass
 class MessageGroup:
-    key: str                  # the first line, numbers masked
-    category: str             # the example's
+    key: str  # the first line, numbers masked
+    category: str  # the example's
     students: int = 0
-    example: str = ""         # the whole message of the first student (in name order) with it
+    example: str = ""  # the whole message of the first student (in name order) with it
 
 
 @dataclass
 class TestTally:
     """One test function over the class: who did not earn it, who did not attempt it, and what they read."""
+
     exercise: str
-    function: str             # grader.core.results.function_id: "tests/exercises/ex04_x/test_hidden.py::test_y"
+    function: (
+        str  # grader.core.results.function_id: "tests/exercises/ex04_x/test_hidden.py::test_y"
+    )
     hidden: bool = False
-    failing: int = 0          # students with a failed, error, timeout or crashed instance
-    not_attempted: int = 0    # students for whom every instance was not attempted
+    failing: int = 0  # students with a failed, error, timeout or crashed instance
+    not_attempted: int = 0  # students for whom every instance was not attempted
     groups: dict[str, MessageGroup] = field(default_factory=dict)
 
     @property
@@ -132,7 +139,9 @@ def _add_tests(tallies: ClassTallies, exercise: str, tests: list[TestResult]) ->
                 if key in seen:
                     continue
                 seen.add(key)
-                group = tally.groups.setdefault(key, MessageGroup(key, str(test.category), example=message))
+                group = tally.groups.setdefault(
+                    key, MessageGroup(key, str(test.category), example=message)
+                )
                 group.students += 1
         elif all(t.category == Category.NOT_ATTEMPTED for t in instances):
             tally.not_attempted += 1
@@ -143,31 +152,54 @@ def _add_student(tallies: ClassTallies, out: Path, outcome: StudentOutcome) -> N
     # A refused student was never graded: a folder of that name (another's, on a case-insensitive disk) is not theirs.
     has_page = outcome.status != REFUSED and (folder / FEEDBACK).is_file()
     if outcome.status not in ("graded", "skipped"):
-        tallies.students.append(StudentSummary(outcome.student, outcome.status, outcome.detail or "no reason given",
-                                               has_page=has_page))
+        tallies.students.append(
+            StudentSummary(
+                outcome.student,
+                outcome.status,
+                outcome.detail or "no reason given",
+                has_page=has_page,
+            )
+        )
         return
     try:
         results = _read(folder / REPORT)
     except FileNotFoundError:
-        tallies.students.append(StudentSummary(outcome.student, "unreadable", f"{REPORT} does not exist",
-                                               has_page=has_page))
+        tallies.students.append(
+            StudentSummary(
+                outcome.student, "unreadable", f"{REPORT} does not exist", has_page=has_page
+            )
+        )
         return
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         reason = f"{REPORT} cannot be read: {type(exc).__name__}: {exc}"
-        tallies.students.append(StudentSummary(outcome.student, "unreadable", reason, has_page=has_page))
+        tallies.students.append(
+            StudentSummary(outcome.student, "unreadable", reason, has_page=has_page)
+        )
         return
     graded = outcome.standing or standing(results, student=outcome.student)
     for exercise in results.exercises.values():
         tally = tallies.exercises.setdefault(
-            exercise.id, ExerciseTally(exercise.id, exercise.title, exercise.max_score, exercise.bonus))
+            exercise.id,
+            ExerciseTally(exercise.id, exercise.title, exercise.max_score, exercise.bonus),
+        )
         tally.max_score = max(tally.max_score, exercise.max_score)
         tally.scores.append(exercise.score)
         tally.attempted += any(t.category != Category.NOT_ATTEMPTED for t in exercise.tests)
         _add_tests(tallies, exercise.id, exercise.tests)
-    tallies.students.append(StudentSummary(
-        outcome.student, outcome.status, total=graded.final, max_score=graded.max_score,
-        scores={e.id: e.final for e in graded.exercises}, has_page=has_page, raw=graded.raw,
-        penalty=graded.penalty, override=graded.override, reasons=tuple(graded.late + graded.adjusted)))
+    tallies.students.append(
+        StudentSummary(
+            outcome.student,
+            outcome.status,
+            total=graded.final,
+            max_score=graded.max_score,
+            scores={e.id: e.final for e in graded.exercises},
+            has_page=has_page,
+            raw=graded.raw,
+            penalty=graded.penalty,
+            override=graded.override,
+            reasons=tuple(graded.late + graded.adjusted),
+        )
+    )
 
 
 def tally_class(out: Path, outcomes: Iterable[StudentOutcome]) -> ClassTallies:
@@ -191,11 +223,19 @@ def teach_again(tallies: ClassTallies) -> list[TestTally]:
         attempted = tallies.exercises[tally.exercise].attempted
         if attempted and tally.failing and tally.failing >= TEACH_SHARE * attempted:
             chosen.append((tally.failing / attempted, tally))
-    chosen.sort(key=lambda pair: (-pair[0], -pair[1].failing, _exercise_order(pair[1].exercise), pair[1].function))
+    chosen.sort(
+        key=lambda pair: (
+            -pair[0],
+            -pair[1].failing,
+            _exercise_order(pair[1].exercise),
+            pair[1].function,
+        )
+    )
     return [tally for _, tally in chosen[:TEACH_MAX]]
 
 
 # -- the page ---------------------------------------------------------------------------------------------
+
 
 def _mean(values: list[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
@@ -205,49 +245,118 @@ def student_link(summary: StudentSummary) -> Markup:
     """The name, linking to the student's page when it exists: relative, the name quoted whole."""
     if not summary.has_page:
         return element("span", summary.student, class_="student")
-    return element("a", summary.student, href=f"{STUDENTS}/{quote(summary.student, safe='')}/{FEEDBACK}",
-                   class_="student")
+    return element(
+        "a",
+        summary.student,
+        href=f"{STUDENTS}/{quote(summary.student, safe='')}/{FEEDBACK}",
+        class_="student",
+    )
 
 
-STATUS_TEXT = {"graded": "graded", "skipped": "graded earlier", "failed": "could not be graded",
-               REFUSED: "not graded", "unreadable": "report unreadable"}
+STATUS_TEXT = {
+    "graded": "graded",
+    "skipped": "graded earlier",
+    "failed": "could not be graded",
+    REFUSED: "not graded",
+    "unreadable": "report unreadable",
+}
 
 
 def students_table(tallies: ClassTallies, exercises: list[ExerciseTally]) -> Markup:
     """A row per student: the final total and each exercise's final score; when a late penalty or an
     adjustment changed anyone's grade, also what the tests gave, the penalty, the adjustments and why."""
     changed = any(s.penalty or s.reasons for s in tallies.students)
-    head = element("tr", element("th", "student"), element("th", "total", class_="num"),
-                   *[element("th", name, class_="num") for name in ("tests", "late", "adjusted") if changed],
-                   *[element("th", element("abbr", e.id.split("_", 1)[0], title=f"{e.id}: {e.title}"),
-                             class_="num") for e in exercises],
-                   element("th", "status"), element("th", "why") if changed else None)
+    head = element(
+        "tr",
+        element("th", "student"),
+        element("th", "total", class_="num"),
+        *[element("th", name, class_="num") for name in ("tests", "late", "adjusted") if changed],
+        *[
+            element(
+                "th",
+                element("abbr", e.id.split("_", 1)[0], title=f"{e.id}: {e.title}"),
+                class_="num",
+            )
+            for e in exercises
+        ],
+        element("th", "status"),
+        element("th", "why") if changed else None,
+    )
     rows = []
     for s in tallies.students:
         if s.graded:
-            total = element("td", f"{points(s.total)}/{points(s.max_score)}",
-                            class_=f"num {score_class(s.total, s.max_score)}")
-            cells = [element("td", points(s.scores[e.id]), class_=f"num {score_class(s.scores[e.id], e.max_score)}",
-                             data_exercise=e.id) if e.id in s.scores else
-                     element("td", "-", class_="num", data_exercise=e.id) for e in exercises]
-            parts = [element("td", points(s.raw), class_="num", data_raw=points(s.raw)),
-                     element("td", f"-{points(s.penalty)}" if s.penalty else "", class_="num",
-                             data_penalty=points(s.penalty)),
-                     element("td", signed_points(s.override) if s.override else "",
-                             class_="num", data_override=points(s.override))] if changed else []
+            total = element(
+                "td",
+                f"{points(s.total)}/{points(s.max_score)}",
+                class_=f"num {score_class(s.total, s.max_score)}",
+            )
+            cells = [
+                element(
+                    "td",
+                    points(s.scores[e.id]),
+                    class_=f"num {score_class(s.scores[e.id], e.max_score)}",
+                    data_exercise=e.id,
+                )
+                if e.id in s.scores
+                else element("td", "-", class_="num", data_exercise=e.id)
+                for e in exercises
+            ]
+            parts = (
+                [
+                    element("td", points(s.raw), class_="num", data_raw=points(s.raw)),
+                    element(
+                        "td",
+                        f"-{points(s.penalty)}" if s.penalty else "",
+                        class_="num",
+                        data_penalty=points(s.penalty),
+                    ),
+                    element(
+                        "td",
+                        signed_points(s.override) if s.override else "",
+                        class_="num",
+                        data_override=points(s.override),
+                    ),
+                ]
+                if changed
+                else []
+            )
         else:
             total = element("td", "-", class_="num")
             cells = [element("td", "-", class_="num", data_exercise=e.id) for e in exercises]
             parts = [element("td", "-", class_="num")] * 3 if changed else []
-        status = element("td", STATUS_TEXT.get(s.status, s.status),
-                         class_="status-ok" if s.graded else "status-bad")
-        why = element("td", element("ul", [element("li", r) for r in s.reasons]) if s.reasons else "",
-                      class_="why") if changed else None
-        rows.append(element("tr", element("td", student_link(s)), total, *parts, *cells, status, why,
-                            data_student=s.student, data_status=s.status,
-                            data_total=points(s.total) if s.graded else None))
-    return element("div", element("table", element("thead", head), element("tbody", rows), class_="students"),
-                   class_="wide")
+        status = element(
+            "td",
+            STATUS_TEXT.get(s.status, s.status),
+            class_="status-ok" if s.graded else "status-bad",
+        )
+        why = (
+            element(
+                "td",
+                element("ul", [element("li", r) for r in s.reasons]) if s.reasons else "",
+                class_="why",
+            )
+            if changed
+            else None
+        )
+        rows.append(
+            element(
+                "tr",
+                element("td", student_link(s)),
+                total,
+                *parts,
+                *cells,
+                status,
+                why,
+                data_student=s.student,
+                data_status=s.status,
+                data_total=points(s.total) if s.graded else None,
+            )
+        )
+    return element(
+        "div",
+        element("table", element("thead", head), element("tbody", rows), class_="students"),
+        class_="wide",
+    )
 
 
 def exercise_figure(exercise: ExerciseTally) -> Markup:
@@ -255,37 +364,84 @@ def exercise_figure(exercise: ExerciseTally) -> Markup:
     graded = len(exercise.scores)
     return element(
         "figure",
-        element("figcaption", element("strong", exercise.id), " ", exercise.title, element("br"),
-                f"mean {points(mean)}/{points(exercise.max_score)}, attempted by {exercise.attempted} of {graded}",
-                " · bonus" if exercise.bonus else None),
-        pictures.histogram(exercise.scores, exercise.max_score,
-                           f"{exercise.id}: scores of {graded} students out of {points(exercise.max_score)}"),
-        class_="exercise-stats", data_exercise=exercise.id, data_mean=points(mean),
-        data_attempted=exercise.attempted, data_graded=graded)
+        element(
+            "figcaption",
+            element("strong", exercise.id),
+            " ",
+            exercise.title,
+            element("br"),
+            f"mean {points(mean)}/{points(exercise.max_score)}, attempted by {exercise.attempted} of {graded}",
+            " · bonus" if exercise.bonus else None,
+        ),
+        pictures.histogram(
+            exercise.scores,
+            exercise.max_score,
+            f"{exercise.id}: scores of {graded} students out of {points(exercise.max_score)}",
+        ),
+        class_="exercise-stats",
+        data_exercise=exercise.id,
+        data_mean=points(mean),
+        data_attempted=exercise.attempted,
+        data_graded=graded,
+    )
 
 
 def teach_entry(tally: TestTally, attempted: int) -> Markup:
     groups = sorted(tally.groups.values(), key=lambda g: (-g.students, g.key))
-    shown = [element("li", element("span", f"{g.students} student{'s' if g.students != 1 else ''}", class_="count"),
-                     " ", badge(g.category), " ", element("code", g.key),
-                     element("details", element("summary", "one message in full"), element("pre", g.example)),
-                     class_="message-group", data_count=g.students, data_key=g.key)
-             for g in groups[:GROUPS_SHOWN]]
+    shown = [
+        element(
+            "li",
+            element(
+                "span", f"{g.students} student{'s' if g.students != 1 else ''}", class_="count"
+            ),
+            " ",
+            badge(g.category),
+            " ",
+            element("code", g.key),
+            element(
+                "details", element("summary", "one message in full"), element("pre", g.example)
+            ),
+            class_="message-group",
+            data_count=g.students,
+            data_key=g.key,
+        )
+        for g in groups[:GROUPS_SHOWN]
+    ]
     rest = groups[GROUPS_SHOWN:]
-    more = (element("li", f"{len(rest)} other messages, from {sum(g.students for g in rest)} students",
-                    class_="note") if rest else None)
-    not_attempted = (f"; {tally.not_attempted} did not attempt it" if tally.not_attempted else "")
+    more = (
+        element(
+            "li",
+            f"{len(rest)} other messages, from {sum(g.students for g in rest)} students",
+            class_="note",
+        )
+        if rest
+        else None
+    )
+    not_attempted = f"; {tally.not_attempted} did not attempt it" if tally.not_attempted else ""
     return element(
         "article",
-        element("header", element("span", tally.name, class_="name"), " ",
-                element("span", tally.exercise, class_="exercise-id"),
-                element("span", "hidden test", class_="hidden-mark") if tally.hidden else None,
-                element("span", f"failed by {tally.failing} of {attempted} "
-                                f"({round(100 * tally.failing / attempted)}%){not_attempted}", class_="pts")),
+        element(
+            "header",
+            element("span", tally.name, class_="name"),
+            " ",
+            element("span", tally.exercise, class_="exercise-id"),
+            element("span", "hidden test", class_="hidden-mark") if tally.hidden else None,
+            element(
+                "span",
+                f"failed by {tally.failing} of {attempted} "
+                f"({round(100 * tally.failing / attempted)}%){not_attempted}",
+                class_="pts",
+            ),
+        ),
         element("p", tally.function, class_="function"),
         element("ul", shown, more, class_="messages"),
-        class_="test teach", data_test=tally.function, data_exercise=tally.exercise, data_failing=tally.failing,
-        data_attempted=attempted, data_not_attempted=tally.not_attempted)
+        class_="test teach",
+        data_test=tally.function,
+        data_exercise=tally.exercise,
+        data_failing=tally.failing,
+        data_attempted=attempted,
+        data_not_attempted=tally.not_attempted,
+    )
 
 
 def class_page(out: Path, outcomes: list[StudentOutcome], similarity: Markup | None = None) -> str:
@@ -299,47 +455,95 @@ def class_page(out: Path, outcomes: list[StudentOutcome], similarity: Markup | N
     totals = [s.total for s in graded]
     top = max((s.max_score for s in graded), default=0.0)
     name = out.resolve().name
-    figures = (f"mean {points(_mean(totals))}, median {points(statistics.median(totals))} of {points(top)} points"
-               if totals else "no scores")
+    figures = (
+        f"mean {points(_mean(totals))}, median {points(statistics.median(totals))} of {points(top)} points"
+        if totals
+        else "no scores"
+    )
     header = element(
-        "header", element("h1", f"shardlab class: {name}"),
-        element("p", element("span", f"{len(tallies.students)} students", data_students=len(tallies.students)),
-                " · ", element("span", f"{len(graded)} graded", data_graded=len(graded)),
-                " · ", element("span", f"{len(not_graded)} could not be graded",
-                                class_="status-bad" if not_graded else None, data_not_graded=len(not_graded)),
-                " · ", element("span", figures, data_mean=points(_mean(totals)) if totals else None,
-                                data_median=points(statistics.median(totals)) if totals else None),
-                class_="lede"),
-        element("p", "An instructor's page: it names the hidden tests. Each name links to the student's own page.",
-                class_="note"))
+        "header",
+        element("h1", f"shardlab class: {name}"),
+        element(
+            "p",
+            element(
+                "span", f"{len(tallies.students)} students", data_students=len(tallies.students)
+            ),
+            " · ",
+            element("span", f"{len(graded)} graded", data_graded=len(graded)),
+            " · ",
+            element(
+                "span",
+                f"{len(not_graded)} could not be graded",
+                class_="status-bad" if not_graded else None,
+                data_not_graded=len(not_graded),
+            ),
+            " · ",
+            element(
+                "span",
+                figures,
+                data_mean=points(_mean(totals)) if totals else None,
+                data_median=points(statistics.median(totals)) if totals else None,
+            ),
+            class_="lede",
+        ),
+        element(
+            "p",
+            "An instructor's page: it names the hidden tests. Each name links to the student's own page.",
+            class_="note",
+        ),
+    )
     teach = teach_again(tallies)
     teach_section = element(
         "section",
         element("h2", "What to teach again"),
-        element("p", f"The test functions failed (failed, error, timeout or crashed; not \"not attempted\" nor "
-                     f"skipped) by at least {round(100 * TEACH_SHARE)}% of the graded students who attempted their "
-                     f"exercise, most failed first, at most {TEACH_MAX}. A student counts once per test function, "
-                     "whatever its parameters. Messages are grouped by their first line with numbers shown as #.",
-                class_="note"),
+        element(
+            "p",
+            f'The test functions failed (failed, error, timeout or crashed; not "not attempted" nor '
+            f"skipped) by at least {round(100 * TEACH_SHARE)}% of the graded students who attempted their "
+            f"exercise, most failed first, at most {TEACH_MAX}. A student counts once per test function, "
+            "whatever its parameters. Messages are grouped by their first line with numbers shown as #.",
+            class_="note",
+        ),
         [teach_entry(t, tallies.exercises[t.exercise].attempted) for t in teach]
         or element("p", "No test is failed by that many students.", class_="note"),
-        id="teach-again")
+        id="teach-again",
+    )
     not_graded_section = element(
         "section",
         element("h2", f"Could not be graded ({len(not_graded)})"),
-        element("ul", [element("li", element("strong", s.student), " ",
-                               element("span", STATUS_TEXT.get(s.status, s.status), class_="status-bad"),
-                               element("pre", s.detail), data_student=s.student, data_status=s.status)
-                       for s in not_graded], class_="not-graded")
-        if not_graded else element("p", "Every student was graded.", class_="note"),
-        id="not-graded")
+        element(
+            "ul",
+            [
+                element(
+                    "li",
+                    element("strong", s.student),
+                    " ",
+                    element("span", STATUS_TEXT.get(s.status, s.status), class_="status-bad"),
+                    element("pre", s.detail),
+                    data_student=s.student,
+                    data_status=s.status,
+                )
+                for s in not_graded
+            ],
+            class_="not-graded",
+        )
+        if not_graded
+        else element("p", "Every student was graded.", class_="note"),
+        id="not-graded",
+    )
     body = [
         header,
-        element("section", element("h2", "Students"), students_table(tallies, exercises), id="students"),
-        element("section", element("h2", "Scores per exercise"),
-                element("div", [exercise_figure(e) for e in exercises], class_="histograms")
-                if exercises else element("p", "No exercise was graded.", class_="note"),
-                id="exercises"),
+        element(
+            "section", element("h2", "Students"), students_table(tallies, exercises), id="students"
+        ),
+        element(
+            "section",
+            element("h2", "Scores per exercise"),
+            element("div", [exercise_figure(e) for e in exercises], class_="histograms")
+            if exercises
+            else element("p", "No exercise was graded.", class_="note"),
+            id="exercises",
+        ),
         teach_section,
         similarity,
         not_graded_section,
@@ -347,7 +551,9 @@ def class_page(out: Path, outcomes: list[StudentOutcome], similarity: Markup | N
     return document(f"shardlab class: {printable(name)}", *body)
 
 
-def write_class_page(out: Path, outcomes: list[StudentOutcome], similarity: Markup | None = None) -> Path:
+def write_class_page(
+    out: Path, outcomes: list[StudentOutcome], similarity: Markup | None = None
+) -> Path:
     """OUT/index.html, written atomically."""
     out = Path(out)
     return write_atomically(out / FILE_NAME, class_page(out, outcomes, similarity))

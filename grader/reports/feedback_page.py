@@ -16,7 +16,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.core.results import Category, CollectivesCheck, Environment, LayoutCheck, TestResult, grid_words
+from grader.core.results import (
+    Category,
+    CollectivesCheck,
+    Environment,
+    LayoutCheck,
+    TestResult,
+    grid_words,
+)
 from grader.course import catalog
 from grader.grading.results import ExerciseResult, GradingResults
 from grader.grading.standing import Standing
@@ -42,8 +49,10 @@ from grader.reports.text import (
 )
 
 FILE_NAME = "feedback.html"
-_ATTENTION = frozenset(COUNTED) - {Category.PASSED, Category.SKIPPED}   # shown open, first
-_HEAD_LINES = 3   # of a message whose facts are drawn: the rest (a grid as text) goes under <details>
+_ATTENTION = frozenset(COUNTED) - {Category.PASSED, Category.SKIPPED}  # shown open, first
+_HEAD_LINES = (
+    3  # of a message whose facts are drawn: the rest (a grid as text) goes under <details>
+)
 
 
 def css_class(category: str) -> str:
@@ -62,24 +71,43 @@ def score_class(score: float, max_score: float) -> str:
 
 # -- one test -------------------------------------------------------------------------------------------
 
+
 def layout_figure(check: LayoutCheck) -> Markup:
     """The expected and the actual layout side by side, the same devices in the same colour in both."""
     colours = pictures.device_colours([check.expected, check.actual])
-    verdict = element("span", "as expected" if check.passed else "differs from what was asked",
-                      class_="verdict-pass" if check.passed else "verdict-fail")
-    return element("figure",
-                   element("figcaption", f"{check.name}: which devices hold each block "
-                                         f"({grid_words(len(check.expected.global_shape))}) ", verdict),
-                   element("div", pictures.device_grid(check.expected, colours, "expected"),
-                           pictures.device_grid(check.actual, colours, "actual"), class_="pair"),
-                   class_="layout-check", data_name=check.name, data_passed=str(check.passed).lower())
+    verdict = element(
+        "span",
+        "as expected" if check.passed else "differs from what was asked",
+        class_="verdict-pass" if check.passed else "verdict-fail",
+    )
+    return element(
+        "figure",
+        element(
+            "figcaption",
+            f"{check.name}: which devices hold each block "
+            f"({grid_words(len(check.expected.global_shape))}) ",
+            verdict,
+        ),
+        element(
+            "div",
+            pictures.device_grid(check.expected, colours, "expected"),
+            pictures.device_grid(check.actual, colours, "actual"),
+            class_="pair",
+        ),
+        class_="layout-check",
+        data_name=check.name,
+        data_passed=str(check.passed).lower(),
+    )
 
 
 def _rule(check: CollectivesCheck) -> str:
     """What the check's rule asks, in words."""
     asked = []
     if check.exactly is not None:
-        asked.append("exactly " + (", ".join(f"{n} {op}" for op, n in sorted(check.exactly.items())) or "none"))
+        asked.append(
+            "exactly "
+            + (", ".join(f"{n} {op}" for op, n in sorted(check.exactly.items())) or "none")
+        )
     if check.present:
         asked.append("at least one " + ", ".join(check.present))
     if check.absent:
@@ -93,23 +121,52 @@ def collectives_table(check: CollectivesCheck) -> Markup:
     """The collectives the compiled program holds (op, group size, the mesh axes it runs over), the rule, and
     each op's HLO line on demand."""
     held = "held" if check.passed else "not held" if check.passed is False else "judged by the test"
-    rows = [element("tr", element("td", c.op),
-                    element("td", "?" if c.group_size is None else c.group_size, class_="num"),
-                    element("td", ", ".join(c.mesh_axes) if c.mesh_axes else "none found" if c.mesh_axes is not None
-                            else "-"),
-                    element("td", element("details", element("summary", "HLO"), element("pre", c.line))),
-                    class_="collective", data_op=c.op)
-            for c in check.found]
+    rows = [
+        element(
+            "tr",
+            element("td", c.op),
+            element("td", "?" if c.group_size is None else c.group_size, class_="num"),
+            element(
+                "td",
+                ", ".join(c.mesh_axes)
+                if c.mesh_axes
+                else "none found"
+                if c.mesh_axes is not None
+                else "-",
+            ),
+            element("td", element("details", element("summary", "HLO"), element("pre", c.line))),
+            class_="collective",
+            data_op=c.op,
+        )
+        for c in check.found
+    ]
     if not rows:
-        rows = [element("tr", element("td", "no collective in the compiled program", colspan=4, class_="note"))]
-    head = element("tr", element("th", "op"), element("th", "group size", class_="num"), element("th", "mesh axes"),
-                   element("th", "instruction"))
-    return element("figure",
-                   element("figcaption", f"collectives of {check.what}: the rule asks {_rule(check)} (",
-                           element("span", held, class_="verdict-pass" if check.passed else "verdict-fail"), ")"),
-                   element("table", element("thead", head), element("tbody", rows), class_="collectives"),
-                   class_="collectives-check", data_what=check.what,
-                   data_passed="null" if check.passed is None else str(check.passed).lower())
+        rows = [
+            element(
+                "tr",
+                element("td", "no collective in the compiled program", colspan=4, class_="note"),
+            )
+        ]
+    head = element(
+        "tr",
+        element("th", "op"),
+        element("th", "group size", class_="num"),
+        element("th", "mesh axes"),
+        element("th", "instruction"),
+    )
+    return element(
+        "figure",
+        element(
+            "figcaption",
+            f"collectives of {check.what}: the rule asks {_rule(check)} (",
+            element("span", held, class_="verdict-pass" if check.passed else "verdict-fail"),
+            ")",
+        ),
+        element("table", element("thead", head), element("tbody", rows), class_="collectives"),
+        class_="collectives-check",
+        data_what=check.what,
+        data_passed="null" if check.passed is None else str(check.passed).lower(),
+    )
 
 
 def message_block(message: str, drawn: bool) -> Markup | None:
@@ -118,9 +175,15 @@ def message_block(message: str, drawn: bool) -> Markup | None:
     lines = message.splitlines()
     if not drawn or len(lines) <= _HEAD_LINES + 1:
         return element("pre", message, class_="message")
-    return element("div", element("pre", "\n".join(lines[:_HEAD_LINES]), class_="message"),
-                   element("details", element("summary", "the whole message, as text"),
-                           element("pre", message, class_="message-text")))
+    return element(
+        "div",
+        element("pre", "\n".join(lines[:_HEAD_LINES]), class_="message"),
+        element(
+            "details",
+            element("summary", "the whole message, as text"),
+            element("pre", message, class_="message-text"),
+        ),
+    )
 
 
 def test_card(test: TestResult) -> Markup:
@@ -129,19 +192,36 @@ def test_card(test: TestResult) -> Markup:
     facts = [layout_figure(check) for check in test.layouts]
     facts += [collectives_table(check) for check in test.collectives]
     if test.speedup is not None:
-        facts.append(element("figure", element("figcaption", printable(speedup_figures(test.speedup))),
-                             pictures.speed_chart(test.speedup), class_="speed"))
+        facts.append(
+            element(
+                "figure",
+                element("figcaption", printable(speedup_figures(test.speedup))),
+                pictures.speed_chart(test.speedup),
+                class_="speed",
+            )
+        )
     printed = printable(test.output).strip()
     return element(
         "article",
-        element("header", badge(test.category), element("span", test.name, class_="name"),
-                element("span", "hidden test", class_="hidden-mark") if test.hidden else None,
-                element("span", f"{points(test.score)}/{points(test.max_score)} points", class_="pts")),
-        message_block(message, bool(facts)) if message else None,   # a passed test has one if its facts were cut
+        element(
+            "header",
+            badge(test.category),
+            element("span", test.name, class_="name"),
+            element("span", "hidden test", class_="hidden-mark") if test.hidden else None,
+            element("span", f"{points(test.score)}/{points(test.max_score)} points", class_="pts"),
+        ),
+        message_block(message, bool(facts))
+        if message
+        else None,  # a passed test has one if its facts were cut
         element("div", facts, class_="facts") if facts else None,
-        element("details", element("summary", "what your code printed"), element("pre", printed)) if printed else None,
-        class_="test", data_nodeid=test.nodeid, data_category=str(test.category),
-        data_hidden=str(test.hidden).lower())
+        element("details", element("summary", "what your code printed"), element("pre", printed))
+        if printed
+        else None,
+        class_="test",
+        data_nodeid=test.nodeid,
+        data_category=str(test.category),
+        data_hidden=str(test.hidden).lower(),
+    )
 
 
 def _test_group(tests: list[TestResult], heading: str) -> list[Markup]:
@@ -152,13 +232,20 @@ def _test_group(tests: list[TestResult], heading: str) -> list[Markup]:
     fine = [t for t in tests if t not in attention]
     parts = [element("h3", heading), *[test_card(t) for t in attention]]
     if fine:
-        parts.append(element("details", element("summary", f"{len(fine)} passed or skipped: "
-                                                           "what they checked"),
-                             *[test_card(t) for t in fine], class_="fine", open=not attention))
+        parts.append(
+            element(
+                "details",
+                element("summary", f"{len(fine)} passed or skipped: what they checked"),
+                *[test_card(t) for t in fine],
+                class_="fine",
+                open=not attention,
+            )
+        )
     return parts
 
 
 # -- one exercise -----------------------------------------------------------------------------------------
+
 
 def _hint(exercise: ExerciseResult) -> str:
     """The catalog's hint, for an exercise some test of which did not earn its points: what the terminal
@@ -171,54 +258,99 @@ def _hint(exercise: ExerciseResult) -> str:
         return ""
 
 
-def exercise_section(exercise: ExerciseResult, hidden_visibility: str, visible_only: bool = False) -> Markup:
+def exercise_section(
+    exercise: ExerciseResult, hidden_visibility: str, visible_only: bool = False
+) -> Markup:
     visible = [t for t in exercise.tests if not t.hidden]
     hidden = [t for t in exercise.tests if t.hidden]
     show_hidden = hidden_visibility != "hidden"
-    if visible_only:   # how much of the exercise its visible tests check, never a score out of them alone
-        score = element("span", visible_share(exercise), class_=score_class(exercise.score, exercise.checked))
+    if (
+        visible_only
+    ):  # how much of the exercise its visible tests check, never a score out of them alone
+        score = element(
+            "span", visible_share(exercise), class_=score_class(exercise.score, exercise.checked)
+        )
     elif show_hidden or not hidden:
-        score = element("span", f"{points(exercise.score)}/{points(exercise.max_score)} points",
-                        class_=score_class(exercise.score, exercise.max_score))
-    else:   # the score would tell how hidden tests went
-        score = element("span", f"{sum(t.passed for t in visible)} of {len(visible)} visible tests passed")
-    parts = [element("h2", exercise.id, " ", element("small", exercise.title)),
-             element("p", score, " · ", counts_text(exercise.tests if show_hidden else visible),
-                     " · bonus" if exercise.bonus else None, class_="lede")]
+        score = element(
+            "span",
+            f"{points(exercise.score)}/{points(exercise.max_score)} points",
+            class_=score_class(exercise.score, exercise.max_score),
+        )
+    else:  # the score would tell how hidden tests went
+        score = element(
+            "span", f"{sum(t.passed for t in visible)} of {len(visible)} visible tests passed"
+        )
+    parts = [
+        element("h2", exercise.id, " ", element("small", exercise.title)),
+        element(
+            "p",
+            score,
+            " · ",
+            counts_text(exercise.tests if show_hidden else visible),
+            " · bonus" if exercise.bonus else None,
+            class_="lede",
+        ),
+    ]
     if exercise.note:
         parts.append(element("p", exercise.note, class_="note"))
     if hint := _hint(exercise):
         parts.append(element("p", element("strong", "Hint: "), hint, class_="hint"))
     parts += _test_group(visible, f"Visible tests ({len(visible)})")
     if hidden and show_hidden:
-        parts += _test_group(hidden, f"Hidden tests ({len(hidden)}): names and messages, shown to students "
-                                     f"{shown_when(hidden_visibility)} on Gradescope")
+        parts += _test_group(
+            hidden,
+            f"Hidden tests ({len(hidden)}): names and messages, shown to students "
+            f"{shown_when(hidden_visibility)} on Gradescope",
+        )
     elif hidden:
-        parts.append(element("p", f"{len(hidden)} hidden tests, shown to instructors only.", class_="note"))
+        parts.append(
+            element("p", f"{len(hidden)} hidden tests, shown to instructors only.", class_="note")
+        )
     return element("section", parts, class_="exercise", id=exercise.id, data_exercise=exercise.id)
 
 
 # -- the page ---------------------------------------------------------------------------------------------
 
+
 def summary_table(results: GradingResults, hidden_visibility: str) -> Markup:
     show_hidden = hidden_visibility != "hidden"
     rows = []
     shown_tests = [t for t in results.tests() if show_hidden or not t.hidden]
-    columns = [c for c in COUNTED if c is Category.PASSED or any(t.category == c for t in shown_tests)]
+    columns = [
+        c for c in COUNTED if c is Category.PASSED or any(t.category == c for t in shown_tests)
+    ]
     for exercise in results.exercises.values():
         tests = exercise.tests if show_hidden else [t for t in exercise.tests if not t.hidden]
-        if show_hidden or len(tests) == len(exercise.tests):   # a visible-only run has no hidden test
-            score = element("td", score_text(exercise, results.visible_only),
-                            class_=f"num {score_class(exercise.score, reachable(exercise, results.visible_only))}")
+        if show_hidden or len(tests) == len(
+            exercise.tests
+        ):  # a visible-only run has no hidden test
+            score = element(
+                "td",
+                score_text(exercise, results.visible_only),
+                class_=f"num {score_class(exercise.score, reachable(exercise, results.visible_only))}",
+            )
         else:
-            score = element("td", f"{sum(t.passed for t in tests)}/{len(tests)} visible", class_="num")
+            score = element(
+                "td", f"{sum(t.passed for t in tests)}/{len(tests)} visible", class_="num"
+            )
         counts = category_counts(tests)
-        rows.append(element("tr", element("td", element("a", exercise.id, href=f"#{exercise.id}")),
-                            element("td", exercise.title), score,
-                            *[element("td", counts[c] or "", class_="num") for c in columns],
-                            data_exercise=exercise.id))
-    head = element("tr", element("th", "exercise"), element("th", "title"), element("th", "score", class_="num"),
-                   *[element("th", str(c), class_="num") for c in columns])
+        rows.append(
+            element(
+                "tr",
+                element("td", element("a", exercise.id, href=f"#{exercise.id}")),
+                element("td", exercise.title),
+                score,
+                *[element("td", counts[c] or "", class_="num") for c in columns],
+                data_exercise=exercise.id,
+            )
+        )
+    head = element(
+        "tr",
+        element("th", "exercise"),
+        element("th", "title"),
+        element("th", "score", class_="num"),
+        *[element("th", str(c), class_="num") for c in columns],
+    )
     return element("table", element("thead", head), element("tbody", rows), class_="summary")
 
 
@@ -231,74 +363,159 @@ def environment_table(environment: Environment) -> Markup:
         ("devices", environment.devices),
         ("cores", environment.cores),
         ("speedup thresholds", environment.timing),
-        ("time limit per test", f"{per_test:g} s for every test" if per_test else environment.time_limits_source),
-        ("your code's memory", f"{memory / (1 << 30):g} GiB of address space" if memory else
-         "no limit" if environment.worker_memory_limited is False else None),
+        (
+            "time limit per test",
+            f"{per_test:g} s for every test" if per_test else environment.time_limits_source,
+        ),
+        (
+            "your code's memory",
+            f"{memory / (1 << 30):g} GiB of address space"
+            if memory
+            else "no limit"
+            if environment.worker_memory_limited is False
+            else None,
+        ),
         ("harnesses at once", environment.parallel),
         ("versions", ", ".join(f"{k} {v}" for k, v in (environment.versions or {}).items() if v)),
     ]
     if isolation is not None and isolation.not_applied:
         rows.append(("not applied", "; ".join(isolation.not_applied)))
-    return element("table", [element("tr", element("td", name), element("td", value), data_key=name)
-                             for name, value in rows if value not in (None, "", {})], class_="env")
+    return element(
+        "table",
+        [
+            element("tr", element("td", name), element("td", value), data_key=name)
+            for name, value in rows
+            if value not in (None, "", {})
+        ],
+        class_="env",
+    )
 
 
 def grade_table(standing: Standing) -> Markup:
     """Per exercise what the tests gave, the late penalty, the adjustments and the final score, with why."""
-    rows = [element("tr", element("td", element("a", e.id, href=f"#{e.id}")),
-                    element("td", points(e.raw), class_="num"),
-                    element("td", f"-{points(e.penalty)}" if e.penalty else "", class_="num"),
-                    element("td", signed_points(e.override) if e.adjustments else "", class_="num"),
-                    element("td", f"{points(e.final)}/{points(e.max_score)}", class_="num"),
-                    element("td", "; ".join(standing_reasons(e))), data_exercise=e.id)
-            for e in standing.exercises]
-    head = element("tr", *[element("th", name, class_="num" if name not in ("exercise", "why") else None)
-                           for name in ("exercise", "tests", "late", "adjusted", "grade", "why")])
-    return element("section", element("h2", "Your grade"),
-                   element("table", element("thead", head), element("tbody", rows), class_="summary grade"),
-                   id="grade")
+    rows = [
+        element(
+            "tr",
+            element("td", element("a", e.id, href=f"#{e.id}")),
+            element("td", points(e.raw), class_="num"),
+            element("td", f"-{points(e.penalty)}" if e.penalty else "", class_="num"),
+            element("td", signed_points(e.override) if e.adjustments else "", class_="num"),
+            element("td", f"{points(e.final)}/{points(e.max_score)}", class_="num"),
+            element("td", "; ".join(standing_reasons(e))),
+            data_exercise=e.id,
+        )
+        for e in standing.exercises
+    ]
+    head = element(
+        "tr",
+        *[
+            element("th", name, class_="num" if name not in ("exercise", "why") else None)
+            for name in ("exercise", "tests", "late", "adjusted", "grade", "why")
+        ],
+    )
+    return element(
+        "section",
+        element("h2", "Your grade"),
+        element("table", element("thead", head), element("tbody", rows), class_="summary grade"),
+        id="grade",
+    )
 
 
-def feedback_page(results: GradingResults, *, hidden_visibility: str = "after_due_date",
-                  standing: Standing | None = None) -> str:
+def feedback_page(
+    results: GradingResults,
+    *,
+    hidden_visibility: str = "after_due_date",
+    standing: Standing | None = None,
+) -> str:
     """The whole page, as text: the same results give the same bytes. With a `standing` that a late penalty or
     an adjustment changes (and scores the page may show), the grade and its reasons come first."""
-    shown_when(hidden_visibility)   # a ValueError for a visibility Gradescope does not know
+    shown_when(hidden_visibility)  # a ValueError for a visibility Gradescope does not know
     reached = score_class(results.score, reachable(results, results.visible_only))
-    total = element("p", element("span", score_text(results, results.visible_only), class_=f"score {reached}"),
-                    " points", class_="total")
-    graded = changes_score(standing) and not results.visible_only and (
-        hidden_visibility != "hidden" or not any(t.hidden for t in results.tests()))
+    total = element(
+        "p",
+        element("span", score_text(results, results.visible_only), class_=f"score {reached}"),
+        " points",
+        class_="total",
+    )
+    graded = (
+        changes_score(standing)
+        and not results.visible_only
+        and (hidden_visibility != "hidden" or not any(t.hidden for t in results.tests()))
+    )
     if graded:
-        total = element("p", element("span", f"{points(standing.final)}/{points(standing.max_score)}",
-                                     class_=f"score {score_class(standing.final, standing.max_score)}"),
-                        f" points ({points(standing.raw)} from the tests)", class_="total")
+        total = element(
+            "p",
+            element(
+                "span",
+                f"{points(standing.final)}/{points(standing.max_score)}",
+                class_=f"score {score_class(standing.final, standing.max_score)}",
+            ),
+            f" points ({points(standing.raw)} from the tests)",
+            class_="total",
+        )
     notes = []
     if results.visible_only:
-        notes.append(element("p", f"Only the visible tests were run: {visible_total(results)}. The hidden tests "
-                                  "check the rest, on other sizes and inputs, when you are graded.", class_="note"))
+        notes.append(
+            element(
+                "p",
+                f"Only the visible tests were run: {visible_total(results)}. The hidden tests "
+                "check the rest, on other sizes and inputs, when you are graded.",
+                class_="note",
+            )
+        )
     elif hidden_visibility not in ("hidden", "visible") and any(t.hidden for t in results.tests()):
-        notes.append(element("p", "This page names the hidden tests and shows their messages; students see them "
-                                  f"{shown_when(hidden_visibility)}.", class_="note"))
-    problems = [element("div", element("strong", "Problems with the submission"),
-                        element("ul", [element("li", p) for p in results.problems]), class_="problems")
-                if results.problems else None]
+        notes.append(
+            element(
+                "p",
+                "This page names the hidden tests and shows their messages; students see them "
+                f"{shown_when(hidden_visibility)}.",
+                class_="note",
+            )
+        )
+    problems = [
+        element(
+            "div",
+            element("strong", "Problems with the submission"),
+            element("ul", [element("li", p) for p in results.problems]),
+            class_="problems",
+        )
+        if results.problems
+        else None
+    ]
     if results.ignored:
         notes.append(element("p", ignored_line(results.ignored), class_="note"))
     body = [
-        element("header", element("h1", "shardlab feedback"), element("p", results.submission, class_="lede"),
-                total, notes),
+        element(
+            "header",
+            element("h1", "shardlab feedback"),
+            element("p", results.submission, class_="lede"),
+            total,
+            notes,
+        ),
         problems,
         grade_table(standing) if graded else None,
         element("nav", summary_table(results, hidden_visibility), class_="toc"),
-        [exercise_section(exercise, hidden_visibility, results.visible_only)
-         for exercise in results.exercises.values()],
-        element("section", element("h2", "Where this ran"), environment_table(results.environment),
-                id="environment"),
+        [
+            exercise_section(exercise, hidden_visibility, results.visible_only)
+            for exercise in results.exercises.values()
+        ],
+        element(
+            "section",
+            element("h2", "Where this ran"),
+            environment_table(results.environment),
+            id="environment",
+        ),
     ]
     return document(f"shardlab feedback: {printable(results.submission)}", *body)
 
 
-def write_feedback_html(results: GradingResults, path: str | Path, *,
-                        hidden_visibility: str = "after_due_date", standing: Standing | None = None) -> Path:
-    return write_atomically(path, feedback_page(results, hidden_visibility=hidden_visibility, standing=standing))
+def write_feedback_html(
+    results: GradingResults,
+    path: str | Path,
+    *,
+    hidden_visibility: str = "after_due_date",
+    standing: Standing | None = None,
+) -> Path:
+    return write_atomically(
+        path, feedback_page(results, hidden_visibility=hidden_visibility, standing=standing)
+    )

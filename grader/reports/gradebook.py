@@ -19,7 +19,7 @@ def cell_scores(results: GradingResults) -> dict[str, dict[str, float]]:
     exercises the submission holds."""
     scores: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for exercise_id, exercise in results.exercises.items():
-        if exercise.note:   # not in the submission: nbgrader records no submission either
+        if exercise.note:  # not in the submission: nbgrader records no submission either
             continue
         for test in exercise.tests:
             grade_id = f"{exercise_id}--{'hidden' if test.hidden else 'test'}-{test.function}"
@@ -40,8 +40,10 @@ def record_in_gradebook(results: GradingResults, *, db_url: str, student: str) -
         for exercise_id, cells in cell_scores(results).items():
             notebook = gradebook.db.query(Notebook).filter(Notebook.name == exercise_id).first()
             if notebook is None:
-                problems.append(f"{exercise_id}: no such notebook in the gradebook (run nbgrader "
-                                "generate_assignment first)")
+                problems.append(
+                    f"{exercise_id}: no such notebook in the gradebook (run nbgrader "
+                    "generate_assignment first)"
+                )
                 continue
             assignment = notebook.assignment.name
             gradebook.update_or_create_submission(assignment, student)

@@ -41,20 +41,25 @@ def _children(children) -> str:
 
 
 def _attribute(name: str, value: object) -> str:
-    name = name.rstrip("_").replace("_", "-")   # class_ -> class, data_devices -> data-devices
+    name = name.rstrip("_").replace("_", "-")  # class_ -> class, data_devices -> data-devices
     if value is True:
         return f" {name}"
     return f' {name}="{text(value)}"'
 
 
 VOID = frozenset({"meta", "br", "hr", "img", "link", "input", "col"})
-SVG_EMPTY = frozenset({"rect", "line", "circle", "path"})   # written self-closed: "<rect .../>" (allowed in SVG)
+SVG_EMPTY = frozenset(
+    {"rect", "line", "circle", "path"}
+)  # written self-closed: "<rect .../>" (allowed in SVG)
 
 
 def element(tag: str, *children, **attributes) -> Markup:
     """<tag attributes>children</tag>; attributes that are None or False are left out."""
-    attrs = "".join(_attribute(name, value) for name, value in attributes.items()
-                    if value is not None and value is not False)
+    attrs = "".join(
+        _attribute(name, value)
+        for name, value in attributes.items()
+        if value is not None and value is not False
+    )
     if tag in VOID:
         return Markup(f"<{tag}{attrs}>")
     if tag in SVG_EMPTY and not children:
@@ -65,7 +70,11 @@ def element(tag: str, *children, **attributes) -> Markup:
 def number(value: float, digits: int = 2) -> str:
     """A figure for an SVG attribute: rounded, so the same report gives the same bytes."""
     rounded = round(float(value), digits)
-    return f"{rounded:.{digits}f}".rstrip("0").rstrip(".") if rounded != int(rounded) else str(int(rounded))
+    return (
+        f"{rounded:.{digits}f}".rstrip("0").rstrip(".")
+        if rounded != int(rounded)
+        else str(int(rounded))
+    )
 
 
 def stylesheet() -> str:

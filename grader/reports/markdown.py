@@ -19,10 +19,11 @@ from grader.reports.text import feedback, printable
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:$^=])")
 _LINE_BREAK = re.compile(r"\r\n?|\n")
 _BACKTICKS = re.compile(r"`+")
-_BARE_PIPE = re.compile(r"(?<!\\)((?:\\\\)*)\|")   # a | that the backslashes before it do not escape
+_BARE_PIPE = re.compile(r"(?<!\\)((?:\\\\)*)\|")  # a | that the backslashes before it do not escape
 
 
 # -- syntax ----------------------------------------------------------------------------------------
+
 
 def text(value: str) -> str:
     """`value` as literal inline Markdown on one line: printable, and whatever would be syntax escaped."""
@@ -62,14 +63,19 @@ def bullet_list(items: Iterable[str]) -> str:
 
 # -- a test's facts --------------------------------------------------------------------------------
 
+
 def _layout(layout: Layout | None) -> str:
     return "not a jax.Array" if layout is None else layout.describe()
 
 
 def layout_lines(checks: Iterable[LayoutCheck]) -> str:
     """One line per failed sharding check: what the grid in its message draws, as specs and meshes."""
-    return bullet_list(f"{text(check.name)}: expected {text(_layout(check.expected))}, "
-                       f"actual {text(_layout(check.actual))}" for check in checks if not check.passed)
+    return bullet_list(
+        f"{text(check.name)}: expected {text(_layout(check.expected))}, "
+        f"actual {text(_layout(check.actual))}"
+        for check in checks
+        if not check.passed
+    )
 
 
 def _rule_asks(check: CollectivesCheck, op: str) -> str:
@@ -80,23 +86,40 @@ def _rule_asks(check: CollectivesCheck, op: str) -> str:
     return "; ".join(asks) or "any"
 
 
-_HELD = {True: "the rule held", False: "the rule did not hold", None: "judged by the test (see above)"}
+_HELD = {
+    True: "the rule held",
+    False: "the rule did not hold",
+    None: "judged by the test (see above)",
+}
 
 
 def collectives_table(check: CollectivesCheck) -> str:
     """One row per kind of collective found or named by the rule: how many, along which groups, and what
     the rule asks of that kind. HLO lines stay out: too long for a table (report.json has them)."""
     rows = []
-    for op in dict.fromkeys([c.op for c in check.found] + [*(check.exactly or {}), *check.present, *check.absent]):
+    for op in dict.fromkeys(
+        [c.op for c in check.found] + [*(check.exactly or {}), *check.present, *check.absent]
+    ):
         found = [c for c in check.found if c.op == op]
         sizes = dict.fromkeys(str(c.group_size) for c in found if c.group_size is not None)
         axes = dict.fromkeys(", ".join(map(text, c.mesh_axes)) for c in found if c.mesh_axes)
-        rows.append([text(op), str(len(found)), ", ".join(sizes) or "-", " / ".join(axes) or "-",
-                     _rule_asks(check, op) if check.passed is not None else "-"])
+        rows.append(
+            [
+                text(op),
+                str(len(found)),
+                ", ".join(sizes) or "-",
+                " / ".join(axes) or "-",
+                _rule_asks(check, op) if check.passed is not None else "-",
+            ]
+        )
     caption = f"**Collectives of {text(check.what)}**: {_HELD[check.passed]}"
     if not rows:
         return f"{caption}; none found."
-    return caption + "\n\n" + table(["collective", "found", "group size", "mesh axes", "rule asks"], rows)
+    return (
+        caption
+        + "\n\n"
+        + table(["collective", "found", "group size", "mesh axes", "rule asks"], rows)
+    )
 
 
 def speed_table(fig: SpeedFigures) -> str:
@@ -105,8 +128,18 @@ def speed_table(fig: SpeedFigures) -> str:
     calibration = f"{fig.calibration:.2f}x" if fig.calibration is not None else "-"
     return f"**Speed: {text(fig.label)}**\n\n" + table(
         ["speedup", "IQR", "threshold", "met", "calibration", "repeats", "devices / cores"],
-        [[f"{fig.speedup:.2f}x", f"{low:.2f}-{high:.2f}", f"{fig.threshold:.2f}x", met, calibration,
-          str(fig.repeats), f"{fig.devices} devices on {fig.cores} cores ({text(fig.platform)})"]])
+        [
+            [
+                f"{fig.speedup:.2f}x",
+                f"{low:.2f}-{high:.2f}",
+                f"{fig.threshold:.2f}x",
+                met,
+                calibration,
+                str(fig.repeats),
+                f"{fig.devices} devices on {fig.cores} cores ({text(fig.platform)})",
+            ]
+        ],
+    )
 
 
 def test_output(test: TestResult) -> str:
@@ -123,4 +156,4 @@ def test_output(test: TestResult) -> str:
     return "\n\n".join(parts)
 
 
-test_output.__test__ = False   # not a pytest test, wherever it is imported
+test_output.__test__ = False  # not a pytest test, wherever it is imported

@@ -16,8 +16,20 @@ from grader.core.results import Layout, SpeedFigures
 from grader.reports.html import Markup, element, number
 
 # A qualitative palette (light, so the labels stay readable); more sets than colours take hues a golden angle apart.
-_PALETTE = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#fb9a99", "#ffff99", "#8dd3c7", "#bebada",
-            "#fccde5", "#d9d9d9", "#ccebc5", "#ffed6f")
+_PALETTE = (
+    "#a6cee3",
+    "#b2df8a",
+    "#fdbf6f",
+    "#cab2d6",
+    "#fb9a99",
+    "#ffff99",
+    "#8dd3c7",
+    "#bebada",
+    "#fccde5",
+    "#d9d9d9",
+    "#ccebc5",
+    "#ffed6f",
+)
 
 
 def device_label(devices: Sequence[int]) -> str:
@@ -41,7 +53,9 @@ def device_colours(layouts: Iterable[Layout | None]) -> dict[tuple[int, ...], st
         for cell in _cells(layout) if layout is not None else ():
             if cell.devices not in colours:
                 i = len(colours)
-                colours[cell.devices] = _PALETTE[i] if i < len(_PALETTE) else f"hsl({(i * 137.508) % 360:.1f} 70% 80%)"
+                colours[cell.devices] = (
+                    _PALETTE[i] if i < len(_PALETTE) else f"hsl({(i * 137.508) % 360:.1f} 70% 80%)"
+                )
     return colours
 
 
@@ -49,7 +63,7 @@ def device_colours(layouts: Iterable[Layout | None]) -> dict[tuple[int, ...], st
 class _Cell:
     row: int
     column: int
-    span: str                        # the block's index in the first two dimensions, "0:8,0:10"
+    span: str  # the block's index in the first two dimensions, "0:8,0:10"
     devices: tuple[int, ...]
 
 
@@ -60,7 +74,13 @@ def _cells(layout: Layout) -> list[_Cell]:
     whole = (0, 1)
 
     def place(index: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], tuple[int, int]]:
-        return (whole, whole) if rank == 0 else (whole, index[0]) if rank == 1 else (index[0], index[1])
+        return (
+            (whole, whole)
+            if rank == 0
+            else (whole, index[0])
+            if rank == 1
+            else (index[0], index[1])
+        )
 
     placed = [(place(block.index), block.devices) for block in layout.blocks]
     rows = sorted({row for (row, _), _ in placed})
@@ -71,13 +91,19 @@ def _cells(layout: Layout) -> list[_Cell]:
     cells = []
     for (row, column), devices in held.items():
         spans = [] if rank == 0 else [column] if rank == 1 else [row, column]
-        cells.append(_Cell(rows.index(row), columns.index(column), ",".join(f"{a}:{b}" for a, b in spans),
-                           tuple(sorted(devices))))
+        cells.append(
+            _Cell(
+                rows.index(row),
+                columns.index(column),
+                ",".join(f"{a}:{b}" for a, b in spans),
+                tuple(sorted(devices)),
+            )
+        )
     return sorted(cells, key=lambda cell: (cell.row, cell.column))
 
 
 _CELL_HEIGHT = 26
-_CHAR_WIDTH = 7.8   # of the 12 px monospace labels
+_CHAR_WIDTH = 7.8  # of the 12 px monospace labels
 _MIN_CELL_WIDTH = 44
 
 
@@ -86,13 +112,24 @@ def device_grid(layout: Layout | None, colours: dict[tuple[int, ...], str], role
     role: "expected" or "actual" (a data attribute the page's tests read)."""
     title = element("div", role, class_="grid-title")
     if layout is None:
-        return element("figure", title, element("p", "not a jax.Array: no layout to draw", class_="note"),
-                       class_="grid", data_role=role)
+        return element(
+            "figure",
+            title,
+            element("p", "not a jax.Array: no layout to draw", class_="note"),
+            class_="grid",
+            data_role=role,
+        )
     cells = _cells(layout)
     caption = element("figcaption", _describe(layout))
     if not cells:
-        return element("figure", title, caption, element("p", "no blocks: this spec cannot split this shape",
-                                                           class_="note"), class_="grid", data_role=role)
+        return element(
+            "figure",
+            title,
+            caption,
+            element("p", "no blocks: this spec cannot split this shape", class_="note"),
+            class_="grid",
+            data_role=role,
+        )
     rows = 1 + max(c.row for c in cells)
     columns = 1 + max(c.column for c in cells)
     labels = {c: device_label(c.devices) for c in cells}
@@ -100,21 +137,45 @@ def device_grid(layout: Layout | None, colours: dict[tuple[int, ...], str], role
     shapes = []
     for cell in cells:
         x, y = cell.column * width, cell.row * _CELL_HEIGHT
-        shapes.append(element(
-            "g",
-            element("rect", x=number(x + .5), y=number(y + .5), width=number(width - 1), height=_CELL_HEIGHT - 1,
-                    fill=colours.get(cell.devices, "#ffffff")),
-            element("text", labels[cell], x=number(x + width / 2), y=y + 17),
-            class_="block", data_devices=",".join(map(str, cell.devices)), data_index=cell.span))
+        shapes.append(
+            element(
+                "g",
+                element(
+                    "rect",
+                    x=number(x + 0.5),
+                    y=number(y + 0.5),
+                    width=number(width - 1),
+                    height=_CELL_HEIGHT - 1,
+                    fill=colours.get(cell.devices, "#ffffff"),
+                ),
+                element("text", labels[cell], x=number(x + width / 2), y=y + 17),
+                class_="block",
+                data_devices=",".join(map(str, cell.devices)),
+                data_index=cell.span,
+            )
+        )
     svg_width, svg_height = number(columns * width + 1), rows * _CELL_HEIGHT + 1
-    svg = element("svg", element("title", f"{role}: {_describe(layout)}"), *shapes, xmlns="http://www.w3.org/2000/svg",
-                  width=svg_width, height=svg_height, viewBox=f"0 0 {svg_width} {svg_height}", role="img")
+    svg = element(
+        "svg",
+        element("title", f"{role}: {_describe(layout)}"),
+        *shapes,
+        xmlns="http://www.w3.org/2000/svg",
+        width=svg_width,
+        height=svg_height,
+        viewBox=f"0 0 {svg_width} {svg_height}",
+        role="img",
+    )
     return element("figure", title, caption, svg, class_="grid", data_role=role)
 
 
 def _describe(layout: Layout) -> str:
-    """"P('data', None) on mesh (data=8), shape (64, 10)"."""
-    shape = "(" + ", ".join(map(str, layout.global_shape)) + ("," if len(layout.global_shape) == 1 else "") + ")"
+    """ "P('data', None) on mesh (data=8), shape (64, 10)"."""
+    shape = (
+        "("
+        + ", ".join(map(str, layout.global_shape))
+        + ("," if len(layout.global_shape) == 1 else "")
+        + ")"
+    )
     return f"{layout.describe()}, shape {shape}"
 
 
@@ -133,35 +194,124 @@ def speed_chart(figures: SpeedFigures) -> Markup:
     def x(value: float) -> str:
         return number(_CHART_LEFT + value * scale)
 
-    parts = [element("title", f"speedup {figures.speedup:.2f}x, threshold {figures.threshold:.2f}x")]
+    parts = [
+        element("title", f"speedup {figures.speedup:.2f}x, threshold {figures.threshold:.2f}x")
+    ]
     for tick in range(0, int(top) + 1, max(1, int(top) // 6 + (1 if top > 12 else 0))):
         parts.append(element("line", x1=x(tick), x2=x(tick), y1=18, y2=66, stroke="#d0d7de"))
-        parts.append(element("text", f"{tick}x", x=x(tick), y=80, text_anchor="middle", font_size=10, fill="#57606a"))
+        parts.append(
+            element(
+                "text",
+                f"{tick}x",
+                x=x(tick),
+                y=80,
+                text_anchor="middle",
+                font_size=10,
+                fill="#57606a",
+            )
+        )
     colour = "#1a7f37" if figures.met else "#cf222e"
-    parts.append(element("rect", x=x(0), y=28, width=number(figures.speedup * scale), height=22, fill=colour,
-                         fill_opacity=".75", class_="bar"))
-    parts.append(element("g",
-                         element("line", x1=x(low), x2=x(high), y1=39, y2=39),
-                         element("line", x1=x(low), x2=x(low), y1=33, y2=45),
-                         element("line", x1=x(high), x2=x(high), y1=33, y2=45),
-                         stroke="#1f2328", stroke_width=1.5, class_="iqr"))
-    parts.append(element("line", x1=x(figures.threshold), x2=x(figures.threshold), y1=14, y2=66, stroke="#9a6700",
-                         stroke_width=2, stroke_dasharray="5 3", class_="threshold"))
-    parts.append(element("text", f"threshold {figures.threshold:.2f}x", x=x(figures.threshold), y=11,
-                         text_anchor="middle", font_size=10, fill="#9a6700"))
+    parts.append(
+        element(
+            "rect",
+            x=x(0),
+            y=28,
+            width=number(figures.speedup * scale),
+            height=22,
+            fill=colour,
+            fill_opacity=".75",
+            class_="bar",
+        )
+    )
+    parts.append(
+        element(
+            "g",
+            element("line", x1=x(low), x2=x(high), y1=39, y2=39),
+            element("line", x1=x(low), x2=x(low), y1=33, y2=45),
+            element("line", x1=x(high), x2=x(high), y1=33, y2=45),
+            stroke="#1f2328",
+            stroke_width=1.5,
+            class_="iqr",
+        )
+    )
+    parts.append(
+        element(
+            "line",
+            x1=x(figures.threshold),
+            x2=x(figures.threshold),
+            y1=14,
+            y2=66,
+            stroke="#9a6700",
+            stroke_width=2,
+            stroke_dasharray="5 3",
+            class_="threshold",
+        )
+    )
+    parts.append(
+        element(
+            "text",
+            f"threshold {figures.threshold:.2f}x",
+            x=x(figures.threshold),
+            y=11,
+            text_anchor="middle",
+            font_size=10,
+            fill="#9a6700",
+        )
+    )
     if figures.calibration is not None:
-        parts.append(element("line", x1=x(figures.calibration), x2=x(figures.calibration), y1=22, y2=58,
-                             stroke="#0969da", stroke_width=1.5, stroke_dasharray="2 2", class_="calibration"))
-        parts.append(element("text", f"calibration {figures.calibration:.2f}x", x=x(figures.calibration), y=68,
-                             text_anchor="middle", font_size=10, fill="#0969da"))
-    parts.append(element("text", f"{figures.speedup:.2f}x", x=number(_CHART_LEFT + figures.speedup * scale + 4),
-                         y=25, font_size=11, fill=colour))
-    return element("svg", *parts, xmlns="http://www.w3.org/2000/svg", width=_CHART_WIDTH, height=86,
-                   viewBox=f"0 0 {_CHART_WIDTH} 86", role="img", class_="speed-chart",
-                   data_speedup=number(figures.speedup, 4), data_threshold=number(figures.threshold, 4),
-                   data_low=number(low, 4), data_high=number(high, 4),
-                   data_calibration=number(figures.calibration, 4) if figures.calibration is not None else None,
-                   data_origin=_CHART_LEFT, data_scale=number(scale, 6))
+        parts.append(
+            element(
+                "line",
+                x1=x(figures.calibration),
+                x2=x(figures.calibration),
+                y1=22,
+                y2=58,
+                stroke="#0969da",
+                stroke_width=1.5,
+                stroke_dasharray="2 2",
+                class_="calibration",
+            )
+        )
+        parts.append(
+            element(
+                "text",
+                f"calibration {figures.calibration:.2f}x",
+                x=x(figures.calibration),
+                y=68,
+                text_anchor="middle",
+                font_size=10,
+                fill="#0969da",
+            )
+        )
+    parts.append(
+        element(
+            "text",
+            f"{figures.speedup:.2f}x",
+            x=number(_CHART_LEFT + figures.speedup * scale + 4),
+            y=25,
+            font_size=11,
+            fill=colour,
+        )
+    )
+    return element(
+        "svg",
+        *parts,
+        xmlns="http://www.w3.org/2000/svg",
+        width=_CHART_WIDTH,
+        height=86,
+        viewBox=f"0 0 {_CHART_WIDTH} 86",
+        role="img",
+        class_="speed-chart",
+        data_speedup=number(figures.speedup, 4),
+        data_threshold=number(figures.threshold, 4),
+        data_low=number(low, 4),
+        data_high=number(high, 4),
+        data_calibration=number(figures.calibration, 4)
+        if figures.calibration is not None
+        else None,
+        data_origin=_CHART_LEFT,
+        data_scale=number(scale, 6),
+    )
 
 
 # -- scores ---------------------------------------------------------------------------------------------
@@ -185,17 +335,56 @@ def histogram(scores: Sequence[float], max_score: float, title: str) -> Markup:
     tallest = max(counts) or 1
     parts = [element("title", title)]
     for i, count in enumerate(counts):
-        h = 52 * count / tallest   # the count above the tallest bar stays inside the picture
+        h = 52 * count / tallest  # the count above the tallest bar stays inside the picture
         x = 10 + i * bar
-        parts.append(element("rect", x=x, y=number(70 - h), width=bar - 3, height=number(h), fill="#0969da",
-                             fill_opacity=".7", class_="bin", data_count=count))
+        parts.append(
+            element(
+                "rect",
+                x=x,
+                y=number(70 - h),
+                width=bar - 3,
+                height=number(h),
+                fill="#0969da",
+                fill_opacity=".7",
+                class_="bin",
+                data_count=count,
+            )
+        )
         if count:
-            parts.append(element("text", count, x=number(x + (bar - 3) / 2), y=number(66 - h), text_anchor="middle",
-                                 font_size=10))
-    parts.append(element("line", x1=8, x2=10 + HISTOGRAM_BINS * bar, y1=70.5, y2=70.5, stroke="#57606a"))
+            parts.append(
+                element(
+                    "text",
+                    count,
+                    x=number(x + (bar - 3) / 2),
+                    y=number(66 - h),
+                    text_anchor="middle",
+                    font_size=10,
+                )
+            )
+    parts.append(
+        element("line", x1=8, x2=10 + HISTOGRAM_BINS * bar, y1=70.5, y2=70.5, stroke="#57606a")
+    )
     parts.append(element("text", "0", x=10, y=84, font_size=10, fill="#57606a"))
-    parts.append(element("text", number(max_score), x=10 + HISTOGRAM_BINS * bar - 3, y=84, text_anchor="end",
-                         font_size=10, fill="#57606a"))
-    return element("svg", *parts, xmlns="http://www.w3.org/2000/svg", width=width, height=height,
-                   viewBox=f"0 0 {width} {height}", role="img", class_="histogram",
-                   data_counts=",".join(map(str, counts)), data_max=number(max_score))
+    parts.append(
+        element(
+            "text",
+            number(max_score),
+            x=10 + HISTOGRAM_BINS * bar - 3,
+            y=84,
+            text_anchor="end",
+            font_size=10,
+            fill="#57606a",
+        )
+    )
+    return element(
+        "svg",
+        *parts,
+        xmlns="http://www.w3.org/2000/svg",
+        width=width,
+        height=height,
+        viewBox=f"0 0 {width} {height}",
+        role="img",
+        class_="histogram",
+        data_counts=",".join(map(str, counts)),
+        data_max=number(max_score),
+    )

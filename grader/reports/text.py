@@ -14,8 +14,15 @@ from grader.core.options import VISIBILITIES
 from grader.core.results import Category, SpeedFigures, TestResult
 
 # The count columns, in the order a student meets them.
-COUNTED = (Category.PASSED, Category.FAILED, Category.ERROR, Category.TIMEOUT, Category.CRASHED,
-           Category.NOT_ATTEMPTED, Category.SKIPPED)
+COUNTED = (
+    Category.PASSED,
+    Category.FAILED,
+    Category.ERROR,
+    Category.TIMEOUT,
+    Category.CRASHED,
+    Category.NOT_ATTEMPTED,
+    Category.SKIPPED,
+)
 
 
 # CSI sequences (colours, cursor moves), OSC sequences (titles, links), and the other two-byte escapes.
@@ -29,7 +36,9 @@ def printable(text: str) -> str:
     """`text` without ANSI escape sequences, and with every other character XML cannot hold written
     out as `\\xNN` / `\\uNNNN`, so that the student still sees that something was there."""
     text = _ANSI.sub("", text)
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+    return _NOT_XML.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
+    )
 
 
 def points(value: float) -> str:
@@ -69,21 +78,30 @@ def reachable(scored, visible_only: bool) -> float:
 def visible_total(results) -> str:
     """A whole visible-only run (a GradingResults), never a score out of the checked points alone:
     "visible tests: 48.5 of the 60 points they check pass, of 195 in all"."""
-    return (f"visible tests: {points(results.score)} of the {points(results.checked)} points they check pass, of "
-            f"{points(results.max_score)} in all")
+    return (
+        f"visible tests: {points(results.score)} of the {points(results.checked)} points they check pass, of "
+        f"{points(results.max_score)} in all"
+    )
 
 
 def speedup_figures(fig: SpeedFigures) -> str:
     """One line with a speedup test's measured figures."""
     low, high = fig.spread
-    calibration = f", calibration kernel {fig.calibration:.2f}x" if fig.calibration is not None else ""
+    calibration = (
+        f", calibration kernel {fig.calibration:.2f}x" if fig.calibration is not None else ""
+    )
     policy = f", {fig.policy}" if fig.policy else ""
-    medians = (f"{fig.baseline_s * 1e3:.2f} ms -> {fig.candidate_s * 1e3:.2f} ms over "
-               if fig.baseline_s is not None and fig.candidate_s is not None else "")
-    return (f"{fig.label}: speedup {fig.speedup:.2f}x (IQR {low:.2f}-{high:.2f}), threshold "
-            f"{fig.threshold:.2f}x {'met' if fig.met else 'NOT met'}{policy}; "
-            f"{medians}{fig.repeats} interleaved repeats; {fig.devices} devices on {fig.cores} cores "
-            f"({fig.platform}){calibration}")
+    medians = (
+        f"{fig.baseline_s * 1e3:.2f} ms -> {fig.candidate_s * 1e3:.2f} ms over "
+        if fig.baseline_s is not None and fig.candidate_s is not None
+        else ""
+    )
+    return (
+        f"{fig.label}: speedup {fig.speedup:.2f}x (IQR {low:.2f}-{high:.2f}), threshold "
+        f"{fig.threshold:.2f}x {'met' if fig.met else 'NOT met'}{policy}; "
+        f"{medians}{fig.repeats} interleaved repeats; {fig.devices} devices on {fig.cores} cores "
+        f"({fig.platform}){calibration}"
+    )
 
 
 def verdict(test: TestResult) -> str:
@@ -105,13 +123,13 @@ def feedback(test: TestResult) -> str:
 
 
 def file_stem(test: TestResult) -> str:
-    """"tests/exercises/ex04_sharded_layer/test_hidden.py::test_x[4dev]" -> "test_hidden"."""
+    """ "tests/exercises/ex04_sharded_layer/test_hidden.py::test_x[4dev]" -> "test_hidden"."""
     path = test.nodeid.split("::", 1)[0] if "::" in test.nodeid else ""
     return Path(path).stem
 
 
 def exercise_number(exercise_id: str, position: int) -> int:
-    """"ex04_sharded_layer" -> 4; an id without a number takes its position among the exercises."""
+    """ "ex04_sharded_layer" -> 4; an id without a number takes its position among the exercises."""
     found = re.match(r"ex(\d+)", exercise_id)
     return int(found[1]) if found else position
 
@@ -122,19 +140,28 @@ def category_counts(tests: Iterable[TestResult]) -> dict[Category, int]:
 
 
 def counts_text(tests: Iterable[TestResult]) -> str:
-    """"25 passed, 4 failed": the categories the tests fell into, in the order a student meets them."""
-    return ", ".join(f"{n} {category}" for category, n in category_counts(tests).items() if n) or "no tests"
+    """ "25 passed, 4 failed": the categories the tests fell into, in the order a student meets them."""
+    return (
+        ", ".join(f"{n} {category}" for category, n in category_counts(tests).items() if n)
+        or "no tests"
+    )
 
 
 # When students see hidden tests, for each of Gradescope's visibilities.
-SHOWN_WHEN = {"hidden": "to instructors only", "after_due_date": "after the due date",
-              "after_published": "when grades are published", "visible": "at once"}
+SHOWN_WHEN = {
+    "hidden": "to instructors only",
+    "after_due_date": "after the due date",
+    "after_published": "when grades are published",
+    "visible": "at once",
+}
 
 
 def shown_when(visibility: str) -> str:
     """What `visibility` means for a student, or a ValueError naming the values it can take."""
     if visibility not in VISIBILITIES:
-        raise ValueError(f"hidden_visibility must be one of {', '.join(VISIBILITIES)}, not {visibility!r}")
+        raise ValueError(
+            f"hidden_visibility must be one of {', '.join(VISIBILITIES)}, not {visibility!r}"
+        )
     return SHOWN_WHEN[visibility]
 
 
@@ -161,5 +188,7 @@ def standing_words(exercise) -> str:
 
 def standing_reasons(exercise) -> list[str]:
     """Why an exercise's final score is not its raw one: the late policy's reason, each adjustment's."""
-    reasons = [f"late: {exercise.late.reason}"] if exercise.penalty and exercise.late is not None else []
+    reasons = (
+        [f"late: {exercise.late.reason}"] if exercise.penalty and exercise.late is not None else []
+    )
     return reasons + [f"adjusted: {adjustment.describe()}" for adjustment in exercise.adjustments]

@@ -44,8 +44,12 @@ from grader.reports.text import (
     visible_total,
 )
 
-REPORT_FILES = {"report": "report.json", "gradescope": "results.json", "junit": "junit.xml",
-                "feedback": feedback_page.FILE_NAME}
+REPORT_FILES = {
+    "report": "report.json",
+    "gradescope": "results.json",
+    "junit": "junit.xml",
+    "feedback": feedback_page.FILE_NAME,
+}
 
 
 def _json_text(data: dict[str, Any]) -> str:
@@ -53,7 +57,7 @@ def _json_text(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
-_ONE_LINE = 100   # characters
+_ONE_LINE = 100  # characters
 
 
 def _compact_json_text(value: Any, indent: int = 0) -> str:
@@ -68,7 +72,10 @@ def _compact_json_text(value: Any, indent: int = 0) -> str:
         return one_line
     pad = " " * (indent + 2)
     if isinstance(value, dict):
-        lines = [f"{pad}{json.dumps(key)}: {_compact_json_text(item, indent + 2)}" for key, item in value.items()]
+        lines = [
+            f"{pad}{json.dumps(key)}: {_compact_json_text(item, indent + 2)}"
+            for key, item in value.items()
+        ]
         opening, closing = "{", "}"
     else:
         lines = [pad + _compact_json_text(item, indent + 2) for item in value]
@@ -77,10 +84,15 @@ def _compact_json_text(value: Any, indent: int = 0) -> str:
 
 
 def _holds_object(value: Any) -> bool:
-    return isinstance(value, dict) or isinstance(value, list) and any(_holds_object(item) for item in value)
+    return (
+        isinstance(value, dict)
+        or isinstance(value, list)
+        and any(_holds_object(item) for item in value)
+    )
 
 
 # -- shardlab's full result --------------------------------------------------------------------------
+
 
 def write_report_json(results: GradingResults, path: str | Path) -> Path:
     """Everything grading found, as GradingResults.to_dict() (GradingResults.from_dict reads it back): with
@@ -90,7 +102,7 @@ def write_report_json(results: GradingResults, path: str | Path) -> Path:
 
 # -- Gradescope ----------------------------------------------------------------------------------------
 
-_UNITS = 10_000   # Gradescope scores are written to 4 decimals
+_UNITS = 10_000  # Gradescope scores are written to 4 decimals
 
 
 def _apportion(values: list[float], total_units: int) -> list[int]:
@@ -98,7 +110,7 @@ def _apportion(values: list[float], total_units: int) -> list[int]:
     exact = [value * _UNITS for value in values]
     units = [math.floor(x) for x in exact]
     by_remainder = sorted(range(len(units)), key=lambda i: exact[i] - units[i], reverse=True)
-    for i in by_remainder[:max(total_units - sum(units), 0)]:
+    for i in by_remainder[: max(total_units - sum(units), 0)]:
         units[i] += 1
     return units
 
@@ -108,7 +120,9 @@ def _rounded(tests: list[TestResult]) -> list[tuple[int, int]]:
     lost = [t.max_score - t.score for t in tests]
     lost_units = round(sum(t.max_score for t in tests) * _UNITS) - sum(score_units)
     partial = [i for i, value in enumerate(lost) if value > 0]
-    lost_rounded = dict(zip(partial, _apportion([lost[i] for i in partial], lost_units), strict=True))
+    lost_rounded = dict(
+        zip(partial, _apportion([lost[i] for i in partial], lost_units), strict=True)
+    )
     return [(score_units[i], score_units[i] + lost_rounded.get(i, 0)) for i in range(len(tests))]
 
 
@@ -124,11 +138,19 @@ def rounded_points(results: GradingResults) -> list[tuple[float, float]]:
     return [(units[id(t)][0] / _UNITS, units[id(t)][1] / _UNITS) for t in results.tests()]
 
 
-
-
-def _gradescope_test(exercise: ExerciseResult, number: str, test: TestResult, score: float, max_score: float,
-                     hidden_visibility: str) -> dict[str, Any]:
-    extra: dict[str, Any] = {"nodeid": test.nodeid, "category": str(test.category), "duration": test.duration}
+def _gradescope_test(
+    exercise: ExerciseResult,
+    number: str,
+    test: TestResult,
+    score: float,
+    max_score: float,
+    hidden_visibility: str,
+) -> dict[str, Any]:
+    extra: dict[str, Any] = {
+        "nodeid": test.nodeid,
+        "category": str(test.category),
+        "duration": test.duration,
+    }
     if test.speedup:
         extra["speedup"] = test.speedup.to_dict()
     return {
@@ -141,15 +163,20 @@ def _gradescope_test(exercise: ExerciseResult, number: str, test: TestResult, sc
         # Markdown: the verdict in a code block (sharding grids stay monospace), the checks' facts as tables.
         "output": markdown.test_output(test),
         "output_format": "md",
-        "tags": [exercise.id, str(test.category), *(["hidden"] if test.hidden else []),
-                 *(["bonus"] if exercise.bonus else [])],
+        "tags": [
+            exercise.id,
+            str(test.category),
+            *(["hidden"] if test.hidden else []),
+            *(["bonus"] if exercise.bonus else []),
+        ],
         "visibility": hidden_visibility if test.hidden else "visible",
         "extra_data": extra,
     }
 
 
-def _exercise_row(exercise: ExerciseResult, reveal_hidden: bool, hidden_visibility: str,
-                  visible_only: bool) -> list[str]:
+def _exercise_row(
+    exercise: ExerciseResult, reveal_hidden: bool, hidden_visibility: str, visible_only: bool
+) -> list[str]:
     """The exercise, how it went, and its note, as Markdown cells of the summary's table."""
     hidden = [t for t in exercise.tests if t.hidden]
     if visible_only:
@@ -160,48 +187,86 @@ def _exercise_row(exercise: ExerciseResult, reveal_hidden: bool, hidden_visibili
         # Per-exercise points would tell how the hidden tests went before Gradescope shows them.
         visible = [t for t in exercise.tests if not t.hidden]
         passed = sum(t.passed for t in visible)
-        result = (f"{passed} of {len(visible)} visible tests passed; {len(hidden)} hidden tests "
-                  f"shown {shown_when(hidden_visibility)}")
-    return [markdown.text(f"{exercise.id} ({exercise.title})"), result, markdown.text(exercise.note)]
+        result = (
+            f"{passed} of {len(visible)} visible tests passed; {len(hidden)} hidden tests "
+            f"shown {shown_when(hidden_visibility)}"
+        )
+    return [
+        markdown.text(f"{exercise.id} ({exercise.title})"),
+        result,
+        markdown.text(exercise.note),
+    ]
 
 
-def gradescope_output(results: GradingResults, hidden_visibility: str = "after_due_date",
-                      standing: Standing | None = None) -> str:
+def gradescope_output(
+    results: GradingResults,
+    hidden_visibility: str = "after_due_date",
+    standing: Standing | None = None,
+) -> str:
     """The top-level Markdown: a table with the score of every exercise (or, while hidden tests are not
     shown, how the visible ones went), a late penalty's or an adjustment's reason, then whatever was wrong
     with the submission as a whole."""
     reveal = hidden_visibility == "visible"
-    parts = [f"## shardlab: {points(results.score)}/{points(results.max_score)} points"
-             if reveal and not results.visible_only else "## shardlab"]
+    parts = [
+        f"## shardlab: {points(results.score)}/{points(results.max_score)} points"
+        if reveal and not results.visible_only
+        else "## shardlab"
+    ]
     if changes_score(standing):
-        parts.append("**Your grade:** " + markdown.text(f"{points(standing.final)}/{points(standing.max_score)} "
-                                                         f"points ({points(standing.raw)} from the tests)"))
+        parts.append(
+            "**Your grade:** "
+            + markdown.text(
+                f"{points(standing.final)}/{points(standing.max_score)} "
+                f"points ({points(standing.raw)} from the tests)"
+            )
+        )
         # An exercise's figures would tell how its hidden tests went: with them shown only.
-        parts.append(markdown.bullet_list(
-            markdown.text(f"{e.id}: " + (f"{standing_words(e)}; " if reveal else "") + "; ".join(standing_reasons(e)))
-            for e in standing.exercises if e.penalty or e.adjustments))
+        parts.append(
+            markdown.bullet_list(
+                markdown.text(
+                    f"{e.id}: "
+                    + (f"{standing_words(e)}; " if reveal else "")
+                    + "; ".join(standing_reasons(e))
+                )
+                for e in standing.exercises
+                if e.penalty or e.adjustments
+            )
+        )
     if results.visible_only:
         parts.append(f"Only the visible tests were run: {markdown.text(visible_total(results))}.")
     if results.exercises:
-        rows = [_exercise_row(exercise, reveal, hidden_visibility, results.visible_only)
-                for exercise in results.exercises.values()]
-        columns = 3 if any(row[2] for row in rows) else 2   # a Note column only when there is a note
-        parts.append(markdown.table(["Exercise", "Result", "Note"][:columns], [row[:columns] for row in rows]))
+        rows = [
+            _exercise_row(exercise, reveal, hidden_visibility, results.visible_only)
+            for exercise in results.exercises.values()
+        ]
+        columns = 3 if any(row[2] for row in rows) else 2  # a Note column only when there is a note
+        parts.append(
+            markdown.table(
+                ["Exercise", "Result", "Note"][:columns], [row[:columns] for row in rows]
+            )
+        )
     if results.problems:
-        parts += ["**Problems with the submission:**", markdown.bullet_list(map(markdown.text, results.problems))]
+        parts += [
+            "**Problems with the submission:**",
+            markdown.bullet_list(map(markdown.text, results.problems)),
+        ]
     if results.ignored:
         parts.append(markdown.text(ignored_line(results.ignored)))
     return "\n\n".join(parts)
 
 
-def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_due_date",
-                    standing: Standing | None = None) -> dict[str, Any]:
+def gradescope_dict(
+    results: GradingResults,
+    *,
+    hidden_visibility: str = "after_due_date",
+    standing: Standing | None = None,
+) -> dict[str, Any]:
     """Gradescope's results.json: one test per shardlab test, hidden ones shown per `hidden_visibility`; with a
     `standing` that a late penalty or an adjustment changes, its final score is the submission's ("score" wins
     over the tests' sum on Gradescope) and the output says why.
 
     Not "hidden" by default: Gradescope expects hidden tests to carry no points, and ours carry most."""
-    shown_when(hidden_visibility)   # a ValueError for a visibility Gradescope does not know
+    shown_when(hidden_visibility)  # a ValueError for a visibility Gradescope does not know
     points = rounded_points(results)
     rounded = iter(points)
     tests = []
@@ -209,7 +274,11 @@ def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_
         major = exercise_number(exercise.id, position)
         for minor, test in enumerate(exercise.tests, start=1):
             score, max_score = next(rounded)
-            tests.append(_gradescope_test(exercise, f"{major}.{minor}", test, score, max_score, hidden_visibility))
+            tests.append(
+                _gradescope_test(
+                    exercise, f"{major}.{minor}", test, score, max_score, hidden_visibility
+                )
+            )
     total = standing.final if changes_score(standing) else sum(score for score, _ in points)
     return {
         "score": round(total * _UNITS) / _UNITS,
@@ -219,16 +288,29 @@ def gradescope_dict(results: GradingResults, *, hidden_visibility: str = "after_
         "visibility": "visible",
         # The grader's stdout can name hidden tests and show student prints: instructors only.
         "stdout_visibility": "hidden",
-        "extra_data": {"submission": results.submission, "max_score": results.max_score,
-                       "visible_only": results.visible_only, "environment": results.environment.to_dict()},
+        "extra_data": {
+            "submission": results.submission,
+            "max_score": results.max_score,
+            "visible_only": results.visible_only,
+            "environment": results.environment.to_dict(),
+        },
         "tests": tests,
     }
 
 
-def write_gradescope_json(results: GradingResults, path: str | Path, *,
-                          hidden_visibility: str = "after_due_date", standing: Standing | None = None) -> Path:
-    return write_atomically(path, _json_text(gradescope_dict(results, hidden_visibility=hidden_visibility,
-                                                             standing=standing)))
+def write_gradescope_json(
+    results: GradingResults,
+    path: str | Path,
+    *,
+    hidden_visibility: str = "after_due_date",
+    standing: Standing | None = None,
+) -> Path:
+    return write_atomically(
+        path,
+        _json_text(
+            gradescope_dict(results, hidden_visibility=hidden_visibility, standing=standing)
+        ),
+    )
 
 
 # -- JUnit XML -------------------------------------------------------------------------------------
@@ -236,9 +318,12 @@ def write_gradescope_json(results: GradingResults, path: str | Path, *,
 # How each category reads in JUnit: the element under <testcase>, or None for a pass.
 _JUNIT_ELEMENT = {
     Category.PASSED: None,
-    Category.FAILED: "failure", Category.TIMEOUT: "failure",
-    Category.ERROR: "error", Category.CRASHED: "error",
-    Category.NOT_ATTEMPTED: "skipped", Category.SKIPPED: "skipped",
+    Category.FAILED: "failure",
+    Category.TIMEOUT: "failure",
+    Category.ERROR: "error",
+    Category.CRASHED: "error",
+    Category.NOT_ATTEMPTED: "skipped",
+    Category.SKIPPED: "skipped",
 }
 
 
@@ -254,29 +339,48 @@ def _properties(parent: ET.Element, values: dict[str, Any]) -> None:
 
 
 def _junit_case(exercise: ExerciseResult, test: TestResult) -> ET.Element:
-    case = ET.Element("testcase", classname=f"{exercise.id}.{file_stem(test)}".rstrip("."),
-                      name=printable(test.name), time=_seconds(test.duration))
-    values: dict[str, Any] = {"score": test.score, "max_score": test.max_score, "category": test.category,
-                              "hidden": str(test.hidden).lower()}
+    case = ET.Element(
+        "testcase",
+        classname=f"{exercise.id}.{file_stem(test)}".rstrip("."),
+        name=printable(test.name),
+        time=_seconds(test.duration),
+    )
+    values: dict[str, Any] = {
+        "score": test.score,
+        "max_score": test.max_score,
+        "category": test.category,
+        "hidden": str(test.hidden).lower(),
+    }
     if test.speedup:
         values["speedup"] = speedup_figures(test.speedup)
     _properties(case, values)
     tag = _JUNIT_ELEMENT[Category(test.category)]
     if tag is not None:
-        outcome = ET.SubElement(case, tag, message=verdict(test).splitlines()[0], type=str(test.category))
+        outcome = ET.SubElement(
+            case, tag, message=verdict(test).splitlines()[0], type=str(test.category)
+        )
         outcome.text = feedback(test)
     return case
 
 
 def _junit_counts(tests: list[TestResult]) -> dict[str, str]:
     tags = [_JUNIT_ELEMENT[Category(t.category)] for t in tests]
-    return {"tests": str(len(tests)), "failures": str(tags.count("failure")), "errors": str(tags.count("error")),
-            "skipped": str(tags.count("skipped")), "time": _seconds(sum(t.duration for t in tests))}
+    return {
+        "tests": str(len(tests)),
+        "failures": str(tags.count("failure")),
+        "errors": str(tags.count("error")),
+        "skipped": str(tags.count("skipped")),
+        "time": _seconds(sum(t.duration for t in tests)),
+    }
 
 
 def _junit_suite(exercise: ExerciseResult) -> ET.Element:
     suite = ET.Element("testsuite", name=exercise.id, **_junit_counts(exercise.tests))
-    values: dict[str, Any] = {"title": exercise.title, "score": exercise.score, "max_score": exercise.max_score}
+    values: dict[str, Any] = {
+        "title": exercise.title,
+        "score": exercise.score,
+        "max_score": exercise.max_score,
+    }
     if exercise.note:
         values["note"] = exercise.note
     _properties(suite, values)
@@ -287,8 +391,11 @@ def _junit_suite(exercise: ExerciseResult) -> ET.Element:
 def junit_xml(results: GradingResults) -> str:
     """One <testsuite> per exercise, one <testcase> per test; failed and timeout are failures, error and
     crashed are errors, not attempted and skipped are skipped."""
-    root = ET.Element("testsuites", name=printable(f"shardlab: {results.submission}"),
-                      **_junit_counts(results.tests()))
+    root = ET.Element(
+        "testsuites",
+        name=printable(f"shardlab: {results.submission}"),
+        **_junit_counts(results.tests()),
+    )
     root.extend(_junit_suite(exercise) for exercise in results.exercises.values())
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
@@ -299,6 +406,7 @@ def write_junit_xml(results: GradingResults, path: str | Path) -> Path:
 
 
 # -- terminal summary --------------------------------------------------------------------------------
+
 
 def _score_style(score: float, max_score: float) -> str:
     if max_score and math.isclose(score, max_score):
@@ -315,9 +423,15 @@ def _exercise_cell(exercise: ExerciseResult) -> Text:
     return cell
 
 
-SHORT_HEADERS = {Category.PASSED: "pass", Category.FAILED: "fail", Category.ERROR: "error",
-                 Category.TIMEOUT: "t/o", Category.CRASHED: "crash", Category.NOT_ATTEMPTED: "todo",
-                 Category.SKIPPED: "skip"}
+SHORT_HEADERS = {
+    Category.PASSED: "pass",
+    Category.FAILED: "fail",
+    Category.ERROR: "error",
+    Category.TIMEOUT: "t/o",
+    Category.CRASHED: "crash",
+    Category.NOT_ATTEMPTED: "todo",
+    Category.SKIPPED: "skip",
+}
 
 
 def summary_table(results: GradingResults) -> Table:
@@ -329,36 +443,64 @@ def summary_table(results: GradingResults) -> Table:
     # Text, not str, for anything that is not ours: rich would read a str as markup.
     table = Table(title=Text(f"shardlab: {printable(results.submission)}"), title_justify="left")
     # Ids are never cut; titles and notes wrap, so the table fits an 80-column terminal.
-    table.add_column("Exercise", min_width=max(len(ex_id) for ex_id in results.exercises) if results.exercises else 8)
+    table.add_column(
+        "Exercise",
+        min_width=max(len(ex_id) for ex_id in results.exercises) if results.exercises else 8,
+    )
     # A visible-only run shows what passed of the points its tests check, of the maximum: never a total above it.
-    table.add_column("Visible pts" if results.visible_only else "Score", justify="right", no_wrap=True)
+    table.add_column(
+        "Visible pts" if results.visible_only else "Score", justify="right", no_wrap=True
+    )
     for category in shown:
         table.add_column(SHORT_HEADERS[category], justify="right", no_wrap=True)
     for ex_id, exercise in results.exercises.items():
-        score = Text(score_text(exercise, results.visible_only),
-                     style=_score_style(exercise.score, reachable(exercise, results.visible_only)))
+        score = Text(
+            score_text(exercise, results.visible_only),
+            style=_score_style(exercise.score, reachable(exercise, results.visible_only)),
+        )
         table.add_row(_exercise_cell(exercise), score, *(str(counts[ex_id][c]) for c in shown))
     table.add_section()
-    table.add_row(Text("Total", style="bold"), Text(score_text(results, results.visible_only), style="bold"),
-                  *(str(totals[c]) for c in shown))
+    table.add_row(
+        Text("Total", style="bold"),
+        Text(score_text(results, results.visible_only), style="bold"),
+        *(str(totals[c]) for c in shown),
+    )
     return table
 
 
-def print_summary(results: GradingResults, console: Console | None = None, standing: Standing | None = None) -> None:
+def print_summary(
+    results: GradingResults, console: Console | None = None, standing: Standing | None = None
+) -> None:
     """The summary table, the grade when a late penalty or an adjustment changes it, then what was wrong with
     the submission as a whole."""
     console = console or Console()
     console.print(summary_table(results))
     if changes_score(standing):
-        console.print(Text(f"Grade: {points(standing.final)}/{points(standing.max_score)} "
-                           f"({points(standing.raw)} from the tests)", style="bold"))
+        console.print(
+            Text(
+                f"Grade: {points(standing.final)}/{points(standing.max_score)} "
+                f"({points(standing.raw)} from the tests)",
+                style="bold",
+            )
+        )
         for exercise in standing.exercises:
             if exercise.penalty or exercise.adjustments:
-                console.print(Text(printable(f"  {exercise.id}: {standing_words(exercise)}; "
-                                             + "; ".join(standing_reasons(exercise)))))
+                console.print(
+                    Text(
+                        printable(
+                            f"  {exercise.id}: {standing_words(exercise)}; "
+                            + "; ".join(standing_reasons(exercise))
+                        )
+                    )
+                )
     if results.visible_only:
-        console.print(Text(f"Only the visible tests were run: {visible_total(results)}; the hidden tests check "
-                           "the rest when you are graded.", style="dim"))
+        console.print(
+            Text(
+                f"Only the visible tests were run: {visible_total(results)}; the hidden tests check "
+                "the rest when you are graded.",
+                style="dim",
+            )
+        )
     if results.problems:
         console.print(Text("Problems with the submission:", style="bold red"))
         for problem in results.problems:
@@ -369,8 +511,14 @@ def print_summary(results: GradingResults, console: Console | None = None, stand
 
 # -- all of them ---------------------------------------------------------------------------------------
 
-def write_all(results: GradingResults, out_dir: str | Path, *,
-              hidden_visibility: str = "after_due_date", standing: Standing | None = None) -> dict[str, Path]:
+
+def write_all(
+    results: GradingResults,
+    out_dir: str | Path,
+    *,
+    hidden_visibility: str = "after_due_date",
+    standing: Standing | None = None,
+) -> dict[str, Path]:
     """report.json, results.json (Gradescope), junit.xml and the student's feedback.html in out_dir, created if
     missing. hidden_visibility: when students see hidden tests (grader.core.options), in results.json and the page.
     standing: the grade with late penalties and the instructor's adjustments (grader.grading.standing), shown in
@@ -383,14 +531,27 @@ def write_all(results: GradingResults, out_dir: str | Path, *,
     }
 
 
-def publish(results: GradingResults, out_dir: str | Path, *, hidden_visibility: str = "after_due_date",
-            standing: Standing | None = None) -> dict[str, Path]:
+def publish(
+    results: GradingResults,
+    out_dir: str | Path,
+    *,
+    hidden_visibility: str = "after_due_date",
+    standing: Standing | None = None,
+) -> dict[str, Path]:
     """What shows a grade to people: results.json and feedback.html, written again when the adjustments or the
     course file change (grade-batch, override) without grading again."""
     out_dir = Path(out_dir)
     return {
-        "gradescope": write_gradescope_json(results, out_dir / REPORT_FILES["gradescope"],
-                                            hidden_visibility=hidden_visibility, standing=standing),
-        "feedback": feedback_page.write_feedback_html(results, out_dir / REPORT_FILES["feedback"],
-                                                      hidden_visibility=hidden_visibility, standing=standing),
+        "gradescope": write_gradescope_json(
+            results,
+            out_dir / REPORT_FILES["gradescope"],
+            hidden_visibility=hidden_visibility,
+            standing=standing,
+        ),
+        "feedback": feedback_page.write_feedback_html(
+            results,
+            out_dir / REPORT_FILES["feedback"],
+            hidden_visibility=hidden_visibility,
+            standing=standing,
+        ),
     }

@@ -36,14 +36,16 @@ import psutil
 
 PREFIX = "shardlab-"
 CONTROLLERS = ("pids", "cpu", "memory")
-UNLIMITED_V1 = 1 << 62   # cgroup v1 says "no limit" with the largest page-aligned 64-bit number (~2**63)
+UNLIMITED_V1 = (
+    1 << 62
+)  # cgroup v1 says "no limit" with the largest page-aligned 64-bit number (~2**63)
 
 
 @dataclass(frozen=True)
 class Hierarchy:
     controller: str
-    version: int        # 1 or 2
-    own: Path           # this process's cgroup in it (as found at first use)
+    version: int  # 1 or 2
+    own: Path  # this process's cgroup in it (as found at first use)
 
 
 def cgroups_of(pid: int | str = "self") -> dict[str, tuple[int, Path]]:
@@ -68,12 +70,14 @@ def cgroups_of(pid: int | str = "self") -> dict[str, tuple[int, Path]]:
     found = {}
     for line in memberships:
         number, names, path = line.split(":", 2)
-        for controller in (names.split(",") if names else [""]):
+        for controller in names.split(",") if names else [""]:
             if controller in mounts:
                 version, mount_point, root = mounts[controller]
-                relative = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+                relative = (
+                    os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+                )
                 found[controller] = (version, (mount_point / relative).resolve())
-    if "" in found:   # v2: the controllers its root offers and v1 does not hold
+    if "" in found:  # v2: the controllers its root offers and v1 does not hold
         version, own = found.pop("")
         try:
             offered = (own / "cgroup.controllers").read_text().split()
@@ -93,7 +97,9 @@ def _usable(version: int, own: Path, controller: str) -> bool:
         control = own / "cgroup.subtree_control"
         try:
             if controller not in control.read_text().split():
-                control.write_text(f"+{controller}")   # refused (EBUSY) where `own` itself holds processes
+                control.write_text(
+                    f"+{controller}"
+                )  # refused (EBUSY) where `own` itself holds processes
         except OSError:
             return False
     probe = own / f"{PREFIX}probe-{os.getpid()}-{secrets.token_hex(3)}"
@@ -127,7 +133,7 @@ def _start_time(pid: int) -> str | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat[stat.rindex(")") + 2:].split()[19]
+    return stat[stat.rindex(")") + 2 :].split()[19]
 
 
 def _owner_tag() -> str:
@@ -140,14 +146,15 @@ def _owner_alive(name: str) -> bool:
         pid, start = name.split("-")[2].split(".")
         return _start_time(int(pid)) == start
     except (IndexError, ValueError):
-        return True   # not a name of ours: never touched
+        return True  # not a name of ours: never touched
 
 
 @dataclass(eq=False)
 class Cgroup:
     """One group of ours: its directory in each controller's hierarchy (v2: the same one for all)."""
-    directories: dict[str, Path]                            # controller -> directory
-    limits: dict[str, int] = field(default_factory=dict)   # what was written: {"pids.max": 512, ...}
+
+    directories: dict[str, Path]  # controller -> directory
+    limits: dict[str, int] = field(default_factory=dict)  # what was written: {"pids.max": 512, ...}
 
     @property
     def join(self) -> list[str]:
@@ -184,7 +191,7 @@ class Cgroup:
 
 
 def _remove_tree(directory: Path) -> bool:
-    for _ in range(250):   # a killed process leaves its group a moment after it is reaped
+    for _ in range(250):  # a killed process leaves its group a moment after it is reaped
         try:
             for child in [p for p in directory.iterdir() if p.is_dir()]:
                 _remove_tree(child)
@@ -206,8 +213,13 @@ def _parent(hierarchy: Hierarchy) -> Path:
     return own.parent if own.name.startswith(f"{PREFIX}harness-") else own
 
 
-def create(kind: str, settings: dict[str, dict[str, int]], *, inside: Cgroup | None = None,
-           delegate: bool = False) -> Cgroup | None:
+def create(
+    kind: str,
+    settings: dict[str, dict[str, int]],
+    *,
+    inside: Cgroup | None = None,
+    delegate: bool = False,
+) -> Cgroup | None:
     """A group of ours for `kind` ("sandbox", "grading", "harness") in each controller of `settings`
     this machine offers ({"pids": {"pids.max": 512}, "cpu": {}}): below this process's cgroup, or below
     `inside` (in its controllers). delegate: groups will be made below it (cgroup v2 must enable the
@@ -217,7 +229,9 @@ def create(kind: str, settings: dict[str, dict[str, int]], *, inside: Cgroup | N
     if not wanted:
         return None
     name = f"{PREFIX}{kind}-{_owner_tag()}-{secrets.token_hex(4)}"
-    group = Cgroup({c: (inside.directories[c] if inside else _parent(available[c])) / name for c in wanted})
+    group = Cgroup(
+        {c: (inside.directories[c] if inside else _parent(available[c])) / name for c in wanted}
+    )
     try:
         for directory in dict.fromkeys(group.directories.values()):
             directory.mkdir()
@@ -228,7 +242,9 @@ def create(kind: str, settings: dict[str, dict[str, int]], *, inside: Cgroup | N
         if delegate:
             for controller in wanted:
                 if available[controller].version == 2:
-                    (group.directories[controller] / "cgroup.subtree_control").write_text(f"+{controller}")
+                    (group.directories[controller] / "cgroup.subtree_control").write_text(
+                        f"+{controller}"
+                    )
     except OSError:
         group.remove()
         raise
@@ -264,9 +280,11 @@ def memory_limit(group: Cgroup) -> int | None:
     hierarchy = hierarchies().get("memory")
     if hierarchy is None:
         return None
-    value = group.read("memory", "memory.limit_in_bytes" if hierarchy.version == 1 else "memory.max")
+    value = group.read(
+        "memory", "memory.limit_in_bytes" if hierarchy.version == 1 else "memory.max"
+    )
     if not value or not value.isdigit() or int(value) >= UNLIMITED_V1:
-        return None   # "max" (v2), or v1's largest page-aligned number
+        return None  # "max" (v2), or v1's largest page-aligned number
     return int(value)
 
 
@@ -275,14 +293,18 @@ def peak_memory(group: Cgroup) -> int | None:
     hierarchy = hierarchies().get("memory")
     if hierarchy is None:
         return None
-    value = group.read("memory", "memory.max_usage_in_bytes" if hierarchy.version == 1 else "memory.peak")
+    value = group.read(
+        "memory", "memory.max_usage_in_bytes" if hierarchy.version == 1 else "memory.peak"
+    )
     return int(value) if value and value.isdigit() else None
 
 
 def sweep() -> list[str]:
     """Remove the groups of ours whose owner has ended, killing what is still in them. Returns their names."""
     removed: list[str] = []
-    for _ in range(3):   # a group's processes may own others' groups (a harness, its sandboxes): again once ended
+    for _ in range(
+        3
+    ):  # a group's processes may own others' groups (a harness, its sandboxes): again once ended
         before = len(removed)
         for hierarchy in hierarchies().values():
             for directory in _ours(hierarchy.own):
@@ -312,10 +334,11 @@ class SubmissionMemory:
     """One grading's memory group: every harness of the submission in a leaf of its own, and every
     worker its harness starts, together under `limit` bytes (None: no limit). `group` None: no memory
     cgroup here."""
+
     limit: int | None
     group: Cgroup | None
-    applied: int | None = None   # the limit as the kernel holds it (None: none, or no group)
-    peak: int | None = None      # bytes, once the grading has ended
+    applied: int | None = None  # the limit as the kernel holds it (None: none, or no group)
+    peak: int | None = None  # bytes, once the grading has ended
 
     def harness(self) -> list[str]:
         """A new leaf for one harness: the files its process joins before it starts (none without a group)."""
@@ -326,18 +349,24 @@ class SubmissionMemory:
 
     def describe(self) -> str:
         if self.group is None:
-            return (f"not bounded in total: no memory cgroup here ({describe_available()}); each process has its "
-                    "own address-space limit")
+            return (
+                f"not bounded in total: no memory cgroup here ({describe_available()}); each process has its "
+                "own address-space limit"
+            )
         version = hierarchies()["memory"].version
         peak = f"; peak {self.peak / 2**30:.2f} GiB" if self.peak is not None else ""
         if self.limit is None:
-            return (f"no limit for the submission in all, its harnesses and workers together (--memory-limit 0; "
-                    f"memory cgroup v{version}, for its peak and its end; out of memory, the kernel kills "
-                    f"workers first){peak}")
+            return (
+                f"no limit for the submission in all, its harnesses and workers together (--memory-limit 0; "
+                f"memory cgroup v{version}, for its peak and its end; out of memory, the kernel kills "
+                f"workers first){peak}"
+            )
         size, machine = self.applied or self.limit, psutil.virtual_memory().total
         beyond = f", more than this machine's {machine / 2**30:.1f} GiB" if size > machine else ""
-        return (f"{size / 2**30:.1f} GiB for the submission in all, its harnesses and workers together "
-                f"(memory cgroup v{version}{beyond}; out of memory, its workers are killed first){peak}")
+        return (
+            f"{size / 2**30:.1f} GiB for the submission in all, its harnesses and workers together "
+            f"(memory cgroup v{version}{beyond}; out of memory, its workers are killed first){peak}"
+        )
 
 
 @contextlib.contextmanager
@@ -345,8 +374,14 @@ def submission_memory(limit: int | None) -> Iterator[SubmissionMemory]:
     """A memory group for one grading (limit None: a group with no limit), removed (with whatever is left
     in it) when the grading ends. Groups that earlier gradings, killed, left behind are swept first."""
     sweep()
-    group = create("grading", memory_settings(limit), delegate=True) if "memory" in hierarchies() else None
-    memory = SubmissionMemory(limit, group, applied=memory_limit(group) if group is not None else None)
+    group = (
+        create("grading", memory_settings(limit), delegate=True)
+        if "memory" in hierarchies()
+        else None
+    )
+    memory = SubmissionMemory(
+        limit, group, applied=memory_limit(group) if group is not None else None
+    )
     try:
         yield memory
     finally:

@@ -42,7 +42,7 @@ from grader.sandbox.launch import landlock_abi
 from grader.sandbox.restrictions import Identity, Isolation
 
 PR_SET_CHILD_SUBREAPER = 36
-OOM_SCORE_ADJ = 1000   # out of memory, the kernel kills a sandbox's processes before the grader's
+OOM_SCORE_ADJ = 1000  # out of memory, the kernel kills a sandbox's processes before the grader's
 # Read by every level: the system's libraries and configuration (nothing secret: nobody cannot read
 # /etc/shadow), and the kernel's views a jax process reads.
 SYSTEM_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt")
@@ -60,7 +60,7 @@ class IsolationUnavailable(ShardlabError, RuntimeError):
 class WorkerLimits:
     # RLIMIT_AS (jax on 8 forced host devices runs in 4 GiB): --memory-limit's default, declared once there.
     memory_bytes: int | None = GRADING_DEFAULTS.worker_memory_bytes
-    file_bytes: int = 256 << 20          # RLIMIT_FSIZE
+    file_bytes: int = 256 << 20  # RLIMIT_FSIZE
     # Tasks (threads included) per sandbox: RLIMIT_NPROC where the sandbox has a user or a user namespace
     # of its own (it counts that user's tasks in that namespace: this sandbox's only), and its pids
     # cgroup's pids.max. A jax worker on 8 host devices runs about 40 threads, ex12's run of several
@@ -77,8 +77,15 @@ def worker_limits(memory_bytes: int | None) -> WorkerLimits:
 def sandbox_environment(workdir: Path, **extra: str) -> dict[str, str]:
     """A confined process's whole environment, built from nothing: no variable of the grader's (a secret, a
     path, a cache) reaches it, only what Python and jax need, with `extra` on top."""
-    return {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
-            "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), "PYTHONDONTWRITEBYTECODE": "1", **extra}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "LANG": "C.UTF-8",
+        "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        **extra,
+    }
 
 
 def bwrap_path() -> str | None:
@@ -109,9 +116,16 @@ def python_paths() -> list[str]:
     import grader
     from grader.course import paths
 
-    found = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-             str(Path(grader.__file__).resolve().parent), *site.getsitepackages(), *_worker_import_paths(),
-             *(p for p in (sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")) if p)}
+    found = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        str(Path(grader.__file__).resolve().parent),
+        *site.getsitepackages(),
+        *_worker_import_paths(),
+        *(p for p in (sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")) if p),
+    }
     hidden = [os.path.realpath(paths.REPO_ROOT / "tests"), os.path.realpath(paths.SOLUTIONS_DIR)]
     real = {os.path.realpath(p) for p in found if os.path.isabs(p) and os.path.exists(p)}
     real = {p for p in real if not any(_nested(p, h) or _nested(h, p) for h in hidden)}
@@ -125,13 +139,22 @@ def _worker_import_paths() -> tuple[str, ...]:
     start): this process may have more (its working folder, PYTHONPATH), which a worker never gets. Empty
     when it cannot say: the grading's preflight (grader.grading.preflight) then says what is missing."""
     try:
-        done = subprocess.run([sys.executable, "-I", "-B", "-c", _IMPORT_PATHS_SCRIPT], capture_output=True,
-                              text=True, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-I", "-B", "-c", _IMPORT_PATHS_SCRIPT],
+            capture_output=True,
+            text=True,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            timeout=120,
+        )
         seen = json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return ()
-    return tuple(p for key in ("path", "mapped", "grader", "prefixes") for p in seen.get(key, [])
-                 if isinstance(p, str) and p)
+    return tuple(
+        p
+        for key in ("path", "mapped", "grader", "prefixes")
+        for p in seen.get(key, [])
+        if isinstance(p, str) and p
+    )
 
 
 def _nested(path: str, folder: str) -> bool:
@@ -143,24 +166,48 @@ def _rlimits(limits: WorkerLimits, plan: restrictions.Plan) -> dict[str, int]:
     values = {"FSIZE": limits.file_bytes, "CORE": 0}
     if limits.memory_bytes:
         values["AS"] = limits.memory_bytes
-    if plan.nproc_per_sandbox:   # else it would count the grader's user's other tasks too (and root is exempt)
+    if (
+        plan.nproc_per_sandbox
+    ):  # else it would count the grader's user's other tasks too (and root is exempt)
         values["NPROC"] = limits.processes
     return values
 
 
-def _bwrap_command(argv: list[str], workdir: Path, readable: list[Path], pid_1: bool = False) -> list[str]:
+def _bwrap_command(
+    argv: list[str], workdir: Path, readable: list[Path], pid_1: bool = False
+) -> list[str]:
     # As root, no user namespace: inside it the launcher's switch to the sandbox's uid would be refused,
     # and a uid mapped through one is root outside. As anyone else, a user namespace is what lets bwrap run.
-    namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
-    command = [bwrap_path(), *(namespaces if _is_root() else ["--unshare-all"]), *(["--as-pid-1"] if pid_1 else []),
-               "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    namespaces = [
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]
+    command = [
+        bwrap_path(),
+        *(namespaces if _is_root() else ["--unshare-all"]),
+        *(["--as-pid-1"] if pid_1 else []),
+        "--die-with-parent",
+        "--new-session",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+    ]
     for path in SYSTEM_PATHS:
         if os.path.islink(path):
             command += ["--symlink", os.readlink(path), path]
         elif os.path.exists(path):
             command += ["--ro-bind", path, path]
     made = set()
-    for source, how in [*((p, "--ro-bind") for p in [*python_paths(), *map(str, readable)]), (str(workdir), "--bind")]:
+    for source, how in [
+        *((p, "--ro-bind") for p in [*python_paths(), *map(str, readable)]),
+        (str(workdir), "--bind"),
+    ]:
         # bwrap makes missing parents 0700 as root, which the sandbox's uid could not pass through.
         for parent in reversed(Path(source).parents[:-1]):
             if str(parent) not in made and not any(str(parent) == s for s in SYSTEM_PATHS):
@@ -185,11 +232,12 @@ print(json.dumps({"uid": os.getuid(), "status": {k: status[k].strip() for k in
 @dataclass(frozen=True)
 class Observed:
     """What a process started at a level found of itself (grader.sandbox.launch applied it)."""
+
     uid: int
-    capabilities: dict[str, int]   # CapInh, CapPrm, CapEff, CapBnd, CapAmb
+    capabilities: dict[str, int]  # CapInh, CapPrm, CapEff, CapBnd, CapAmb
     no_new_privs: bool
     seccomp: bool
-    own_network: bool              # its network namespace is not the grader's
+    own_network: bool  # its network namespace is not the grader's
     own_user_namespace: bool
     nproc: int
 
@@ -200,7 +248,7 @@ class Observed:
 
 @dataclass(frozen=True)
 class Probe:
-    problem: str | None            # None: the level works here
+    problem: str | None  # None: the level works here
     observed: Observed | None = None
 
 
@@ -216,8 +264,14 @@ def _probe(level: Isolation) -> Probe:
     workdir = Path(tempfile.mkdtemp(prefix="shardlab-probe-"))
     output = tempfile.TemporaryFile()
     try:
-        process = spawn_confined([sys.executable, "-I", "-B", "-c", _PROBE], level=level, workdir=workdir,
-                                 readable=[], env={"PATH": "/usr/bin:/bin"}, stdout=output)
+        process = spawn_confined(
+            [sys.executable, "-I", "-B", "-c", _PROBE],
+            level=level,
+            workdir=workdir,
+            readable=[],
+            env={"PATH": "/usr/bin:/bin"},
+            stdout=output,
+        )
         try:
             returncode = process.popen.wait(timeout=60)
         finally:
@@ -234,11 +288,18 @@ def _probe(level: Isolation) -> Probe:
         return Probe(f"{level} could not start a process here (exit status {returncode}){said}")
     seen = json.loads(lines[-1])
     status = seen["status"]
-    return Probe(None, Observed(
-        uid=seen["uid"], capabilities={k: int(v, 16) for k, v in status.items() if k.startswith("Cap")},
-        no_new_privs=status["NoNewPrivs"] == "1", seccomp=status["Seccomp"] == "2",
-        own_network=seen["net"] != os.readlink("/proc/self/ns/net"),
-        own_user_namespace=seen["user_ns"] != os.readlink("/proc/self/ns/user"), nproc=seen["nproc"]))
+    return Probe(
+        None,
+        Observed(
+            uid=seen["uid"],
+            capabilities={k: int(v, 16) for k, v in status.items() if k.startswith("Cap")},
+            no_new_privs=status["NoNewPrivs"] == "1",
+            seccomp=status["Seccomp"] == "2",
+            own_network=seen["net"] != os.readlink("/proc/self/ns/net"),
+            own_user_namespace=seen["user_ns"] != os.readlink("/proc/self/ns/user"),
+            nproc=seen["nproc"],
+        ),
+    )
 
 
 def _works(level: Isolation) -> str | None:
@@ -255,15 +316,25 @@ def not_applied(level: Isolation) -> list[str]:
     if seen is None or not seen.no_capabilities:
         missing.append("dropping every capability (and no_new_privs)")
     if not plan.process_budget:
-        missing.append("a process budget of its own (a uid, a user namespace or a pids cgroup of its own)")
+        missing.append(
+            "a process budget of its own (a uid, a user namespace or a pids cgroup of its own)"
+        )
     if not plan.network_namespace or (seen is not None and not seen.own_network):
         missing.append("a network namespace of its own")
-    if plan.identity is Identity.USER_NAMESPACE and restrictions.is_root() and level is not Isolation.BUBBLEWRAP:
+    if (
+        plan.identity is Identity.USER_NAMESPACE
+        and restrictions.is_root()
+        and level is not Isolation.BUBBLEWRAP
+    ):
         # root's uid, without capabilities: the filesystem is Landlock's to guard, signals and sockets not
         if not plan.seccomp or (seen is not None and not seen.seccomp):
-            missing.append("a seccomp filter on sockets (root's uid could connect to root's named sockets)")
+            missing.append(
+                "a seccomp filter on sockets (root's uid could connect to root's named sockets)"
+            )
         if level is Isolation.LANDLOCK and landlock_abi() < 6:
-            missing.append("signals scoped to the sandbox (Landlock ABI 6; root's uid could signal the grader)")
+            missing.append(
+                "signals scoped to the sandbox (Landlock ABI 6; root's uid could signal the grader)"
+            )
     return missing
 
 
@@ -276,17 +347,24 @@ def choose_isolation(request: str = "auto") -> Isolation:
         for level in ladder:
             problem = _works(level)
             if problem is None and request == "strict" and (missing := not_applied(level)):
-                problem = f"{level} cannot contain the worker here: without " + "; without ".join(missing)
+                problem = f"{level} cannot contain the worker here: without " + "; without ".join(
+                    missing
+                )
             if problem is None:
                 return level
             reasons.append(problem)
-        raise IsolationUnavailable("no sandbox for the student's code: " + "; ".join(reasons)
-                                   + ". Install bubblewrap, or grade with --isolation auto to accept a plain process.")
+        raise IsolationUnavailable(
+            "no sandbox for the student's code: "
+            + "; ".join(reasons)
+            + ". Install bubblewrap, or grade with --isolation auto to accept a plain process."
+        )
     try:
         level = Isolation(request)
     except ValueError:
-        raise IsolationUnavailable(f"unknown isolation {request!r}: auto, strict, "
-                                   + ", ".join(level.value for level in Isolation)) from None
+        raise IsolationUnavailable(
+            f"unknown isolation {request!r}: auto, strict, "
+            + ", ".join(level.value for level in Isolation)
+        ) from None
     if (problem := _works(level)) is not None:
         raise IsolationUnavailable(problem)
     return level
@@ -295,11 +373,16 @@ def choose_isolation(request: str = "auto") -> Isolation:
 def _user(plan: restrictions.Plan) -> str:
     root = restrictions.is_root()
     if plan.identity is Identity.OWN_UID:
-        return (f"a uid of its own per sandbox ({users.FIRST_UID} to "
-                f"{users.FIRST_UID + users.UID_COUNT - 1}, no account)")
+        return (
+            f"a uid of its own per sandbox ({users.FIRST_UID} to "
+            f"{users.FIRST_UID + users.UID_COUNT - 1}, no account)"
+        )
     if plan.identity is Identity.USER_NAMESPACE:
-        return ("root's uid inside a user namespace of its own per sandbox (other users cannot reach Python here)"
-                if root else "the grader's user, inside a user namespace of its own per sandbox")
+        return (
+            "root's uid inside a user namespace of its own per sandbox (other users cannot reach Python here)"
+            if root
+            else "the grader's user, inside a user namespace of its own per sandbox"
+        )
     return "root" if root else "the grader's own user"
 
 
@@ -308,50 +391,79 @@ def _capabilities(seen: Observed | None) -> str:
         return "unknown (the level does not start here)"
     if seen.no_capabilities:
         return "none (bounding, effective, permitted, inheritable and ambient sets empty; no_new_privs)"
-    return ", ".join(f"{k} {v:#x}" for k, v in seen.capabilities.items()) + f"; no_new_privs {seen.no_new_privs}"
+    return (
+        ", ".join(f"{k} {v:#x}" for k, v in seen.capabilities.items())
+        + f"; no_new_privs {seen.no_new_privs}"
+    )
 
 
 def describe(level: Isolation) -> dict:
     """What the level in force applies to each sandbox here, for report.json (as a probe process found it)."""
     plan, seen = restrictions.plan(level), _probe(level).observed
     budget = WorkerLimits().processes
-    mechanisms = {"RLIMIT_NPROC": "RLIMIT_NPROC counting its own " + ("user namespace's tasks" if plan.identity
-                                                                       is Identity.USER_NAMESPACE else "uid's tasks"),
-                  "pids.max": "pids.max of a pids cgroup of its own"}
-    entry = {"level": level.value, "user": _user(plan), "capabilities": _capabilities(seen),
-             "filesystem": "read-only: Python, system libraries, the grader package, the student's own folder; "
-                           "writable: a private folder" if level in SANDBOXES else
-                           "not restricted beyond the user's permissions",
-             "process_budget": f"{budget} tasks per sandbox (" + "; ".join(map(mechanisms.get, plan.process_budget))
-             + ")" if plan.process_budget else "none of its own (shares the grader's user's)",
-             "cpu": "a cpu cgroup per sandbox: one share however many processes it starts" if "cpu" in plan.cgroups
-             else "not grouped (no cpu cgroup here)",
-             "sockets": "seccomp: AF_UNIX stream and seqpacket only, no connect (ex12's runs: AF_INET, AF_INET6 and "
-                        "route netlink); no io_uring, bpf, keyrings, perf events, userfaultfd or new user namespace"
-             if plan.seccomp else "not filtered (no seccomp here)",
-             "not_applied": not_applied(level)}
-    own_network = "a network namespace of its own: no network (ex12's runs: a loopback of their own)"
+    mechanisms = {
+        "RLIMIT_NPROC": "RLIMIT_NPROC counting its own "
+        + ("user namespace's tasks" if plan.identity is Identity.USER_NAMESPACE else "uid's tasks"),
+        "pids.max": "pids.max of a pids cgroup of its own",
+    }
+    entry = {
+        "level": level.value,
+        "user": _user(plan),
+        "capabilities": _capabilities(seen),
+        "filesystem": "read-only: Python, system libraries, the grader package, the student's own folder; "
+        "writable: a private folder"
+        if level in SANDBOXES
+        else "not restricted beyond the user's permissions",
+        "process_budget": f"{budget} tasks per sandbox ("
+        + "; ".join(map(mechanisms.get, plan.process_budget))
+        + ")"
+        if plan.process_budget
+        else "none of its own (shares the grader's user's)",
+        "cpu": "a cpu cgroup per sandbox: one share however many processes it starts"
+        if "cpu" in plan.cgroups
+        else "not grouped (no cpu cgroup here)",
+        "sockets": "seccomp: AF_UNIX stream and seqpacket only, no connect (ex12's runs: AF_INET, AF_INET6 and "
+        "route netlink); no io_uring, bpf, keyrings, perf events, userfaultfd or new user namespace"
+        if plan.seccomp
+        else "not filtered (no seccomp here)",
+        "not_applied": not_applied(level),
+    }
+    own_network = (
+        "a network namespace of its own: no network (ex12's runs: a loopback of their own)"
+    )
     if level is Isolation.BUBBLEWRAP:
-        version = subprocess.run([bwrap_path(), "--version"], capture_output=True, text=True).stdout.strip()
-        return {**entry, "tool": f"{version} ({bwrap_path()})", "network": own_network,
-                "processes": "own pid namespace"}
+        version = subprocess.run(
+            [bwrap_path(), "--version"], capture_output=True, text=True
+        ).stdout.strip()
+        return {
+            **entry,
+            "tool": f"{version} ({bwrap_path()})",
+            "network": own_network,
+            "processes": "own pid namespace",
+        }
     network = own_network if plan.network_namespace else "the grader's network"
     if level is Isolation.LANDLOCK:
         abi = landlock_abi()
         if not plan.network_namespace and abi >= 4:
             network += ", TCP denied by Landlock (ex12's runs: allowed)"
-        return {**entry, "tool": f"Landlock ABI {abi}", "network": network,
-                "processes": "signals scoped" if abi >= 6 else "own session"}
+        return {
+            **entry,
+            "tool": f"Landlock ABI {abi}",
+            "network": network,
+            "processes": "signals scoped" if abi >= 6 else "own session",
+        }
     return {**entry, "tool": None, "network": network, "processes": "own session"}
 
 
-@dataclass(eq=False)   # hashed by identity: the live ones are kept in a set
+@dataclass(eq=False)  # hashed by identity: the live ones are kept in a set
 class ConfinedProcess:
     popen: subprocess.Popen
     level: Isolation
-    siblings: frozenset[int]   # the parent's other children when this one started: never ours to kill
-    user: users.SandboxUser | None = None   # its uid, as root: released once all its processes ended
-    cgroup: cgroups.Cgroup | None = None            # its pids and cpu groups: removed with it
+    siblings: frozenset[
+        int
+    ]  # the parent's other children when this one started: never ours to kill
+    user: users.SandboxUser | None = None  # its uid, as root: released once all its processes ended
+    cgroup: cgroups.Cgroup | None = None  # its pids and cpu groups: removed with it
 
     @property
     def pid(self) -> int:
@@ -394,9 +506,19 @@ def _live_workers() -> set[int]:
     return {p.pid for p in _LIVE if p.popen.poll() is None}
 
 
-def spawn_confined(argv: list[str], *, level: Isolation, workdir: Path, readable: list[Path], env: dict[str, str],
-                   pass_fds: tuple[int, ...] = (), limits: WorkerLimits = WorkerLimits(), stdout=None,
-                   network: bool = False, pid_1: bool = False) -> ConfinedProcess:
+def spawn_confined(
+    argv: list[str],
+    *,
+    level: Isolation,
+    workdir: Path,
+    readable: list[Path],
+    env: dict[str, str],
+    pass_fds: tuple[int, ...] = (),
+    limits: WorkerLimits = WorkerLimits(),
+    stdout=None,
+    network: bool = False,
+    pid_1: bool = False,
+) -> ConfinedProcess:
     """Start argv (a Python command) confined at `level`: it reads only Python, the system and
     `readable`, writes only `workdir` (its cwd, HOME and TMPDIR), and gets `env` and `pass_fds` only.
     kill_tree() ends it and gives back what it held (its uid, its cgroup).
@@ -418,26 +540,49 @@ def spawn_confined(argv: list[str], *, level: Isolation, workdir: Path, readable
             os.chown(workdir, user.uid, user.gid)
         group = cgroups.create("sandbox", {"pids": {"pids.max": limits.processes}, "cpu": {}})
         outer = {"cgroups": group.join if group else [], "oom_score_adj": OOM_SCORE_ADJ}
-        inner = {"rlimits": _rlimits(limits, plan), "drop_capabilities": True, "cwd": str(workdir),
-                 **({"user": [user.uid, user.gid]} if user else {}),
-                 **({"seccomp": {"profile": "run" if network else "worker"}} if plan.seccomp else {})}
+        inner = {
+            "rlimits": _rlimits(limits, plan),
+            "drop_capabilities": True,
+            "cwd": str(workdir),
+            **({"user": [user.uid, user.gid]} if user else {}),
+            **({"seccomp": {"profile": "run" if network else "worker"}} if plan.seccomp else {}),
+        }
         if level is Isolation.BUBBLEWRAP:
             inside = restrictions.launcher(inner, argv, as_module=True)
-            command = restrictions.joining(outer["cgroups"], OOM_SCORE_ADJ, _bwrap_command(inside, workdir, readable,
-                                                                                            pid_1))
+            command = restrictions.joining(
+                outer["cgroups"], OOM_SCORE_ADJ, _bwrap_command(inside, workdir, readable, pid_1)
+            )
         else:
             if plan.network_namespace:
-                inner["namespaces"] = {"user": plan.identity is Identity.USER_NAMESPACE, "loopback": network}
+                inner["namespaces"] = {
+                    "user": plan.identity is Identity.USER_NAMESPACE,
+                    "loopback": network,
+                }
             if level is Isolation.LANDLOCK:
-                inner["landlock"] = {"read": [*SYSTEM_PATHS, *python_paths(), *map(str, readable), "/proc", "/sys",
-                                              *DEVICES[2:]],
-                                     "write": [str(workdir), *DEVICES[:2]], "network": network}
+                inner["landlock"] = {
+                    "read": [
+                        *SYSTEM_PATHS,
+                        *python_paths(),
+                        *map(str, readable),
+                        "/proc",
+                        "/sys",
+                        *DEVICES[2:],
+                    ],
+                    "write": [str(workdir), *DEVICES[:2]],
+                    "network": network,
+                }
             command = restrictions.launcher({**outer, **inner, "die_with_parent": True}, argv)
         siblings = frozenset(c.pid for c in psutil.Process().children())
-        popen = subprocess.Popen(command, cwd=workdir, env=env, pass_fds=pass_fds, stdin=subprocess.DEVNULL,
-                                 stdout=stdout or subprocess.DEVNULL,
-                                 stderr=subprocess.STDOUT if stdout else subprocess.DEVNULL,
-                                 start_new_session=True)
+        popen = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env=env,
+            pass_fds=pass_fds,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout or subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if stdout else subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except BaseException:
         if group is not None:
             group.remove()
@@ -458,7 +603,7 @@ def become_subreaper() -> None:
 def reap_orphans(keep: set[int]) -> list[int]:
     """Kill and wait for every child of this process not in `keep` (their own children too)."""
     killed = []
-    for _ in range(5):   # killing one may hand its children to us
+    for _ in range(5):  # killing one may hand its children to us
         strays = [c for c in psutil.Process().children() if c.pid not in keep]
         if not strays:
             break

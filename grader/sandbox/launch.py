@@ -29,9 +29,11 @@ import signal
 import struct
 import sys
 
-try:   # imported now: once the user has changed, Python's own files may be out of its reach
+try:  # imported now: once the user has changed, Python's own files may be out of its reach
     from grader.sandbox import seccomp
-except ImportError:   # run by its path without site (grader.sandbox.restrictions.launcher): its folder is sys.path[0]
+except (
+    ImportError
+):  # run by its path without site (grader.sandbox.restrictions.launcher): its folder is sys.path[0]
     import seccomp
 
 # Landlock (linux/landlock.h); the syscall numbers are the same on x86_64 and aarch64.
@@ -46,24 +48,36 @@ PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 # Root gets no capabilities from exec, keep_caps stays off, no ambient capability can be raised; locked.
 SECURE_BITS = (1 << 0) | (1 << 1) | (1 << 5) | (1 << 6) | (1 << 7)
 CAPABILITY_VERSION_3 = 0x20080522
-CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x04000000, 0x08000000, 0x10000000, 0x40000000
+CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = (
+    0x04000000,
+    0x08000000,
+    0x10000000,
+    0x40000000,
+)
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 FS_TRUNCATE, FS_IOCTL_DEV = 1 << 14, 1 << 15
-FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV   # the rights a file rule may hold
+FILE_RIGHTS = (
+    FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+)  # the rights a file rule may hold
 NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 READ_RIGHTS = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 REFUSED_EXIT = 126
 
 
-class LaunchRefused(OSError):   # not a ShardlabError: this file runs as a script, importing nothing of grader
+class LaunchRefused(
+    OSError
+):  # not a ShardlabError: this file runs as a script, importing nothing of grader
     """A confinement step that was asked for could not be applied."""
 
 
 class RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class PathBeneathAttr(ctypes.Structure):
@@ -76,7 +90,11 @@ class CapHeader(ctypes.Structure):
 
 
 class CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 def load_libc():
@@ -92,16 +110,18 @@ def _check(result: int, what: str) -> None:
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version, 0 where there is none (or a seccomp filter hides it)."""
     try:
-        version = load_libc().syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+        version = load_libc().syscall(
+            SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION)
+        )
     except (OSError, AttributeError):
         return 0
     return max(version, 0)
 
 
 def handled_fs_rights(abi: int) -> int:
-    rights = (1 << 13) - 1            # ABI 1: execute .. make_sym
+    rights = (1 << 13) - 1  # ABI 1: execute .. make_sym
     if abi >= 2:
-        rights |= 1 << 13             # refer
+        rights |= 1 << 13  # refer
     if abi >= 3:
         rights |= FS_TRUNCATE
     if abi >= 5:
@@ -114,10 +134,15 @@ def apply_landlock(read: list[str], write: list[str], network: bool = False) -> 
     if abi < 1:
         raise OSError("Landlock is not available")
     handled = handled_fs_rights(abi)
-    attr = RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 and not network else 0,
-                       SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
-    size = 8 if abi < 4 else 16 if abi < 6 else 24   # the struct grew with the ABI
-    ruleset = libc.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    attr = RulesetAttr(
+        handled,
+        NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 and not network else 0,
+        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0,
+    )
+    size = 8 if abi < 4 else 16 if abi < 6 else 24  # the struct grew with the ABI
+    ruleset = libc.syscall(
+        SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
+    )
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     for paths, rights in ((read, READ_RIGHTS & handled), (write, handled)):
@@ -125,11 +150,16 @@ def apply_landlock(read: list[str], write: list[str], network: bool = False) -> 
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
-                continue   # a path this machine does not have
+                continue  # a path this machine does not have
             allowed = rights & FILE_RIGHTS if not os.path.isdir(path) else rights
             rule = PathBeneathAttr(allowed, fd)
-            done = libc.syscall(SYS_ADD_RULE, ruleset, ctypes.c_uint32(RULE_PATH_BENEATH), ctypes.byref(rule),
-                                ctypes.c_uint32(0))
+            done = libc.syscall(
+                SYS_ADD_RULE,
+                ruleset,
+                ctypes.c_uint32(RULE_PATH_BENEATH),
+                ctypes.byref(rule),
+                ctypes.c_uint32(0),
+            )
             os.close(fd)
             if done < 0:
                 raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
@@ -151,12 +181,21 @@ def enter_namespaces(user: bool, loopback: bool) -> None:
     which this process keeps its uid and gid (mapped to themselves): its tasks then count against
     RLIMIT_NPROC in this namespace only, and it has no capability anywhere outside it."""
     uid, gid = os.geteuid(), os.getegid()
-    _check(load_libc().unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWUSER if user else 0)), "unshare")
+    _check(
+        load_libc().unshare(
+            CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWUSER if user else 0)
+        ),
+        "unshare",
+    )
     if user:
-        for name, text in (("setgroups", "deny"), ("gid_map", f"{gid} {gid} 1"), ("uid_map", f"{uid} {uid} 1")):
+        for name, text in (
+            ("setgroups", "deny"),
+            ("gid_map", f"{gid} {gid} 1"),
+            ("uid_map", f"{uid} {uid} 1"),
+        ):
             with open(f"/proc/self/{name}", "w") as mapping:
                 mapping.write(text)
-    if loopback:   # the processes of a run reach each other over it; nothing else is on this network
+    if loopback:  # the processes of a run reach each other over it; nothing else is on this network
         import fcntl  # here: before any change of user (see the seccomp import)
         import socket
 
@@ -177,7 +216,7 @@ def drop_bounding_set() -> None:
     nothing it executes can gain a capability again, not even as root."""
     CAP_SETPCAP = 8
     if not _has_capability(CAP_SETPCAP):
-        return   # nothing to drop: a process without it has no capability to give (checked below)
+        return  # nothing to drop: a process without it has no capability to give (checked below)
     libc = load_libc()
     with open("/proc/sys/kernel/cap_last_cap") as last:
         for number in range(int(last.read()) + 1):
@@ -188,11 +227,16 @@ def drop_bounding_set() -> None:
 def clear_capabilities() -> None:
     """Empty the effective, permitted, inheritable and ambient sets; then no capability may remain."""
     libc = load_libc()
-    _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing the ambient capabilities")
+    _check(
+        libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0),
+        "clearing the ambient capabilities",
+    )
     header, data = CapHeader(CAPABILITY_VERSION_3, 0), (CapData * 2)()
     _check(libc.capset(ctypes.byref(header), data), "capset")
     with open("/proc/self/status") as status:
-        sets = {k: int(v, 16) for k, v in (line.split(":") for line in status if line.startswith("Cap"))}
+        sets = {
+            k: int(v, 16) for k, v in (line.split(":") for line in status if line.startswith("Cap"))
+        }
     if any(sets[k] for k in ("CapInh", "CapPrm", "CapEff", "CapAmb")):
         raise LaunchRefused(f"capabilities remain: {sets}")
 
@@ -212,7 +256,9 @@ def apply(config: dict) -> None:
     for name, value in config.get("rlimits", {}).items():
         resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, value))
     if config.get("namespaces"):
-        enter_namespaces(config["namespaces"].get("user", False), config["namespaces"].get("loopback", False))
+        enter_namespaces(
+            config["namespaces"].get("user", False), config["namespaces"].get("loopback", False)
+        )
     if config.get("drop_capabilities"):
         drop_bounding_set()
     if config.get("user"):
@@ -220,8 +266,10 @@ def apply(config: dict) -> None:
     if config.get("drop_capabilities"):
         clear_capabilities()
         _check(load_libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if config.get("die_with_parent"):   # after the change of user, which clears it
-        _check(load_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    if config.get("die_with_parent"):  # after the change of user, which clears it
+        _check(
+            load_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)"
+        )
         if os.getppid() == 1:
             raise LaunchRefused("the parent ended before the launch")
     if config.get("landlock"):

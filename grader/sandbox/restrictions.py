@@ -31,12 +31,13 @@ from pathlib import Path
 
 from grader.sandbox import cgroups
 
-NOBODY = (65534, 65534)   # a user that owns nothing: what any other uid may reach, it may
+NOBODY = (65534, 65534)  # a user that owns nothing: what any other uid may reach, it may
 
 
 class Isolation(StrEnum):
     """How a worker is confined: a sandbox (bubblewrap, landlock) or a plain process
     (grader.sandbox.confinement chooses it and applies it)."""
+
     BUBBLEWRAP = "bubblewrap"
     LANDLOCK = "landlock"
     PROCESS = "process"
@@ -51,11 +52,12 @@ class Identity(StrEnum):
 @dataclass(frozen=True)
 class Plan:
     """How a sandbox of one level is confined here."""
+
     identity: Identity
-    network_namespace: bool          # bubblewrap makes its own; elsewhere the launcher does
+    network_namespace: bool  # bubblewrap makes its own; elsewhere the launcher does
     seccomp: bool
-    nproc_per_sandbox: bool          # RLIMIT_NPROC counts this sandbox's tasks only
-    cgroups: tuple[str, ...]         # the sandbox's own groups: "pids", "cpu"
+    nproc_per_sandbox: bool  # RLIMIT_NPROC counts this sandbox's tasks only
+    cgroups: tuple[str, ...]  # the sandbox's own groups: "pids", "cpu"
 
     @property
     def process_budget(self) -> list[str]:
@@ -76,7 +78,16 @@ def launcher(config: dict, argv: list[str], *, as_module: bool = False) -> list[
     as_module: `python -I -B -m grader.sandbox.launch`, the slower form that bubblewrap's own command line
     shows (grader.cluster.census reads it: the first module run there is the launcher's)."""
     if as_module:
-        return [sys.executable, "-I", "-B", "-m", "grader.sandbox.launch", json.dumps(config), "--", *argv]
+        return [
+            sys.executable,
+            "-I",
+            "-B",
+            "-m",
+            "grader.sandbox.launch",
+            json.dumps(config),
+            "--",
+            *argv,
+        ]
     return [sys.executable, "-E", "-s", "-S", "-B", LAUNCH, json.dumps(config), "--", *argv]
 
 
@@ -97,8 +108,12 @@ def joining(cgroup_files: list[str], oom_score_adj: int, argv: list[str]) -> lis
 @functools.cache
 def _launch_works(config_json: str, argv: tuple[str, ...] = ("/bin/true",)) -> bool:
     try:
-        done = subprocess.run(launcher(json.loads(config_json), list(argv)), capture_output=True,
-                              env={"PATH": "/usr/bin:/bin"}, timeout=120)
+        done = subprocess.run(
+            launcher(json.loads(config_json), list(argv)),
+            capture_output=True,
+            env={"PATH": "/usr/bin:/bin"},
+            timeout=120,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -121,7 +136,9 @@ def user_namespaces() -> bool:
 
 def network_namespaces() -> bool:
     """As root a network namespace needs no user namespace; as another user it does."""
-    return launch_works({"namespaces": {"user": not is_root(), "loopback": True}, "drop_capabilities": True})
+    return launch_works(
+        {"namespaces": {"user": not is_root(), "loopback": True}, "drop_capabilities": True}
+    )
 
 
 def seccomp_filters() -> bool:
@@ -132,7 +149,9 @@ def seccomp_filters() -> bool:
 def plan(level: Isolation) -> Plan:
     """The plan for a level on this machine."""
     groups = tuple(c for c in ("pids", "cpu") if c in cgroups.hierarchies())
-    if level == Isolation.BUBBLEWRAP:   # as root no user namespace (its uid is switched inside); else bwrap makes one
+    if (
+        level == Isolation.BUBBLEWRAP
+    ):  # as root no user namespace (its uid is switched inside); else bwrap makes one
         identity = Identity.OWN_UID if is_root() else Identity.USER_NAMESPACE
         return Plan(identity, True, seccomp_filters(), True, groups)
     if is_root() and unprivileged_reaches_python():

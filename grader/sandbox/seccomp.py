@@ -38,7 +38,13 @@ RET_ALLOW = 0x7FFF0000
 RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 LD_W_ABS, JEQ_K, JGE_K, AND_K, RET_K = 0x20, 0x15, 0x35, 0x54, 0x06
-OFFSET_NR, OFFSET_ARCH, OFFSET_ARG0, OFFSET_ARG1, OFFSET_ARG2 = 0, 4, 16, 24, 32   # seccomp_data; args' low words
+OFFSET_NR, OFFSET_ARCH, OFFSET_ARG0, OFFSET_ARG1, OFFSET_ARG2 = (
+    0,
+    4,
+    16,
+    24,
+    32,
+)  # seccomp_data; args' low words
 X32_SYSCALL_BIT = 0x40000000
 AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, NETLINK_ROUTE = 1, 2, 10, 16, 0
 SOCK_STREAM, SOCK_SEQPACKET, SOCK_TYPE_MASK = 1, 5, 0xF
@@ -53,24 +59,76 @@ class Architecture(NamedTuple):
 
 
 ARCHITECTURES = {
-    "x86_64": Architecture(0xC000003E, {
-        "socket": 41, "connect": 42, "socketpair": 53, "clone": 56, "unshare": 272, "add_key": 248,
-        "request_key": 249, "keyctl": 250, "perf_event_open": 298, "bpf": 321, "userfaultfd": 323,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "clone3": 435,
-        "shmget": 29, "semget": 64, "msgget": 68, "mq_open": 240}),
-    "aarch64": Architecture(0xC00000B7, {
-        "socket": 198, "socketpair": 199, "connect": 203, "unshare": 97, "clone": 220, "add_key": 217,
-        "request_key": 218, "keyctl": 219, "perf_event_open": 241, "bpf": 280, "userfaultfd": 282,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "clone3": 435,
-        "shmget": 194, "semget": 190, "msgget": 186, "mq_open": 180}),
+    "x86_64": Architecture(
+        0xC000003E,
+        {
+            "socket": 41,
+            "connect": 42,
+            "socketpair": 53,
+            "clone": 56,
+            "unshare": 272,
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+            "perf_event_open": 298,
+            "bpf": 321,
+            "userfaultfd": 323,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "clone3": 435,
+            "shmget": 29,
+            "semget": 64,
+            "msgget": 68,
+            "mq_open": 240,
+        },
+    ),
+    "aarch64": Architecture(
+        0xC00000B7,
+        {
+            "socket": 198,
+            "socketpair": 199,
+            "connect": 203,
+            "unshare": 97,
+            "clone": 220,
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+            "perf_event_open": 241,
+            "bpf": 280,
+            "userfaultfd": 282,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "clone3": 435,
+            "shmget": 194,
+            "semget": 190,
+            "msgget": 186,
+            "mq_open": 180,
+        },
+    ),
 }
-REFUSED = ("add_key", "request_key", "keyctl", "perf_event_open", "bpf", "userfaultfd", "io_uring_setup",
-           "io_uring_enter", "io_uring_register")
-SHARED_MEMORY = ("shmget", "semget", "msgget", "mq_open")   # refused to a run's processes
+REFUSED = (
+    "add_key",
+    "request_key",
+    "keyctl",
+    "perf_event_open",
+    "bpf",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+)
+SHARED_MEMORY = ("shmget", "semget", "msgget", "mq_open")  # refused to a run's processes
 
 
 class SockFilter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
 
 
 class SockFprog(ctypes.Structure):
@@ -110,7 +168,9 @@ class _Program:
     def assemble(self) -> bytes:
         out = b""
         for at, (op, then, otherwise, value) in enumerate(self.code):
-            offsets = [self.labels[t] - at - 1 if isinstance(t, str) else t for t in (then, otherwise)]
+            offsets = [
+                self.labels[t] - at - 1 if isinstance(t, str) else t for t in (then, otherwise)
+            ]
             assert all(0 <= o < 256 for o in offsets), "a jump out of range"
             out += struct.pack("HBBI", op, offsets[0], offsets[1], value)
         return out
@@ -143,7 +203,7 @@ def program(profile: str, arch: Architecture) -> bytes:
     p.label("nosys")
     p.ret(_errno(errno.ENOSYS))
 
-    p.label("namespaces")   # unshare(flags) and clone(flags, ...): flags is the first argument
+    p.label("namespaces")  # unshare(flags) and clone(flags, ...): flags is the first argument
     p.load(OFFSET_ARG0)
     p.mask(CLONE_NEWUSER)
     p.jump_if(JEQ_K, 0, "allow", "eperm")
@@ -161,10 +221,12 @@ def program(profile: str, arch: Architecture) -> bytes:
         if profile == RUN:
             p.jump_if(JEQ_K, AF_UNIX, "stream")
         p.jump_if(JEQ_K, AF_NETLINK, "route", "no_family")
-        p.label("route")   # gloo lists the interfaces (getifaddrs): the namespace's own loopback
+        p.label("route")  # gloo lists the interfaces (getifaddrs): the namespace's own loopback
         p.load(OFFSET_ARG2)
         p.jump_if(JEQ_K, NETLINK_ROUTE, "allow", "no_family")
-        p.label("inet")   # a run's processes: TCP only (a datagram needs no connection the grader could see)
+        p.label(
+            "inet"
+        )  # a run's processes: TCP only (a datagram needs no connection the grader could see)
         if profile == PROCESS:
             p.load(OFFSET_ARG1)
             p.mask(SOCK_TYPE_MASK)
@@ -176,7 +238,9 @@ def program(profile: str, arch: Architecture) -> bytes:
     p.load(OFFSET_ARG0)
     p.jump_if(JEQ_K, AF_UNIX, "stream", "no_family")
 
-    p.label("stream")   # an AF_UNIX socket: stream or seqpacket (a datagram one sends to any named socket)
+    p.label(
+        "stream"
+    )  # an AF_UNIX socket: stream or seqpacket (a datagram one sends to any named socket)
     p.load(OFFSET_ARG1)
     p.mask(SOCK_TYPE_MASK)
     p.jump_if(JEQ_K, SOCK_STREAM, "allow")

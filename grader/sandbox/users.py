@@ -24,7 +24,7 @@ from pathlib import Path
 
 from grader.core.errors import ShardlabError
 
-FIRST_UID = 1_990_000_000   # below 2**31 (some tools misread larger ids), far above accounts and subuid ranges
+FIRST_UID = 1_990_000_000  # below 2**31 (some tools misread larger ids), far above accounts and subuid ranges
 UID_COUNT = 100_000
 LOCK_FOLDERS = (Path("/run/shardlab/sandbox-uids"), Path("/tmp/shardlab-sandbox-uids"))
 
@@ -36,13 +36,13 @@ class NoSandboxUser(ShardlabError, OSError):
 @dataclass(eq=False)
 class SandboxUser:
     uid: int
-    gid: int          # a group of its own, with the same number
-    lock_fd: int      # held while the sandbox lives
+    gid: int  # a group of its own, with the same number
+    lock_fd: int  # held while the sandbox lives
 
     def release(self) -> None:
         """Give the uid back (after every process of the sandbox has ended)."""
         if self.lock_fd >= 0:
-            os.close(self.lock_fd)   # closing drops the flock
+            os.close(self.lock_fd)  # closing drops the flock
             self.lock_fd = -1
 
 
@@ -57,8 +57,9 @@ def lock_folder() -> Path:
             continue
         if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o077:
             return folder
-    raise NoSandboxUser("no safe folder for the sandbox uid locks (tried "
-                        + ", ".join(map(str, LOCK_FOLDERS)) + ")")
+    raise NoSandboxUser(
+        "no safe folder for the sandbox uid locks (tried " + ", ".join(map(str, LOCK_FOLDERS)) + ")"
+    )
 
 
 def _in_use(uid: int) -> bool:
@@ -77,8 +78,12 @@ def _in_use(uid: int) -> bool:
 def allocate() -> SandboxUser:
     """A uid no other live sandbox holds, locked until release()."""
     folder = lock_folder()
-    for uid in range(FIRST_UID, FIRST_UID + UID_COUNT):   # the lowest free: as many lock files as sandboxes at once
-        fd = os.open(folder / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    for uid in range(
+        FIRST_UID, FIRST_UID + UID_COUNT
+    ):  # the lowest free: as many lock files as sandboxes at once
+        fd = os.open(
+            folder / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+        )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -22,8 +22,12 @@ from grader.worker.protocol_errors import ProtocolError, UnsupportedValue, need
 
 def _is_plain(value) -> bool:
     """Crosses as itself (a subclass of int or float does not: a bool is one, np.float64 another)."""
-    return (value is None or isinstance(value, (bool, str)) or type(value) is int
-            or (type(value) is float and math.isfinite(value)))
+    return (
+        value is None
+        or isinstance(value, (bool, str))
+        or type(value) is int
+        or (type(value) is float and math.isfinite(value))
+    )
 
 
 class _Encoding(Coding):
@@ -49,7 +53,7 @@ def encode(value: Any, *, depth: int = 0, functions: list | None = None) -> Any:
         raise UnsupportedValue(f"a value nested more than {MAX_DEPTH} levels deep")
     if _is_plain(value):
         return value
-    for kind in kinds():   # in order: the first kind a value is of encodes it
+    for kind in kinds():  # in order: the first kind a value is of encodes it
         if kind.holds(value):
             return {"t": kind.tag, **kind.encode(value, _Encoding(depth, functions))}
     raise unsupported(value)
@@ -74,15 +78,20 @@ def decode(tree: Any, *, functions=None) -> Any:
         return _decode(tree, depth=0, functions=functions)
     except ProtocolError:
         raise
-    except Exception as exc:   # jax or NumPy refusing what it was handed: malformed all the same
-        raise ProtocolError(f"a value could not be decoded: {type(exc).__name__}: {str(exc)[:300]}") from None
+    except Exception as exc:  # jax or NumPy refusing what it was handed: malformed all the same
+        raise ProtocolError(
+            f"a value could not be decoded: {type(exc).__name__}: {str(exc)[:300]}"
+        ) from None
 
 
 def _decode(tree: Any, *, depth: int, functions) -> Any:
     need(depth <= MAX_DEPTH, f"a value nested more than {MAX_DEPTH} levels deep")
     if tree is None or isinstance(tree, (bool, str, int, float)):
         return tree
-    need(isinstance(tree, dict) and isinstance(tree.get("t"), str), f"not an encoded value: {str(tree)[:80]}")
+    need(
+        isinstance(tree, dict) and isinstance(tree.get("t"), str),
+        f"not an encoded value: {str(tree)[:80]}",
+    )
     kind = kinds_by_tag().get(tree["t"])
     need(kind is not None, f"unknown value tag {tree['t']!r}")
     return kind.decode(tree, _Decoding(depth, functions))

@@ -43,33 +43,42 @@ class Coding:
 @dataclass(frozen=True)
 class Kind:
     tag: str
-    holds: Callable[[Any], bool]                  # whether a value is of this kind (kinds are tried in order)
-    encode: Callable[[Any, Coding], dict]         # the tree's fields beside its tag
-    decode: Callable[[dict, Coding], Any]         # the value, from a tree with this tag
+    holds: Callable[[Any], bool]  # whether a value is of this kind (kinds are tried in order)
+    encode: Callable[[Any, Coding], dict]  # the tree's fields beside its tag
+    decode: Callable[[dict, Coding], Any]  # the value, from a tree with this tag
 
 
 def unsupported(value) -> UnsupportedValue:
     return UnsupportedValue(
         f"a value of type {type(value).__module__}.{type(value).__qualname__} (what can be sent: numbers, strings, "
-        "bools, None, tuples, lists, dicts, slices, dtypes, PartitionSpecs, meshes, devices, NumPy and jax arrays)")
+        "bools, None, tuples, lists, dicts, slices, dtypes, PartitionSpecs, meshes, devices, NumPy and jax arrays)"
+    )
 
 
 # --- containers ------------------------------------------------------------------------------------
+
 
 def _items(tag: str):
     def decode(tree: dict, coding: Coding):
         need(isinstance(tree.get("v"), list), f"a {tag} needs items")
         return [coding.part(v) for v in tree["v"]]
+
     return decode
 
 
 def _decode_dict(tree: dict, coding: Coding) -> dict:
-    need(isinstance(tree.get("v"), list) and all(isinstance(p, list) and len(p) == 2 for p in tree["v"]),
-         "a dict needs [key, value] pairs")
+    need(
+        isinstance(tree.get("v"), list)
+        and all(isinstance(p, list) and len(p) == 2 for p in tree["v"]),
+        "a dict needs [key, value] pairs",
+    )
     out = {}
     for k, v in tree["v"]:
         key = coding.part(k)
-        need(key is None or isinstance(key, (str, int, float, bool, tuple)), "a dict key must be plain data")
+        need(
+            key is None or isinstance(key, (str, int, float, bool, tuple)),
+            "a dict key must be plain data",
+        )
         out[key] = coding.part(v)
     return out
 
@@ -77,7 +86,9 @@ def _decode_dict(tree: dict, coding: Coding) -> dict:
 def _decode_slice(tree: dict, coding: Coding) -> slice:
     need(isinstance(tree.get("v"), list) and len(tree["v"]) == 3, "a slice needs start, stop, step")
     parts = [coding.part(v) for v in tree["v"]]
-    need(all(p is None or type(p) is int for p in parts), "a slice's parts must be integers or None")
+    need(
+        all(p is None or type(p) is int for p in parts), "a slice's parts must be integers or None"
+    )
     return slice(*parts)
 
 
@@ -92,6 +103,7 @@ def _decode_function(tree: dict, coding: Coding):
 
 # --- dtypes and arrays -------------------------------------------------------------------------------
 
+
 def _dtype(name) -> np.dtype:
     need(isinstance(name, str) and name in DTYPES, f"unknown or forbidden dtype {name!r}")
     import jax.numpy as jnp
@@ -100,21 +112,28 @@ def _dtype(name) -> np.dtype:
 
 
 def _is_dtype(value) -> bool:
-    return isinstance(value, np.dtype) or (isinstance(value, type) and (issubclass(value, np.generic)
-                                                                        or hasattr(value, "dtype")))
+    return isinstance(value, np.dtype) or (
+        isinstance(value, type) and (issubclass(value, np.generic) or hasattr(value, "dtype"))
+    )
 
 
 def _dtype_name(value) -> str:
     if isinstance(value, np.dtype) or issubclass(value, np.generic):
         return np.dtype(value).name
-    return np.dtype(value.dtype).name   # jnp.float32 and friends
+    return np.dtype(value.dtype).name  # jnp.float32 and friends
 
 
 def _array_fields(value) -> dict:
-    value = np.asarray(value)   # tobytes() is C order; ascontiguousarray would make a scalar 1-D
+    value = np.asarray(value)  # tobytes() is C order; ascontiguousarray would make a scalar 1-D
     if value.dtype.name not in DTYPES:
-        raise UnsupportedValue(f"an array of dtype {value.dtype} (only numbers and bools can be sent)")
-    return {"dtype": value.dtype.name, "shape": list(value.shape), "data": base64.b64encode(value.tobytes()).decode()}
+        raise UnsupportedValue(
+            f"an array of dtype {value.dtype} (only numbers and bools can be sent)"
+        )
+    return {
+        "dtype": value.dtype.name,
+        "shape": list(value.shape),
+        "data": base64.b64encode(value.tobytes()).decode(),
+    }
 
 
 def _array(tree: dict) -> np.ndarray:
@@ -129,7 +148,10 @@ def _array(tree: dict) -> np.ndarray:
     except ValueError:
         raise ProtocolError("an array's data is not valid base64") from None
     size = math.prod(shape) * dtype.itemsize
-    need(len(raw) == size, f"an array of shape {shape} and dtype {dtype} needs {size} bytes, got {len(raw)}")
+    need(
+        len(raw) == size,
+        f"an array of shape {shape} and dtype {dtype} needs {size} bytes, got {len(raw)}",
+    )
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 
@@ -152,14 +174,19 @@ def _decode_jax_array(tree: dict, coding: Coding):
     try:
         sharding.shard_shape(value.shape)
     except ValueError as exc:
-        raise ProtocolError(f"an array of shape {value.shape} cannot have that sharding: {exc}") from None
+        raise ProtocolError(
+            f"an array of shape {value.shape} cannot have that sharding: {exc}"
+        ) from None
     return jax.device_put(value, sharding)
 
 
 def _encode_abstract(value, coding: Coding) -> dict:
     sharding = value.sharding
-    return {"shape": [int(d) for d in value.shape], "dtype": np.dtype(value.dtype).name,
-            "sharding": None if sharding is None else encode_sharding(sharding)}
+    return {
+        "shape": [int(d) for d in value.shape],
+        "dtype": np.dtype(value.dtype).name,
+        "sharding": None if sharding is None else encode_sharding(sharding),
+    }
 
 
 def _decode_abstract(tree: dict, coding: Coding):
@@ -172,6 +199,7 @@ def _decode_abstract(tree: dict, coding: Coding):
 
 # --- the table -----------------------------------------------------------------------------------------
 
+
 def _exactly(cls: type) -> Callable[[Any], bool]:
     return lambda value: type(value) is cls
 
@@ -183,29 +211,86 @@ def kinds() -> tuple[Kind, ...]:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     return (
-        Kind("float", _exactly(float), lambda v, c: {"v": repr(v)}, _decode_float),   # not finite
-        Kind("slot", lambda v: isinstance(v, Slot), lambda v, c: {"i": v.index},
-             lambda t, c: Slot(need_int(t.get("i"), "a slot"))),
-        Kind("tuple", _exactly(tuple), lambda v, c: {"v": [c.part(x) for x in v]},
-             lambda t, c: tuple(_items("tuple")(t, c))),
+        Kind("float", _exactly(float), lambda v, c: {"v": repr(v)}, _decode_float),  # not finite
+        Kind(
+            "slot",
+            lambda v: isinstance(v, Slot),
+            lambda v, c: {"i": v.index},
+            lambda t, c: Slot(need_int(t.get("i"), "a slot")),
+        ),
+        Kind(
+            "tuple",
+            _exactly(tuple),
+            lambda v, c: {"v": [c.part(x) for x in v]},
+            lambda t, c: tuple(_items("tuple")(t, c)),
+        ),
         Kind("list", _exactly(list), lambda v, c: {"v": [c.part(x) for x in v]}, _items("list")),
-        Kind("dict", _exactly(dict), lambda v, c: {"v": [[c.part(k), c.part(x)] for k, x in v.items()]},
-             _decode_dict),
-        Kind("slice", lambda v: isinstance(v, slice),   # its parts are never function references
-             lambda v, c: {"v": [c.part(p, references=False) for p in (v.start, v.stop, v.step)]}, _decode_slice),
-        Kind("spec", lambda v: isinstance(v, PartitionSpec), lambda v, c: encode_spec(v), lambda t, c: decode_spec(t)),
-        Kind("mesh", lambda v: isinstance(v, Mesh), lambda v, c: encode_mesh(v), lambda t, c: decode_mesh(t)),
-        Kind("named_sharding", lambda v: isinstance(v, NamedSharding), lambda v, c: named_fields(v),
-             lambda t, c: decode_sharding({"kind": "named", "mesh": t.get("mesh"), "spec": t.get("spec")})),
-        Kind("device", lambda v: isinstance(v, jax.Device), lambda v, c: {"id": int(v.id)},
-             lambda t, c: device(t.get("id"))),
-        Kind("abstract", lambda v: isinstance(v, jax.ShapeDtypeStruct), _encode_abstract, _decode_abstract),
+        Kind(
+            "dict",
+            _exactly(dict),
+            lambda v, c: {"v": [[c.part(k), c.part(x)] for k, x in v.items()]},
+            _decode_dict,
+        ),
+        Kind(
+            "slice",
+            lambda v: isinstance(v, slice),  # its parts are never function references
+            lambda v, c: {"v": [c.part(p, references=False) for p in (v.start, v.stop, v.step)]},
+            _decode_slice,
+        ),
+        Kind(
+            "spec",
+            lambda v: isinstance(v, PartitionSpec),
+            lambda v, c: encode_spec(v),
+            lambda t, c: decode_spec(t),
+        ),
+        Kind(
+            "mesh",
+            lambda v: isinstance(v, Mesh),
+            lambda v, c: encode_mesh(v),
+            lambda t, c: decode_mesh(t),
+        ),
+        Kind(
+            "named_sharding",
+            lambda v: isinstance(v, NamedSharding),
+            lambda v, c: named_fields(v),
+            lambda t, c: decode_sharding(
+                {"kind": "named", "mesh": t.get("mesh"), "spec": t.get("spec")}
+            ),
+        ),
+        Kind(
+            "device",
+            lambda v: isinstance(v, jax.Device),
+            lambda v, c: {"id": int(v.id)},
+            lambda t, c: device(t.get("id")),
+        ),
+        Kind(
+            "abstract",
+            lambda v: isinstance(v, jax.ShapeDtypeStruct),
+            _encode_abstract,
+            _decode_abstract,
+        ),
         Kind("jax", lambda v: isinstance(v, jax.Array), _encode_jax_array, _decode_jax_array),
-        Kind("ndarray", lambda v: isinstance(v, np.ndarray), lambda v, c: _array_fields(v), lambda t, c: _array(t)),
-        Kind("scalar", lambda v: isinstance(v, np.generic), lambda v, c: _array_fields(v), _decode_scalar),
-        Kind("dtype", _is_dtype, lambda v, c: {"v": _dtype_name(v)}, lambda t, c: _dtype(t.get("v"))),
-        Kind("function", lambda v: callable(v) and not isinstance(v, type), lambda v, c: {"id": c.reference(v)},
-             _decode_function),
+        Kind(
+            "ndarray",
+            lambda v: isinstance(v, np.ndarray),
+            lambda v, c: _array_fields(v),
+            lambda t, c: _array(t),
+        ),
+        Kind(
+            "scalar",
+            lambda v: isinstance(v, np.generic),
+            lambda v, c: _array_fields(v),
+            _decode_scalar,
+        ),
+        Kind(
+            "dtype", _is_dtype, lambda v, c: {"v": _dtype_name(v)}, lambda t, c: _dtype(t.get("v"))
+        ),
+        Kind(
+            "function",
+            lambda v: callable(v) and not isinstance(v, type),
+            lambda v, c: {"id": c.reference(v)},
+            _decode_function,
+        ),
     )
 
 

@@ -20,8 +20,12 @@ def device(index) -> Any:
 
 
 def encode_mesh(mesh) -> dict:
-    return {"shape": list(mesh.devices.shape), "devices": [int(d.id) for d in mesh.devices.flat],
-            "names": [str(n) for n in mesh.axis_names], "types": [t.name for t in mesh.axis_types]}
+    return {
+        "shape": list(mesh.devices.shape),
+        "devices": [int(d.id) for d in mesh.devices.flat],
+        "names": [str(n) for n in mesh.axis_names],
+        "types": [t.name for t in mesh.axis_types],
+    }
 
 
 def decode_mesh(tree: dict):
@@ -33,12 +37,27 @@ def decode_mesh(tree: dict):
     shape = tuple(need_int(d, "a mesh dimension", 1) for d in tree.get("shape", []))
     ids = [need_int(i, "a device id") for i in tree.get("devices", [])]
     names, types = tree.get("names"), tree.get("types")
-    need(len(ids) == math.prod(shape) and len(set(ids)) == len(ids), "a mesh's devices do not fill its shape")
-    need(all(i < len(devices) for i in ids), f"a mesh names a device beyond the {len(devices)} that exist")
-    need(isinstance(names, list) and len(names) == len(shape) and all(isinstance(n, str) for n in names)
-         and len(set(names)) == len(names), "a mesh needs one distinct name per axis")
-    need(isinstance(types, list) and len(types) == len(shape) and all(t in AxisType.__members__ for t in types),
-         "a mesh needs one axis type per axis")
+    need(
+        len(ids) == math.prod(shape) and len(set(ids)) == len(ids),
+        "a mesh's devices do not fill its shape",
+    )
+    need(
+        all(i < len(devices) for i in ids),
+        f"a mesh names a device beyond the {len(devices)} that exist",
+    )
+    need(
+        isinstance(names, list)
+        and len(names) == len(shape)
+        and all(isinstance(n, str) for n in names)
+        and len(set(names)) == len(names),
+        "a mesh needs one distinct name per axis",
+    )
+    need(
+        isinstance(types, list)
+        and len(types) == len(shape)
+        and all(t in AxisType.__members__ for t in types),
+        "a mesh needs one axis type per axis",
+    )
     grid = np.array([devices[i] for i in ids], dtype=object).reshape(shape)
     return Mesh(grid, tuple(names), axis_types=tuple(AxisType[t] for t in types))
 
@@ -51,26 +70,37 @@ def encode_spec(spec) -> dict:
         elif isinstance(entry, tuple) and all(isinstance(e, str) for e in entry):
             entries.append(list(entry))
         else:
-            raise UnsupportedValue(f"a PartitionSpec entry {entry!r} (expected None, an axis name or a tuple of them)")
+            raise UnsupportedValue(
+                f"a PartitionSpec entry {entry!r} (expected None, an axis name or a tuple of them)"
+            )
     return {"v": entries}
 
 
 def decode_spec(tree: dict):
     from jax.sharding import PartitionSpec
 
-    need(isinstance(tree, dict) and tree.get("t") == "spec" and isinstance(tree.get("v"), list), "expected a spec")
+    need(
+        isinstance(tree, dict) and tree.get("t") == "spec" and isinstance(tree.get("v"), list),
+        "expected a spec",
+    )
     entries = []
     for entry in tree["v"]:
         if entry is None or isinstance(entry, str):
             entries.append(entry)
         else:
-            need(isinstance(entry, list) and all(isinstance(e, str) for e in entry), f"a bad spec entry {entry!r}")
+            need(
+                isinstance(entry, list) and all(isinstance(e, str) for e in entry),
+                f"a bad spec entry {entry!r}",
+            )
             entries.append(tuple(entry))
     return PartitionSpec(*entries)
 
 
 def named_fields(sharding) -> dict:
-    return {"mesh": {"t": "mesh", **encode_mesh(sharding.mesh)}, "spec": {"t": "spec", **encode_spec(sharding.spec)}}
+    return {
+        "mesh": {"t": "mesh", **encode_mesh(sharding.mesh)},
+        "spec": {"t": "spec", **encode_spec(sharding.spec)},
+    }
 
 
 def encode_sharding(sharding) -> dict:
@@ -81,7 +111,9 @@ def encode_sharding(sharding) -> dict:
         return {"kind": "named", **named_fields(sharding)}
     if isinstance(sharding, SingleDeviceSharding):
         return {"kind": "single", "device": int(next(iter(sharding.device_set)).id)}
-    raise UnsupportedValue(f"an array with a {type(sharding).__name__} (expected a NamedSharding or one device)")
+    raise UnsupportedValue(
+        f"an array with a {type(sharding).__name__} (expected a NamedSharding or one device)"
+    )
 
 
 def decode_sharding(tree: dict):

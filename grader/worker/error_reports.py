@@ -6,26 +6,64 @@ NotImplementedError is still "not attempted"."""
 from __future__ import annotations
 
 # The builtins a rebuilt exception may derive from.
-BUILTIN_ERRORS = {cls.__name__: cls for cls in (
-    ArithmeticError, AssertionError, AttributeError, BufferError, EOFError, FloatingPointError, ImportError,
-    IndexError, KeyError, LookupError, MemoryError, ModuleNotFoundError, NameError, NotImplementedError, OSError,
-    OverflowError, RecursionError, RuntimeError, StopIteration, SyntaxError, SystemError, TypeError,
-    UnboundLocalError, ValueError, ZeroDivisionError, Exception)}
+BUILTIN_ERRORS = {
+    cls.__name__: cls
+    for cls in (
+        ArithmeticError,
+        AssertionError,
+        AttributeError,
+        BufferError,
+        EOFError,
+        FloatingPointError,
+        ImportError,
+        IndexError,
+        KeyError,
+        LookupError,
+        MemoryError,
+        ModuleNotFoundError,
+        NameError,
+        NotImplementedError,
+        OSError,
+        OverflowError,
+        RecursionError,
+        RuntimeError,
+        StopIteration,
+        SyntaxError,
+        SystemError,
+        TypeError,
+        UnboundLocalError,
+        ValueError,
+        ZeroDivisionError,
+        Exception,
+    )
+}
 
 
 def encode_error(exc: BaseException, frames: list[dict]) -> dict:
     """The report of `exc` (raised by the student's code; `frames`: where, in their module)."""
-    base = next((c.__name__ for c in type(exc).__mro__ if c.__name__ in BUILTIN_ERRORS
-                 and BUILTIN_ERRORS[c.__name__] is c), "Exception")
+    base = next(
+        (
+            c.__name__
+            for c in type(exc).__mro__
+            if c.__name__ in BUILTIN_ERRORS and BUILTIN_ERRORS[c.__name__] is c
+        ),
+        "Exception",
+    )
     try:
         message = str(exc)
-    except Exception:   # a student's __str__ may raise
+    except Exception:  # a student's __str__ may raise
         message = "(the exception's message could not be read)"
-    return {"type": type(exc).__name__[:100], "base": base, "message": message[:4000], "frames": frames[-5:]}
+    return {
+        "type": type(exc).__name__[:100],
+        "base": base,
+        "message": message[:4000],
+        "frames": frames[-5:],
+    }
 
 
 class RemoteError:
     """Mixed into every exception raised again from a worker's error report (beside its builtin base)."""
+
     student_frames: list[dict] = []
 
 
@@ -35,7 +73,9 @@ _ERROR_CLASSES: dict[tuple[str, str], type] = {}
 def remote_exception(report: dict) -> BaseException:
     """The student's exception, rebuilt: a class named like theirs, deriving from the nearest builtin. The
     report is the worker's word: whatever it holds, this raises nothing but a student's exception."""
-    name = report.get("type")[:100] if isinstance(report.get("type"), str) else "Exception"   # classes are kept
+    name = (
+        report.get("type")[:100] if isinstance(report.get("type"), str) else "Exception"
+    )  # classes are kept
     base = BUILTIN_ERRORS.get(report.get("base"), Exception)
     if not name.isidentifier():
         name = base.__name__
@@ -45,5 +85,7 @@ def remote_exception(report: dict) -> BaseException:
     message = report.get("message") if isinstance(report.get("message"), str) else ""
     exc = _ERROR_CLASSES[key](message)
     frames = report.get("frames")
-    exc.student_frames = [f for f in frames if isinstance(f, dict)][-5:] if isinstance(frames, list) else []
+    exc.student_frames = (
+        [f for f in frames if isinstance(f, dict)][-5:] if isinstance(frames, list) else []
+    )
     return exc

@@ -39,7 +39,10 @@ def describe_death(returncode: int | None) -> str:
     if returncode is None:
         return "the process did not report how it ended"
     if returncode < 0:
-        name = {9: "SIGKILL (out of memory, or killed)", 11: "SIGSEGV (segmentation fault)",
-                6: "SIGABRT (aborted)"}.get(-returncode, f"signal {-returncode}")
+        name = {
+            9: "SIGKILL (out of memory, or killed)",
+            11: "SIGSEGV (segmentation fault)",
+            6: "SIGABRT (aborted)",
+        }.get(-returncode, f"signal {-returncode}")
         return f"the process was killed by {name}"
     return f"the process exited with status {returncode} (does the code call exit()?)"

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.worker.message_limits import MAX_JSON_DEPTH, MAX_MESSAGE_BYTES, MAX_STRUCTURE_BYTES, MAX_WORKER_BYTES
+from grader.worker.message_limits import (
+    MAX_JSON_DEPTH,
+    MAX_MESSAGE_BYTES,
+    MAX_STRUCTURE_BYTES,
+    MAX_WORKER_BYTES,
+)
 from grader.worker.protocol_errors import ProtocolError, need
 
 HEADER = struct.Struct(">Q")
@@ -29,13 +34,16 @@ HEADER = struct.Struct(">Q")
 class Budget:
     """The bytes one sender may still send, its messages' headers included (one per worker: a worker that
     spends it is discarded, and the next starts with a budget of its own)."""
+
     total: int = MAX_WORKER_BYTES
     spent: int = 0
 
     def spend(self, count: int) -> None:
         self.spent += count
         if self.spent > self.total:
-            raise ProtocolError(f"the worker sent more than the {self.total} bytes it may send in all")
+            raise ProtocolError(
+                f"the worker sent more than the {self.total} bytes it may send in all"
+            )
 
 
 def send(fd: int, message: dict, deadline: float = math.inf) -> None:
@@ -45,7 +53,7 @@ def send(fd: int, message: dict, deadline: float = math.inf) -> None:
     data = memoryview(HEADER.pack(len(data)) + data)
     while data:
         try:
-            data = data[os.write(fd, data):]
+            data = data[os.write(fd, data) :]
         except BlockingIOError:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -85,17 +93,23 @@ def parse(data: bytes) -> dict:
     need(data.isascii(), "a message is not ASCII JSON")
     # Without its escapes (pairs read left to right, as JSON reads them), every quote opens or closes a string.
     plain = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    quotes = plain.count(b'"')   # a string's quotes count as its structure
+    quotes = plain.count(b'"')  # a string's quotes count as its structure
     outside = b"".join(plain.split(b'"')[0::2]) if quotes <= MAX_STRUCTURE_BYTES else b""
-    need(quotes + len(outside) <= MAX_STRUCTURE_BYTES,
-         f"a message has more than {MAX_STRUCTURE_BYTES} bytes of JSON outside strings (the limit)")
+    need(
+        quotes + len(outside) <= MAX_STRUCTURE_BYTES,
+        f"a message has more than {MAX_STRUCTURE_BYTES} bytes of JSON outside strings (the limit)",
+    )
     brackets = np.frombuffer(outside.translate(None, _NOT_BRACKETS), np.uint8)
     steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
-    need(np.cumsum(steps).max(initial=0) <= MAX_JSON_DEPTH,
-         f"a message is nested more than {MAX_JSON_DEPTH} levels deep")
+    need(
+        np.cumsum(steps).max(initial=0) <= MAX_JSON_DEPTH,
+        f"a message is nested more than {MAX_JSON_DEPTH} levels deep",
+    )
     try:
         message = json.loads(data.decode("ascii"))
     except (ValueError, RecursionError, MemoryError) as exc:
-        raise ProtocolError(f"a message is not JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
+        raise ProtocolError(
+            f"a message is not JSON: {type(exc).__name__}: {str(exc)[:200]}"
+        ) from None
     need(isinstance(message, dict), "a message must be a JSON object")
     return message

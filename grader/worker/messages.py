@@ -21,15 +21,19 @@ from grader.worker.message_limits import MAX_MESSAGE_BYTES
 from grader.worker.protocol_errors import ProtocolError
 
 
-class Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, tag_field="kind"):
+class Message(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, tag_field="kind"
+):
     """Every message of the worker channel."""
 
 
 # --- the harness's requests (harness -> worker) ------------------------------------------------------------
 
+
 class FunctionRequest(Message, frozen=True):
     """About a function of the student's `module` (a file name): one of its own, by name, or one a call
     returned, by reference. args and kwargs: the encoded tuple and dict to call it with."""
+
     module: str
     args: Any
     kwargs: Any
@@ -47,43 +51,51 @@ class Export(FunctionRequest, frozen=True, tag="export"):
 
 # --- the worker's answers (worker -> harness) ------------------------------------------------------------
 
+
 class Ready(Message, frozen=True, tag="ready"):
     """A worker just started, waiting for requests."""
 
 
 class Imported(Message, frozen=True, tag="imported"):
     """The module was imported (its first request): what fails from here on is the call."""
+
     module: str
 
 
 class ImportFailed(Message, frozen=True, tag="import_error"):
     """The module could not be imported; every request about it gets this answer."""
+
     error: str
 
 
 class Returned(Message, frozen=True, tag="ok"):
     """What a call returned (encoded)."""
+
     value: Any
 
 
 class Raised(Message, frozen=True, tag="error"):
     """What the student's code raised, as grader.worker.error_reports.encode_error reports it (read by
     remote_exception, which takes nothing in it for granted)."""
+
     error: dict[str, Any]
 
 
 class Program(Message, frozen=True, tag="program"):
     """A traced program (grader.worker.traced_programs.export_traced): the answer to an Export, and the
     harness's answer to a Callback."""
-    artifact: str   # the serialized jax.export.Exported, base64
-    out: Any        # the encoded layout of its results, a Slot where each output goes
+
+    artifact: str  # the serialized jax.export.Exported, base64
+    out: Any  # the encoded layout of its results, a Slot where each output goes
 
 
 # --- calls back to the harness's functions (worker -> harness -> worker) -------------------------------
 
+
 class Callback(Message, frozen=True, tag="callback"):
     """Trace the harness's function numbered `function` for these (abstract) arguments; the answer is a
     Program or TraceFailed."""
+
     function: int
     args: Any
     kwargs: Any
@@ -91,6 +103,7 @@ class Callback(Message, frozen=True, tag="callback"):
 
 class TraceFailed(Message, frozen=True, tag="trace_failed"):
     """The harness could not trace its function for the worker."""
+
     error: str
 
 

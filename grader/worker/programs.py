@@ -33,7 +33,9 @@ from grader.worker.failures import UntrustedProgram
 # module may set) shardings and shard_map's boundaries are these three annotations, which the partitioner
 # consumes and which run nothing. (No shape_assertion: it comes only with symbolic shapes, refused below.)
 ALLOWED_CUSTOM_CALLS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
-HOST_TRANSFERS = frozenset({"stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv"})
+HOST_TRANSFERS = frozenset(
+    {"stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv"}
+)
 
 # Measured over a whole reference grading (jax 0.10.2): the largest array of any traced program is 8 MiB
 # (ex04's speedup layer), the most bytes in all of one program's values 167 MiB (ex08's timed training
@@ -45,11 +47,12 @@ MAX_PROGRAM_BYTES = 1 << 30
 @dataclass(frozen=True)
 class ProgramFacts:
     """What a program holds, as far as the harness's checks go."""
+
     custom_calls: frozenset[str]
     host_transfers: frozenset[str]
-    largest_bytes: int        # the largest array among the values the program makes
+    largest_bytes: int  # the largest array among the values the program makes
     largest_type: str
-    total_bytes: int          # all those values' bytes (an upper bound: XLA reuses and fuses)
+    total_bytes: int  # all those values' bytes (an upper bound: XLA reuses and fuses)
     dynamic_type: str | None  # a type with a dynamic dimension, if any
 
 
@@ -61,11 +64,15 @@ def _bytes(type_) -> int | None:
         parts = [_bytes(type_.get_type(i)) for i in range(type_.num_types)]
         return None if None in parts else sum(parts)
     if not isinstance(type_, ir.ShapedType):
-        return 0   # a token, an index
+        return 0  # a token, an index
     if not type_.has_static_shape:
         return None
     element = type_.element_type
-    bits = 2 * element.element_type.width if isinstance(element, ir.ComplexType) else getattr(element, "width", 64)
+    bits = (
+        2 * element.element_type.width
+        if isinstance(element, ir.ComplexType)
+        else getattr(element, "width", 64)
+    )
     return math.prod(type_.shape) * max(bits, 8) // 8
 
 
@@ -73,7 +80,7 @@ def facts(module) -> ProgramFacts:
     """The facts of an MLIR module (an ir.Module, inside an MLIR context)."""
     from jax.extend.mlir import ir
 
-    custom_calls, host_transfers, sizes = set(), set(), []   # sizes: (bytes or None, type text)
+    custom_calls, host_transfers, sizes = set(), set(), []  # sizes: (bytes or None, type text)
 
     def types_of(op):
         yield from (result.type for result in op.results)
@@ -94,8 +101,14 @@ def facts(module) -> ProgramFacts:
     dynamic = next((str(t) for size, t in sizes if size is None), None)
     known = [(size, t) for size, t in sizes if size is not None]
     largest = max(known, key=lambda entry: entry[0], default=(0, ""))
-    return ProgramFacts(frozenset(custom_calls), frozenset(host_transfers), largest[0], str(largest[1]),
-                        sum(size for size, _ in known), dynamic)
+    return ProgramFacts(
+        frozenset(custom_calls),
+        frozenset(host_transfers),
+        largest[0],
+        str(largest[1]),
+        sum(size for size, _ in known),
+        dynamic,
+    )
 
 
 def module_facts(text: str) -> ProgramFacts:
@@ -127,7 +140,9 @@ def checked_program(artifact: str):
     jax.grad of it would compile unchecked; the worker never sends one)."""
     import jax
 
-    _need(isinstance(artifact, str), "the traced program is missing")   # its size: bounded as its message's
+    _need(
+        isinstance(artifact, str), "the traced program is missing"
+    )  # its size: bounded as its message's
     try:
         raw = base64.b64decode(artifact, validate=True)
     except ValueError:
@@ -136,10 +151,17 @@ def checked_program(artifact: str):
         exported = jax.export.deserialize(bytearray(raw))
         found = exported_facts(exported)
     except Exception as exc:
-        raise UntrustedProgram(f"the traced program could not be read: {type(exc).__name__}: {exc}") from None
-    _need(tuple(exported.platforms) == (jax.default_backend(),),
-          f"the traced program is for {exported.platforms}, not {jax.default_backend()}")
-    _need(exported.nr_devices <= jax.device_count(), "the traced program needs more devices than exist")
+        raise UntrustedProgram(
+            f"the traced program could not be read: {type(exc).__name__}: {exc}"
+        ) from None
+    _need(
+        tuple(exported.platforms) == (jax.default_backend(),),
+        f"the traced program is for {exported.platforms}, not {jax.default_backend()}",
+    )
+    _need(
+        exported.nr_devices <= jax.device_count(),
+        "the traced program needs more devices than exist",
+    )
     _need(not exported.has_vjp(), "the traced program carries a derivative of its own")
     why = refusal(found)
     _need(why is None, why or "")
@@ -152,22 +174,30 @@ REFUSED = "host callbacks and custom kernels are not allowed in graded functions
 def refusal(found: ProgramFacts) -> str | None:
     """Why the harness must not compile a program with these facts, or None."""
     if found.dynamic_type is not None:
-        return (f"the traced program has an array of dynamic shape ({found.dynamic_type}): graded programs have "
-                "static shapes")
+        return (
+            f"the traced program has an array of dynamic shape ({found.dynamic_type}): graded programs have "
+            "static shapes"
+        )
     unknown = sorted(found.custom_calls - ALLOWED_CUSTOM_CALLS)
     if unknown:
         return f"the traced program calls {', '.join(unknown)}: {REFUSED}"
     if found.host_transfers:
-        return (f"the traced program transfers data to or from the host ({', '.join(sorted(found.host_transfers))}): "
-                f"{REFUSED}")
+        return (
+            f"the traced program transfers data to or from the host ({', '.join(sorted(found.host_transfers))}): "
+            f"{REFUSED}"
+        )
     if found.largest_bytes > MAX_ARRAY_BYTES:
-        return (f"the traced program makes an array of {_size(found.largest_bytes)} ({found.largest_type}), more than "
-                f"the {_size(MAX_ARRAY_BYTES)} the grader allows for one array (the course's programs need at most "
-                "8 MiB): build only the arrays the computation needs")
+        return (
+            f"the traced program makes an array of {_size(found.largest_bytes)} ({found.largest_type}), more than "
+            f"the {_size(MAX_ARRAY_BYTES)} the grader allows for one array (the course's programs need at most "
+            "8 MiB): build only the arrays the computation needs"
+        )
     if found.total_bytes > MAX_PROGRAM_BYTES:
-        return (f"the traced program's values take {_size(found.total_bytes)} in all, more than the "
-                f"{_size(MAX_PROGRAM_BYTES)} the grader allows for one program: build only the arrays the "
-                "computation needs")
+        return (
+            f"the traced program's values take {_size(found.total_bytes)} in all, more than the "
+            f"{_size(MAX_PROGRAM_BYTES)} the grader allows for one program: build only the arrays the "
+            "computation needs"
+        )
     return None
 
 
@@ -188,11 +218,22 @@ def anonymous(exported):
     with mlir.make_ir_context():
         module = exported.mlir_module(serialized=False)
         passmanager.PassManager.parse("builtin.module(strip-debuginfo)").run(module.operation)
-        functions = [op for op in module.body.operations if op.operation.name == "func.func"
-                     and ir.StringAttr(op.operation.attributes["sym_name"]).value != "main"]
-        taken = {ir.StringAttr(op.operation.attributes["sym_name"]).value for op in module.body.operations
-                 if "sym_name" in op.operation.attributes}
-        fresh = (name for name in (f"f{i}" for i in range(len(taken) + len(functions) + 1)) if name not in taken)
+        functions = [
+            op
+            for op in module.body.operations
+            if op.operation.name == "func.func"
+            and ir.StringAttr(op.operation.attributes["sym_name"]).value != "main"
+        ]
+        taken = {
+            ir.StringAttr(op.operation.attributes["sym_name"]).value
+            for op in module.body.operations
+            if "sym_name" in op.operation.attributes
+        }
+        fresh = (
+            name
+            for name in (f"f{i}" for i in range(len(taken) + len(functions) + 1))
+            if name not in taken
+        )
         for op, new in zip(functions, fresh):
             old = ir.StringAttr(op.operation.attributes["sym_name"]).value
             ir.SymbolTable.replace_all_symbol_uses(old, new, module.operation)

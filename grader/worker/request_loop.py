@@ -32,7 +32,7 @@ from grader.worker.protocol_errors import UnsupportedValue
 class Channel:
     def __init__(self, request_fd: int, response_fd: int):
         self.request_fd, self.response_fd = request_fd, response_fd
-        self.returned: list = []        # functions the student returned, by reference id
+        self.returned: list = []  # functions the student returned, by reference id
 
     def ask_harness(self, message: messages.Callback) -> messages.Program | messages.TraceFailed:
         messages.write(self.response_fd, message)
@@ -48,14 +48,16 @@ class HarnessFunction:
     def __call__(self, *args, **kwargs):
         import jax
 
-        describe = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)   # noqa: E731
+        describe = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)  # noqa: E731
         (abstract, arrays) = traced_programs.abstract_arrays(args, kwargs, describe)
         message = messages.Callback(self.ref, codec.encode(abstract[0]), codec.encode(abstract[1]))
         key = repr(message)
         if key not in self.programs:
             answer = self.channel.ask_harness(message)
             if isinstance(answer, messages.TraceFailed):
-                raise RuntimeError(f"the grader could not trace its function for your call: {answer.error}")
+                raise RuntimeError(
+                    f"the grader could not trace its function for your call: {answer.error}"
+                )
             exported = jax.export.deserialize(bytearray(base64.b64decode(answer.artifact)))
             self.programs[key] = (exported, codec.decode(answer.out))
         exported, layout = self.programs[key]
@@ -63,29 +65,47 @@ class HarnessFunction:
 
 
 def _student_frames(exc: BaseException, module_path: Path) -> list[dict]:
-    return [{"file": module_path.name, "line": f.lineno, "function": f.name, "code": (f.line or "").strip()[:200]}
-            for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == module_path]
+    return [
+        {
+            "file": module_path.name,
+            "line": f.lineno,
+            "function": f.name,
+            "code": (f.line or "").strip()[:200],
+        }
+        for f in traceback.extract_tb(exc.__traceback__)
+        if Path(f.filename) == module_path
+    ]
 
 
 def _unsendable(what: str, exc: UnsupportedValue) -> messages.Raised:
     message = f"{what} returned {exc}, which cannot be sent to the grader"
-    return messages.Raised({"type": "TypeError", "base": "TypeError", "message": message, "frames": []})
+    return messages.Raised(
+        {"type": "TypeError", "base": "TypeError", "message": message, "frames": []}
+    )
 
 
-def handle(module, module_path: Path, channel: Channel, request: messages.Request) -> messages.Message:
+def handle(
+    module, module_path: Path, channel: Channel, request: messages.Request
+) -> messages.Message:
     """One call or export of a function of `module` (or of one the student returned)."""
     what = request.name or "a function your code returned"
-    harness_function = lambda i: HarnessFunction(channel, i)   # noqa: E731
+    harness_function = lambda i: HarnessFunction(channel, i)  # noqa: E731
     try:
-        fn = channel.returned[request.ref] if request.ref is not None else getattr(module, request.name)
+        fn = (
+            channel.returned[request.ref]
+            if request.ref is not None
+            else getattr(module, request.name)
+        )
         args = codec.decode(request.args, functions=harness_function)
         kwargs = codec.decode(request.kwargs, functions=harness_function)
         if isinstance(request, messages.Export):
-            return messages.Program(**traced_programs.export_traced(fn, args, kwargs, functions=channel.returned))
+            return messages.Program(
+                **traced_programs.export_traced(fn, args, kwargs, functions=channel.returned)
+            )
         result = fn(*args, **kwargs)
     except UnsupportedValue as exc:
         return _unsendable(what, exc)
-    except BaseException as exc:   # SystemExit included: a student's exit() is an error of this call
+    except BaseException as exc:  # SystemExit included: a student's exit() is an error of this call
         return messages.Raised(error_reports.encode_error(exc, _student_frames(exc, module_path)))
     try:
         return messages.Returned(codec.encode(result, functions=channel.returned))
@@ -107,7 +127,10 @@ def serve(request_fd: int, response_fd: int, folder: Path) -> int:
     grader's modules are imported already: here (main) or in the zygote this worker was forked from."""
     from grader.course.implementations import ImplementationImportError, load_file
 
-    for fd in (request_fd, response_fd):   # a program the student's code runs must not keep the pipes open
+    for fd in (
+        request_fd,
+        response_fd,
+    ):  # a program the student's code runs must not keep the pipes open
         os.set_inheritable(fd, False)
     channel = Channel(request_fd, response_fd)
     messages.write(channel.response_fd, messages.Ready())
@@ -124,7 +147,9 @@ def serve(request_fd: int, response_fd: int, folder: Path) -> int:
                 if path.parent != folder or not path.is_file():
                     raise ImplementationImportError(f"{name} is not in the submission")
                 modules[name] = load_file(path)
-                messages.write(channel.response_fd, messages.Imported(name))   # what fails from here on is the call
+                messages.write(
+                    channel.response_fd, messages.Imported(name)
+                )  # what fails from here on is the call
             except ImplementationImportError as exc:
                 modules[name] = exc
         if isinstance(modules[name], ImplementationImportError):

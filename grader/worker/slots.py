@@ -9,6 +9,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Slot:
     """The place of the i-th array in a traced call's arguments or results."""
+
     index: int
 
 

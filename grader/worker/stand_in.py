@@ -45,15 +45,18 @@ class HarnessFunctions:
                 raise ProtocolError(f"no function of the tests is numbered {str(index)[:20]}")
             args = codec.decode(message.args)
             kwargs = codec.decode(message.kwargs)
-            return messages.Program(**traced_programs.export_traced(self.functions[index], args, kwargs,
-                                                                    anonymous=True))
+            return messages.Program(
+                **traced_programs.export_traced(self.functions[index], args, kwargs, anonymous=True)
+            )
         except Exception as exc:
             return messages.TraceFailed(f"{type(exc).__name__}: {str(exc)[:500]}")
 
 
 # One numbering per worker, shared by the modules it serves: a function the student's code kept from
 # one module's call still names the same test's function when called during another's.
-_HARNESS_FUNCTIONS: weakref.WeakKeyDictionary[Worker, HarnessFunctions] = weakref.WeakKeyDictionary()
+_HARNESS_FUNCTIONS: weakref.WeakKeyDictionary[Worker, HarnessFunctions] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _harness_functions(worker: Worker) -> HarnessFunctions:
@@ -81,13 +84,20 @@ def _abstract(value):
     sharding = getattr(aval, "sharding", None)
     if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
         sharding = value.sharding
-    elif isinstance(sharding, NamedSharding) and any(t == AxisType.Explicit for t in sharding.mesh.axis_types):
+    elif isinstance(sharding, NamedSharding) and any(
+        t == AxisType.Explicit for t in sharding.mesh.axis_types
+    ):
         sharding = _concrete(sharding)
-    else:   # an Auto mesh's tracer carries no layout: the argument the check compiles for has it
+    else:  # an Auto mesh's tracer carries no layout: the argument the check compiles for has it
         hint = layout_hint(aval.shape, aval.dtype)
         mesh = getattr(sharding, "mesh", None)
-        sharding = hint if isinstance(hint, NamedSharding) and mesh is not None \
-            and tuple(hint.mesh.axis_names) == tuple(mesh.axis_names) else None
+        sharding = (
+            hint
+            if isinstance(hint, NamedSharding)
+            and mesh is not None
+            and tuple(hint.mesh.axis_names) == tuple(mesh.axis_names)
+            else None
+        )
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding)
 
 
@@ -100,9 +110,8 @@ def _concrete(sharding):
     mesh = sharding.mesh
     if isinstance(mesh, Mesh):
         return sharding
-    devices = np.array(jax.devices()[:mesh.size], dtype=object).reshape(mesh.axis_sizes)
+    devices = np.array(jax.devices()[: mesh.size], dtype=object).reshape(mesh.axis_sizes)
     return NamedSharding(Mesh(devices, mesh.axis_names, axis_types=mesh.axis_types), sharding.spec)
-
 
 
 class RemoteModule:
@@ -112,11 +121,15 @@ class RemoteModule:
         self._name = Path(module_path).name
         self._worker = worker
         self._functions = _harness_functions(worker)
-        self._fatal: BaseException | None = None   # an import that failed, crashed or hung: every call fails alike
-        self._programs: dict[str, tuple] = {}      # exported programs by request, traced once
+        self._fatal: BaseException | None = (
+            None  # an import that failed, crashed or hung: every call fails alike
+        )
+        self._programs: dict[str, tuple] = {}  # exported programs by request, traced once
 
     def __getattr__(self, name: str):
-        if name.startswith("_"):   # never an exercise function; asked for by tools (hypothesis' _repr_pretty_)
+        if name.startswith(
+            "_"
+        ):  # never an exercise function; asked for by tools (hypothesis' _repr_pretty_)
             raise AttributeError(name)
         return RemoteFunction(self, {"name": name})
 
@@ -129,7 +142,7 @@ class RemoteModule:
         try:
             answer = self._worker.request(message, answer_callback=self._functions.answer)
         except WorkerFailure as exc:
-            if exc.importing:   # it would crash or hang again: every test of the module reports it
+            if exc.importing:  # it would crash or hang again: every test of the module reports it
                 self._fatal = exc
             raise
         if isinstance(answer, messages.ImportFailed):
@@ -144,14 +157,20 @@ class RemoteModule:
         if _has_tracer((args, kwargs)):
             return self._traced_call(target, args, kwargs)
         message = messages.Call(self._name, **target, **self._encoded(target, args, kwargs))
-        return self._decode(self._answer(self.request(message), messages.Returned, "a malformed result").value)
+        return self._decode(
+            self._answer(self.request(message), messages.Returned, "a malformed result").value
+        )
 
     def _encoded(self, target: dict, args, kwargs) -> dict:
         try:
-            return {"args": codec.encode(args, functions=self._functions.functions),
-                    "kwargs": codec.encode(kwargs, functions=self._functions.functions)}
+            return {
+                "args": codec.encode(args, functions=self._functions.functions),
+                "kwargs": codec.encode(kwargs, functions=self._functions.functions),
+            }
         except UnsupportedValue as exc:
-            raise TypeError(f"the grader cannot send {exc} to {target.get('name', 'your function')}") from None
+            raise TypeError(
+                f"the grader cannot send {exc} to {target.get('name', 'your function')}"
+            ) from None
 
     def _answer(self, response: messages.FromWorker, expected: type, malformed: str):
         """The answer of the `expected` kind; a student's exception raised again; anything else discards
@@ -159,8 +178,9 @@ class RemoteModule:
         if isinstance(response, messages.Raised):
             raise remote_exception(response.error)
         if not isinstance(response, (messages.Returned, messages.Program)):
-            raise self._worker.broke_protocol("this call",
-                                              ProtocolError("the answer has neither a result nor an error"))
+            raise self._worker.broke_protocol(
+                "this call", ProtocolError("the answer has neither a result nor an error")
+            )
         if not isinstance(response, expected):
             raise self._worker.broke_protocol("this call", ProtocolError(malformed))
         return response

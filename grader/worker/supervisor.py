@@ -25,14 +25,22 @@ import psutil
 
 from grader.sandbox import confinement
 from grader.worker import messages
-from grader.worker.failures import WorkerBrokeProtocol, WorkerCrashed, WorkerFailure, WorkerTimeout, describe_death
+from grader.worker.failures import (
+    WorkerBrokeProtocol,
+    WorkerCrashed,
+    WorkerFailure,
+    WorkerTimeout,
+    describe_death,
+)
 from grader.worker.framing import Budget
 from grader.worker.protocol_errors import ProtocolError
 
-STARTUP_SECONDS = 120.0          # a confined Python importing jax (a new zygote)
-WARM_STARTUP_SECONDS = 10.0      # a worker forked from a ready zygote: later than this, start a new sandbox
-REPLACE_SECONDS = 2.0            # for the zygote to reap a replaced worker's processes, once killed
-EXIT_STATUS_SECONDS = 2.0        # for the zygote to report how a worker that closed its pipe ended
+STARTUP_SECONDS = 120.0  # a confined Python importing jax (a new zygote)
+WARM_STARTUP_SECONDS = (
+    10.0  # a worker forked from a ready zygote: later than this, start a new sandbox
+)
+REPLACE_SECONDS = 2.0  # for the zygote to reap a replaced worker's processes, once killed
+EXIT_STATUS_SECONDS = 2.0  # for the zygote to report how a worker that closed its pipe ended
 OUTPUT_CHARS_PER_CALL = 4000
 
 # False: a replaced worker's whole sandbox is stopped and the next worker starts cold, in a fresh one,
@@ -41,8 +49,11 @@ FORK_SERVER = True
 
 
 def _timeout(what: str, importing: bool) -> WorkerTimeout:
-    return WorkerTimeout(f"timeout: your code did not finish {what} within the test's time limit "
-                         "(an endless loop, or far too much work?)", importing)
+    return WorkerTimeout(
+        f"timeout: your code did not finish {what} within the test's time limit "
+        "(an endless loop, or far too much work?)",
+        importing,
+    )
 
 
 def _tree(process) -> list:
@@ -62,7 +73,12 @@ def _no_callback(message: messages.Callback) -> messages.TraceFailed:
 
 AnswerCallback = Callable[[messages.Callback], messages.CallbackAnswer]
 
-_NOT_SERVING = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD, psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+_NOT_SERVING = (
+    psutil.STATUS_ZOMBIE,
+    psutil.STATUS_DEAD,
+    psutil.STATUS_STOPPED,
+    psutil.STATUS_TRACING_STOP,
+)
 
 
 class Worker:
@@ -76,20 +92,26 @@ class Worker:
     or does not answer is killed with its whole sandbox and a fresh one started (cold); so is every
     replaced worker's sandbox when FORK_SERVER is off."""
 
-    def __init__(self, folder: Path, *, isolation: confinement.Isolation,
-                 limits: confinement.WorkerLimits | None = None, scratch: Path | None = None):
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        isolation: confinement.Isolation,
+        limits: confinement.WorkerLimits | None = None,
+        scratch: Path | None = None,
+    ):
         self.folder = Path(folder).resolve()
         self.isolation = isolation
         self._limits = limits or confinement.WorkerLimits()
         self._scratch = Path(scratch or tempfile.gettempdir())
-        self._process = None                       # the sandbox: the zygote and every worker it forks
-        self._zygote = None                        # its psutil.Process, once it said "ready"
-        self._worker = None                        # the worker's psutil.Process, once it said "ready"
+        self._process = None  # the sandbox: the zygote and every worker it forks
+        self._zygote = None  # its psutil.Process, once it said "ready"
+        self._worker = None  # the worker's psutil.Process, once it said "ready"
         self._request_w = self._response_r = None  # the worker's pipes (ours ends)
-        self._forked = 0                           # workers asked of the zygote: numbers its exit reports
+        self._forked = 0  # workers asked of the zygote: numbers its exit reports
         self._ready = False
-        self._output = None                        # what the sandbox prints, read back after each call
-        self.deadline = float("inf")               # time.monotonic() by which the current test must end
+        self._output = None  # what the sandbox prints, read back after each call
+        self.deadline = float("inf")  # time.monotonic() by which the current test must end
 
     # What the worker now serving may still send, and which worker (self._forked) that is.
     _budget: Budget | None = None
@@ -109,7 +131,10 @@ class Worker:
         test's time, and reports it."""
         if self._ready:
             return
-        deadline, self.deadline = self.deadline, float("inf")   # the start's own limit, STARTUP_SECONDS
+        deadline, self.deadline = (
+            self.deadline,
+            float("inf"),
+        )  # the start's own limit, STARTUP_SECONDS
         try:
             self._spawn()
         except (WorkerFailure, ProtocolError):
@@ -123,14 +148,30 @@ class Worker:
         # (a socket with a timeout would wait out the timeout even then).
         control, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         output_path = workdir.parent / f"{workdir.name}.out"
-        output = open(output_path, "ab")    # the sandbox appends; we read from our own offset
+        output = open(output_path, "ab")  # the sandbox appends; we read from our own offset
         self._output, self._read = open(output_path, "rb"), 0
         env = confinement.sandbox_environment(workdir, XLA_FLAGS=os.environ.get("XLA_FLAGS", ""))
-        argv = [sys.executable, "-I", "-B", "-m", "grader.worker.zygote", str(zygote_end.fileno()), str(self.folder)]
+        argv = [
+            sys.executable,
+            "-I",
+            "-B",
+            "-m",
+            "grader.worker.zygote",
+            str(zygote_end.fileno()),
+            str(self.folder),
+        ]
         try:
-            process = confinement.spawn_confined(argv, level=self.isolation, workdir=workdir, readable=[self.folder],
-                                                 env=env, pass_fds=(zygote_end.fileno(),), limits=self._limits,
-                                                 stdout=output, pid_1=True)
+            process = confinement.spawn_confined(
+                argv,
+                level=self.isolation,
+                workdir=workdir,
+                readable=[self.folder],
+                env=env,
+                pass_fds=(zygote_end.fileno(),),
+                limits=self._limits,
+                stdout=output,
+                pid_1=True,
+            )
         except BaseException:
             control.close()
             raise
@@ -145,9 +186,13 @@ class Worker:
         else from a fresh sandbox (cold)."""
         if self._zygote is not None:
             try:
-                return self._fork_worker(min(self.deadline, time.monotonic() + WARM_STARTUP_SECONDS))
+                return self._fork_worker(
+                    min(self.deadline, time.monotonic() + WARM_STARTUP_SECONDS)
+                )
             except (WorkerFailure, ProtocolError):
-                if time.monotonic() >= self.deadline:   # the test's time is up, not the zygote's: it is kept
+                if (
+                    time.monotonic() >= self.deadline
+                ):  # the test's time is up, not the zygote's: it is kept
                     raise
                 self.stop()
         if self._process is None:
@@ -164,7 +209,9 @@ class Worker:
         """Wait for the new zygote's "ready" and find it in the sandbox: nothing there has run anything
         but the grader yet, so it is the process at the end of the sandbox's single chain (bwrap, then
         the zygote as the namespace's init; or the zygote itself). Its own word is never taken for its pid."""
-        while not select.select([self._control], [], [], max(0.0, min(limit - time.monotonic(), 0.5)))[0]:
+        while not select.select(
+            [self._control], [], [], max(0.0, min(limit - time.monotonic(), 0.5))
+        )[0]:
             if time.monotonic() >= limit:
                 raise _timeout("starting the worker", False)
         try:
@@ -185,7 +232,9 @@ class Worker:
         except psutil.Error:
             found = False
         if not found:
-            raise WorkerCrashed("crashed: the worker's sandbox is not as it was started, while starting the worker")
+            raise WorkerCrashed(
+                "crashed: the worker's sandbox is not as it was started, while starting the worker"
+            )
         self._zygote = process
 
     def _fork_worker(self, limit: float) -> None:
@@ -196,10 +245,17 @@ class Worker:
         self._request_w, self._response_r = request_w, response_r
         self._started_at, self._imported = time.monotonic(), set()
         try:
-            socket.send_fds(self._control, [str(self._forked).encode()], [request_r, response_w], socket.MSG_DONTWAIT)
+            socket.send_fds(
+                self._control,
+                [str(self._forked).encode()],
+                [request_r, response_w],
+                socket.MSG_DONTWAIT,
+            )
         except OSError:
             self._discard_worker()
-            raise WorkerCrashed("crashed: the worker's zygote ended, while starting the worker") from None
+            raise WorkerCrashed(
+                "crashed: the worker's zygote ended, while starting the worker"
+            ) from None
         finally:
             os.close(request_r)
             os.close(response_w)
@@ -208,7 +264,7 @@ class Worker:
             self._discard_worker()
             raise ProtocolError("the worker did not start as expected")
         self._ready = True
-        try:   # the zygote's one child (none other has run since the last was cleared): the worker
+        try:  # the zygote's one child (none other has run since the last was cleared): the worker
             children = self._zygote.children()
             self._worker = children[0] if len(children) == 1 else None
         except psutil.Error:
@@ -221,7 +277,7 @@ class Worker:
             try:
                 if not self._control.recv(64, socket.MSG_DONTWAIT):
                     return
-            except OSError:   # BlockingIOError: nothing more
+            except OSError:  # BlockingIOError: nothing more
                 return
 
     def _discard_worker(self) -> None:
@@ -234,7 +290,7 @@ class Worker:
         self._request_w = self._response_r = None
         self._ready = False
         if not FORK_SERVER or not self._clear_zygote():
-            self.stop()   # it kills self._worker too, which may have left the sandbox's tree with the zygote
+            self.stop()  # it kills self._worker too, which may have left the sandbox's tree with the zygote
             return
         self._worker = None
         # The next worker starts as from a fresh sandbox: an empty folder, and an empty output file
@@ -265,7 +321,7 @@ class Worker:
                 return False
             if not below:
                 return True
-            for process in below:   # zombies included: they are gone once the zygote reaps them
+            for process in below:  # zombies included: they are gone once the zygote reaps them
                 try:
                     process.kill()
                 except psutil.Error:
@@ -284,7 +340,9 @@ class Worker:
         self._request_w = self._response_r = None
         worker, self._worker, self._zygote, self._ready = self._worker, None, None, False
         self._control.close()
-        strays = _tree(worker)   # a worker whose zygote was killed is out of the sandbox's tree (not its namespace)
+        strays = _tree(
+            worker
+        )  # a worker whose zygote was killed is out of the sandbox's tree (not its namespace)
         for stray in strays:
             try:
                 stray.kill()
@@ -320,7 +378,9 @@ class Worker:
 
     # --- messages ----------------------------------------------------------------------------
 
-    def request(self, message: messages.Request, *, answer_callback: AnswerCallback) -> messages.FromWorker:
+    def request(
+        self, message: messages.Request, *, answer_callback: AnswerCallback
+    ) -> messages.FromWorker:
         """Send one request about its module and return the answer; `answer_callback` answers what the
         worker asks the harness meanwhile (a Callback: a test's function to trace). A crash or a hang raises
         WorkerCrashed or WorkerTimeout saying whether the module was being imported (`.importing`)."""
@@ -335,14 +395,18 @@ class Worker:
         what = "this call" if module in self._imported else f"importing {module}"
         try:
             answer = self._receive(self.deadline, what, answer_callback)
-            if isinstance(answer, messages.Imported):   # the worker imported the module (first use): now the call runs
+            if isinstance(
+                answer, messages.Imported
+            ):  # the worker imported the module (first use): now the call runs
                 self._imported.add(module)
                 answer = self._receive(self.deadline, "this call", answer_callback)
         finally:
             self._relay_output()
         return answer
 
-    def _receive(self, deadline: float, what: str, answer_callback: AnswerCallback) -> messages.FromWorker:
+    def _receive(
+        self, deadline: float, what: str, answer_callback: AnswerCallback
+    ) -> messages.FromWorker:
         """The worker's answer, its callbacks answered meanwhile. A worker that stops reading the
         programs it asked for costs the harness no more than the test's time."""
         while True:
@@ -350,7 +414,9 @@ class Worker:
             if not isinstance(message, messages.Callback):
                 return message
             answer = answer_callback(message)
-            os.set_blocking(self._request_w, False)   # the write then waits for room only until the deadline
+            os.set_blocking(
+                self._request_w, False
+            )  # the write then waits for room only until the deadline
             try:
                 messages.write(self._request_w, answer, deadline)
             except TimeoutError:
@@ -367,7 +433,7 @@ class Worker:
             readable, _, _ = select.select([self._response_r], [], [], min(left, 0.5))
             if readable:
                 break
-        if self._budget_of != self._forked:   # a worker started since: a budget of its own
+        if self._budget_of != self._forked:  # a worker started since: a budget of its own
             self._budget, self._budget_of = Budget(), self._forked
         try:
             return messages.read(self._response_r, messages.FromWorker, self._budget)
@@ -376,13 +442,18 @@ class Worker:
         except EOFError:
             returncode = self._exit_status()
             self._discard_worker()
-            raise WorkerCrashed(f"crashed: {describe_death(returncode)} while {what}", importing) from None
+            raise WorkerCrashed(
+                f"crashed: {describe_death(returncode)} while {what}", importing
+            ) from None
 
     def broke_protocol(self, what: str, exc: ProtocolError) -> WorkerBrokeProtocol:
         """Discard the worker (one that breaks the protocol is not asked again) and say why, to be raised."""
         self._discard_worker()
-        return WorkerBrokeProtocol(f"the worker broke the protocol while {what} (did your code write to its "
-                                   f"pipes?): {exc}", what.startswith("importing"))
+        return WorkerBrokeProtocol(
+            f"the worker broke the protocol while {what} (did your code write to its "
+            f"pipes?): {exc}",
+            what.startswith("importing"),
+        )
 
     def _exit_status(self) -> int | None:
         """How the worker that closed its pipe ended, as its zygote reports it (it only words the
@@ -395,15 +466,17 @@ class Worker:
             return None
         while select.select([self._control], [], [], max(0.0, ended - time.monotonic()))[0]:
             try:
-                message = self._control.recv(64, socket.MSG_DONTWAIT).decode("ascii", errors="replace")
+                message = self._control.recv(64, socket.MSG_DONTWAIT).decode(
+                    "ascii", errors="replace"
+                )
             except BlockingIOError:
                 continue
             except OSError:
                 return None
-            if not message:   # the zygote is gone
+            if not message:  # the zygote is gone
                 return None
-            if message.startswith(wanted) and message[len(wanted):].lstrip("-").isdigit():
-                return int(message[len(wanted):])
+            if message.startswith(wanted) and message[len(wanted) :].lstrip("-").isdigit():
+                return int(message[len(wanted) :])
         return None
 
     def _relay_output(self) -> None:
@@ -415,6 +488,7 @@ class Worker:
         self._read = self._output.seek(0, os.SEEK_END)
         if text:
             cut = len(text) > OUTPUT_CHARS_PER_CALL
-            sys.stdout.write(text[:OUTPUT_CHARS_PER_CALL].decode(errors="replace") + ("\n... (cut)\n" if cut else ""))
-
-
+            sys.stdout.write(
+                text[:OUTPUT_CHARS_PER_CALL].decode(errors="replace")
+                + ("\n... (cut)\n" if cut else "")
+            )

@@ -16,7 +16,9 @@ from grader.worker.protocol_errors import need
 from grader.worker.slots import Slot, map_leaves, slots
 
 
-def export_traced(fn, args, kwargs, *, functions: list | None = None, anonymous: bool = False) -> dict:
+def export_traced(
+    fn, args, kwargs, *, functions: list | None = None, anonymous: bool = False
+) -> dict:
     """Trace fn on the abstract arrays (ShapeDtypeStructs) among args, the rest fixed, and export it:
     {"artifact": the serialized program, "out": the encoded layout of its results}. Arrays among the
     results become the program's outputs; everything else comes back as data, with a Slot where each
@@ -34,21 +36,27 @@ def export_traced(fn, args, kwargs, *, functions: list | None = None, anonymous:
     layout = {}
 
     def traced(*arrays):
-        call_args, call_kwargs = map_leaves(slotted, lambda v: isinstance(v, Slot), lambda s: arrays[s.index])
+        call_args, call_kwargs = map_leaves(
+            slotted, lambda v: isinstance(v, Slot), lambda s: arrays[s.index]
+        )
         outputs = []
 
         def to_output(array):
             outputs.append(array)
             return Slot(len(outputs) - 1)
 
-        layout["out"] = map_leaves(fn(*call_args, **call_kwargs), lambda v: isinstance(v, jax.Array), to_output)
+        layout["out"] = map_leaves(
+            fn(*call_args, **call_kwargs), lambda v: isinstance(v, jax.Array), to_output
+        )
         return tuple(outputs)
 
     exported = jax.export.export(jax.jit(traced))(*structs)
     if anonymous:
         exported = programs.anonymous(exported)
-    return {"artifact": base64.b64encode(exported.serialize()).decode("ascii"),
-            "out": encode(layout["out"], functions=functions)}
+    return {
+        "artifact": base64.b64encode(exported.serialize()).decode("ascii"),
+        "out": encode(layout["out"], functions=functions),
+    }
 
 
 def abstract_arrays(args, kwargs, describe):
@@ -61,12 +69,15 @@ def abstract_arrays(args, kwargs, describe):
         arrays.append(value)
         return describe(value)
 
-    is_array = lambda v: isinstance(v, (jax.Array, np.ndarray))   # noqa: E731
+    is_array = lambda v: isinstance(v, (jax.Array, np.ndarray))  # noqa: E731
     return map_leaves((tuple(args), dict(kwargs)), is_array, to_abstract), arrays
 
 
 def call_exported(exported, layout, arrays):
     """Run a traced program on `arrays` and put its outputs where the layout's Slots say."""
     outputs = exported.call(*arrays)
-    need(all(s.index < len(outputs) for s in slots(layout)), "a traced program's results do not match its layout")
+    need(
+        all(s.index < len(outputs) for s in slots(layout)),
+        "a traced program's results do not match its layout",
+    )
     return map_leaves(layout, lambda v: isinstance(v, Slot), lambda s: outputs[s.index])

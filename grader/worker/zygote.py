@@ -48,10 +48,12 @@ def _become_worker(control: socket.socket, fds: list[int], folder: Path) -> None
     code = 1
     try:
         control.close()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)   # the student's subprocesses are their own to wait for
-        signal.signal(signal.SIGINT, signal.default_int_handler)   # as in any Python
+        signal.signal(
+            signal.SIGCHLD, signal.SIG_DFL
+        )  # the student's subprocesses are their own to wait for
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in any Python
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-        _prctl(PR_SET_DUMPABLE, 1)   # as a fresh worker: its own /proc entries readable by itself
+        _prctl(PR_SET_DUMPABLE, 1)  # as a fresh worker: its own /proc entries readable by itself
         from grader.worker import request_loop
 
         # What the student's code may look at is the process a worker started on its own would be.
@@ -72,7 +74,7 @@ def _become_worker(control: socket.socket, fds: list[int], folder: Path) -> None
 
 
 def serve_forks(control: socket.socket, folder: Path) -> int:
-    workers: dict[int, int] = {}   # pid -> the harness's number for that worker
+    workers: dict[int, int] = {}  # pid -> the harness's number for that worker
 
     def reap(*_) -> None:
         while True:
@@ -83,9 +85,14 @@ def serve_forks(control: socket.socket, folder: Path) -> int:
             if pid == 0:
                 return
             number = workers.pop(pid, None)
-            if number is not None:   # never block here: a harness that does not read loses the wording only
+            if (
+                number is not None
+            ):  # never block here: a harness that does not read loses the wording only
                 try:
-                    control.send(f"exit {number} {os.waitstatus_to_exitcode(status)}".encode(), socket.MSG_DONTWAIT)
+                    control.send(
+                        f"exit {number} {os.waitstatus_to_exitcode(status)}".encode(),
+                        socket.MSG_DONTWAIT,
+                    )
                 except OSError:
                     pass
 
@@ -99,13 +106,16 @@ def serve_forks(control: socket.socket, folder: Path) -> int:
             message, fds, _, _ = socket.recv_fds(control, 64, 2)
         except OSError:
             return 1
-        if not message:   # the harness closed its end: the session is over
+        if not message:  # the harness closed its end: the session is over
             return 0
         if len(fds) != 2 or not message.isdigit():
             for fd in fds:
                 os.close(fd)
             continue
-        for stream in (sys.stdout, sys.stderr):   # else the child would print the zygote's buffer again
+        for stream in (
+            sys.stdout,
+            sys.stderr,
+        ):  # else the child would print the zygote's buffer again
             stream.flush()
         # SIGCHLD waits until the pid is recorded: a worker that ends at once still has its status sent.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
@@ -116,7 +126,9 @@ def serve_forks(control: socket.socket, folder: Path) -> int:
             workers[pid] = int(message)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-            for fd in fds:   # the worker holds them now; ours would keep its pipes open after it died
+            for (
+                fd
+            ) in fds:  # the worker holds them now; ours would keep its pipes open after it died
                 os.close(fd)
 
 

@@ -23,28 +23,32 @@ from jax._src import compilation_cache
 
 _CACHE = tempfile.mkdtemp(prefix="shardlab-tests-xla-cache-")
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
-if "SHARDLAB_CACHE" not in os.environ:   # one per pytest process (each xdist worker has its own)
+if "SHARDLAB_CACHE" not in os.environ:  # one per pytest process (each xdist worker has its own)
     os.environ["SHARDLAB_CACHE"] = tempfile.mkdtemp(prefix="shardlab-tests-grading-cache-")
     atexit.register(shutil.rmtree, os.environ["SHARDLAB_CACHE"], ignore_errors=True)
-os.environ.update({
-    "JAX_COMPILATION_CACHE_DIR": _CACHE,
-    # Cache every program: the tests' programs are small and each compiles in well under a second.
-    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-})
+os.environ.update(
+    {
+        "JAX_COMPILATION_CACHE_DIR": _CACHE,
+        # Cache every program: the tests' programs are small and each compiles in well under a second.
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
+)
 
 # This process too (the in-process exercise tests, collected before this file is read): its entries
 # are what dev-check's and the corpus's reference runs find already compiled.
 jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-compilation_cache.reset_cache()   # forget a "no cache" decision taken by an earlier compile
+compilation_cache.reset_cache()  # forget a "no cache" decision taken by an earlier compile
 
 
 def pytest_configure(config):
     # `-n 2 --dist loadgroup` (how CI runs the suite): a file whose module-scoped fixture does heavy work
     # (a graded class, a built course) keeps its tests on one worker, so the work is done once.
-    config.addinivalue_line("markers", "xdist_group(name): run these tests on one pytest-xdist worker")
+    config.addinivalue_line(
+        "markers", "xdist_group(name): run these tests on one pytest-xdist worker"
+    )
 
 
 # -- a real browser, for the pages' tests ---------------------------------------------------------------------
@@ -76,8 +80,15 @@ def _browser_or_skip():
         # --no-sandbox is Playwright's own choice as root; the others keep Chromium from calling home.
         return playwright, playwright.chromium.launch(
             executable_path=executable,
-            args=["--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--disable-quic"])
+            args=[
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+            ],
+        )
     except Exception as exc:
         playwright.stop()
         pytest.skip(f"Chromium at {executable} did not start: {exc}")
@@ -86,17 +97,22 @@ def _browser_or_skip():
 @dataclass
 class Visit:
     """What a page did while it loaded and was looked at."""
-    page: object                                          # playwright's Page
-    requests: list[str] = field(default_factory=list)     # every request other than the page's own file
-    console: list[str] = field(default_factory=list)      # console messages of type error or warning
-    errors: list[str] = field(default_factory=list)       # uncaught page errors
+
+    page: object  # playwright's Page
+    requests: list[str] = field(
+        default_factory=list
+    )  # every request other than the page's own file
+    console: list[str] = field(default_factory=list)  # console messages of type error or warning
+    errors: list[str] = field(default_factory=list)  # uncaught page errors
 
 
 @contextmanager
 def visit(browser, path: Path, *, javascript: bool = False) -> Iterator[Visit]:
     """Open `path` in a fresh context. Script is off, as a reader without it would see the page (the pages need
     none); tests that evaluate JavaScript to measure the page turn it on for the test's own scripts only."""
-    context = browser.new_context(java_script_enabled=javascript, viewport={"width": 1280, "height": 900})
+    context = browser.new_context(
+        java_script_enabled=javascript, viewport={"width": 1280, "height": 900}
+    )
     page = context.new_page()
     seen = Visit(page)
     own = path.resolve().as_uri()
@@ -109,8 +125,14 @@ def visit(browser, path: Path, *, javascript: bool = False) -> Iterator[Visit]:
             route.abort()
 
     context.route("**/*", route)
-    page.on("console", lambda message: seen.console.append(f"{message.type}: {message.text}")
-            if message.type in ("error", "warning") else None)
+    page.on(
+        "console",
+        lambda message: (
+            seen.console.append(f"{message.type}: {message.text}")
+            if message.type in ("error", "warning")
+            else None
+        ),
+    )
     page.on("pageerror", lambda error: seen.errors.append(str(error)))
     try:
         page.goto(own, wait_until="load")
@@ -138,12 +160,15 @@ def page_visit():
 # tests/grader/local_slurm.py starts one (bench/ uses it too); without Slurm's commands or root, the tests that
 # ask for it skip, saying why.
 
+
 def _local_slurm_module():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("shardlab_local_slurm", Path(__file__).with_name("local_slurm.py"))
+    spec = importlib.util.spec_from_file_location(
+        "shardlab_local_slurm", Path(__file__).with_name("local_slurm.py")
+    )
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # its dataclasses look their module up there
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

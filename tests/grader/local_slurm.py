@@ -32,11 +32,15 @@ START_SECONDS = 30.0
 @dataclass
 class LocalSlurm:
     folder: Path
-    env: dict[str, str]            # the caller's environment plus SLURM_CONF: what Slurm's commands need
+    env: dict[str, str]  # the caller's environment plus SLURM_CONF: what Slurm's commands need
     cpus: int
 
-    def run(self, *command: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-        done = subprocess.run(list(command), env=self.env, capture_output=True, text=True, timeout=timeout)
+    def run(
+        self, *command: str, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            list(command), env=self.env, capture_output=True, text=True, timeout=timeout
+        )
         if check and done.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr}")
         return done
@@ -59,19 +63,38 @@ def _free_port() -> int:
 
 
 def config(folder: Path, cpus: int) -> str:
-    return "\n".join([
-        "ClusterName=shardlab-tests", "SlurmctldHost=localhost", f"SlurmctldPort={_free_port()}",
-        f"SlurmdPort={_free_port()}", "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge",
-        f"AuthInfo=socket={folder / 'munge.socket'}", "CredType=cred/munge", f"StateSaveLocation={folder / 'state'}",
-        f"SlurmdSpoolDir={folder / 'spool'}", f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
-        f"SlurmdPidFile={folder / 'slurmd.pid'}", f"SlurmctldLogFile={folder / 'slurmctld.log'}",
-        f"SlurmdLogFile={folder / 'slurmd.log'}", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/affinity",
-        "JobAcctGatherType=jobacct_gather/none", "AccountingStorageType=accounting_storage/none",
-        "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "ReturnToService=2", "MpiDefault=none",
-        "MinJobAge=600",   # scontrol still knows an ended job's state for 10 minutes
-        f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} SocketsPerBoard=1 CoresPerSocket={cpus} "
-        "ThreadsPerCore=1 RealMemory=16000 State=UNKNOWN",
-        "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP", ""])
+    return "\n".join(
+        [
+            "ClusterName=shardlab-tests",
+            "SlurmctldHost=localhost",
+            f"SlurmctldPort={_free_port()}",
+            f"SlurmdPort={_free_port()}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            f"AuthInfo=socket={folder / 'munge.socket'}",
+            "CredType=cred/munge",
+            f"StateSaveLocation={folder / 'state'}",
+            f"SlurmdSpoolDir={folder / 'spool'}",
+            f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
+            f"SlurmdPidFile={folder / 'slurmd.pid'}",
+            f"SlurmctldLogFile={folder / 'slurmctld.log'}",
+            f"SlurmdLogFile={folder / 'slurmd.log'}",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/affinity",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "ReturnToService=2",
+            "MpiDefault=none",
+            "MinJobAge=600",  # scontrol still knows an ended job's state for 10 minutes
+            f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} SocketsPerBoard=1 CoresPerSocket={cpus} "
+            "ThreadsPerCore=1 RealMemory=16000 State=UNKNOWN",
+            "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
+            "",
+        ]
+    )
 
 
 @contextmanager
@@ -86,26 +109,50 @@ def started() -> Iterator[LocalSlurm]:
     key.chmod(0o600)
     cpus = len(os.sched_getaffinity(0))
     (folder / "slurm.conf").write_text(config(folder, cpus))
-    env = {name: value for name, value in os.environ.items()   # an outer allocation must not leak into ours
-           if not name.startswith(("SLURM_", "SBATCH_", "SRUN_"))} | {"SLURM_CONF": str(folder / "slurm.conf")}
+    env = {
+        name: value
+        for name, value in os.environ.items()  # an outer allocation must not leak into ours
+        if not name.startswith(("SLURM_", "SBATCH_", "SRUN_"))
+    } | {"SLURM_CONF": str(folder / "slurm.conf")}
     daemons: list[subprocess.Popen] = []
     logs = open(folder / "daemons.log", "ab")
     try:
-        daemons.append(subprocess.Popen(
-            ["munged", "--foreground", "--force", f"--socket={folder / 'munge.socket'}", f"--key-file={key}",
-             f"--pid-file={folder / 'munged.pid'}", f"--log-file={folder / 'munged.log'}",
-             f"--seed-file={folder / 'munged.seed'}"], stdout=logs, stderr=logs, start_new_session=True))
+        daemons.append(
+            subprocess.Popen(
+                [
+                    "munged",
+                    "--foreground",
+                    "--force",
+                    f"--socket={folder / 'munge.socket'}",
+                    f"--key-file={key}",
+                    f"--pid-file={folder / 'munged.pid'}",
+                    f"--log-file={folder / 'munged.log'}",
+                    f"--seed-file={folder / 'munged.seed'}",
+                ],
+                stdout=logs,
+                stderr=logs,
+                start_new_session=True,
+            )
+        )
         deadline = time.monotonic() + START_SECONDS
         while not (folder / "munge.socket").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         for command in (["slurmctld", "-D", "-i"], ["slurmd", "-D", "-N", "localhost"]):
-            daemons.append(subprocess.Popen(command, env=env, stdout=logs, stderr=logs, start_new_session=True))
+            daemons.append(
+                subprocess.Popen(command, env=env, stdout=logs, stderr=logs, start_new_session=True)
+            )
         cluster = LocalSlurm(folder, env, cpus)
-        while cluster.run("sinfo", "--noheader", "--format=%T", check=False).stdout.strip() not in ("idle", "mixed"):
+        while cluster.run("sinfo", "--noheader", "--format=%T", check=False).stdout.strip() not in (
+            "idle",
+            "mixed",
+        ):
             if any(daemon.poll() is not None for daemon in daemons) or time.monotonic() > deadline:
                 logs.flush()
-                said = "".join(path.read_text()[-2000:] for path in (folder / "daemons.log", folder / "slurmd.log")
-                               if path.exists())
+                said = "".join(
+                    path.read_text()[-2000:]
+                    for path in (folder / "daemons.log", folder / "slurmd.log")
+                    if path.exists()
+                )
                 raise RuntimeError(f"the local Slurm did not come up: {said}")
             time.sleep(0.2)
         yield cluster
@@ -125,7 +172,8 @@ def started() -> Iterator[LocalSlurm]:
             try:
                 found = process.environ()
                 if found.get("SLURM_CONF") == env["SLURM_CONF"] and (
-                        "SLURM_JOB_ID" in found or process.name() == "slurmstepd"):
+                    "SLURM_JOB_ID" in found or process.name() == "slurmstepd"
+                ):
                     process.kill()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 pass

@@ -17,9 +17,12 @@ def contract_layers() -> list[list[str]]:
 def readme_grader_entries() -> list[str]:
     """The grader/ entries of the Layout section, which the README links to in docs/architecture.md."""
     text = (paths.REPO_ROOT / "docs" / "architecture.md").read_text()
-    section = text[text.index("## Layout"):text.index("\n## ", text.index("## Layout") + 1)]
-    block = section[section.index("    grader/"):section.index("\n    docs/")]
-    return [m[1].removesuffix("/").removesuffix(".py") for m in re.finditer(r"^      (\S+)", block, re.M)]
+    section = text[text.index("## Layout") : text.index("\n## ", text.index("## Layout") + 1)]
+    block = section[section.index("    grader/") : section.index("\n    docs/")]
+    return [
+        m[1].removesuffix("/").removesuffix(".py")
+        for m in re.finditer(r"^      (\S+)", block, re.M)
+    ]
 
 
 def test_the_readme_draws_the_layers_in_the_contracts_order():
@@ -35,14 +38,22 @@ def test_the_readmes_set_up_is_what_ci_runs():
     """The README's install and test commands are .ci/run's, run with the venv's own executables."""
     readme = (paths.REPO_ROOT / "README.md").read_text()
     ci = (paths.REPO_ROOT / ".ci" / "run").read_text()
-    assert '    python3.11 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev]"\n' in readme
-    assert "\npython3.11 -m venv .venv\n" in ci and '\n.venv/bin/python -m pip install --quiet -e ".[dev]"\n' in ci
+    assert (
+        '    python3.11 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev]"\n'
+        in readme
+    )
+    assert (
+        "\npython3.11 -m venv .venv\n" in ci
+        and '\n.venv/bin/python -m pip install --quiet -e ".[dev]"\n' in ci
+    )
     (test_command,) = re.findall(r"^    (python -m pytest [^#]*?)\s+#", readme, re.M)
     assert f"\n.venv/bin/{test_command}\n" in ci
 
 
 def test_every_grader_package_is_a_layer():
-    packages = {p.name for p in (paths.REPO_ROOT / "grader").iterdir() if (p / "__init__.py").is_file()}
+    packages = {
+        p.name for p in (paths.REPO_ROOT / "grader").iterdir() if (p / "__init__.py").is_file()
+    }
     assert packages | {"cli"} == {name for layer in contract_layers() for name in layer}
 
 
@@ -51,7 +62,9 @@ def module_imports() -> dict[str, set[str]]:
     import grimp
 
     graph = grimp.build_graph("grader")
-    return {m: {i for i in graph.find_modules_directly_imported_by(m) if i != m} for m in graph.modules}
+    return {
+        m: {i for i in graph.find_modules_directly_imported_by(m) if i != m} for m in graph.modules
+    }
 
 
 def test_no_module_imports_itself_back():
@@ -64,7 +77,7 @@ def test_no_module_imports_itself_back():
         state[module] = "open"
         for name in sorted(imports.get(module, ())):
             if state.get(name) == "open":
-                circles.append(" -> ".join([*path[path.index(name):], name]))
+                circles.append(" -> ".join([*path[path.index(name) :], name]))
             elif name not in state:
                 visit(name, [*path, name])
         state[module] = "done"
@@ -83,7 +96,7 @@ def test_no_private_name_is_imported_across_modules():
     found = []
     for path in sorted((paths.REPO_ROOT / "grader").rglob("*.py")):
         tree = ast.parse(path.read_text())
-        modules = set()   # local names bound to grader modules
+        modules = set()  # local names bound to grader modules
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader"):
                 for alias in node.names:
@@ -93,7 +106,12 @@ def test_no_private_name_is_imported_across_modules():
             elif isinstance(node, ast.Import):
                 modules |= {a.asname or a.name for a in node.names if a.name.startswith("grader")}
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
-                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
                 found.append(f"{path.name}: {node.value.id}.{node.attr}")
     assert found == []

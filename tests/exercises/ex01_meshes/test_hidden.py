@@ -25,14 +25,19 @@ def test_mesh_2x4_sharding_is_in_the_type(impl):
     arr = jax.device_put(np.zeros((4, 8), np.float32), NamedSharding(mesh, P("x", "y")))
     assert str(jax.typeof(arr)) == "float32[4@x,8@y]", (
         f"on an Explicit mesh the sharding is part of the type: expected float32[4@x,8@y], "
-        f"got {jax.typeof(arr)} (are both axes Explicit?)")
+        f"got {jax.typeof(arr)} (are both axes Explicit?)"
+    )
 
 
 @pytest.mark.points(0.5)
 @pytest.mark.rules("values")
 def test_data_mesh_sizes(impl, check_mesh, n_devices):
-    check_mesh(impl.make_data_mesh(n_devices), {"data": n_devices}, AxisType.Auto,
-               f"make_data_mesh({n_devices})")
+    check_mesh(
+        impl.make_data_mesh(n_devices),
+        {"data": n_devices},
+        AxisType.Auto,
+        f"make_data_mesh({n_devices})",
+    )
 
 
 @pytest.mark.points(0.5)
@@ -45,13 +50,25 @@ def test_data_mesh_odd_sizes(impl, check_mesh, n):
 @pytest.mark.points(0.5)
 @pytest.mark.rules("values")
 def test_data_mesh_named_axis(impl, check_mesh, n_devices):
-    check_mesh(impl.make_data_mesh(n_devices, name="batch"), {"batch": n_devices}, AxisType.Auto,
-               f"make_data_mesh({n_devices}, name='batch')")
-    check_mesh(impl.make_data_mesh(n_devices, "rows"), {"rows": n_devices}, AxisType.Auto,
-               f"make_data_mesh({n_devices}, 'rows')")
+    check_mesh(
+        impl.make_data_mesh(n_devices, name="batch"),
+        {"batch": n_devices},
+        AxisType.Auto,
+        f"make_data_mesh({n_devices}, name='batch')",
+    )
+    check_mesh(
+        impl.make_data_mesh(n_devices, "rows"),
+        {"rows": n_devices},
+        AxisType.Auto,
+        f"make_data_mesh({n_devices}, 'rows')",
+    )
     name = "".join(inputs.rng(0).choice(list("abcdefghijklmnopqrstuvwxyz"), 8))
-    check_mesh(impl.make_data_mesh(n_devices, name=name), {name: n_devices}, AxisType.Auto,
-               f"make_data_mesh({n_devices}, name={name!r})")
+    check_mesh(
+        impl.make_data_mesh(n_devices, name=name),
+        {name: n_devices},
+        AxisType.Auto,
+        f"make_data_mesh({n_devices}, name={name!r})",
+    )
 
 
 # (mesh shape as a function of n, axis names, spec, array shape): every spec splits something.
@@ -81,10 +98,12 @@ def test_place_layouts(impl, n_devices, case, axis_type):
 @pytest.mark.rules("values", "layouts")
 def test_place_moves_a_placed_array(impl):
     mesh = test_mesh((2, 4), ("x", "y"), "explicit")
-    x = inputs.rng(0).integers(-2**31, 2**31, (8, 8), dtype=np.int32)
+    x = inputs.rng(0).integers(-(2**31), 2**31, (8, 8), dtype=np.int32)
     placed = jax.device_put(x, NamedSharding(mesh, P("x", "y")))
     out = impl.place(placed, mesh, P("y", None))
-    assert_sharded_like(out, mesh, P("y", None), x, rtol=0, atol=0, name="place(arr, mesh, P('y', None))")
+    assert_sharded_like(
+        out, mesh, P("y", None), x, rtol=0, atol=0, name="place(arr, mesh, P('y', None))"
+    )
     assert out.dtype == np.int32, f"place must keep the dtype: int32 in, {out.dtype} out"
 
 
@@ -140,7 +159,9 @@ def test_shard_table_sorted_on_a_reversed_mesh(impl, check_table, drawn_array):
 def test_shard_table_single_device_and_scalar(impl, check_table):
     rng = inputs.rng(0)
     device = jax.devices()[int(rng.integers(8))]
-    vector = jax.device_put(rng.standard_normal(int(rng.integers(1, 10))).astype(np.float32), device)
+    vector = jax.device_put(
+        rng.standard_normal(int(rng.integers(1, 10))).astype(np.float32), device
+    )
     check_table(impl.shard_table(vector), vector)
     mesh = test_mesh((4,), ("d",), "explicit")
     scalar = jax.device_put(np.float32(rng.standard_normal()), NamedSharding(mesh, P()))

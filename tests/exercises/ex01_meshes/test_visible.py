@@ -25,7 +25,12 @@ def test_make_data_mesh(impl, check_mesh):
     check_mesh(impl.make_data_mesh(8), {"data": 8}, AxisType.Auto, "make_data_mesh(8)")
     # Then a name drawn for the test (the hidden tests take every size).
     name = "".join(inputs.rng(0).choice(list("abcdefghijklmnopqrstuvwxyz"), 8))
-    check_mesh(impl.make_data_mesh(8, name=name), {name: 8}, AxisType.Auto, f"make_data_mesh(8, name={name!r})")
+    check_mesh(
+        impl.make_data_mesh(8, name=name),
+        {name: 8},
+        AxisType.Auto,
+        f"make_data_mesh(8, name={name!r})",
+    )
 
 
 @pytest.mark.rules("values", "layouts")
@@ -33,11 +38,15 @@ def test_place_rows_and_columns(impl):
     mesh = test_mesh((2, 4), ("x", "y"), "explicit")
     x = inputs.rng(0).standard_normal((8, 12)).astype(np.float32)
     out = impl.place(x, mesh, P("x", "y"))
-    assert_sharded_like(out, mesh, P("x", "y"), x, rtol=0, atol=0, name="place(x, mesh, P('x', 'y'))")
+    assert_sharded_like(
+        out, mesh, P("x", "y"), x, rtol=0, atol=0, name="place(x, mesh, P('x', 'y'))"
+    )
     # Then integers drawn for the test: the dtype is kept too.
-    x = inputs.rng(1).integers(-2**31, 2**31, (8, 8), dtype=np.int32)
+    x = inputs.rng(1).integers(-(2**31), 2**31, (8, 8), dtype=np.int32)
     out = impl.place(x, mesh, P("y", None))
-    assert_sharded_like(out, mesh, P("y", None), x, rtol=0, atol=0, name="place(x, mesh, P('y', None))")
+    assert_sharded_like(
+        out, mesh, P("y", None), x, rtol=0, atol=0, name="place(x, mesh, P('y', None))"
+    )
     assert out.dtype == np.int32, f"place must keep the dtype: int32 in, {out.dtype} out"
 
 
@@ -51,9 +60,11 @@ def test_shard_table_rows(impl, check_table, drawn_array):
     assert device == 0, f"the first row should be device 0's, got device {device}"
     assert tuple(shape) == (4, 8), f"device 0 holds a (4, 8) block, your row says {shape}"
     assert len(index) == 2 and all(isinstance(s, slice) for s in index), (
-        f"the index should be a tuple of 2 slices, got {index!r}")
+        f"the index should be a tuple of 2 slices, got {index!r}"
+    )
     assert [s.indices(n)[:2] for s, n in zip(index, arr.shape)] == [(0, 4), (0, 8)], (
-        f"device 0 holds rows 0:4 and every column, your row says {index}")
+        f"device 0 holds rows 0:4 and every column, your row says {index}"
+    )
     # Then every row, on a layout drawn for the test.
     arr = drawn_array()
     check_table(impl.shard_table(arr), arr)

@@ -24,11 +24,13 @@ def _check_shard_shape(impl, global_shape, mesh_shape, spec, want, *, note=""):
     try:
         got = impl.shard_shape(tuple(global_shape), dict(mesh_shape), spec)
     except ValueError as exc:
-        raise AssertionError(f"{call} raised ValueError, but every dimension divides and no mesh axis is used "
-                             f"twice: expected {tuple(want)}{suffix}; got: {exc}") from None
+        raise AssertionError(
+            f"{call} raised ValueError, but every dimension divides and no mesh axis is used "
+            f"twice: expected {tuple(want)}{suffix}; got: {exc}"
+        ) from None
     try:
         right = tuple(got) == tuple(want)
-    except TypeError:   # not a sequence at all
+    except TypeError:  # not a sequence at all
         right = False
     assert right, f"{call}: expected {tuple(want)}, got {got!r}{suffix}"
 
@@ -61,21 +63,27 @@ def value_error_from(call, what: str) -> ValueError:
 def _check_rejects_indivisible(impl, global_shape, mesh_shape, spec, dim):
     """shard_shape raises ValueError naming dimension `dim`, the one its mesh axes do not divide."""
     what = f"shard_shape({tuple(global_shape)}, {dict(mesh_shape)}, {spec})"
-    error = value_error_from(lambda: impl.shard_shape(tuple(global_shape), dict(mesh_shape), spec), what)
+    error = value_error_from(
+        lambda: impl.shard_shape(tuple(global_shape), dict(mesh_shape), spec), what
+    )
     assert names_dimension(str(error), [dim]), (
         f"{what} raised ValueError, but its message must name dimension {dim} (the one that is not "
-        f"divisible) by its index; got: {error}")
+        f"divisible) by its index; got: {error}"
+    )
 
 
 def _check_rejects_axis_used_twice(impl, global_shape, mesh_shape, spec, dims, axis=None):
     """shard_shape raises ValueError naming one of `dims`: where the axis is used again (the greatest of them)
     or, for an axis repeated in one tuple, that dimension."""
     what = f"shard_shape({tuple(global_shape)}, {dict(mesh_shape)}, {spec})"
-    error = value_error_from(lambda: impl.shard_shape(tuple(global_shape), dict(mesh_shape), spec), what)
+    error = value_error_from(
+        lambda: impl.shard_shape(tuple(global_shape), dict(mesh_shape), spec), what
+    )
     which = "the axis" if axis is None else f"the axis {axis!r}"
     assert names_dimension(str(error), dims), (
         f"{what} raised ValueError, but its message must name the dimension where {which} is used "
-        f"again (dimension {max(dims)}) by its index; got: {error}")
+        f"again (dimension {max(dims)}) by its index; got: {error}"
+    )
 
 
 def _check_drawn_axis_used_twice(impl, seed=0):
@@ -83,11 +91,15 @@ def _check_drawn_axis_used_twice(impl, seed=0):
     again in another dimension (or in the same entry)."""
     rng = inputs.rng(seed)
     sizes, valid, shape = inputs.layout(rng)
-    _check_shard_shape(impl, shape, sizes, valid, _named_shard_shape(shape, sizes, valid), note=BEFORE_ERRORS)
+    _check_shard_shape(
+        impl, shape, sizes, valid, _named_shard_shape(shape, sizes, valid), note=BEFORE_ERRORS
+    )
     entries = [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in valid]
     first = int(rng.choice([i for i, e in enumerate(entries) if e]))
     axis = str(rng.choice(entries[first]))
-    again = int(rng.choice([i for i in range(len(entries)) if i != first] or [first]))   # or the same entry
+    again = int(
+        rng.choice([i for i in range(len(entries)) if i != first] or [first])
+    )  # or the same entry
     entries[again] += (axis,)
     repeated = P(*(None if not e else e[0] if len(e) == 1 else e for e in entries))
     _check_rejects_axis_used_twice(impl, shape, sizes, repeated, sorted({first, again}), axis)
@@ -112,20 +124,31 @@ def check_drawn_axis_used_twice():
     return _check_drawn_axis_used_twice
 
 
-KEYS = ("shard_shape", "num_devices", "is_fully_replicated", "is_fully_addressable", "replication_factor")
+KEYS = (
+    "shard_shape",
+    "num_devices",
+    "is_fully_replicated",
+    "is_fully_addressable",
+    "replication_factor",
+)
 
 
 def _expected_description(arr):
     index_map = arr.sharding.devices_indices_map(arr.shape)
     blocks = {tuple(s.indices(n) for s, n in zip(idx, arr.shape)) for idx in index_map.values()}
-    return {"shard_shape": tuple(arr.sharding.shard_shape(arr.shape)), "num_devices": len(index_map),
-            "is_fully_replicated": len(blocks) == 1, "is_fully_addressable": True,
-            "replication_factor": len(index_map) // len(blocks)}
+    return {
+        "shard_shape": tuple(arr.sharding.shard_shape(arr.shape)),
+        "num_devices": len(index_map),
+        "is_fully_replicated": len(blocks) == 1,
+        "is_fully_addressable": True,
+        "replication_factor": len(index_map) // len(blocks),
+    }
 
 
 def _check_description(info, arr, what):
     assert isinstance(info, dict) and set(KEYS) <= set(info), (
-        f"describe must return a dict with the keys {list(KEYS)}, got {info!r}")
+        f"describe must return a dict with the keys {list(KEYS)}, got {info!r}"
+    )
     want = _expected_description(arr)
     got = {**{k: info[k] for k in KEYS}, "shard_shape": tuple(info["shard_shape"])}
     wrong = {k: f"expected {want[k]!r}, got {got[k]!r}" for k in KEYS if got[k] != want[k]}
@@ -144,7 +167,11 @@ def _without(spec, axis):
 
 def _named_shard_shape(shape, sizes, spec):
     """JAX's shard shape for a layout on a mesh of these axis sizes (an abstract mesh: it needs no devices)."""
-    return tuple(NamedSharding(AbstractMesh(tuple(sizes.values()), tuple(sizes)), spec).shard_shape(tuple(shape)))
+    return tuple(
+        NamedSharding(AbstractMesh(tuple(sizes.values()), tuple(sizes)), spec).shard_shape(
+            tuple(shape)
+        )
+    )
 
 
 def _drawn_array(devices=8, axis_type="explicit", seed=0):

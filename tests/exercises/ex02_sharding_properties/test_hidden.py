@@ -22,7 +22,7 @@ pytestmark = pytest.mark.hidden
 
 # ---- describe ------------------------------------------------------------------------------------
 
-DESCRIBED = {   # (mesh shape as a function of n, axis names, spec, array shape)
+DESCRIBED = {  # (mesh shape as a function of n, axis names, spec, array shape)
     "1d-split": (lambda n: (n,), ("d",), P("d"), (16, 3)),
     "1d-replicated": (lambda n: (n,), ("d",), P(), (5, 3)),
     "2d-rows": (lambda n: (2, n // 2), ("x", "y"), P("x", None), (4, 6)),
@@ -41,9 +41,13 @@ def test_describe_layouts(impl, check_description, drawn_array, n_devices, case,
     shape_of, names, spec, shape = DESCRIBED[case]
     mesh = test_mesh(shape_of(n_devices), names, axis_type)
     arr = jax.device_put(np.zeros(shape, np.float32), NamedSharding(mesh, spec))
-    check_description(impl.describe(arr), arr, f"a {shape} array with {spec} on mesh {dict(mesh.shape)}")
+    check_description(
+        impl.describe(arr), arr, f"a {shape} array with {spec} on mesh {dict(mesh.shape)}"
+    )
     arr, mesh, spec, _ = drawn_array(n_devices, axis_type)
-    check_description(impl.describe(arr), arr, f"a {arr.shape} array with {spec} on mesh {dict(mesh.shape)}")
+    check_description(
+        impl.describe(arr), arr, f"a {arr.shape} array with {spec} on mesh {dict(mesh.shape)}"
+    )
 
 
 @pytest.mark.points(0.25)
@@ -51,7 +55,9 @@ def test_describe_layouts(impl, check_description, drawn_array, n_devices, case,
 def test_describe_single_device_and_scalar(impl, check_description):
     rng = inputs.rng(0)
     device = jax.devices()[int(rng.integers(8))]
-    vector = jax.device_put(rng.standard_normal(int(rng.integers(1, 10))).astype(np.float32), device)
+    vector = jax.device_put(
+        rng.standard_normal(int(rng.integers(1, 10))).astype(np.float32), device
+    )
     check_description(impl.describe(vector), vector, f"an array on one device (device {device.id})")
     mesh = test_mesh((4,), ("d",), "explicit")
     scalar = jax.device_put(np.float32(rng.standard_normal()), NamedSharding(mesh, P()))
@@ -63,10 +69,15 @@ def test_describe_single_device_and_scalar(impl, check_description):
 def test_describe_on_part_of_the_devices(impl, check_description, drawn_array):
     mesh = test_mesh((2, 2), ("x", "y"), "auto")
     arr = jax.device_put(np.zeros((4, 4), np.float32), NamedSharding(mesh, P("y")))
-    check_description(impl.describe(arr), arr, "a (4, 4) array with P('y') on a 2x2 mesh of 4 devices")
+    check_description(
+        impl.describe(arr), arr, "a (4, 4) array with P('y') on a 2x2 mesh of 4 devices"
+    )
     arr, mesh, spec, _ = drawn_array(4, "auto")
-    check_description(impl.describe(arr), arr, f"a {arr.shape} array with {spec} on mesh {dict(mesh.shape)} "
-                                               "of the first 4 devices")
+    check_description(
+        impl.describe(arr),
+        arr,
+        f"a {arr.shape} array with {spec} on mesh {dict(mesh.shape)} of the first 4 devices",
+    )
 
 
 # ---- shard_shape: random meshes and specs --------------------------------------------------------
@@ -91,7 +102,7 @@ def layouts(draw):
     tuples of names, None; possibly shorter than the array) and an array shape it divides.
     Hypothesis draws the first option of each choice most often: the interesting ones come first."""
     mesh_shape = split(draw, draw(st.sampled_from([8, 4, 2, 1])))
-    names = draw(st.permutations(NAMES))[:len(mesh_shape)]
+    names = draw(st.permutations(NAMES))[: len(mesh_shape)]
     sizes = dict(zip(names, mesh_shape))
     rank = draw(st.integers(1, 4))
     free = list(draw(st.permutations(names)))
@@ -105,7 +116,9 @@ def layouts(draw):
             entries.append(tuple(free.pop() for _ in range(count)))
         else:
             entries.append(None)
-    blocks = [math.prod(sizes[a] for a in ((e,) if isinstance(e, str) else e or ())) for e in entries]
+    blocks = [
+        math.prod(sizes[a] for a in ((e,) if isinstance(e, str) else e or ())) for e in entries
+    ]
     shape = tuple(b * draw(st.integers(1, 3)) for b in blocks)
     # Trailing None entries may be left out of the spec.
     needed = max((i + 1 for i, e in enumerate(entries) if e is not None), default=0)
@@ -127,35 +140,67 @@ def test_shard_shape_matches_named_sharding(impl, check_shard_shape, layout):
 @pytest.mark.rules("values", "errors")
 @settings(GRADING, max_examples=60)
 @given(layout=layouts(), data=st.data())
-def test_shard_shape_indivisible_names_the_dimension(impl, check_shard_shape, check_rejects_indivisible, before_errors,
-                                                      layout, data):
+def test_shard_shape_indivisible_names_the_dimension(
+    impl, check_shard_shape, check_rejects_indivisible, before_errors, layout, data
+):
     sizes, spec, shape = layout
     mesh = test_mesh(tuple(sizes.values()), tuple(sizes), "explicit")
-    check_shard_shape(impl, shape, sizes, spec, NamedSharding(mesh, spec).shard_shape(shape), note=before_errors)
-    split_dims = [i for i, e in enumerate(spec) if e is not None and
-                  math.prod(sizes[a] for a in ((e,) if isinstance(e, str) else e)) > 1]
+    check_shard_shape(
+        impl, shape, sizes, spec, NamedSharding(mesh, spec).shard_shape(shape), note=before_errors
+    )
+    split_dims = [
+        i
+        for i, e in enumerate(spec)
+        if e is not None and math.prod(sizes[a] for a in ((e,) if isinstance(e, str) else e)) > 1
+    ]
     if not split_dims:
         return
     dim = data.draw(st.sampled_from(split_dims))
     # One element more than a multiple of the block count: that dimension alone is not divisible.
     bad = tuple(n + 1 if i == dim else n for i, n in enumerate(shape))
     with pytest.raises(ValueError):
-        NamedSharding(mesh, spec).shard_shape(bad)   # the reference agrees that it cannot split
+        NamedSharding(mesh, spec).shard_shape(bad)  # the reference agrees that it cannot split
     check_rejects_indivisible(impl, bad, sizes, spec, dim)
 
 
 @pytest.mark.points(0.25)
 @pytest.mark.rules("values", "errors")
-@pytest.mark.parametrize("global_shape, mesh_shape, spec, dims, valid_spec, valid_shape", [
-    ((4, 4), {"x": 2, "y": 2}, P("x", "x"), (0, 1), P("x", "y"), (2, 2)),
-    ((4, 8, 2), {"x": 2, "y": 2}, P(None, ("x", "y"), "y"), (1, 2), P(None, ("x", "y"), None), (4, 2, 2)),
-    ((8, 8, 8), {"data": 2, "model": 4}, P("model", None, ("data", "model")), (0, 2), P("model", None, "data"),
-     (2, 8, 4)),
-    ((8, 8), {"x": 2, "y": 4}, P(None, ("y", "y")), (1,), P(None, ("y", "x")), (8, 1)),
-])
-def test_shard_shape_axis_used_twice(impl, check_shard_shape, check_rejects_axis_used_twice,
-                                     check_drawn_axis_used_twice, before_errors, global_shape, mesh_shape, spec,
-                                     dims, valid_spec, valid_shape):
+@pytest.mark.parametrize(
+    "global_shape, mesh_shape, spec, dims, valid_spec, valid_shape",
+    [
+        ((4, 4), {"x": 2, "y": 2}, P("x", "x"), (0, 1), P("x", "y"), (2, 2)),
+        (
+            (4, 8, 2),
+            {"x": 2, "y": 2},
+            P(None, ("x", "y"), "y"),
+            (1, 2),
+            P(None, ("x", "y"), None),
+            (4, 2, 2),
+        ),
+        (
+            (8, 8, 8),
+            {"data": 2, "model": 4},
+            P("model", None, ("data", "model")),
+            (0, 2),
+            P("model", None, "data"),
+            (2, 8, 4),
+        ),
+        ((8, 8), {"x": 2, "y": 4}, P(None, ("y", "y")), (1,), P(None, ("y", "x")), (8, 1)),
+    ],
+)
+def test_shard_shape_axis_used_twice(
+    impl,
+    check_shard_shape,
+    check_rejects_axis_used_twice,
+    check_drawn_axis_used_twice,
+    before_errors,
+    global_shape,
+    mesh_shape,
+    spec,
+    dims,
+    valid_spec,
+    valid_shape,
+):
     # First the spec with the repeated axis replaced by one not used yet.
     check_shard_shape(impl, global_shape, mesh_shape, valid_spec, valid_shape, note=before_errors)
     check_rejects_axis_used_twice(impl, global_shape, mesh_shape, spec, dims)
@@ -181,22 +226,32 @@ def test_shard_shape_needs_no_devices(impl, check_shard_shape, named_shard_shape
 
 # ---- bytes_per_device ----------------------------------------------------------------------------
 
+
 @pytest.mark.points(0.25)
 @pytest.mark.rules("values")
-@pytest.mark.parametrize("dtype, itemsize", [
-    (jnp.float32, 4), (jnp.bfloat16, 2), (np.int8, 1), (np.dtype("float16"), 2), (jnp.int32, 4),
-    (np.float64, 8),
-])
+@pytest.mark.parametrize(
+    "dtype, itemsize",
+    [
+        (jnp.float32, 4),
+        (jnp.bfloat16, 2),
+        (np.int8, 1),
+        (np.dtype("float16"), 2),
+        (jnp.int32, 4),
+        (np.float64, 8),
+    ],
+)
 def test_bytes_per_device_dtypes(impl, named_shard_shape, dtype, itemsize):
     got = impl.bytes_per_device((64, 48), dtype, {"x": 2, "y": 4}, P(None, ("x", "y")))
     assert got == 64 * 6 * itemsize, (
         f"bytes_per_device((64, 48), {np.dtype(dtype).name}, x=2 y=4, P(None, ('x', 'y'))): "
-        f"a device holds 64 x 6 elements of {itemsize} bytes = {64 * 6 * itemsize}, got {got}")
+        f"a device holds 64 x 6 elements of {itemsize} bytes = {64 * 6 * itemsize}, got {got}"
+    )
     sizes, spec, shape = inputs.layout(inputs.rng(0))
     want = math.prod(named_shard_shape(shape, sizes, spec)) * itemsize
     got = impl.bytes_per_device(shape, dtype, dict(sizes), spec)
     assert got == want, (
-        f"bytes_per_device({shape}, {np.dtype(dtype).name}, {sizes}, {spec}): expected {want}, got {got}")
+        f"bytes_per_device({shape}, {np.dtype(dtype).name}, {sizes}, {spec}): expected {want}, got {got}"
+    )
 
 
 @pytest.mark.points(0.5)
@@ -209,25 +264,41 @@ def test_bytes_per_device_matches_named_sharding(impl, layout, dtype):
     want = math.prod(NamedSharding(mesh, spec).shard_shape(shape)) * np.dtype(dtype).itemsize
     got = impl.bytes_per_device(shape, dtype, dict(sizes), spec)
     assert got == want, (
-        f"bytes_per_device({shape}, {np.dtype(dtype).name}, {sizes}, {spec}): expected {want}, got {got}")
+        f"bytes_per_device({shape}, {np.dtype(dtype).name}, {sizes}, {spec}): expected {want}, got {got}"
+    )
 
 
 # ---- replicate_along -----------------------------------------------------------------------------
+
 
 def check_replicated_along(impl, mesh, spec, axis, want_spec, shape):
     x = inputs.rng(2).standard_normal(shape).astype(np.float32)
     arr = jax.device_put(x, NamedSharding(mesh, spec))
     out = impl.replicate_along(arr, mesh, axis)
-    assert_sharded_like(out, mesh, want_spec, x, rtol=0, atol=0,
-                        name=f"replicate_along(an array with {spec}, mesh, {axis!r})")
+    assert_sharded_like(
+        out,
+        mesh,
+        want_spec,
+        x,
+        rtol=0,
+        atol=0,
+        name=f"replicate_along(an array with {spec}, mesh, {axis!r})",
+    )
 
 
 def check_drawn_replicated_along(impl, drawn, without):
     """A layout drawn for the test, along an axis drawn too (one its spec splits, or not)."""
     arr, mesh, spec, x = drawn
     axis = str(inputs.rng(2).choice(mesh.axis_names))
-    assert_sharded_like(impl.replicate_along(arr, mesh, axis), mesh, without(spec, axis), x, rtol=0, atol=0,
-                        name=f"replicate_along(an array with {spec} on mesh {dict(mesh.shape)}, {axis!r})")
+    assert_sharded_like(
+        impl.replicate_along(arr, mesh, axis),
+        mesh,
+        without(spec, axis),
+        x,
+        rtol=0,
+        atol=0,
+        name=f"replicate_along(an array with {spec} on mesh {dict(mesh.shape)}, {axis!r})",
+    )
 
 
 # On a (n // 2, 2) mesh ("x", "y"): every result stays split along "y" (size 2 at every n).
@@ -249,7 +320,7 @@ def test_replicate_along_sizes(impl, drawn_array, without, n_devices, case, axis
     check_drawn_replicated_along(impl, drawn_array(n_devices, axis_type, seed=1), without)
 
 
-ON_2X4 = {   # (spec, axis, expected spec, array shape)
+ON_2X4 = {  # (spec, axis, expected spec, array shape)
     "columns-kept": (P("y", "x"), "y", P(None, "x"), (8, 8)),
     "tuple-reversed": (P(("y", "x")), "y", P("x"), (16,)),
     "tuple-in-3d": (P(None, ("x", "y"), None), "x", P(None, "y", None), (2, 8, 3)),

@@ -17,8 +17,15 @@ def check_all_reduce(impl, mesh, data):
     """column_sum of `data` placed P("x", "y") on `mesh` (Auto axes): its compiled program contains an
     all-reduce, and running it gives the column sums."""
     x = jax.device_put(data, NamedSharding(mesh, P("x", "y")))
-    assert_collectives(impl.column_sum, x, present=("all-reduce",), expected=data.astype(np.float64).sum(axis=0),
-                       rtol=1e-5, atol=1e-4, what=f"column_sum on a {mesh.shape['x']}x{mesh.shape['y']} mesh")
+    assert_collectives(
+        impl.column_sum,
+        x,
+        present=("all-reduce",),
+        expected=data.astype(np.float64).sum(axis=0),
+        rtol=1e-5,
+        atol=1e-4,
+        what=f"column_sum on a {mesh.shape['x']}x{mesh.shape['y']} mesh",
+    )
 
 
 @pytest.fixture(name="check_all_reduce")
@@ -50,13 +57,15 @@ def normalized(spec):
 def what_jax_gives(op, *specs_and_shapes):
     """(normalized result spec, None) when JAX accepts `op` on a 2x4 Explicit mesh, (None, reason) when it refuses."""
     mesh = test_mesh((2, 4), ("x", "y"), "explicit")
-    args = [jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))
-            for spec, shape in specs_and_shapes]
+    args = [
+        jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))
+        for spec, shape in specs_and_shapes
+    ]
     with jax.set_mesh(mesh):
         try:
             out = jax.eval_shape(op, *args)
         except Exception as exc:
-            if type(exc).__name__ != "ShardingTypeError":   # anything else is a bug in this test
+            if type(exc).__name__ != "ShardingTypeError":  # anything else is a bug in this test
                 raise
             reason = str(exc).splitlines()[0]
             return None, reason if len(reason) <= 120 else reason[:117] + "..."
@@ -69,8 +78,10 @@ def check_predictions(name, predict, op, cases, max_shown=12):
     for (spec1, shape1), (spec2, shape2) in cases:
         predicted = predict(spec1, spec2)
         if predicted is not None and not isinstance(predicted, P):
-            raise AssertionError(f"{name}({spec1}, {spec2}) returned {predicted!r}: expected a "
-                                 "PartitionSpec (jax.P(...)) or None")
+            raise AssertionError(
+                f"{name}({spec1}, {spec2}) returned {predicted!r}: expected a "
+                "PartitionSpec (jax.P(...)) or None"
+            )
         truth, refusal = what_jax_gives(op, (spec1, shape1), (spec2, shape2))
         got = None if predicted is None else normalized(predicted)
         if got != truth:
@@ -78,8 +89,11 @@ def check_predictions(name, predict, op, cases, max_shown=12):
             wrong.append(f"  {name}({spec1}, {spec2}): you predicted {got}, {says}")
     if wrong:
         more = f"\n  ... and {len(wrong) - max_shown} more" if len(wrong) > max_shown else ""
-        raise AssertionError(f"{name} is wrong on {len(wrong)} of {len(cases)} cases:\n"
-                             + "\n".join(wrong[:max_shown]) + more)
+        raise AssertionError(
+            f"{name} is wrong on {len(wrong)} of {len(cases)} cases:\n"
+            + "\n".join(wrong[:max_shown])
+            + more
+        )
 
 
 @pytest.fixture(name="check_predictions")

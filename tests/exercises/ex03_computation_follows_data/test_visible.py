@@ -47,23 +47,41 @@ def test_column_sum_uses_all_reduce_example(impl, check_all_reduce):
 
 def drawn_pairs(every_spec, count):
     rng = inputs.rng(0)
-    return [(every_spec[i], every_spec[j]) for i, j in rng.integers(len(every_spec), size=(count, 2))]
+    return [
+        (every_spec[i], every_spec[j]) for i, j in rng.integers(len(every_spec), size=(count, 2))
+    ]
 
 
 @pytest.mark.rules("values")
 def test_predict_add_examples(impl, check_predictions, every_spec):
     shape = (16, 16)
-    pairs = [(P("x", None), P("x", None)), (P("x", None), P(None, "y")), (P("x", "y"), P()),
-             (P("x", None), P("y", None))]
-    check_predictions("predict_add", impl.predict_add, lambda b, c: b + c,
-                      [((b, shape), (c, shape)) for b, c in pairs + drawn_pairs(every_spec, 4)])
+    pairs = [
+        (P("x", None), P("x", None)),
+        (P("x", None), P(None, "y")),
+        (P("x", "y"), P()),
+        (P("x", None), P("y", None)),
+    ]
+    check_predictions(
+        "predict_add",
+        impl.predict_add,
+        lambda b, c: b + c,
+        [((b, shape), (c, shape)) for b, c in pairs + drawn_pairs(every_spec, 4)],
+    )
 
 
 @pytest.mark.rules("values")
 def test_predict_matmul_examples(impl, check_predictions, every_spec):
-    pairs = [(P("x", None), P(None, "y")), (P(None, None), P(None, "x")), (P("x", "y"), P("y", None))]
-    check_predictions("predict_matmul", impl.predict_matmul, lambda a, b: a @ b,
-                      [((a, (16, 8)), (b, (8, 24))) for a, b in pairs + drawn_pairs(every_spec, 4)])
+    pairs = [
+        (P("x", None), P(None, "y")),
+        (P(None, None), P(None, "x")),
+        (P("x", "y"), P("y", None)),
+    ]
+    check_predictions(
+        "predict_matmul",
+        impl.predict_matmul,
+        lambda a, b: a @ b,
+        [((a, (16, 8)), (b, (8, 24))) for a, b in pairs + drawn_pairs(every_spec, 4)],
+    )
 
 
 @pytest.mark.rules("values", "layouts")
@@ -72,4 +90,6 @@ def test_transpose_layout_example(impl):
     data = inputs.rng(2).standard_normal((8, 12)).astype(np.float32)
     x = jax.device_put(data, NamedSharding(mesh, P("x", "y")))
     out = impl.transpose_layout(x, mesh)
-    assert_sharded_like(out, mesh, P("y", "x"), data, rtol=0, atol=0, name="transpose_layout(x, mesh)")
+    assert_sharded_like(
+        out, mesh, P("y", "x"), data, rtol=0, atol=0, name="transpose_layout(x, mesh)"
+    )

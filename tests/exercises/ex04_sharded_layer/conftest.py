@@ -34,9 +34,11 @@ SPEEDUP_FRACTION_OF_N = 0.5
 
 def _inputs(n_data=64, n_features=16, n_out=10, seed=0):
     rng = inputs.rng(seed)
-    return (rng.standard_normal((n_data, n_features), dtype=np.float32),
-            (rng.standard_normal((n_features, n_out), dtype=np.float32) / np.sqrt(n_features)),
-            rng.standard_normal(n_out, dtype=np.float32))
+    return (
+        rng.standard_normal((n_data, n_features), dtype=np.float32),
+        (rng.standard_normal((n_features, n_out), dtype=np.float32) / np.sqrt(n_features)),
+        rng.standard_normal(n_out, dtype=np.float32),
+    )
 
 
 def _reference(x, W, b):
@@ -48,8 +50,11 @@ def _reference(x, W, b):
 
 def _placed(mesh, x_spec, W_spec, inputs):
     x, W, b = inputs
-    return (jax.device_put(x, NamedSharding(mesh, x_spec)), jax.device_put(W, NamedSharding(mesh, W_spec)),
-            jax.device_put(b, NamedSharding(mesh, P())))
+    return (
+        jax.device_put(x, NamedSharding(mesh, x_spec)),
+        jax.device_put(W, NamedSharding(mesh, W_spec)),
+        jax.device_put(b, NamedSharding(mesh, P())),
+    )
 
 
 @pytest.fixture
@@ -80,11 +85,19 @@ def collectives_rule(impl):
     """check(name, n, inputs): the compiled program of the function `name` on a mesh of n devices, its
     inputs placed as its docstring says, has exactly the collectives its docstring states, and computes
     the layer."""
+
     def check(name, n, inputs):
         kind, x_spec, W_spec, exactly = COLLECTIVES[name]
         mesh = test_mesh((n,), ("data",), kind)
-        assert_collectives(lambda x, W, b: getattr(impl, name)(x, W, b, mesh), *_placed(mesh, x_spec, W_spec, inputs),
-                           exactly=exactly, expected=_reference(*inputs), **TOL, what=name)
+        assert_collectives(
+            lambda x, W, b: getattr(impl, name)(x, W, b, mesh),
+            *_placed(mesh, x_spec, W_spec, inputs),
+            exactly=exactly,
+            expected=_reference(*inputs),
+            **TOL,
+            what=name,
+        )
+
     return check
 
 
@@ -92,6 +105,7 @@ def collectives_rule(impl):
 def flops_rule(impl):
     """check(n, inputs): XLA's own count of the floating-point work each device does in layer_shard_map's
     compiled program, on n devices, is a 1/n share of the one-device layer's; the program computes the layer."""
+
     def check(n, inputs):
         mesh = test_mesh((n,), ("data",), "explicit")
         args = _placed(mesh, P("data", None), P(), inputs)
@@ -105,7 +119,9 @@ def flops_rule(impl):
         assert each <= 1.25 * one / n, (
             f"each device performs {each:.0f} flops, the whole layer on one device {one:.0f}: with the batch "
             f"split over {n} devices each should do about {one / n:.0f}. Is every device computing the "
-            "whole batch?")
+            "whole batch?"
+        )
+
     return check
 
 
@@ -126,6 +142,7 @@ def speed_setup(impl):
 def speedup_rule(impl, speedup):
     """check(n, inputs): layer_shard_map's jitted program on n devices computes the layer, and runs at least
     SPEEDUP_FRACTION_OF_N * n times as fast as every device computing the whole batch."""
+
     def check(n, inputs):
         mesh, (_, W, b), run_candidate = _speed_setup(impl, n, inputs)
         assert_computes(run_candidate(), _reference(*inputs), **TOL, what="layer_shard_map")
@@ -133,6 +150,12 @@ def speedup_rule(impl, speedup):
         # computes the whole batch.
         x_everywhere = jax.device_put(inputs[0], NamedSharding(mesh, P()))
         replicated = jax.jit(lambda x, W, b: jax.nn.softmax(x @ W + b))
-        speedup(lambda: replicated(x_everywhere, W, b), run_candidate, threshold=SPEEDUP_FRACTION_OF_N * n,
-                label="layer_shard_map against every device computing the whole batch", devices=n)
+        speedup(
+            lambda: replicated(x_everywhere, W, b),
+            run_candidate,
+            threshold=SPEEDUP_FRACTION_OF_N * n,
+            label="layer_shard_map against every device computing the whole batch",
+            devices=n,
+        )
+
     return check

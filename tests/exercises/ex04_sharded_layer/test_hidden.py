@@ -19,7 +19,9 @@ SPEED_SHAPES = dict(n_data=8192, n_features=256, n_out=256)
 def test_layer_auto_values(impl, n_devices, layer_inputs, reference_layer, tol):
     mesh = test_mesh((n_devices,), ("data",), "auto")
     x, W, b = layer_inputs(n_data=24 * n_devices, n_features=20, n_out=12, seed=n_devices)
-    assert_sharded_like(impl.layer_auto(x, W, b, mesh), mesh, P("data", None), reference_layer(x, W, b), **tol)
+    assert_sharded_like(
+        impl.layer_auto(x, W, b, mesh), mesh, P("data", None), reference_layer(x, W, b), **tol
+    )
 
 
 @pytest.mark.rules("collectives", "values")
@@ -36,11 +38,19 @@ def test_layer_explicit_values_and_types(impl, n_devices, layer_inputs, referenc
     x, W, b = layer_inputs(n_data=n, n_features=12, n_out=7, seed=1)
     out, types = impl.layer_explicit(x, W, b, mesh)
     assert_sharded_like(out, mesh, P("data", None), reference_layer(x, W, b), **tol)
-    expected = {"x": f"float32[{n}@data,12]", "W": "float32[12,7]", "b": "float32[7]",
-                "out": f"float32[{n}@data,7]"}
-    assert isinstance(types, dict), f"the second value returned should be a dict, got {type(types).__name__}"
+    expected = {
+        "x": f"float32[{n}@data,12]",
+        "W": "float32[12,7]",
+        "b": "float32[7]",
+        "out": f"float32[{n}@data,7]",
+    }
+    assert isinstance(types, dict), (
+        f"the second value returned should be a dict, got {type(types).__name__}"
+    )
     wrong = {k: types.get(k) for k in expected if types.get(k) != expected[k]}
-    assert not wrong, f"types seen while tracing: expected {expected}, got {types} (wrong: {sorted(wrong)})"
+    assert not wrong, (
+        f"types seen while tracing: expected {expected}, got {types} (wrong: {sorted(wrong)})"
+    )
 
 
 @pytest.mark.rules("values", "layouts")
@@ -55,7 +65,8 @@ def test_layer_explicit_types_follow_the_inputs(impl, layer_inputs, reference_la
         assert_sharded_like(out, mesh, P("data", None), reference_layer(*inputs), **tol)
         assert types.get("out") == f"float32[8@data,{n_out}]", (
             f"with x of shape (8, 6) and W of shape (6, {n_out}) on {n_devices} devices, "
-            f"types['out'] is {types.get('out')!r}")
+            f"types['out'] is {types.get('out')!r}"
+        )
 
 
 @pytest.mark.rules("values", "layouts")
@@ -113,5 +124,13 @@ def test_layer_shard_map_speedup_over_one_device(layer_inputs, speed_setup, spee
     device = jax.devices()[0]
     one_device = jax.jit(lambda x, W, b: jax.nn.softmax(x @ W + b))
     x1, W1, b1 = (jax.device_put(v, device) for v in inputs)
-    speedup(lambda: one_device(x1, W1, b1), run_candidate, threshold=1.0, report_only=True, max_repeats=9,
-            calibration=lambda: calibration_speedup(n), label="layer_shard_map against one device", devices=n)
+    speedup(
+        lambda: one_device(x1, W1, b1),
+        run_candidate,
+        threshold=1.0,
+        report_only=True,
+        max_repeats=9,
+        calibration=lambda: calibration_speedup(n),
+        label="layer_shard_map against one device",
+        devices=n,
+    )

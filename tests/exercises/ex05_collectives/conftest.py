@@ -61,7 +61,9 @@ class Expected:
 
 def _ring(n):
     mesh = test_mesh((n,), ("i",), "explicit")
-    return mesh, lambda x: jax.device_put(np.asarray(x, dtype=np.float32), NamedSharding(mesh, P("i")))
+    return mesh, lambda x: jax.device_put(
+        np.asarray(x, dtype=np.float32), NamedSharding(mesh, P("i"))
+    )
 
 
 @pytest.fixture
@@ -94,11 +96,15 @@ def example():
 @pytest.fixture
 def ranks_rule(impl):
     """check(n): device_ranks on n devices is [0 .. n-1], integers, sharded P("i"), compared exactly."""
+
     def check(n):
         mesh, _ = _ring(n)
         ranks = impl.device_ranks(mesh)
         assert_sharded_like(ranks, mesh, P("i"), np.arange(n), rtol=0, atol=0, name="device_ranks")
-        assert np.issubdtype(ranks.dtype, np.integer), f"device_ranks should hold integers, got {ranks.dtype}"
+        assert np.issubdtype(ranks.dtype, np.integer), (
+            f"device_ranks should hold integers, got {ranks.dtype}"
+        )
+
     return check
 
 
@@ -106,9 +112,18 @@ def ranks_rule(impl):
 def collectives_rule(impl):
     """check(name, n, x): the compiled program of the function `name` on n devices, with x placed P("i"),
     uses the kinds of collective its docstring names and no other, and computes the right values."""
+
     def check(name, n, x):
         mesh, place = _ring(n)
         kinds = CONTRACT[name][2]
-        assert_collectives(lambda x: getattr(impl, name)(x, mesh), place(x), present=kinds, only=kinds,
-                           expected=getattr(Expected, name)(x, n), **TOL, what=name)
+        assert_collectives(
+            lambda x: getattr(impl, name)(x, mesh),
+            place(x),
+            present=kinds,
+            only=kinds,
+            expected=getattr(Expected, name)(x, n),
+            **TOL,
+            what=name,
+        )
+
     return check

@@ -11,16 +11,26 @@ from grader.checks import assert_sharded_like, inputs
 
 pytestmark = pytest.mark.hidden
 
-FUNCTIONS = ["all_gather", "all_reduce", "reduce_scatter", "all_reduce_via_scatter_gather", "all_to_all",
-             "ring_shift", "ring_all_reduce"]
+FUNCTIONS = [
+    "all_gather",
+    "all_reduce",
+    "reduce_scatter",
+    "all_reduce_via_scatter_gather",
+    "all_to_all",
+    "ring_shift",
+    "ring_all_reduce",
+]
 
 
 def _input(contract, n, name, seed, cols=3):
     """x with n blocks; each block's rows a multiple of n, so that a reduce-scatter can split it again."""
     rows = contract[name][1] * n * n
     rng = inputs.rng(seed)
-    return rng.standard_normal((rows, cols)).astype(np.float32) if cols else \
-        rng.standard_normal(rows).astype(np.float32)
+    return (
+        rng.standard_normal((rows, cols)).astype(np.float32)
+        if cols
+        else rng.standard_normal(rows).astype(np.float32)
+    )
 
 
 @pytest.mark.rules("values", "layouts")
@@ -39,8 +49,14 @@ def test_values(impl, n_devices, ring, expected, contract, tol, name):
     for cols in (3, 0):
         x = _input(contract, n_devices, name, seed=n_devices + cols, cols=cols)
         out = jax.jit(lambda x: getattr(impl, name)(x, mesh))(place(x))
-        assert_sharded_like(out, mesh, spec, getattr(expected, name)(x, n_devices), **tol,
-                            name=f"{name} of x with shape {x.shape}")
+        assert_sharded_like(
+            out,
+            mesh,
+            spec,
+            getattr(expected, name)(x, n_devices),
+            **tol,
+            name=f"{name} of x with shape {x.shape}",
+        )
 
 
 @pytest.mark.rules("values", "layouts")
@@ -51,8 +67,14 @@ def test_ring_shift_any_k(impl, n_devices, ring, expected, contract, tol):
     x = _input(contract, n_devices, "ring_shift", seed=7)
     for k in (-1, 0, n_devices + 1):
         out = jax.jit(lambda x, k=k: impl.ring_shift(x, mesh, k))(place(x))
-        assert_sharded_like(out, mesh, contract["ring_shift"][0], expected.ring_shift(x, n_devices, k), **tol,
-                            name=f"ring_shift with k={k} on {n_devices} devices")
+        assert_sharded_like(
+            out,
+            mesh,
+            contract["ring_shift"][0],
+            expected.ring_shift(x, n_devices, k),
+            **tol,
+            name=f"ring_shift with k={k} on {n_devices} devices",
+        )
 
 
 @pytest.mark.rules("collectives", "values")

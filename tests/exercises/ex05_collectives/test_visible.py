@@ -24,29 +24,54 @@ def test_device_ranks(ranks_rule):
 
 @pytest.mark.rules("values", "layouts")
 @pytest.mark.points(2)
-@pytest.mark.parametrize("name, want, spec", [
-    ("all_gather", [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 1, 2], P()),
-    ("all_reduce", [22, 20, 12, 17], P()),
-    ("reduce_scatter", [22, 20, 12, 17], P("i")),
-    ("all_reduce_via_scatter_gather", [22, 20, 12, 17], P()),
-    ("all_to_all", [3, 5, 5, 9, 1, 9, 3, 7, 4, 2, 5, 1, 1, 6, 8, 2], P("i")),
-    ("ring_shift", [9, 7, 1, 2, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], P("i")),
-    ("ring_all_reduce", [22, 20, 12, 17], P()),
-])
+@pytest.mark.parametrize(
+    "name, want, spec",
+    [
+        ("all_gather", [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 1, 2], P()),
+        ("all_reduce", [22, 20, 12, 17], P()),
+        ("reduce_scatter", [22, 20, 12, 17], P("i")),
+        ("all_reduce_via_scatter_gather", [22, 20, 12, 17], P()),
+        ("all_to_all", [3, 5, 5, 9, 1, 9, 3, 7, 4, 2, 5, 1, 1, 6, 8, 2], P("i")),
+        ("ring_shift", [9, 7, 1, 2, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], P("i")),
+        ("ring_all_reduce", [22, 20, 12, 17], P()),
+    ],
+)
 def test_worked_example(impl, ring, example, expected, tol, name, want, spec):
     mesh, place = ring(4)
-    program = jax.jit(lambda x: getattr(impl, name)(x, mesh))   # traced once, for both inputs
-    assert_sharded_like(program(place(example)), mesh, spec, np.array(want), **tol,
-                        name=f"{name} of the worked example")
+    program = jax.jit(lambda x: getattr(impl, name)(x, mesh))  # traced once, for both inputs
+    assert_sharded_like(
+        program(place(example)),
+        mesh,
+        spec,
+        np.array(want),
+        **tol,
+        name=f"{name} of the worked example",
+    )
     x = inputs.rng(0).integers(-9, 10, example.shape).astype(np.float32)
-    assert_sharded_like(program(place(x)), mesh, spec, getattr(expected, name)(x, 4), **tol,
-                        name=f"{name} of x = {x.astype(int).tolist()}")
+    assert_sharded_like(
+        program(place(x)),
+        mesh,
+        spec,
+        getattr(expected, name)(x, 4),
+        **tol,
+        name=f"{name} of x = {x.astype(int).tolist()}",
+    )
 
 
 @pytest.mark.rules("collectives", "values")
 @pytest.mark.points(2)
-@pytest.mark.parametrize("name", ["all_gather", "all_reduce", "reduce_scatter", "all_reduce_via_scatter_gather",
-                                  "all_to_all", "ring_shift", "ring_all_reduce"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "all_gather",
+        "all_reduce",
+        "reduce_scatter",
+        "all_reduce_via_scatter_gather",
+        "all_to_all",
+        "ring_shift",
+        "ring_all_reduce",
+    ],
+)
 def test_collectives_on_4_devices(collectives_rule, name):
     """The kinds of collective each docstring names (HLO: ...), and no other, in the program compiled for a
     2-D x of 16 rows (4 blocks of 4) drawn for the test; that program must compute the right values too."""

@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import NotReported, assert_collectives, assert_computes, compiled, inputs, memory_per_device
+from grader.checks import (
+    NotReported,
+    assert_collectives,
+    assert_computes,
+    compiled,
+    inputs,
+    memory_per_device,
+)
 
 # The module docstring's tolerance.
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -38,7 +45,10 @@ def _operands(mesh, case, rows=16, inner=24, cols=32, seed=0):
     A = rng.standard_normal((rows, inner)).astype(np.float32)
     B = (rng.standard_normal((inner, cols)) / np.sqrt(inner)).astype(np.float32)
     a_spec, b_spec, _ = CASES[case]
-    return (A, B), (jax.device_put(A, NamedSharding(mesh, a_spec)), jax.device_put(B, NamedSharding(mesh, b_spec)))
+    return (A, B), (
+        jax.device_put(A, NamedSharding(mesh, a_spec)),
+        jax.device_put(B, NamedSharding(mesh, b_spec)),
+    )
 
 
 def _product(A, B):
@@ -70,10 +80,18 @@ def product():
 def collectives_rule(impl):
     """check(case, mesh, **sizes): the case's compiled program on `mesh`, for operands of these sizes, has the
     collectives its docstring states, and computes C."""
+
     def check(case, mesh, **sizes):
         (A, B), placed = _operands(mesh, case, **sizes)
-        assert_collectives(lambda a, b: getattr(impl, case)(a, b, mesh), *placed, **COLLECTIVES[case],
-                           expected=_product(A, B), **TOL, what=case)
+        assert_collectives(
+            lambda a, b: getattr(impl, case)(a, b, mesh),
+            *placed,
+            **COLLECTIVES[case],
+            expected=_product(A, B),
+            **TOL,
+            what=case,
+        )
+
     return check
 
 
@@ -82,6 +100,7 @@ def output_bytes_rule(impl):
     """check(mesh, **sizes): XLA's own figure for the bytes of each device's output, read from the compiled
     program of case3_reducescatter: 1/|x| of all of C (float32), which is what an all-reduce leaves on every
     device. Its program must compute C too."""
+
     def check(mesh, **sizes):
         (A, B), placed = _operands(mesh, "case3_reducescatter", **sizes)
         program = compiled(lambda a, b: impl.case3_reducescatter(a, b, mesh), *placed)
@@ -95,5 +114,7 @@ def output_bytes_rule(impl):
         assert each * n_x <= whole, (
             f"each device's output of case3_reducescatter takes {each} bytes; an all-reduce leaves all of C "
             f"({whole} bytes) on every device, and a reduce-scatter over |x| = {n_x} devices {whole // n_x}. "
-            "Does every device still hold all of C (an all-reduce, or out_specs that replicate)?")
+            "Does every device still hold all of C (an all-reduce, or out_specs that replicate)?"
+        )
+
     return check

@@ -11,8 +11,13 @@ from grader.checks import assert_sharded_like, test_mesh
 pytestmark = pytest.mark.hidden
 
 MESHES = {2: [(2, 1)], 4: [(2, 2)], 8: [(2, 4), (4, 2)]}
-CASE_NAMES = ["case1_local", "case2_allgather", "case3_allreduce", "case3_reducescatter",
-              "case4_allgather"]
+CASE_NAMES = [
+    "case1_local",
+    "case2_allgather",
+    "case3_allreduce",
+    "case3_reducescatter",
+    "case4_allgather",
+]
 
 
 def meshes(n):
@@ -26,8 +31,14 @@ def test_values(impl, n_devices, cases, operands, product, tol, case):
     for mesh in meshes(n_devices):
         (A, B), placed = operands(mesh, case, seed=n_devices)
         out = jax.jit(lambda a, b, mesh=mesh: getattr(impl, case)(a, b, mesh))(*placed)
-        assert_sharded_like(out, mesh, cases[case][2], product(A, B), **tol,
-                            name=f"{case}'s C on a {'x'.join(map(str, mesh.shape.values()))} mesh")
+        assert_sharded_like(
+            out,
+            mesh,
+            cases[case][2],
+            product(A, B),
+            **tol,
+            name=f"{case}'s C on a {'x'.join(map(str, mesh.shape.values()))} mesh",
+        )
 
 
 @pytest.mark.rules("collectives", "values")

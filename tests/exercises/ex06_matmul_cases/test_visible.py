@@ -8,7 +8,13 @@ import pytest
 
 from grader.checks import assert_sharded_like, test_mesh
 
-CASE_NAMES = ["case1_local", "case2_allgather", "case3_allreduce", "case3_reducescatter", "case4_allgather"]
+CASE_NAMES = [
+    "case1_local",
+    "case2_allgather",
+    "case3_allreduce",
+    "case3_reducescatter",
+    "case4_allgather",
+]
 
 
 @pytest.fixture

@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import NotReported, assert_collectives, assert_computes, compiled, inputs, memory_per_device
+from grader.checks import (
+    NotReported,
+    assert_collectives,
+    assert_computes,
+    compiled,
+    inputs,
+    memory_per_device,
+)
 
 # float32 matmuls summed in different orders; the product's entries are of order 1.
 TOL = dict(rtol=1e-5, atol=1e-4)
@@ -15,8 +22,10 @@ TOL = dict(rtol=1e-5, atol=1e-4)
 
 def _inputs(M, K, N, seed=0):
     rng = inputs.rng(seed)
-    return (rng.standard_normal((M, K), dtype=np.float32),
-            rng.standard_normal((K, N), dtype=np.float32) / np.float32(np.sqrt(K)))
+    return (
+        rng.standard_normal((M, K), dtype=np.float32),
+        rng.standard_normal((K, N), dtype=np.float32) / np.float32(np.sqrt(K)),
+    )
 
 
 LAYOUTS = {"allgather": (P("i", None), P("i", None)), "reducescatter": (P(None, "i"), P("i", None))}
@@ -55,7 +64,10 @@ def reference_matmul():
 # Each function: its inputs' layout, and the collectives its compiled program must have (assert_collectives).
 COLLECTIVE_RULES = {
     "allgather_matmul": ("allgather", dict(exactly={"all-gather": 1})),
-    "allgather_matmul_overlapped": ("allgather", dict(present=("collective-permute",), absent=("all-gather",))),
+    "allgather_matmul_overlapped": (
+        "allgather",
+        dict(present=("collective-permute",), absent=("all-gather",)),
+    ),
     "reducescatter_matmul": ("reducescatter", dict(exactly={"reduce-scatter": 1})),
     "reducescatter_matmul_overlapped": ("reducescatter", dict(only=("collective-permute",))),
 }
@@ -65,8 +77,14 @@ def _check_collectives(impl, name, mesh, lhs, rhs):
     """The compiled program of `name` on `mesh` has the collectives of COLLECTIVE_RULES, and computes lhs @ rhs."""
     layout, rule = COLLECTIVE_RULES[name]
     fn = getattr(impl, name)
-    return assert_collectives(lambda a, b: fn(a, b, mesh), *_placed(mesh, layout, lhs, rhs), **rule,
-                              expected=_reference_matmul(lhs, rhs), **TOL, what=name)
+    return assert_collectives(
+        lambda a, b: fn(a, b, mesh),
+        *_placed(mesh, layout, lhs, rhs),
+        **rule,
+        expected=_reference_matmul(lhs, rhs),
+        **TOL,
+        what=name,
+    )
 
 
 def _check_temp_memory(impl, mesh, lhs, rhs):
@@ -76,7 +94,9 @@ def _check_temp_memory(impl, mesh, lhs, rhs):
     n = mesh.devices.size
     args = _placed(mesh, "allgather", lhs, rhs)
     program = compiled(lambda a, b: impl.allgather_matmul_overlapped(a, b, mesh), *args)
-    assert_computes(program(*args), _reference_matmul(lhs, rhs), **TOL, what="allgather_matmul_overlapped")
+    assert_computes(
+        program(*args), _reference_matmul(lhs, rhs), **TOL, what="allgather_matmul_overlapped"
+    )
     try:
         temp = memory_per_device(program).temp_bytes
     except NotReported as exc:
@@ -86,7 +106,8 @@ def _check_temp_memory(impl, mesh, lhs, rhs):
         f"with lhs {lhs.shape} and rhs {rhs.shape} on {n} devices, the compiled allgather_matmul_overlapped "
         f"needs {temp} bytes of temporary memory per device, the whole rhs is {whole_rhs} bytes (one block "
         f"{whole_rhs // n}): it must stay below the whole rhs. Does your function gather rhs, or collect "
-        "every block before multiplying? Multiply each block as it arrives and keep only the running result.")
+        "every block before multiplying? Multiply each block as it arrives and keep only the running result."
+    )
 
 
 @pytest.fixture

@@ -53,21 +53,33 @@ def test_allgather_matmul_uses_one_all_gather(impl, n_devices, matmul_inputs, ch
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
-def test_allgather_matmul_overlapped_values(impl, n_devices, matmul_inputs, placed, reference_matmul):
-    _values(impl.allgather_matmul_overlapped, "allgather", n_devices, matmul_inputs, placed, reference_matmul)
+def test_allgather_matmul_overlapped_values(
+    impl, n_devices, matmul_inputs, placed, reference_matmul
+):
+    _values(
+        impl.allgather_matmul_overlapped,
+        "allgather",
+        n_devices,
+        matmul_inputs,
+        placed,
+        reference_matmul,
+    )
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("collectives", "values")
-def test_allgather_matmul_overlapped_uses_collective_permute_not_all_gather(impl, n_devices, matmul_inputs,
-                                                                          check_collectives):
+def test_allgather_matmul_overlapped_uses_collective_permute_not_all_gather(
+    impl, n_devices, matmul_inputs, check_collectives
+):
     _collectives("allgather_matmul_overlapped", n_devices, matmul_inputs, check_collectives, impl)
 
 
 @pytest.mark.points(1.5)
 @pytest.mark.rules("memory", "values")
 @pytest.mark.parametrize("n", [4, 8], ids=["4dev", "8dev"])
-def test_allgather_matmul_overlapped_temp_memory_below_whole_rhs(impl, n, matmul_inputs, check_temp_memory):
+def test_allgather_matmul_overlapped_temp_memory_below_whole_rhs(
+    impl, n, matmul_inputs, check_temp_memory
+):
     """XLA's own figure for the temporary buffers one device needs: the all-gather version holds the
     whole rhs at once; blocks travelling round the ring need only a few of its n blocks at a time."""
     lhs, rhs = matmul_inputs(**MEMORY_SHAPES, seed=3)
@@ -77,24 +89,44 @@ def test_allgather_matmul_overlapped_temp_memory_below_whole_rhs(impl, n, matmul
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
 def test_reducescatter_matmul_values(impl, n_devices, matmul_inputs, placed, reference_matmul):
-    _values(impl.reducescatter_matmul, "reducescatter", n_devices, matmul_inputs, placed, reference_matmul)
+    _values(
+        impl.reducescatter_matmul,
+        "reducescatter",
+        n_devices,
+        matmul_inputs,
+        placed,
+        reference_matmul,
+    )
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("collectives", "values")
-def test_reducescatter_matmul_uses_one_reduce_scatter(impl, n_devices, matmul_inputs, check_collectives):
+def test_reducescatter_matmul_uses_one_reduce_scatter(
+    impl, n_devices, matmul_inputs, check_collectives
+):
     _collectives("reducescatter_matmul", n_devices, matmul_inputs, check_collectives, impl)
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
-def test_reducescatter_matmul_overlapped_values(impl, n_devices, matmul_inputs, placed, reference_matmul):
-    _values(impl.reducescatter_matmul_overlapped, "reducescatter", n_devices, matmul_inputs, placed,
-            reference_matmul)
+def test_reducescatter_matmul_overlapped_values(
+    impl, n_devices, matmul_inputs, placed, reference_matmul
+):
+    _values(
+        impl.reducescatter_matmul_overlapped,
+        "reducescatter",
+        n_devices,
+        matmul_inputs,
+        placed,
+        reference_matmul,
+    )
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("collectives", "values")
-def test_reducescatter_matmul_overlapped_uses_only_collective_permute(impl, n_devices, matmul_inputs,
-                                                                      check_collectives):
-    _collectives("reducescatter_matmul_overlapped", n_devices, matmul_inputs, check_collectives, impl)
+def test_reducescatter_matmul_overlapped_uses_only_collective_permute(
+    impl, n_devices, matmul_inputs, check_collectives
+):
+    _collectives(
+        "reducescatter_matmul_overlapped", n_devices, matmul_inputs, check_collectives, impl
+    )

@@ -12,11 +12,17 @@ from grader.checks import assert_close, assert_sharding, test_mesh
 
 # float32 matmuls summed in different orders; the product's entries are of order 1.
 TOL = dict(rtol=1e-5, atol=1e-4)
-SHAPES = dict(M=64, K=128, N=32)   # each device: 8 rows of lhs, 16 rows of rhs (or 16 columns of lhs)
+SHAPES = dict(
+    M=64, K=128, N=32
+)  # each device: 8 rows of lhs, 16 rows of rhs (or 16 columns of lhs)
 # rhs (128 KiB) much larger than a device's 4 rows of lhs: a ring holds a block or two of it, a gather all of it.
 MEMORY_SHAPES = dict(M=32, K=256, N=128)
-FUNCTIONS = ["allgather_matmul", "allgather_matmul_overlapped", "reducescatter_matmul",
-             "reducescatter_matmul_overlapped"]
+FUNCTIONS = [
+    "allgather_matmul",
+    "allgather_matmul_overlapped",
+    "reducescatter_matmul",
+    "reducescatter_matmul_overlapped",
+]
 
 
 def _mesh():
@@ -53,7 +59,13 @@ def test_reducescatter_matmul(impl, matmul_inputs, placed, reference_matmul):
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
 def test_reducescatter_matmul_overlapped(impl, matmul_inputs, placed, reference_matmul):
-    _check(impl.reducescatter_matmul_overlapped, "reducescatter", matmul_inputs, placed, reference_matmul)
+    _check(
+        impl.reducescatter_matmul_overlapped,
+        "reducescatter",
+        matmul_inputs,
+        placed,
+        reference_matmul,
+    )
 
 
 @pytest.mark.points(1)

@@ -27,8 +27,15 @@ from grader.checks.training import (
     sgd_step,
 )
 
-SIZES = (12, 20, 16, 5)   # no width is a batch size of the tests: an all-gather of n_batch rows is the batch
-N_BATCH = 192             # every mesh size's tests use this batch (8 devices: 24 rows each): one reference compile
+SIZES = (
+    12,
+    20,
+    16,
+    5,
+)  # no width is a batch size of the tests: an all-gather of n_batch rows is the batch
+N_BATCH = (
+    192  # every mesh size's tests use this batch (8 devices: 24 rows each): one reference compile
+)
 LR = 0.05
 # Parameters after one or five steps of data-parallel SGD against the single-device step (float32): the
 # per-device means and their all-reduce add up the batch in another order than one device does.
@@ -65,27 +72,31 @@ def reference():
 
 # --- checking trained parameters ----------------------------------------------------------------
 
+
 def _mistakes(n, rows):
     """What each known mistake means here (see grader.checks.training.assert_trains_like_sgd)."""
     return {
         "n times": (
             f"they match SGD with {n} times the true gradient (n = {n} devices), as if the learning rate were "
             f"{n} times larger. That is the "
-            "\"grad then pmean\" trap: inside shard_map, jax.grad with respect to replicated (invariant) "
+            '"grad then pmean" trap: inside shard_map, jax.grad with respect to replicated (invariant) '
             "params already sums the per-device gradients over the devices, and a pmean of that sum changes "
             "nothing. (A psum of local gradients instead of a pmean gives the same.) Take jax.grad of a "
             "shard_mapped loss that pmeans the local losses, or pcast the params to device-varying before "
-            "taking local gradients and pmean those."),
+            "taking local gradients and pmean those."
+        ),
         "1/n": (
             f"they match SGD with 1/{n} of the true gradient (n = {n} devices): the gradients were "
             "averaged twice (e.g. the loss was pmean'd and the gradients pmean'd again), or divided by the "
-            "device count once too often."),
+            "device count once too often."
+        ),
         "one block": (
             f"they match SGD on device 0's block of the batch alone (its first {rows} rows): the "
             "gradients were never averaged over the devices, so each device took its own step with the "
             "gradient of its own block, and the copies of the params now differ (out_specs=P() with "
             "check_vma=False does not check that they agree; it returns one device's copy). Average the "
-            "gradients over \"data\" before the update."),
+            'gradients over "data" before the update.'
+        ),
     }
 
 
@@ -94,12 +105,25 @@ def _check_trained(params, losses, mesh, params0, x, y, *, lr=LR, steps=1, what=
     replicated on `mesh` with the reference's values on every device; the loss(es) likewise."""
     n = mesh.devices.size
     leaves, want, want_losses = assert_trains_like_sgd(
-        params, params0, x, y, lr=lr, steps=steps, n=n, what=what, tol=TOL, diagnosis_tol=DIAGNOSIS_TOL,
-        stories=_mistakes(n, x.shape[0] // n), hint="check the gradient and the update p - lr * g.")
+        params,
+        params0,
+        x,
+        y,
+        lr=lr,
+        steps=steps,
+        n=n,
+        what=what,
+        tol=TOL,
+        diagnosis_tol=DIAGNOSIS_TOL,
+        stories=_mistakes(n, x.shape[0] // n),
+        hint="check the gradient and the update p - lr * g.",
+    )
     for i, (leaf, value) in enumerate(zip(leaves, jax.tree.leaves(want))):
         assert_sharded_like(leaf, mesh, P(), value, **TOL, name=f"{what}: {leaf_name(i)}")
     if steps == 1:
-        assert_sharded_like(losses, mesh, P(), want_losses[0], **TOL, name="the loss (a replicated scalar)")
+        assert_sharded_like(
+            losses, mesh, P(), want_losses[0], **TOL, name="the loss (a replicated scalar)"
+        )
     else:
         assert_losses(losses, want_losses, steps=steps, tol=TOL)
 
@@ -112,10 +136,15 @@ def check_trained():
 
 # --- the compiled step ---------------------------------------------------------------------------
 
+
 def _placed(mesh, params, x, y):
     """params replicated, x and y split P("data", None), as the steps take them."""
     data = NamedSharding(mesh, P("data", None))
-    return jax.device_put(params, NamedSharding(mesh, P())), jax.device_put(x, data), jax.device_put(y, data)
+    return (
+        jax.device_put(params, NamedSharding(mesh, P())),
+        jax.device_put(x, data),
+        jax.device_put(y, data),
+    )
 
 
 def _expected_leaves(params, x, y, lr=LR):
@@ -139,14 +168,18 @@ def _check_program(step, what, mesh, params, x, y):
     program = compiled(lambda p, x, y: jax.tree.leaves(step(mesh, p, x, y)), *args)
     expected = _expected_leaves(params, x, y)
     assert_computes(program(*args), expected, **TOL, what=what)
-    gathers = [op.line for op in inspect_collectives(program, what=what)
-               if op.kind == "all-gather" and n_batch in _result_dims(op.line)]
+    gathers = [
+        op.line
+        for op in inspect_collectives(program, what=what)
+        if op.kind == "all-gather" and n_batch in _result_dims(op.line)
+    ]
     if gathers:
         raise AssertionError(
             f"the compiled program of {what} all-gathers an array with all {n_batch} rows of the batch: every "
             f"device then holds (and works on) the whole batch instead of its {n_batch // n_devices} rows. Data "
             "parallelism moves gradients, never data: each device computes on its own block, and only the "
-            f"gradients are reduced.\n  {gathers[0][:300]}")
+            f"gradients are reduced.\n  {gathers[0][:300]}"
+        )
     assert_collectives(program, *args, present=("all-reduce",), expected=expected, **TOL, what=what)
 
 
@@ -171,7 +204,7 @@ SPEEDUP_FRACTION_OF_N = 0.4
 SPEED_SIZES = (16, 64, 64, 4)
 SPEED_DEVICES = 8
 
-_BASELINES: dict = {}   # the speed tests' baseline programs, jitted once per process (their inputs vary)
+_BASELINES: dict = {}  # the speed tests' baseline programs, jitted once per process (their inputs vary)
 
 
 def _speed_setup(n_batch):
@@ -181,15 +214,26 @@ def _speed_setup(n_batch):
     mesh = test_mesh((n,), ("data",), "explicit")
     if n not in _BASELINES:
         # Every device takes the whole batch's step itself: no communication, n times the work.
-        everywhere = jax.jit(jax.shard_map(lambda p, x, y: sgd_step(p, x, y, LR), mesh=mesh,
-                                           in_specs=(P(), P(), P()), out_specs=(P(), P())))
+        everywhere = jax.jit(
+            jax.shard_map(
+                lambda p, x, y: sgd_step(p, x, y, LR),
+                mesh=mesh,
+                in_specs=(P(), P(), P()),
+                out_specs=(P(), P()),
+            )
+        )
         _BASELINES[n] = everywhere, jax.jit(lambda p, x, y: sgd_step(p, x, y, LR))
     everywhere, one_device = _BASELINES[n]
     params, x, y = _problem(n_batch, sizes=SPEED_SIZES)
     replicated = jax.device_put((params, x, y), NamedSharding(mesh, P()))
     alone = jax.device_put((params, x, y), jax.devices()[0])
-    return dict(mesh=mesh, args=_placed(mesh, params, x, y), expected=_expected_leaves(params, x, y),
-                replicated=lambda: everywhere(*replicated), one_device=lambda: one_device(*alone))
+    return dict(
+        mesh=mesh,
+        args=_placed(mesh, params, x, y),
+        expected=_expected_leaves(params, x, y),
+        replicated=lambda: everywhere(*replicated),
+        one_device=lambda: one_device(*alone),
+    )
 
 
 def _candidate(step, setup, what):
@@ -217,8 +261,15 @@ def check_speedup_over_replicated(speedup):
     """check_speedup_over_replicated(step, what, n_batch): step(mesh, params, x, y) on 8 devices computes one
     single-device SGD step and runs at least SPEEDUP_FRACTION_OF_N * 8 times faster than every device taking
     the whole batch's step itself."""
+
     def check(step, what, n_batch):
         setup = _speed_setup(n_batch)
-        speedup(setup["replicated"], _candidate(step, setup, what), threshold=SPEEDUP_FRACTION_OF_N * SPEED_DEVICES,
-                label=f"{what} against every device training on the whole batch", devices=SPEED_DEVICES)
+        speedup(
+            setup["replicated"],
+            _candidate(step, setup, what),
+            threshold=SPEEDUP_FRACTION_OF_N * SPEED_DEVICES,
+            label=f"{what} against every device training on the whole batch",
+            devices=SPEED_DEVICES,
+        )
+
     return check

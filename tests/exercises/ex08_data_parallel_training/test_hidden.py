@@ -14,17 +14,22 @@ from grader.checks import assert_sharded_like, calibration_speedup, test_mesh
 
 pytestmark = pytest.mark.hidden
 
-LR = 0.05                          # the conftest's defaults
-N_BATCH = 192                      # the conftest's default batch: on n devices, 192 / n rows each
-SPEED_BATCH = 16384                # the visible speed test's is 8192
+LR = 0.05  # the conftest's defaults
+N_BATCH = 192  # the conftest's default batch: on n devices, 192 / n rows each
+SPEED_BATCH = 16384  # the visible speed test's is 8192
 
 
 def placed(mesh, params, x, y):
     data = NamedSharding(mesh, P("data", None))
-    return jax.device_put(params, NamedSharding(mesh, P())), jax.device_put(x, data), jax.device_put(y, data)
+    return (
+        jax.device_put(params, NamedSharding(mesh, P())),
+        jax.device_put(x, data),
+        jax.device_put(y, data),
+    )
 
 
 # --- placement -----------------------------------------------------------------------------------
+
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
@@ -43,13 +48,15 @@ def test_replicate_values(impl, n_devices, problem):
     params, _, _ = problem(8, sizes=(3, 7, 2), seed=n_devices)
     out = impl.replicate(params, mesh)
     assert isinstance(out, (list, tuple)) and len(out) == len(params), (
-        f"replicate should return a list of {len(params)} (W, b) pairs, got {type(out).__name__}")
+        f"replicate should return a list of {len(params)} (W, b) pairs, got {type(out).__name__}"
+    )
     for i, ((W, b), (W0, b0)) in enumerate(zip(out, params)):
         assert_sharded_like(W, mesh, P(), W0, rtol=0, atol=0, name=f"W of layer {i}")
         assert_sharded_like(b, mesh, P(), b0, rtol=0, atol=0, name=f"b of layer {i}")
 
 
 # --- values: one step, five steps ----------------------------------------------------------------
+
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
@@ -84,49 +91,84 @@ def test_train_shard_map_values(impl, n_devices, problem, check_trained):
     mesh = test_mesh((n_devices,), ("data",), "explicit")
     params, x, y = problem(seed=4)
     out, losses = impl.train(params, x, y, mesh, steps=5, lr=LR, use_shard_map=True)
-    check_trained(out, losses, mesh, params, x, y, lr=LR, steps=5,
-                  what="the params train(..., use_shard_map=True) returns")
+    check_trained(
+        out,
+        losses,
+        mesh,
+        params,
+        x,
+        y,
+        lr=LR,
+        steps=5,
+        what="the params train(..., use_shard_map=True) returns",
+    )
 
 
 # --- the compiled step ---------------------------------------------------------------------------
+
 
 @pytest.mark.points(1)
 @pytest.mark.rules("collectives", "values")
 def test_train_step_program(impl, n_devices, problem, check_program):
     params, x, y = problem(N_BATCH, seed=5)
-    check_program(lambda mesh, p, x, y: impl.train_step(p, x, y, LR), "train_step",
-                  test_mesh((n_devices,), ("data",), "explicit"), params, x, y)
+    check_program(
+        lambda mesh, p, x, y: impl.train_step(p, x, y, LR),
+        "train_step",
+        test_mesh((n_devices,), ("data",), "explicit"),
+        params,
+        x,
+        y,
+    )
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("collectives", "values")
 def test_train_step_shard_map_program(impl, n_devices, problem, check_program):
     params, x, y = problem(N_BATCH, seed=5)
-    check_program(lambda mesh, p, x, y: impl.train_step_shard_map(p, x, y, LR, mesh), "train_step_shard_map",
-                  test_mesh((n_devices,), ("data",), "explicit"), params, x, y)
+    check_program(
+        lambda mesh, p, x, y: impl.train_step_shard_map(p, x, y, LR, mesh),
+        "train_step_shard_map",
+        test_mesh((n_devices,), ("data",), "explicit"),
+        params,
+        x,
+        y,
+    )
 
 
 # --- speed ---------------------------------------------------------------------------------------
 
+
 def _speedup_over_one_device(step, what, speed_setup, speed_candidate, speedup):
     setup = speed_setup(SPEED_BATCH)
     n = setup["mesh"].devices.size
-    speedup(setup["one_device"], speed_candidate(step, setup, what), threshold=1.0, report_only=True,
-            max_repeats=9, calibration=lambda: calibration_speedup(n), label=f"{what} against one device",
-            devices=n)
+    speedup(
+        setup["one_device"],
+        speed_candidate(step, setup, what),
+        threshold=1.0,
+        report_only=True,
+        max_repeats=9,
+        calibration=lambda: calibration_speedup(n),
+        label=f"{what} against one device",
+        devices=n,
+    )
 
 
 @pytest.mark.points(2)
 @pytest.mark.rules("speedup", "values")
 def test_train_step_speedup_over_replicated(impl, check_speedup_over_replicated):
-    check_speedup_over_replicated(lambda mesh, p, x, y: impl.train_step(p, x, y, LR), "train_step", SPEED_BATCH)
+    check_speedup_over_replicated(
+        lambda mesh, p, x, y: impl.train_step(p, x, y, LR), "train_step", SPEED_BATCH
+    )
 
 
 @pytest.mark.points(2)
 @pytest.mark.rules("speedup", "values")
 def test_train_step_shard_map_speedup_over_replicated(impl, check_speedup_over_replicated):
-    check_speedup_over_replicated(lambda mesh, p, x, y: impl.train_step_shard_map(p, x, y, LR, mesh),
-                                  "train_step_shard_map", SPEED_BATCH)
+    check_speedup_over_replicated(
+        lambda mesh, p, x, y: impl.train_step_shard_map(p, x, y, LR, mesh),
+        "train_step_shard_map",
+        SPEED_BATCH,
+    )
 
 
 @pytest.mark.points(0)
@@ -136,13 +178,23 @@ def test_train_step_speedup_over_one_device(impl, speed_setup, speed_candidate, 
     multithreads one device's step, so this figure measures the machine more than the code. The
     calibration kernel's figure beside it says what the machine can give; the replicated-baseline
     tests above are the ones that grade."""
-    _speedup_over_one_device(lambda mesh, p, x, y: impl.train_step(p, x, y, LR), "train_step", speed_setup,
-                             speed_candidate, speedup)
+    _speedup_over_one_device(
+        lambda mesh, p, x, y: impl.train_step(p, x, y, LR),
+        "train_step",
+        speed_setup,
+        speed_candidate,
+        speedup,
+    )
 
 
 @pytest.mark.points(0)
 @pytest.mark.rules("speedup", "values")
 def test_train_step_shard_map_speedup_over_one_device(impl, speed_setup, speed_candidate, speedup):
     """Reported, not enforced, no points (see test_train_step_speedup_over_one_device)."""
-    _speedup_over_one_device(lambda mesh, p, x, y: impl.train_step_shard_map(p, x, y, LR, mesh),
-                             "train_step_shard_map", speed_setup, speed_candidate, speedup)
+    _speedup_over_one_device(
+        lambda mesh, p, x, y: impl.train_step_shard_map(p, x, y, LR, mesh),
+        "train_step_shard_map",
+        speed_setup,
+        speed_candidate,
+        speedup,
+    )

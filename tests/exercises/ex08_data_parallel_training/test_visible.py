@@ -10,15 +10,19 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import assert_sharded_like, test_mesh
 
-LR = 0.05                          # the conftest's default
+LR = 0.05  # the conftest's default
 N = 8
-N_BATCH = 192                      # 24 rows per device
-SPEED_BATCH = 8192                 # the timed step's batch (the hidden speed tests' is 16384)
+N_BATCH = 192  # 24 rows per device
+SPEED_BATCH = 8192  # the timed step's batch (the hidden speed tests' is 16384)
 
 
 def placed(mesh, params, x, y):
     data = NamedSharding(mesh, P("data", None))
-    return jax.device_put(params, NamedSharding(mesh, P())), jax.device_put(x, data), jax.device_put(y, data)
+    return (
+        jax.device_put(params, NamedSharding(mesh, P())),
+        jax.device_put(x, data),
+        jax.device_put(y, data),
+    )
 
 
 @pytest.mark.points(1)
@@ -37,7 +41,9 @@ def test_replicate(impl, problem):
     mesh = test_mesh((N,), ("data",), "explicit")
     params, _, _ = problem(N_BATCH)
     out = impl.replicate(params, mesh)
-    assert isinstance(out, list) and len(out) == len(params), f"replicate should return a list of {len(params)} (W, b)"
+    assert isinstance(out, list) and len(out) == len(params), (
+        f"replicate should return a list of {len(params)} (W, b)"
+    )
     for i, ((W, b), (W0, b0)) in enumerate(zip(out, params)):
         assert_sharded_like(W, mesh, P(), W0, rtol=0, atol=0, name=f"W of layer {i}")
         assert_sharded_like(b, mesh, P(), b0, rtol=0, atol=0, name=f"b of layer {i}")
@@ -69,12 +75,25 @@ def test_train_worked_example(impl, problem, check_trained):
     params, x, y = problem(N_BATCH)
     for use_shard_map in (False, True):
         out, losses = impl.train(params, x, y, mesh, steps=10, lr=LR, use_shard_map=use_shard_map)
-        check_trained(out, losses, mesh, params, x, y, lr=LR, steps=10,
-                      what=f"the params train(..., use_shard_map={use_shard_map}) returns")
+        check_trained(
+            out,
+            losses,
+            mesh,
+            params,
+            x,
+            y,
+            lr=LR,
+            steps=10,
+            what=f"the params train(..., use_shard_map={use_shard_map}) returns",
+        )
 
 
-STEPS = {"train_step": lambda impl: lambda mesh, p, x, y: impl.train_step(p, x, y, LR),
-         "train_step_shard_map": lambda impl: lambda mesh, p, x, y: impl.train_step_shard_map(p, x, y, LR, mesh)}
+STEPS = {
+    "train_step": lambda impl: lambda mesh, p, x, y: impl.train_step(p, x, y, LR),
+    "train_step_shard_map": lambda impl: (
+        lambda mesh, p, x, y: impl.train_step_shard_map(p, x, y, LR, mesh)
+    ),
+}
 
 
 @pytest.mark.points(1)
@@ -92,4 +111,6 @@ def test_compiled_step(impl, what, problem, check_program):
 def test_train_step_shard_map_speedup(impl, check_speedup_over_replicated):
     """train_step_shard_map, timed on a large batch against every device taking the whole batch's step
     itself: it must be at least 3.2 times faster on 8 devices (the hidden tests time train_step too)."""
-    check_speedup_over_replicated(STEPS["train_step_shard_map"](impl), "train_step_shard_map", SPEED_BATCH)
+    check_speedup_over_replicated(
+        STEPS["train_step_shard_map"](impl), "train_step_shard_map", SPEED_BATCH
+    )

@@ -35,7 +35,9 @@ from grader.checks.training import (
 # elements, the biases 136 in all: an all-reduce of the biases' gradients and the loss stays far below
 # any full weight's gradient.
 SIZES = (16, 64, 64, 8)
-N_BATCH = 32              # every mesh size's tests use this batch (8 devices: 4 rows each): one reference compile
+N_BATCH = (
+    32  # every mesh size's tests use this batch (8 devices: 4 rows each): one reference compile
+)
 LR = 0.05
 # Parameters after one or five steps of FSDP SGD against the single-device step (float32): the per-device
 # means and their reduction add up the batch in another order than one device does.
@@ -45,6 +47,7 @@ DIAGNOSIS_TOL = dict(rtol=1e-3, atol=1e-5)
 
 
 # --- the problem, the reference and the layouts ------------------------------------------------------
+
 
 def _problem(n_batch=N_BATCH, *, sizes=SIZES, seed=0):
     return make_problem(n_batch, sizes, seed)
@@ -87,6 +90,7 @@ def fsdp_placed():
 
 # --- checking placed and trained parameters ------------------------------------------------------
 
+
 def _spec(i):
     return P("data", None) if i % 2 == 0 else P()
 
@@ -95,7 +99,9 @@ def _check_fsdp_layout(params, mesh, like, *, what, rtol=0, atol=0):
     """Every W sharded P("data", None) and every b replicated on `mesh`, with the values of `like`."""
     leaves = param_leaves(params, like, what)
     for i, (leaf, value) in enumerate(zip(leaves, jax.tree.leaves(like))):
-        assert_sharded_like(leaf, mesh, _spec(i), value, rtol=rtol, atol=atol, name=f"{what}: {leaf_name(i)}")
+        assert_sharded_like(
+            leaf, mesh, _spec(i), value, rtol=rtol, atol=atol, name=f"{what}: {leaf_name(i)}"
+        )
 
 
 def _mistakes(n, rows):
@@ -107,15 +113,18 @@ def _mistakes(n, rows):
             "gathered weight comes back already summed (the transpose of all_gather is psum_scatter), and "
             "inside shard_map jax.grad with respect to a replicated (invariant) bias sums over the devices "
             "too; a pmean of such a sum changes nothing. Each device's loss is the mean over its block, so "
-            "the whole batch's gradient is the mean of the per-device gradients."),
+            "the whole batch's gradient is the mean of the per-device gradients."
+        ),
         "1/n": (
             f"they match SGD with 1/{n} of the true gradient (n = {n} devices): the gradients were averaged "
             "twice (e.g. the loss was pmean'd and the gradients divided by n again), or divided by the device "
-            "count once too often."),
+            "count once too often."
+        ),
         "one block": (
             f"they match SGD on device 0's block of the batch alone (its first {rows} rows): the gradients "
-            "were never reduced over the devices. Sum (then average) the gradients over \"data\" before "
-            "the update."),
+            'were never reduced over the devices. Sum (then average) the gradients over "data" before '
+            "the update."
+        ),
     }
 
 
@@ -125,12 +134,24 @@ def _check_trained(params, losses, mesh, params0, x, y, *, lr=LR, steps=1, what=
     loss a replicated scalar (one step), or the `steps` losses (several)."""
     n = mesh.devices.size
     _, want, want_losses = assert_trains_like_sgd(
-        params, params0, x, y, lr=lr, steps=steps, n=n, what=what, tol=TOL, diagnosis_tol=DIAGNOSIS_TOL,
+        params,
+        params0,
+        x,
+        y,
+        lr=lr,
+        steps=steps,
+        n=n,
+        what=what,
+        tol=TOL,
+        diagnosis_tol=DIAGNOSIS_TOL,
         stories=_mistakes(n, x.shape[0] // n),
-        hint="check which rows of each gradient each device keeps and the update p - lr * g.")
+        hint="check which rows of each gradient each device keeps and the update p - lr * g.",
+    )
     _check_fsdp_layout(params, mesh, want, what=what, **TOL)
     if steps == 1:
-        assert_sharded_like(losses, mesh, P(), want_losses[0], **TOL, name="the loss (a replicated scalar)")
+        assert_sharded_like(
+            losses, mesh, P(), want_losses[0], **TOL, name="the loss (a replicated scalar)"
+        )
     else:
         assert_losses(losses, want_losses, steps=steps, tol=TOL)
 
@@ -149,6 +170,7 @@ def check_trained():
 
 # --- the compiled step ---------------------------------------------------------------------------
 
+
 def _expected_leaves(params, x, y, lr=LR):
     """One single-device step's new params and loss, flat (as the tests' compiled steps return them)."""
     want, losses = _reference(params, x, y, lr=lr)
@@ -163,7 +185,10 @@ def _step_program(impl, mesh, args):
 def _elements(line: str, kind: str = "all-reduce") -> int:
     """Elements of a collective's result (summed over a tuple): `%ar = (f32[64]{0}, f32[]) all-reduce(...)`."""
     shapes = line.split("=", 1)[1].split(kind, 1)[0]
-    return sum(math.prod(int(d) for d in dims.split(",") if d) for dims in re.findall(r"\w+\[([\d,]*)\]", shapes))
+    return sum(
+        math.prod(int(d) for d in dims.split(",") if d)
+        for dims in re.findall(r"\w+\[([\d,]*)\]", shapes)
+    )
 
 
 def _check_program(impl, mesh, params, x, y):
@@ -188,10 +213,17 @@ def _check_program(impl, mesh, params, x, y):
             f"{smallest}: a full weight gradient is all-reduced, so every device receives all of it (and, if it "
             "then keeps only its own rows, throws the rest away). FSDP reduces each weight's gradient with a "
             "reduce-scatter (jax.lax.psum_scatter): each device receives only its own slice of the sum, "
-            f"1/{n_devices} of it, and no device ever holds a whole reduced gradient.\n  {biggest[:300]}")
-    assert_collectives(program, *args, present=("all-gather", "reduce-scatter"), expected=expected, **TOL,
-                       what="fsdp_train_step (the weights gathered where they are used, their gradients "
-                            "reduce-scattered)")
+            f"1/{n_devices} of it, and no device ever holds a whole reduced gradient.\n  {biggest[:300]}"
+        )
+    assert_collectives(
+        program,
+        *args,
+        present=("all-gather", "reduce-scatter"),
+        expected=expected,
+        **TOL,
+        what="fsdp_train_step (the weights gathered where they are used, their gradients "
+        "reduce-scattered)",
+    )
     # Every weight's gradient goes through a reduce-scatter: each device receives its 1/n of each (a token
     # reduce-scatter beside gradients reduced another way does not count).
     scatters = [op.line for op in ops if op.kind == "reduce-scatter"]
@@ -200,10 +232,11 @@ def _check_program(impl, mesh, params, x, y):
     assert scattered >= slices, (
         f"the reduce-scatters of the compiled fsdp_train_step give each device {scattered} elements in all; its "
         f"slices of the weights' gradients alone have {slices} (1/{n_devices} of every W's gradient). Reduce "
-        "every weight's gradient with jax.lax.psum_scatter, not only a part of them.")
+        "every weight's gradient with jax.lax.psum_scatter, not only a part of them."
+    )
 
 
-_BASELINES: dict = {}   # the replicated data-parallel step compiled per device count and shapes
+_BASELINES: dict = {}  # the replicated data-parallel step compiled per device count and shapes
 
 
 def _replicated_baseline(mesh, params, xs, ys):
@@ -212,7 +245,9 @@ def _replicated_baseline(mesh, params, xs, ys):
     replicated = jax.device_put(params, NamedSharding(mesh, P()))
     key = (mesh.devices.size, tuple(W.shape for W, _ in params), xs.shape, ys.shape)
     if key not in _BASELINES:
-        _BASELINES[key] = compiled(lambda p, x, y: jax.tree.leaves(sgd_step(p, x, y, LR)), replicated, xs, ys)
+        _BASELINES[key] = compiled(
+            lambda p, x, y: jax.tree.leaves(sgd_step(p, x, y, LR)), replicated, xs, ys
+        )
     return _BASELINES[key]
 
 
@@ -223,8 +258,12 @@ def _check_argument_bytes(impl, mesh, params, x, y):
     batch, which is the slack allowed."""
     n_devices = mesh.devices.size
     placed = impl.shard_params(params, mesh)
-    _check_fsdp_layout(placed, mesh, params,
-                       what="shard_params's result (the params this test compiles the step on)")
+    _check_fsdp_layout(
+        placed,
+        mesh,
+        params,
+        what="shard_params's result (the params this test compiles the step on)",
+    )
     _, xs, ys = _fsdp_placed(mesh, [], x, y)
     args = (placed, xs, ys)
     program = _step_program(impl, mesh, args)
@@ -238,13 +277,16 @@ def _check_argument_bytes(impl, mesh, params, x, y):
     block = (x.nbytes + y.nbytes) // n_devices
     bound = replicated.argument_bytes / n_devices + biases + block
     ratio = fsdp.argument_bytes / replicated.argument_bytes
-    print(f"argument bytes per device on {n_devices} devices: fsdp_train_step {fsdp.argument_bytes}, replicated "
-          f"data-parallel step {replicated.argument_bytes} (ratio {ratio:.3f}, bound {bound:.0f})")
+    print(
+        f"argument bytes per device on {n_devices} devices: fsdp_train_step {fsdp.argument_bytes}, replicated "
+        f"data-parallel step {replicated.argument_bytes} (ratio {ratio:.3f}, bound {bound:.0f})"
+    )
     assert fsdp.argument_bytes <= bound, (
         f"each device's arguments of the compiled fsdp_train_step take {fsdp.argument_bytes} bytes; a replicated "
         f"data-parallel step's take {replicated.argument_bytes}, and FSDP on {n_devices} devices should need at "
         f"most 1/{n_devices} of that plus the biases ({biases} bytes) and one block of the batch ({block} bytes), "
-        f"which both hold: {bound:.0f}. Does every device still receive whole weights?")
+        f"which both hold: {bound:.0f}. Does every device still receive whole weights?"
+    )
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from grader.checks import NotReported, assert_computes, memory_per_device, test_
 
 pytestmark = pytest.mark.hidden
 
-LR = 0.05                          # the conftest's defaults
+LR = 0.05  # the conftest's defaults
 TOL = dict(rtol=1e-5, atol=1e-6)
 TEMP_REPORT_DEVICES = 8
 
@@ -26,6 +26,7 @@ def _mesh(n):
 
 
 # --- placement -----------------------------------------------------------------------------------
+
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
@@ -37,6 +38,7 @@ def test_shard_params_values(impl, n_devices, problem, check_layout):
 
 
 # --- values: one step, five steps ----------------------------------------------------------------
+
 
 @pytest.mark.points(2)
 @pytest.mark.rules("values", "layouts")
@@ -57,11 +59,21 @@ def test_fsdp_train_step_five_steps(impl, n_devices, problem, fsdp_placed, check
     for _ in range(5):
         params, loss = impl.fsdp_train_step(params, xs, ys, LR, mesh)
         losses.append(np.asarray(loss))
-    check_trained(params, np.asarray(losses), mesh, params0, x, y, lr=LR, steps=5,
-                  what="fsdp_train_step's params")
+    check_trained(
+        params,
+        np.asarray(losses),
+        mesh,
+        params0,
+        x,
+        y,
+        lr=LR,
+        steps=5,
+        what="fsdp_train_step's params",
+    )
 
 
 # --- the compiled step ---------------------------------------------------------------------------
+
 
 @pytest.mark.points(6)
 @pytest.mark.rules("collectives", "values")
@@ -87,7 +99,9 @@ def test_fsdp_argument_bytes(impl, n_devices, problem, check_argument_bytes):
 
 @pytest.mark.points(0)
 @pytest.mark.rules("memory", "values")
-def test_fsdp_temp_bytes_report(impl, problem, fsdp_placed, step_program, replicated_baseline, expected_leaves):
+def test_fsdp_temp_bytes_report(
+    impl, problem, fsdp_placed, step_program, replicated_baseline, expected_leaves
+):
     """Reported, not enforced, no points: XLA's temporary bytes per device, against the replicated
     data-parallel step's. Measured on the CPU backend (jax 0.10.2) they do not drop with n: the backward pass
     keeps every gathered weight, and each device's whole-weight gradient exists before it is scattered, so
@@ -106,7 +120,9 @@ def test_fsdp_temp_bytes_report(impl, problem, fsdp_placed, step_program, replic
     except NotReported as exc:
         pytest.skip(str(exc))
     weights = sum(W.nbytes for W, _ in params)
-    print(f"per device on {n} devices (bytes): fsdp_train_step arguments {fsdp.argument_bytes}, outputs "
-          f"{fsdp.output_bytes}, temporaries {fsdp.temp_bytes}; replicated data-parallel step arguments "
-          f"{replicated.argument_bytes}, outputs {replicated.output_bytes}, temporaries {replicated.temp_bytes}; "
-          f"all the weights {weights}")
+    print(
+        f"per device on {n} devices (bytes): fsdp_train_step arguments {fsdp.argument_bytes}, outputs "
+        f"{fsdp.output_bytes}, temporaries {fsdp.temp_bytes}; replicated data-parallel step arguments "
+        f"{replicated.argument_bytes}, outputs {replicated.output_bytes}, temporaries {replicated.temp_bytes}; "
+        f"all the weights {weights}"
+    )

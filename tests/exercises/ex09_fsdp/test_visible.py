@@ -8,9 +8,9 @@ import pytest
 
 from grader.checks import test_mesh
 
-LR = 0.05                          # the conftest's defaults
+LR = 0.05  # the conftest's defaults
 N = 8
-N_BATCH = 32                       # 4 rows per device
+N_BATCH = 32  # 4 rows per device
 
 
 @pytest.mark.points(1)
@@ -44,8 +44,17 @@ def test_fsdp_worked_example(impl, problem, check_layout, fsdp_placed, check_tra
     for _ in range(10):
         params, loss = impl.fsdp_train_step(params, xs, ys, LR, mesh)
         losses.append(np.asarray(loss))
-    check_trained(params, np.asarray(losses), mesh, params0, x, y, lr=LR, steps=10,
-                  what="fsdp_train_step's params")
+    check_trained(
+        params,
+        np.asarray(losses),
+        mesh,
+        params0,
+        x,
+        y,
+        lr=LR,
+        steps=10,
+        what="fsdp_train_step's params",
+    )
 
 
 @pytest.mark.points(2)

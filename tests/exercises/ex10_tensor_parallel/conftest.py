@@ -45,6 +45,7 @@ def mesh_of(shape):
 
 # --- the tests' copy of the given functions (exactly as in the exercise module) -------------------
 
+
 def forward(params, x):
     h = jax.nn.relu(x @ params["W1"] + params["b1"])
     return h @ params["W2"] + params["b2"]
@@ -64,15 +65,18 @@ _one_device_step = jax.jit(sgd_step)
 
 # --- the problem and the references --------------------------------------------------------------
 
+
 def _problem(seed=0):
     """(params, x, y) as float32 NumPy arrays: params drawn like init_params's (NumPy here, which costs
     no compilation) and a target y = sin(x @ A) that the MLP can learn."""
     rng = inputs.rng(seed)
-    f32 = lambda a: np.asarray(a, np.float32)   # noqa: E731
-    params = {"W1": f32(rng.standard_normal((N_IN, N_HIDDEN)) / np.sqrt(N_IN)),
-              "b1": f32(0.1 * rng.standard_normal(N_HIDDEN)),
-              "W2": f32(rng.standard_normal((N_HIDDEN, N_OUT)) / np.sqrt(N_HIDDEN)),
-              "b2": f32(0.1 * rng.standard_normal(N_OUT))}
+    f32 = lambda a: np.asarray(a, np.float32)  # noqa: E731
+    params = {
+        "W1": f32(rng.standard_normal((N_IN, N_HIDDEN)) / np.sqrt(N_IN)),
+        "b1": f32(0.1 * rng.standard_normal(N_HIDDEN)),
+        "W2": f32(rng.standard_normal((N_HIDDEN, N_OUT)) / np.sqrt(N_HIDDEN)),
+        "b2": f32(0.1 * rng.standard_normal(N_OUT)),
+    }
     x = f32(rng.standard_normal((N_BATCH, N_IN)))
     A = rng.standard_normal((N_IN, N_OUT)) / np.sqrt(N_IN)
     return params, x, f32(np.sin(x @ A))
@@ -133,6 +137,7 @@ def reference_steps():
 
 # --- checking forward outputs and trained params --------------------------------------------------
 
+
 def _close(a, b, tol):
     return compare(np.asarray(a), np.asarray(b), **tol) is None
 
@@ -142,15 +147,22 @@ def _forward_diagnosis(out, params, x, mesh):
     want = _reference_forward(params, x)
     b2 = np.asarray(params["b2"], np.float64)
     cols = slice(0, N_HIDDEN // m)
-    h0 = np.maximum(np.asarray(x, np.float64) @ np.asarray(params["W1"], np.float64)[:, cols]
-                    + np.asarray(params["b1"], np.float64)[cols], 0.0)
+    h0 = np.maximum(
+        np.asarray(x, np.float64) @ np.asarray(params["W1"], np.float64)[:, cols]
+        + np.asarray(params["b1"], np.float64)[cols],
+        0.0,
+    )
     known = [
-        (want + (m - 1) * b2,
-         f"it matches the right output with b2 added {m} times (|model| = {m}): b2 was added before the "
-         "psum over \"model\", so every device of a \"model\" group contributed it once. Add b2 after the sum."),
-        (h0 @ np.asarray(params["W2"], np.float64)[cols] + b2,
-         "it matches the partial sum of the first \"model\" slice alone (its columns of h times its rows of "
-         "W2, plus b2): the partial sums were never added up over \"model\" (a psum over \"model\")."),
+        (
+            want + (m - 1) * b2,
+            f"it matches the right output with b2 added {m} times (|model| = {m}): b2 was added before the "
+            'psum over "model", so every device of a "model" group contributed it once. Add b2 after the sum.',
+        ),
+        (
+            h0 @ np.asarray(params["W2"], np.float64)[cols] + b2,
+            'it matches the partial sum of the first "model" slice alone (its columns of h times its rows of '
+            'W2, plus b2): the partial sums were never added up over "model" (a psum over "model").',
+        ),
     ]
     for candidate, story in known:
         if _close(out, candidate, DIAGNOSIS_TOL):
@@ -164,8 +176,10 @@ def _check_forward(out, mesh, params, x, what="tp_forward's output"):
     if isinstance(out, jax.Array) and out.shape == want.shape and not _close(out, want, TOL):
         story = _forward_diagnosis(out, params, x, mesh)
         if story:
-            raise AssertionError(f"{what} on the {_mesh_text(mesh)} mesh differs from relu(x @ W1 + b1) @ W2 + b2: "
-                                 f"{story}\n{compare(np.asarray(out), want, **TOL, name=what)}")
+            raise AssertionError(
+                f"{what} on the {_mesh_text(mesh)} mesh differs from relu(x @ W1 + b1) @ W2 + b2: "
+                f"{story}\n{compare(np.asarray(out), want, **TOL, name=what)}"
+            )
     assert_sharded_like(out, mesh, BATCH, want, **TOL, name=what)
 
 
@@ -178,8 +192,10 @@ def check_forward():
 def _leaves(params, what):
     if not isinstance(params, dict) or sorted(params) != sorted(SPECS):
         got = sorted(params) if isinstance(params, dict) else type(params).__name__
-        raise AssertionError(f"{what} should be a dict with the keys {sorted(SPECS)} like the params given, "
-                             f"got {got}")
+        raise AssertionError(
+            f"{what} should be a dict with the keys {sorted(SPECS)} like the params given, "
+            f"got {got}"
+        )
     want = {"W1": (N_IN, N_HIDDEN), "b1": (N_HIDDEN,), "W2": (N_HIDDEN, N_OUT), "b2": (N_OUT,)}
     shapes = {k: tuple(np.shape(v)) for k, v in params.items()}
     if shapes != want:
@@ -200,22 +216,30 @@ def _averaged_over_model(params0, params1, lr, m):
 def _step_diagnosis(params, params0, x, y, mesh, step, lr):
     d, m = mesh.shape["data"], mesh.shape["model"]
     known = [
-        (_reference_steps(params0, x, y, step, lr * d)[-1][0],
-         f"they match SGD with {d} times the true gradient (|data| = {d}), as if the learning rate were {d} "
-         "times larger. That is ex08's trap on the \"data\" axis: inside shard_map, jax.grad with respect to "
-         "params invariant over \"data\" already sums the per-device gradients over \"data\", and a pmean "
-         "of that sum changes nothing. Take jax.grad from outside of a shard_mapped loss, or pcast the "
-         "params to varying over \"data\" before taking local gradients and pmean those."),
-        (_reference_steps(params0, x, y, step, lr / d)[-1][0],
-         f"they match SGD with 1/{d} of the true gradient (|data| = {d}): the gradients were averaged twice, "
-         "or divided by the number of batch blocks once too often."),
+        (
+            _reference_steps(params0, x, y, step, lr * d)[-1][0],
+            f"they match SGD with {d} times the true gradient (|data| = {d}), as if the learning rate were {d} "
+            'times larger. That is ex08\'s trap on the "data" axis: inside shard_map, jax.grad with respect to '
+            'params invariant over "data" already sums the per-device gradients over "data", and a pmean '
+            "of that sum changes nothing. Take jax.grad from outside of a shard_mapped loss, or pcast the "
+            'params to varying over "data" before taking local gradients and pmean those.',
+        ),
+        (
+            _reference_steps(params0, x, y, step, lr / d)[-1][0],
+            f"they match SGD with 1/{d} of the true gradient (|data| = {d}): the gradients were averaged twice, "
+            "or divided by the number of batch blocks once too often.",
+        ),
     ]
     if step == 1 and m > 1:
-        known.append((_averaged_over_model(params0, _reference_steps(params0, x, y, 1, lr)[0][0], lr, m),
-                      f"they match SGD whose gradients of W1, b1 and W2 were also averaged over \"model\" "
-                      f"(|model| = {m}): the devices of a \"model\" group hold *different* slices of these "
-                      "weights, so averaging their gradients over \"model\" mixes the slices. Reduce the "
-                      "gradients over \"data\" only."))
+        known.append(
+            (
+                _averaged_over_model(params0, _reference_steps(params0, x, y, 1, lr)[0][0], lr, m),
+                f'they match SGD whose gradients of W1, b1 and W2 were also averaged over "model" '
+                f'(|model| = {m}): the devices of a "model" group hold *different* slices of these '
+                'weights, so averaging their gradients over "model" mixes the slices. Reduce the '
+                'gradients over "data" only.',
+            )
+        )
     for want, story in known:
         if all(_close(params[k], want[k], DIAGNOSIS_TOL) for k in SPECS):
             return story
@@ -230,18 +254,31 @@ def _check_step(params, loss, mesh, params0, x, y, *, step, expected, lr=LR, wha
     bad = [k for k in SPECS if not _close(params[k], want[k], TOL)]
     if bad:
         loss_off = np.shape(loss) == () and not _close(loss, want_loss, TOL)
-        story = ((f"the loss at the old params is already wrong ({float(np.asarray(loss)):.6g}, expected "
-                  f"{float(want_loss):.6g}), so the forward pass inside the step is: check tp_forward's tests first.")
-                 if loss_off else _step_diagnosis(params, params0, x, y, mesh, step, lr))
+        story = (
+            (
+                f"the loss at the old params is already wrong ({float(np.asarray(loss)):.6g}, expected "
+                f"{float(want_loss):.6g}), so the forward pass inside the step is: check tp_forward's tests first."
+            )
+            if loss_off
+            else _step_diagnosis(params, params0, x, y, mesh, step, lr)
+        )
         raise AssertionError(
             f"{what} after step {step} on the {_mesh_text(mesh)} mesh differ from single-device SGD on the "
-            "whole batch: " + (story or "the update matches none of the usual mistakes (|data| times or "
-                               "1/|data| of the gradient, gradients averaged over \"model\"); check the gradient "
-                               "and the update p - lr * g.")
-            + "\n" + compare(np.asarray(params[bad[0]]), want[bad[0]], **TOL, name=f"{bad[0]}"))
+            "whole batch: "
+            + (
+                story
+                or "the update matches none of the usual mistakes (|data| times or "
+                '1/|data| of the gradient, gradients averaged over "model"); check the gradient '
+                "and the update p - lr * g."
+            )
+            + "\n"
+            + compare(np.asarray(params[bad[0]]), want[bad[0]], **TOL, name=f"{bad[0]}")
+        )
     for k in SPECS:
         assert_sharded_like(params[k], mesh, SPECS[k], want[k], **TOL, name=f"{what}: {k}")
-    assert_sharded_like(loss, mesh, P(), want_loss, **TOL, name=f"the loss of step {step} (a replicated scalar)")
+    assert_sharded_like(
+        loss, mesh, P(), want_loss, **TOL, name=f"the loss of step {step} (a replicated scalar)"
+    )
 
 
 @pytest.fixture
@@ -251,6 +288,7 @@ def check_step():
 
 
 # --- the all-reduces of a compiled program, as groups along the mesh's axes --------------------------
+
 
 def _mesh_text(mesh):
     return " x ".join(f"{size} ({name})" for name, size in mesh.shape.items())
@@ -265,7 +303,10 @@ def _axis_groups(mesh, axis):
     """The groups of device positions along one axis of the mesh, as HLO writes them."""
     positions = np.arange(mesh.devices.size).reshape(mesh.devices.shape)
     i = mesh.axis_names.index(axis)
-    return [tuple(int(d) for d in row) for row in np.moveaxis(positions, i, -1).reshape(-1, mesh.shape[axis])]
+    return [
+        tuple(int(d) for d in row)
+        for row in np.moveaxis(positions, i, -1).reshape(-1, mesh.shape[axis])
+    ]
 
 
 def _span_text(op, mesh):
@@ -277,30 +318,37 @@ def _span_text(op, mesh):
     elif not axes:
         where = "each device alone (no axis of the mesh)"
     elif len(axes) == 1:
-        where = f"the mesh's \"{axes[0]}\" axis"
+        where = f'the mesh\'s "{axes[0]}" axis'
     else:
         where = "both of the mesh's axes, " + " and ".join(f'"{a}"' for a in axes)
     return f"groups of {size} devices ({_groups_text(op.groups or ())}), {where}"
 
 
 def _expected_text(mesh, axis):
-    return (f"groups of {mesh.shape[axis]} devices along \"{axis}\" ({_groups_text(_axis_groups(mesh, axis))}) "
-            f"on this {_mesh_text(mesh)} mesh")
+    return (
+        f'groups of {mesh.shape[axis]} devices along "{axis}" ({_groups_text(_axis_groups(mesh, axis))}) '
+        f"on this {_mesh_text(mesh)} mesh"
+    )
 
 
 def _element_counts(op) -> set[int]:
     """The element count of every array an all-reduce returns (`%a = (f32[6,16]{1,0}, f32[]) all-reduce(...)`)."""
     shapes = op.line.split("=", 1)[1].split(" all-reduce", 1)[0]
-    return {math.prod(int(d) for d in dims.split(",") if d) for dims in re.findall(r"\w\[([\d,]*)\]", shapes)}
+    return {
+        math.prod(int(d) for d in dims.split(",") if d)
+        for dims in re.findall(r"\w\[([\d,]*)\]", shapes)
+    }
 
 
 def _all_reduces(program):
     return [op for op in inspect_collectives(program) if op.kind == "all-reduce"]
 
 
-_PARTIAL_SUMS = ("the partial sums of h @ W2 live along \"model\": each device of a \"model\" group holds its "
-                 "own slice of the hidden layer, and the devices along \"data\" hold other rows of the batch, "
-                 "which must never be added together")
+_PARTIAL_SUMS = (
+    'the partial sums of h @ W2 live along "model": each device of a "model" group holds its '
+    'own slice of the hidden layer, and the devices along "data" hold other rows of the batch, '
+    "which must never be added together"
+)
 
 
 def _values_note(program, args, expected):
@@ -318,16 +366,21 @@ def _assert_forward_program(program, args, expected, mesh, what="tp_forward"):
         if mesh_axes_of(op, mesh) != ("model",):
             raise AssertionError(
                 f"your forward's all-reduce runs over {_span_text(op, mesh)}; {_PARTIAL_SUMS}. Expected "
-                f"{_expected_text(mesh, 'model')}.\n  {op.line[:300]}" + _values_note(program, args, expected))
+                f"{_expected_text(mesh, 'model')}.\n  {op.line[:300]}"
+                + _values_note(program, args, expected)
+            )
     gathers = [op for op in inspect_collectives(program, what=what) if op.kind == "all-gather"]
     if gathers:
         raise AssertionError(
             f"the compiled program of {what} all-gathers over {_span_text(gathers[0], mesh)} "
             f"({len(gathers)} all-gather(s) in all): gathering the slices of W1 and W2 makes every device of a "
-            "\"model\" group compute the whole hidden layer, which is data parallelism, not tensor parallelism. "
-            "Keep each slice where it is and add up the partial sums of h @ W2 with one psum over \"model\"."
-            f"\n  {gathers[0].line[:300]}" + _values_note(program, args, expected))
-    assert_collectives(program, *args, exactly={"all-reduce": 1}, expected=expected, **TOL, what=what)
+            '"model" group compute the whole hidden layer, which is data parallelism, not tensor parallelism. '
+            'Keep each slice where it is and add up the partial sums of h @ W2 with one psum over "model".'
+            f"\n  {gathers[0].line[:300]}" + _values_note(program, args, expected)
+        )
+    assert_collectives(
+        program, *args, exactly={"all-reduce": 1}, expected=expected, **TOL, what=what
+    )
 
 
 def _assert_step_program(program, args, expected, mesh, what="tp_train_step"):
@@ -343,31 +396,47 @@ def _assert_step_program(program, args, expected, mesh, what="tp_train_step"):
         axes, counts = mesh_axes_of(op, mesh), _element_counts(op)
         if activation in counts and axes != ("model",):
             wrong_activations = True
-            problems.append(f"the all-reduce of the activations (the partial sums of h @ W2) runs over "
-                            f"{_span_text(op, mesh)}; {_PARTIAL_SUMS}. Expected {_expected_text(mesh, 'model')}."
-                            f"\n  {op.line[:300]}")
+            problems.append(
+                f"the all-reduce of the activations (the partial sums of h @ W2) runs over "
+                f"{_span_text(op, mesh)}; {_PARTIAL_SUMS}. Expected {_expected_text(mesh, 'model')}."
+                f"\n  {op.line[:300]}"
+            )
         elif counts & gradients and axes != ("data",):
             wrong_gradients = True
-            problems.append(f"an all-reduce of the gradients runs over {_span_text(op, mesh)}; the gradients "
-                            "of W1, b1 and W2 are summed over the batch blocks, along \"data\", never over "
-                            "\"model\", whose devices hold different slices of the weights. Expected "
-                            f"{_expected_text(mesh, 'data')}.\n  {op.line[:300]}")
-    if not wrong_activations and not any(activation in _element_counts(op) and mesh_axes_of(op, mesh) == ("model",)
-                                         for op in ops):
-        problems.append(f"no all-reduce over \"model\" adds up the activations' partial sums (an array of "
-                        f"{N_BATCH // d} x {N_OUT}, each device's rows of h @ W2): with W1 split by columns and "
-                        "W2 by rows, the forward needs exactly that one psum over \"model\". (Gathering the "
-                        "weights instead makes every device compute the whole hidden layer: that is data "
-                        "parallelism, not tensor parallelism.)")
-    if not wrong_gradients and not any(_element_counts(op) & gradients and mesh_axes_of(op, mesh) == ("data",)
-                                       for op in ops):
-        problems.append("no all-reduce over \"data\" sums the gradients of W1, b1 and W2 (blocks of the sizes "
-                        "each device holds): each batch block's gradient must be added up over \"data\" for "
-                        "every device to take the whole batch's step.")
+            problems.append(
+                f"an all-reduce of the gradients runs over {_span_text(op, mesh)}; the gradients "
+                'of W1, b1 and W2 are summed over the batch blocks, along "data", never over '
+                '"model", whose devices hold different slices of the weights. Expected '
+                f"{_expected_text(mesh, 'data')}.\n  {op.line[:300]}"
+            )
+    if not wrong_activations and not any(
+        activation in _element_counts(op) and mesh_axes_of(op, mesh) == ("model",) for op in ops
+    ):
+        problems.append(
+            f'no all-reduce over "model" adds up the activations\' partial sums (an array of '
+            f"{N_BATCH // d} x {N_OUT}, each device's rows of h @ W2): with W1 split by columns and "
+            'W2 by rows, the forward needs exactly that one psum over "model". (Gathering the '
+            "weights instead makes every device compute the whole hidden layer: that is data "
+            "parallelism, not tensor parallelism.)"
+        )
+    if not wrong_gradients and not any(
+        _element_counts(op) & gradients and mesh_axes_of(op, mesh) == ("data",) for op in ops
+    ):
+        problems.append(
+            'no all-reduce over "data" sums the gradients of W1, b1 and W2 (blocks of the sizes '
+            'each device holds): each batch block\'s gradient must be added up over "data" for '
+            "every device to take the whole batch's step."
+        )
     if problems:
         found = "; ".join(_span_text(op, mesh) for op in ops) or "none"
-        raise AssertionError("in the compiled program of " + what + ", " + "\n".join(problems)
-                             + f"\nAll-reduces found: {found}." + _values_note(program, args, expected))
+        raise AssertionError(
+            "in the compiled program of "
+            + what
+            + ", "
+            + "\n".join(problems)
+            + f"\nAll-reduces found: {found}."
+            + _values_note(program, args, expected)
+        )
     assert_computes(program(*args), expected, **TOL, what=what)
 
 

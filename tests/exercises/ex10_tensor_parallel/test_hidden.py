@@ -17,7 +17,7 @@ pytestmark = pytest.mark.hidden
 
 MESHES = pytest.mark.parametrize("shape", [(4, 2), (2, 4), (2, 2)], ids=["4x2", "2x4", "2x2"])
 STEPS = 3
-LR = 0.1                     # the conftest's
+LR = 0.1  # the conftest's
 SPECS = {"W1": P(None, "model"), "b1": P("model"), "W2": P("model", None), "b2": P()}
 
 
@@ -34,7 +34,8 @@ def test_shard_mlp_params_layouts(impl, tp_mesh, problem, shape):
     out = impl.shard_mlp_params(params, mesh)
     assert isinstance(out, dict) and sorted(out) == sorted(SPECS), (
         f"shard_mlp_params should return a dict with the keys {sorted(SPECS)}, got "
-        f"{sorted(out) if isinstance(out, dict) else type(out).__name__}")
+        f"{sorted(out) if isinstance(out, dict) else type(out).__name__}"
+    )
     for name, spec in SPECS.items():
         assert_sharded_like(out[name], mesh, spec, params[name], rtol=0, atol=0, name=name)
 
@@ -51,8 +52,9 @@ def test_tp_forward_values(impl, tp_mesh, place, problem, check_forward, shape):
 @pytest.mark.points(2)
 @pytest.mark.rules("collectives", "values")
 @MESHES
-def test_tp_forward_all_reduces_over_model(impl, tp_mesh, place, problem, reference_forward, assert_forward_program,
-                                           shape):
+def test_tp_forward_all_reduces_over_model(
+    impl, tp_mesh, place, problem, reference_forward, assert_forward_program, shape
+):
     mesh = tp_mesh(shape)
     params, x, _ = problem(_seed(shape) + 2)
     args = place(mesh, params, x)
@@ -71,17 +73,30 @@ def test_tp_train_step_values(impl, tp_mesh, place, problem, reference_steps, ch
     params, xs, ys = place(mesh, params0, x, y)
     for step in range(1, STEPS + 1):
         params, loss = impl.tp_train_step(params, xs, ys, LR, mesh)
-        check_step(params, loss, mesh, params0, x, y, step=step, expected=expected[step - 1],
-                   what="tp_train_step's params")
+        check_step(
+            params,
+            loss,
+            mesh,
+            params0,
+            x,
+            y,
+            step=step,
+            expected=expected[step - 1],
+            what="tp_train_step's params",
+        )
 
 
 @pytest.mark.points(4)
 @pytest.mark.rules("collectives", "values")
 @MESHES
-def test_tp_train_step_all_reduce_groups(impl, tp_mesh, place, problem, reference_steps, assert_step_program, shape):
+def test_tp_train_step_all_reduce_groups(
+    impl, tp_mesh, place, problem, reference_steps, assert_step_program, shape
+):
     mesh = tp_mesh(shape)
     params, x, y = problem(_seed(shape) + 4)
     args = place(mesh, params, x, y)
-    program = compiled(lambda p, x, y: jax.tree.leaves(impl.tp_train_step(p, x, y, LR, mesh)), *args)
+    program = compiled(
+        lambda p, x, y: jax.tree.leaves(impl.tp_train_step(p, x, y, LR, mesh)), *args
+    )
     new, loss = reference_steps(params, x, y, 1)[0]
     assert_step_program(program, args, [*jax.tree.leaves(new), loss], mesh)

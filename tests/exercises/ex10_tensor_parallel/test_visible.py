@@ -11,7 +11,7 @@ from jax.sharding import PartitionSpec as P
 from grader.checks import assert_sharded_like, compiled
 
 SHAPE = (4, 2)
-LR = 0.1                     # the conftest's
+LR = 0.1  # the conftest's
 SPECS = {"W1": P(None, "model"), "b1": P("model"), "W2": P("model", None), "b2": P()}
 
 
@@ -23,7 +23,8 @@ def test_shard_mlp_params(impl, tp_mesh, problem):
     out = impl.shard_mlp_params(params, mesh)
     assert isinstance(out, dict) and sorted(out) == sorted(SPECS), (
         f"shard_mlp_params should return a dict with the keys {sorted(SPECS)}, got "
-        f"{sorted(out) if isinstance(out, dict) else type(out).__name__}")
+        f"{sorted(out) if isinstance(out, dict) else type(out).__name__}"
+    )
     for name, spec in SPECS.items():
         assert_sharded_like(out[name], mesh, spec, params[name], rtol=0, atol=0, name=name)
 
@@ -39,7 +40,9 @@ def test_tp_forward(impl, tp_mesh, place, problem, check_forward):
 
 @pytest.mark.points(1)
 @pytest.mark.rules("collectives", "values")
-def test_tp_forward_program(impl, tp_mesh, place, problem, reference_forward, assert_forward_program):
+def test_tp_forward_program(
+    impl, tp_mesh, place, problem, reference_forward, assert_forward_program
+):
     """The compiled forward: exactly one all-reduce, over "model" (no all-gather of the weights), and the
     program read computes the forward."""
     mesh = tp_mesh(SHAPE)
@@ -55,8 +58,17 @@ def test_tp_train_step(impl, tp_mesh, place, problem, reference_steps, check_ste
     mesh = tp_mesh(SHAPE)
     params, x, y = problem()
     new, loss = impl.tp_train_step(*place(mesh, params, x, y), LR, mesh)
-    check_step(new, loss, mesh, params, x, y, step=1, expected=reference_steps(params, x, y, 1)[0],
-               what="tp_train_step's new params")
+    check_step(
+        new,
+        loss,
+        mesh,
+        params,
+        x,
+        y,
+        step=1,
+        expected=reference_steps(params, x, y, 1)[0],
+        what="tp_train_step's new params",
+    )
 
 
 @pytest.mark.points(1)
@@ -67,7 +79,9 @@ def test_tp_train_step_program(impl, tp_mesh, place, problem, reference_steps, a
     mesh = tp_mesh(SHAPE)
     params, x, y = problem()
     args = place(mesh, params, x, y)
-    program = compiled(lambda p, x, y: jax.tree.leaves(impl.tp_train_step(p, x, y, LR, mesh)), *args)
+    program = compiled(
+        lambda p, x, y: jax.tree.leaves(impl.tp_train_step(p, x, y, LR, mesh)), *args
+    )
     new, loss = reference_steps(params, x, y, 1)[0]
     assert_step_program(program, args, [*jax.tree.leaves(new), loss], mesh)
 
@@ -83,7 +97,16 @@ def test_worked_example(impl, tp_mesh, place, problem, reference_steps, check_st
     losses = []
     for step in range(1, 6):
         params, loss = impl.tp_train_step(params, xs, ys, LR, mesh)
-        check_step(params, loss, mesh, params0, x, y, step=step, expected=expected[step - 1],
-                   what="the params")
+        check_step(
+            params,
+            loss,
+            mesh,
+            params0,
+            x,
+            y,
+            step=step,
+            expected=expected[step - 1],
+            what="the params",
+        )
         losses.append(float(np.asarray(loss)))
     assert losses[-1] < losses[0], f"the loss should go down over five steps: {losses}"

@@ -10,9 +10,16 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import assert_close, assert_collectives, assert_sharded_like, assert_sharding, compiled, inputs
+from grader.checks import (
+    assert_close,
+    assert_collectives,
+    assert_sharded_like,
+    assert_sharding,
+    compiled,
+    inputs,
+)
 
-CAP = 8   # rows per device in every test's input: the same shapes for every example, one compile per test
+CAP = 8  # rows per device in every test's input: the same shapes for every example, one compile per test
 
 
 def _padded(slabs, n, *, cap=CAP, seed=0):
@@ -46,7 +53,9 @@ def _place(mesh, pos, num):
 
 def _valid(pos, num, n):
     cap = len(pos) // n
-    return np.concatenate([pos[i * cap:i * cap + num[i]] for i in range(n)] + [np.zeros((0, 3), np.float32)])
+    return np.concatenate(
+        [pos[i * cap : i * cap + num[i]] for i in range(n)] + [np.zeros((0, 3), np.float32)]
+    )
 
 
 def _reference_mean(pos, num, n):
@@ -58,9 +67,14 @@ def _check_mean(mean, pos, num, n, **tol):
     """masked_mean's result for inputs (pos, num) as NumPy arrays: no NaN (an empty device), then the values."""
     mean = np.asarray(mean)
     assert not np.isnan(mean).any(), (
-        f"masked_mean gave {mean} with counts {np.asarray(num).tolist()}: an empty device must not make a NaN")
-    assert_close(mean, _reference_mean(pos, num, n), **tol,
-                 name=f"masked_mean with counts {np.asarray(num).tolist()} (padding rows hold garbage)")
+        f"masked_mean gave {mean} with counts {np.asarray(num).tolist()}: an empty device must not make a NaN"
+    )
+    assert_close(
+        mean,
+        _reference_mean(pos, num, n),
+        **tol,
+        name=f"masked_mean with counts {np.asarray(num).tolist()} (padding rows hold garbage)",
+    )
 
 
 def _rows(array) -> Counter:
@@ -72,64 +86,76 @@ def _check_redistribution(result, pos, num, n, capacity, mesh=None):
     are checked too (the outputs of a direct call; a compiled program's outputs get them from the test)."""
     assert isinstance(result, (tuple, list)) and len(result) == 3, (
         f"redistribute_by_slab should return (pos, num, overflow), got {type(result).__name__} "
-        f"of length {len(result) if isinstance(result, (tuple, list)) else '-'}")
+        f"of length {len(result) if isinstance(result, (tuple, list)) else '-'}"
+    )
     out, counts, overflow = result
     if mesh is not None:
         assert_sharding(out, mesh, P("d"), name="the returned pos")
         assert_sharding(counts, mesh, P("d"), name="the returned num")
         assert isinstance(overflow, jax.Array) and overflow.sharding.is_fully_replicated, (
             "overflow should be a jax bool scalar replicated on every device (P()), got "
-            f"{type(overflow).__name__} {getattr(overflow, 'sharding', '')}")
+            f"{type(overflow).__name__} {getattr(overflow, 'sharding', '')}"
+        )
     out, counts, overflow = np.asarray(out), np.asarray(counts), np.asarray(overflow)
     assert out.ndim == 2 and out.shape[1] == 3 and out.shape[0] % n == 0, (
-        f"the returned pos should have shape (n * rows_per_device, 3) with n = {n}, got {out.shape}")
+        f"the returned pos should have shape (n * rows_per_device, 3) with n = {n}, got {out.shape}"
+    )
     assert counts.shape == (n,) and np.issubdtype(counts.dtype, np.integer), (
-        f"the returned num should be ({n},) integers, one count per device, got {counts.shape} {counts.dtype}")
+        f"the returned num should be ({n},) integers, one count per device, got {counts.shape} {counts.dtype}"
+    )
     assert overflow.shape == () and overflow.dtype == np.bool_, (
-        f"overflow should be a bool scalar, got shape {overflow.shape} and dtype {overflow.dtype}")
+        f"overflow should be a bool scalar, got shape {overflow.shape} and dtype {overflow.dtype}"
+    )
     block = out.shape[0] // n
     assert ((0 <= counts) & (counts <= block)).all(), (
-        f"the returned counts {counts.tolist()} should lie between 0 and the {block} rows of a device's block")
+        f"the returned counts {counts.tolist()} should lie between 0 and the {block} rows of a device's block"
+    )
     sent = _valid(pos, num, n)
     source = np.repeat(np.arange(n), num)
     dest = np.floor(sent[:, 0].astype(np.float64) * n).astype(int)
     pairs = np.zeros((n, n), int)
     np.add.at(pairs, (source, dest), 1)
     for i in range(n):
-        x = out[i * block:i * block + counts[i], 0].astype(np.float64)
-        wrong = (np.floor(x * n) != i)
+        x = out[i * block : i * block + counts[i], 0].astype(np.float64)
+        wrong = np.floor(x * n) != i
         assert not wrong.any(), (
             f"device {i} holds a particle with x = {x[wrong][0]:.4f} among its {counts[i]} valid rows: it "
             f"belongs on device floor(x * n) = {int(np.floor(x[wrong][0] * n))}. (Are padding rows counted as "
-            "valid, or are the valid rows not first in the block?)")
+            "valid, or are the valid rows not first in the block?)"
+        )
     arrived, expected = _rows(_valid(out, counts, n)), _rows(sent)
     invented = arrived - expected
     assert not invented, (
         f"{sum(invented.values())} particle(s) came out that were not valid particles going in (or came out "
-        f"twice), e.g. {next(iter(invented))}: padding rows must never travel, and each particle arrives once")
+        f"twice), e.g. {next(iter(invented))}: padding rows must never travel, and each particle arrives once"
+    )
     lost = sum((expected - arrived).values())
     too_many = [(s, d, int(pairs[s, d])) for s, d in zip(*np.nonzero(pairs > capacity))]
     if too_many:
         s, d, k = too_many[0]
         assert overflow, (
             f"device {s} has {k} particles for device {d} but a bucket holds capacity = {capacity}: overflow "
-            f"must be True, got False ({lost} particle(s) missing). Nothing may be dropped without reporting it.")
+            f"must be True, got False ({lost} particle(s) missing). Nothing may be dropped without reporting it."
+        )
     if too_many and overflow:
-        extra = int(np.maximum(pairs - capacity, 0).sum())   # what no bucket can hold
+        extra = int(np.maximum(pairs - capacity, 0).sum())  # what no bucket can hold
         assert lost <= extra, (
             f"{lost} of the {len(sent)} particles did not arrive, but only {extra} did not fit in their buckets "
             f"(capacity = {capacity}; per source and destination: {pairs.tolist()}): a full bucket still carries "
-            "capacity particles, and overflow excuses only the ones that did not fit")
+            "capacity particles, and overflow excuses only the ones that did not fit"
+        )
     if (pairs.sum(axis=0) <= capacity).all():
         assert not overflow, (
             f"overflow is True, but no device receives more than capacity = {capacity} particles "
             f"(per destination: {pairs.sum(axis=0).tolist()}; per source and destination, at most "
-            f"{pairs.max(initial=0)}): every bucket was big enough")
+            f"{pairs.max(initial=0)}): every bucket was big enough"
+        )
     if not overflow:
         assert lost == 0, (
             f"overflow is False but {lost} of the {len(sent)} particles did not arrive: when nothing "
             "overflows, every valid particle must come out, on its slab's device "
-            f"(new counts {counts.tolist()}, particles per destination {pairs.sum(axis=0).tolist()})")
+            f"(new counts {counts.tolist()}, particles per destination {pairs.sum(axis=0).tolist()})"
+        )
 
 
 def _assert_redistribution_program(impl, mesh, pos, num, capacity):
@@ -150,9 +176,11 @@ def _assert_stacked(got, mesh, spec, want, *, name, **tol):
     if tuple(spec) == ():
         why = "with out spec P() a result is the same on every device and comes out as it is, with no device axis"
     else:
-        why = (f"with out spec {spec}, the devices' results should be stacked along a new leading axis of length "
-               "n (one row per device); concatenating them along their own first axis, as jax.shard_map does, "
-               "gives another shape")
+        why = (
+            f"with out spec {spec}, the devices' results should be stacked along a new leading axis of length "
+            "n (one row per device); concatenating them along their own first axis, as jax.shard_map does, "
+            "gives another shape"
+        )
     assert shape == want.shape, f"{name} has shape {shape}, expected {want.shape}: {why}"
     assert_sharded_like(got, mesh, spec, want, name=name, **tol)
 

@@ -23,8 +23,11 @@ TOL = dict(rtol=1e-5, atol=1e-6)
 CAP = 8
 MAX_DEVICES = 8
 # Per device, the slabs of its particles (taken modulo n, so that every mesh size uses the same draws).
-SLABS = st.lists(st.lists(st.integers(0, MAX_DEVICES - 1), max_size=CAP), min_size=MAX_DEVICES,
-                 max_size=MAX_DEVICES)
+SLABS = st.lists(
+    st.lists(st.integers(0, MAX_DEVICES - 1), max_size=CAP),
+    min_size=MAX_DEVICES,
+    max_size=MAX_DEVICES,
+)
 COUNTS = st.lists(st.integers(0, CAP), min_size=MAX_DEVICES, max_size=MAX_DEVICES)
 SEEDS = st.integers(0, 2**16)
 
@@ -37,7 +40,7 @@ def block_stats(block, count, scale):
 
 
 def expected_stats(pos, num, scale, n):
-    sums = np.stack([pos.reshape(n, -1, 3)[i, :num[i]].sum(axis=0) for i in range(n)])
+    sums = np.stack([pos.reshape(n, -1, 3)[i, : num[i]].sum(axis=0) for i in range(n)])
     return num * np.float32(scale), sums, np.stack([sums, sums * np.float32(scale)], axis=1)
 
 
@@ -52,33 +55,52 @@ def stats_inputs(n, padded, random_slabs, place, seed=0):
 def check_stats(assert_stacked, results, mesh, expected, what):
     assert isinstance(results, (tuple, list)) and len(results) == 3, (
         f"{what}: f returns 3 arrays (a scalar, a vector and a matrix per device), so the stacked result "
-        f"should be 3 arrays too, got {type(results).__name__}")
+        f"should be 3 arrays too, got {type(results).__name__}"
+    )
     for name, got, want in zip(("scalar", "vector", "matrix"), results, expected):
-        assert_stacked(got, mesh, P("d"), want, **TOL, name=f"{what}: the per-device {name}, stacked")
+        assert_stacked(
+            got, mesh, P("d"), want, **TOL, name=f"{what}: the per-device {name}, stacked"
+        )
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
-def test_expanding_shard_map_stacks_every_output(impl, n_devices, padded, random_slabs, place, assert_stacked):
+def test_expanding_shard_map_stacks_every_output(
+    impl, n_devices, padded, random_slabs, place, assert_stacked
+):
     mesh, args, expected = stats_inputs(n_devices, padded, random_slabs, place)
-    stacked = impl.expanding_shard_map(block_stats, mesh, (P("d"), P("d"), P()), (P("d"), P("d"), P("d")))
+    stacked = impl.expanding_shard_map(
+        block_stats, mesh, (P("d"), P("d"), P()), (P("d"), P("d"), P("d"))
+    )
     check_stats(assert_stacked, stacked(*args), mesh, expected, "called directly")
     # One spec for all the outputs, as jax.shard_map allows.
     stacked = impl.expanding_shard_map(block_stats, mesh, (P("d"), P("d"), P()), P("d"))
-    check_stats(assert_stacked, stacked(*args), mesh, expected, "with out_specs=P('d') for all three outputs")
+    check_stats(
+        assert_stacked,
+        stacked(*args),
+        mesh,
+        expected,
+        "with out_specs=P('d') for all three outputs",
+    )
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
-def test_expanding_shard_map_under_jit(impl, n_devices, padded, random_slabs, place, assert_stacked):
+def test_expanding_shard_map_under_jit(
+    impl, n_devices, padded, random_slabs, place, assert_stacked
+):
     mesh, args, expected = stats_inputs(n_devices, padded, random_slabs, place, seed=1)
-    stacked = impl.expanding_shard_map(block_stats, mesh, (P("d"), P("d"), P()), (P("d"), P("d"), P("d")))
+    stacked = impl.expanding_shard_map(
+        block_stats, mesh, (P("d"), P("d"), P()), (P("d"), P("d"), P("d"))
+    )
     check_stats(assert_stacked, jax.jit(stacked)(*args), mesh, expected, "under jax.jit")
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
-def test_expanding_shard_map_keeps_replicated_outputs(impl, padded, random_slabs, place, assert_stacked):
+def test_expanding_shard_map_keeps_replicated_outputs(
+    impl, padded, random_slabs, place, assert_stacked
+):
     n = 4
     mesh, args, expected = stats_inputs(n, padded, random_slabs, place, seed=2)
 
@@ -87,11 +109,21 @@ def test_expanding_shard_map_keeps_replicated_outputs(impl, padded, random_slabs
         return sums, scale * 2
 
     results = impl.expanding_shard_map(f, mesh, (P("d"), P("d"), P()), (P("d"), P()))(*args)
-    assert isinstance(results, (tuple, list)) and len(results) == 2, f"expected 2 results, got {results!r}"
+    assert isinstance(results, (tuple, list)) and len(results) == 2, (
+        f"expected 2 results, got {results!r}"
+    )
     sums, doubled = results
-    assert_stacked(sums, mesh, P("d"), expected[1], **TOL, name="the varying output (out spec P('d'))")
-    assert_stacked(doubled, mesh, P(), np.float32(3.0), **TOL,
-                        name="the output with out spec P(): the same on every device, so no device axis")
+    assert_stacked(
+        sums, mesh, P("d"), expected[1], **TOL, name="the varying output (out spec P('d'))"
+    )
+    assert_stacked(
+        doubled,
+        mesh,
+        P(),
+        np.float32(3.0),
+        **TOL,
+        name="the output with out spec P(): the same on every device, so no device axis",
+    )
 
 
 @pytest.mark.points(2)
@@ -112,11 +144,17 @@ def test_masked_mean_of_nothing_is_zero(impl, padded, place, reference_mean):
     mesh = test_mesh((n,), ("d",), "explicit")
     # zeros(3) is also what a function that averages nothing at all returns: first some particles.
     pos, num = padded([[0, 1], [], [3, 3, 2], [1]], n, seed=4)
-    assert_close(np.asarray(impl.masked_mean(*place(mesh, pos, num), mesh)), reference_mean(pos, num, n), **TOL,
-                 name=f"masked_mean with counts {num.tolist()}, before the case of no particle at all")
+    assert_close(
+        np.asarray(impl.masked_mean(*place(mesh, pos, num), mesh)),
+        reference_mean(pos, num, n),
+        **TOL,
+        name=f"masked_mean with counts {num.tolist()}, before the case of no particle at all",
+    )
     pos, num = padded([[]] * n, n)
     mean = np.asarray(impl.masked_mean(*place(mesh, pos, num), mesh))
-    assert_close(mean, np.zeros(3), name="masked_mean when no device holds a particle (documented: zeros)")
+    assert_close(
+        mean, np.zeros(3), name="masked_mean when no device holds a particle (documented: zeros)"
+    )
 
 
 @pytest.mark.points(3)
@@ -125,7 +163,9 @@ def test_masked_mean_of_nothing_is_zero(impl, padded, place, reference_mean):
 @given(slabs=SLABS, seed=SEEDS)
 @example(slabs=[[]] * MAX_DEVICES, seed=0)
 @example(slabs=[[7] * CAP] * MAX_DEVICES, seed=1)
-def test_redistribute_keeps_every_particle(impl, n_devices, padded, place, check_redistribution, slabs, seed):
+def test_redistribute_keeps_every_particle(
+    impl, n_devices, padded, place, check_redistribution, slabs, seed
+):
     """capacity = CAP: a bucket can hold everything a device has, so no bucket overflows."""
     mesh = test_mesh((n_devices,), ("d",), "explicit")
     pos, num = padded(slabs, n_devices, seed=seed)
@@ -137,11 +177,13 @@ def test_redistribute_keeps_every_particle(impl, n_devices, padded, place, check
 @pytest.mark.rules("properties", "layouts")
 @settings(GRADING, max_examples=8)
 @given(slabs=SLABS, seed=SEEDS)
-@example(slabs=[[0, 0, 0, 0]] + [[]] * (MAX_DEVICES - 1), seed=0)         # one bucket one too small
-@example(slabs=[[7, 7, 7], [1]] + [[]] * (MAX_DEVICES - 2), seed=1)       # a full bucket fits
+@example(slabs=[[0, 0, 0, 0]] + [[]] * (MAX_DEVICES - 1), seed=0)  # one bucket one too small
+@example(slabs=[[7, 7, 7], [1]] + [[]] * (MAX_DEVICES - 2), seed=1)  # a full bucket fits
 @example(slabs=[[1, 1, 1, 1, 1, 1], [6, 6], [5, 5, 5]] + [[]] * 5, seed=2)
-@example(slabs=[[], [2, 2, 2, 2, 2]] + [[]] * (MAX_DEVICES - 2), seed=3)   # device 1 alone overflows
-def test_redistribute_reports_overflow(impl, n_devices, padded, place, check_redistribution, slabs, seed):
+@example(slabs=[[], [2, 2, 2, 2, 2]] + [[]] * (MAX_DEVICES - 2), seed=3)  # device 1 alone overflows
+def test_redistribute_reports_overflow(
+    impl, n_devices, padded, place, check_redistribution, slabs, seed
+):
     """capacity = 3: crowded slabs overflow their buckets; nothing may be lost without overflow, and with it
     only what did not fit. The examples without overflow (a full bucket fits) check every particle arrives."""
     capacity = 3
@@ -153,8 +195,12 @@ def test_redistribute_reports_overflow(impl, n_devices, padded, place, check_red
 
 @pytest.mark.points(1.5)
 @pytest.mark.rules("collectives", "properties")
-def test_redistribute_uses_all_to_all(impl, n_devices, padded, random_slabs, assert_redistribution_program):
+def test_redistribute_uses_all_to_all(
+    impl, n_devices, padded, random_slabs, assert_redistribution_program
+):
     mesh = test_mesh((n_devices,), ("d",), "explicit")
-    pos, num = padded(random_slabs(n_devices, [CAP - i % 3 for i in range(n_devices)], 5), n_devices, seed=5)
+    pos, num = padded(
+        random_slabs(n_devices, [CAP - i % 3 for i in range(n_devices)], 5), n_devices, seed=5
+    )
     # The rule is earned only by a program that also redistributes correctly.
     assert_redistribution_program(impl, mesh, pos, num, CAP)

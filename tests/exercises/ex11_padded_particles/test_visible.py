@@ -11,7 +11,7 @@ from jax.sharding import PartitionSpec as P
 from grader.checks import test_mesh
 
 N = 8
-CAP = 8   # the conftest's: rows per device
+CAP = 8  # the conftest's: rows per device
 TOL = dict(rtol=1e-5, atol=1e-6)
 # Device 1 is empty, device 3 full; the others hold a few particles each.
 SLABS = [[0, 5, 5], [], [2, 7, 1, 1], [3, 3, 0, 6, 4, 2, 7, 5], [6], [4, 4], [0, 1, 2, 3, 4], [7]]
@@ -29,11 +29,14 @@ def test_expanding_shard_map(impl, padded, place, assert_stacked):
     mesh = test_mesh((N,), ("d",), "explicit")
     pos, num = padded(SLABS, N)
     counts = impl.expanding_shard_map(lambda p, k: k[0], mesh, (P("d"), P("d")), P("d"))
-    assert_stacked(counts(*place(mesh, pos, num)), mesh, P("d"), num, name="the count of each device")
+    assert_stacked(
+        counts(*place(mesh, pos, num)), mesh, P("d"), num, name="the count of each device"
+    )
     sums, counts = impl.expanding_shard_map(valid_sum, mesh, (P("d"), P("d")), (P("d"), P("d")))(
-        *place(mesh, pos, num))
+        *place(mesh, pos, num)
+    )
     blocks = pos.reshape(N, -1, 3)
-    expected = np.stack([blocks[i, :num[i]].sum(axis=0) for i in range(N)])
+    expected = np.stack([blocks[i, : num[i]].sum(axis=0) for i in range(N)])
     assert_stacked(sums, mesh, P("d"), expected, **TOL, name="the per-device sums")
     assert_stacked(counts, mesh, P("d"), num, name="the per-device counts")
 
@@ -51,7 +54,7 @@ def test_masked_mean(impl, padded, place, check_mean):
 def test_redistribute_by_slab(impl, padded, place, check_redistribution):
     mesh = test_mesh((N,), ("d",), "explicit")
     pos, num = padded(SLABS, N)
-    capacity = 4   # no device has more than 2 particles for one slab: nothing overflows
+    capacity = 4  # no device has more than 2 particles for one slab: nothing overflows
     result = impl.redistribute_by_slab(*place(mesh, pos, num), mesh, capacity)
     check_redistribution(result, pos, num, N, capacity, mesh)
 

@@ -30,19 +30,33 @@ USE_STEP = "use_global_array"
 # The grader's own collective, right after the join: a sum over every device of every process. Whether it went
 # through jax's collectives (gloo) is what the harness checks before anything a process reports counts.
 PROOF_STEP = "sum_over_every_device"
-STEPS = ("initialize", PROOF_STEP, "process_summary", "global_from_local", "global_sum", "gather_to_host", "barrier",
-         USE_STEP)
+STEPS = (
+    "initialize",
+    PROOF_STEP,
+    "process_summary",
+    "global_from_local",
+    "global_sum",
+    "gather_to_host",
+    "barrier",
+    USE_STEP,
+)
 BARRIER_NAME = "shardlab-ex12"
 ROWS_PER_PROCESS = 8
-LATENESS = (1.0, 2.0)   # seconds the late process comes to the barrier after the others, drawn per run
+LATENESS = (
+    1.0,
+    2.0,
+)  # seconds the late process comes to the barrier after the others, drawn per run
 
 
 @dataclass(frozen=True)
 class Inputs:
     """What the harness drew for one run: the checks read it, each process gets only its own part."""
-    rows: list[np.ndarray]         # each process's rows for global_from_local; the harness's secret
-    given_rows: list[np.ndarray]   # each process's rows of the grader's array (global_sum, gather_to_host)
-    late_process: int              # arrives `lateness` seconds late at the barrier
+
+    rows: list[np.ndarray]  # each process's rows for global_from_local; the harness's secret
+    given_rows: list[
+        np.ndarray
+    ]  # each process's rows of the grader's array (global_sum, gather_to_host)
+    late_process: int  # arrives `lateness` seconds late at the barrier
     lateness: float
 
     @property
@@ -56,17 +70,26 @@ class Inputs:
         return np.concatenate(self.given_rows)
 
     def for_process(self, process: int) -> dict:
-        return {"rows": self.rows[process], "given": self.given_rows[process],
-                "barrier_sleep": self.lateness if process == self.late_process else 0.0}
+        return {
+            "rows": self.rows[process],
+            "given": self.given_rows[process],
+            "barrier_sleep": self.lateness if process == self.late_process else 0.0,
+        }
 
 
 def draw(rng: np.random.Generator, processes: int, devices_per_process: int) -> Inputs:
     """No process can know another's rows in advance, nor which process comes late to the barrier and
     by how much (only that one is told, so a barrier that just sleeps cannot pass)."""
+
     def rows() -> list[np.ndarray]:
         return [rng.normal(size=(ROWS_PER_PROCESS, 3)).astype(np.float32) for _ in range(processes)]
 
-    return Inputs(rows(), rows(), late_process=int(rng.integers(processes)), lateness=float(rng.uniform(*LATENESS)))
+    return Inputs(
+        rows(),
+        rows(),
+        late_process=int(rng.integers(processes)),
+        lateness=float(rng.uniform(*LATENESS)),
+    )
 
 
 # ---- in each process -------------------------------------------------------------------------------
@@ -81,10 +104,20 @@ def describe_global_array(arr) -> dict:
         return {"type": f"{type(arr).__module__}.{type(arr).__qualname__}"}
     shards = []
     for shard in arr.addressable_shards:
-        index = [[s.start or 0, dim if s.stop is None else s.stop] for s, dim in zip(shard.index, arr.shape)]
-        shards.append({"device": int(shard.device.id), "index": index, "data": np.asarray(shard.data)})
-    return {"type": "jax.Array", "shape": list(arr.shape), "dtype": np.dtype(arr.dtype).name,
-            "sharding": str(arr.sharding), "shards": shards}
+        index = [
+            [s.start or 0, dim if s.stop is None else s.stop]
+            for s, dim in zip(shard.index, arr.shape)
+        ]
+        shards.append(
+            {"device": int(shard.device.id), "index": index, "data": np.asarray(shard.data)}
+        )
+    return {
+        "type": "jax.Array",
+        "shape": list(arr.shape),
+        "dtype": np.dtype(arr.dtype).name,
+        "sharding": str(arr.sharding),
+        "shards": shards,
+    }
 
 
 def use_global_array(arr):
@@ -104,8 +137,9 @@ def sum_over_every_device(mesh) -> float:
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
 
-    ones = jax.make_array_from_process_local_data(NamedSharding(mesh, PartitionSpec("d")),
-                                                  np.ones(jax.local_device_count(), np.float32))
+    ones = jax.make_array_from_process_local_data(
+        NamedSharding(mesh, PartitionSpec("d")), np.ones(jax.local_device_count(), np.float32)
+    )
     return float(jax.jit(jnp.sum, out_shardings=NamedSharding(mesh, PartitionSpec()))(ones))
 
 
@@ -114,16 +148,26 @@ def describe_host_array(value) -> dict:
 
     if isinstance(value, np.ndarray):
         return {"type": "numpy.ndarray", "value": value}
-    kind = "jax.Array" if isinstance(value, jax.Array) else f"{type(value).__module__}.{type(value).__qualname__}"
+    kind = (
+        "jax.Array"
+        if isinstance(value, jax.Array)
+        else f"{type(value).__module__}.{type(value).__qualname__}"
+    )
     return {"type": kind}
 
 
 def describe_number(value) -> dict:
     import jax
 
-    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    ):
         return {"type": type(value).__name__, "value": float(value)}
-    kind = "jax.Array" if isinstance(value, jax.Array) else f"{type(value).__module__}.{type(value).__qualname__}"
+    kind = (
+        "jax.Array"
+        if isinstance(value, jax.Array)
+        else f"{type(value).__module__}.{type(value).__qualname__}"
+    )
     return {"type": kind}
 
 
@@ -136,7 +180,7 @@ def run(process) -> None:
     # (coordinator, count, index); under srun (None, None, None): jax reads them from Slurm's environment.
     initialized, _ = step("initialize", lambda: module.initialize(*process.join_arguments))
     if not initialized:
-        return   # without the other processes nothing after this means anything
+        return  # without the other processes nothing after this means anything
     # jax's backend starts here (unless initialize started it): once joined, it publishes this process's
     # devices to the coordinator, where the grader sees them.
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
@@ -145,9 +189,14 @@ def run(process) -> None:
     mesh = Mesh(np.array(devices), ("d",), axis_types=(jax.sharding.AxisType.Explicit,))
     step(PROOF_STEP, lambda: sum_over_every_device(mesh))
     step("process_summary", lambda: module.process_summary())
-    given = jax.make_array_from_process_local_data(NamedSharding(mesh, PartitionSpec("d")), inputs["given"])
-    _, built = step("global_from_local", lambda: module.global_from_local(inputs["rows"].copy(), mesh),
-                    describe_global_array)
+    given = jax.make_array_from_process_local_data(
+        NamedSharding(mesh, PartitionSpec("d")), inputs["given"]
+    )
+    _, built = step(
+        "global_from_local",
+        lambda: module.global_from_local(inputs["rows"].copy(), mesh),
+        describe_global_array,
+    )
     step("global_sum", lambda: module.global_sum(given), describe_number)
     step("gather_to_host", lambda: module.gather_to_host(given), describe_host_array)
     if inputs["barrier_sleep"]:

@@ -17,7 +17,8 @@ PLAIN_NUMBERS = (int, float, np.float64, np.float32, np.int64, np.int32)
 
 def _number(value, call):
     assert type(value) in PLAIN_NUMBERS, (
-        f"{call} returned {type(value).__name__} {value!r:.80}; return a plain number (a Python float)")
+        f"{call} returned {type(value).__name__} {value!r:.80}; return a plain number (a Python float)"
+    )
     return float(value)
 
 
@@ -25,7 +26,8 @@ def _check(value, expected, call, rel_tol=1e-9, why=""):
     got = _number(value, call)
     # abs_tol: an attosecond, so that "0" and "0.0" agree whatever the formula's rounding.
     assert math.isclose(got, expected, rel_tol=rel_tol, abs_tol=1e-18), (
-        f"{call} = {got:.6g}, expected {expected:.6g}" + (f": {why}" if why else ""))
+        f"{call} = {got:.6g}, expected {expected:.6g}" + (f": {why}" if why else "")
+    )
     return got
 
 
@@ -62,8 +64,12 @@ def _check_one_device(impl, name, nbytes, bandwidth, latency):
     byte, so never 0): 0.0 everywhere has the property and is no model."""
     _exact(impl, name, (max(nbytes, 1), bandwidth, 2, latency), why=ANCHOR)
     args = (nbytes, bandwidth, 1, latency)
-    _check(getattr(impl, name)(*args), 0.0, _call(name, *args),
-           why="with n = 1 no byte moves and no hop is made, whatever the latency")
+    _check(
+        getattr(impl, name)(*args),
+        0.0,
+        _call(name, *args),
+        why="with n = 1 no byte moves and no hop is made, whatever the latency",
+    )
 
 
 def _drawn_ring(regime, seed=0):
@@ -84,16 +90,24 @@ def _drawn_ring(regime, seed=0):
 def _check_drawn(impl, name, regime, seed=0):
     """name's value on a ring drawn for the test (see _drawn_ring) is the model's."""
     args = _drawn_ring(regime, seed)
-    return _check(getattr(impl, name)(*args), MODEL[name](*args), _call(name, *args),
-                  why=f"the model on a {regime}-bound ring drawn for this test")
+    return _check(
+        getattr(impl, name)(*args),
+        MODEL[name](*args),
+        _call(name, *args),
+        why=f"the model on a {regime}-bound ring drawn for this test",
+    )
 
 
 def _check_drawn_batch(impl, seed=0):
     """dp_comm_bound_batch on FLOP/s and bandwidth drawn for the test is C / W."""
     rng = inputs.rng(seed)
     flops, bandwidth = float(10 ** rng.uniform(9, 19)), float(10 ** rng.uniform(6, 13))
-    return _check(impl.dp_comm_bound_batch(flops, bandwidth), flops / bandwidth,
-                  _call("dp_comm_bound_batch", flops, bandwidth), why="C / W, on numbers drawn for this test")
+    return _check(
+        impl.dp_comm_bound_batch(flops, bandwidth),
+        flops / bandwidth,
+        _call("dp_comm_bound_batch", flops, bandwidth),
+        why="C / W, on numbers drawn for this test",
+    )
 
 
 @pytest.fixture

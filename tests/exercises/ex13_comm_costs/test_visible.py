@@ -17,9 +17,9 @@ import pytest
 
 BOOK_ROUNDING = 0.02
 US = 1e-6
-W_V4P = W_V5E = 9e10     # bytes/s, bidirectional, one axis
+W_V4P = W_V5E = 9e10  # bytes/s, bidirectional, one axis
 W_V5P = 1.8e11
-T_HOP = 1e-6             # the book's per-hop ICI latency, seconds
+T_HOP = 1e-6  # the book's per-hop ICI latency, seconds
 
 
 @pytest.mark.points(0.5)
@@ -30,10 +30,14 @@ def test_allgather_book_question2_one_axis(impl, check_seconds, call_text, check
     # Book: 2·1024·4096 / (9e10·4) = 23 us.
     nbytes, n = 2 * 1024 * 4096 // 4, 4
     book = 23 * US
-    check_seconds(impl.allgather_time(nbytes, W_V4P, n, T_HOP), book * (n - 1) / n,
-                  call_text("allgather_time", nbytes, W_V4P, n, T_HOP), rel_tol=BOOK_ROUNDING,
-                  why=f"the book's {book / US:g} us (nbytes / bandwidth) times the ring factor {n - 1}/{n}: "
-                      "each device takes in the 3 shards it lacks, through both directions at once")
+    check_seconds(
+        impl.allgather_time(nbytes, W_V4P, n, T_HOP),
+        book * (n - 1) / n,
+        call_text("allgather_time", nbytes, W_V4P, n, T_HOP),
+        rel_tol=BOOK_ROUNDING,
+        why=f"the book's {book / US:g} us (nbytes / bandwidth) times the ring factor {n - 1}/{n}: "
+        "each device takes in the 3 shards it lacks, through both directions at once",
+    )
     check_drawn(impl, "allgather_time", "bandwidth")
 
 
@@ -45,9 +49,13 @@ def test_allgather_book_question2_two_axes(impl, check_seconds, call_text, check
     # (2·9e10) = 46 us. Bandwidth-bound, so what counts is that each device takes in 15/16 of the array.
     nbytes, n, bandwidth = 2 * 1024 * 4096, 16, 2 * W_V4P
     book = 46 * US
-    check_seconds(impl.allgather_time(nbytes, bandwidth, n, T_HOP), book * (n - 1) / n,
-                  call_text("allgather_time", nbytes, bandwidth, n, T_HOP), rel_tol=BOOK_ROUNDING,
-                  why=f"the book's {book / US:g} us times the ring factor {n - 1}/{n}")
+    check_seconds(
+        impl.allgather_time(nbytes, bandwidth, n, T_HOP),
+        book * (n - 1) / n,
+        call_text("allgather_time", nbytes, bandwidth, n, T_HOP),
+        rel_tol=BOOK_ROUNDING,
+        why=f"the book's {book / US:g} us times the ring factor {n - 1}/{n}",
+    )
     check_drawn(impl, "allgather_time", "bandwidth")
 
 
@@ -60,9 +68,13 @@ def test_allgather_book_pop_quiz2_full_ring(impl, check_seconds, call_text, chec
     # ring model does not cover).
     nbytes, n = 2 * 2048 * 8192, 4
     book = 377 * US
-    check_seconds(impl.allgather_time(nbytes, W_V5E, n, T_HOP), book * (n - 1) / n,
-                  call_text("allgather_time", nbytes, W_V5E, n, T_HOP), rel_tol=BOOK_ROUNDING,
-                  why=f"the book's {book / US:g} us times the ring factor {n - 1}/{n}")
+    check_seconds(
+        impl.allgather_time(nbytes, W_V5E, n, T_HOP),
+        book * (n - 1) / n,
+        call_text("allgather_time", nbytes, W_V5E, n, T_HOP),
+        rel_tol=BOOK_ROUNDING,
+        why=f"the book's {book / US:g} us times the ring factor {n - 1}/{n}",
+    )
     check_drawn(impl, "allgather_time", "bandwidth")
 
 
@@ -72,10 +84,14 @@ def test_allgather_book_question3_latency_bound(impl, check_seconds, call_text, 
     # Part 3, "Some Problems to Work", Question 3 [latency-bound AllGather]: AllGather_X([B_X]), B = 128
     # in bf16 (256 bytes) on a ring of 4 TPU v4p: "we can do the full gather in only 2 hops, so roughly 2us".
     nbytes, n = 2 * 128, 4
-    check_seconds(impl.allgather_time(nbytes, W_V4P, n, T_HOP), 2 * T_HOP,
-                  call_text("allgather_time", nbytes, W_V4P, n, T_HOP), rel_tol=1e-6,
-                  why="2 hops of 1 us: moving 192 bytes takes nanoseconds, so every hop lasts its latency "
-                      "(the slower of the two limits, not their sum)")
+    check_seconds(
+        impl.allgather_time(nbytes, W_V4P, n, T_HOP),
+        2 * T_HOP,
+        call_text("allgather_time", nbytes, W_V4P, n, T_HOP),
+        rel_tol=1e-6,
+        why="2 hops of 1 us: moving 192 bytes takes nanoseconds, so every hop lasts its latency "
+        "(the slower of the two limits, not their sum)",
+    )
     check_drawn(impl, "allgather_time", "latency")
 
 
@@ -86,9 +102,13 @@ def test_reducescatter_costs_an_allgather(impl, check_seconds, call_text, check_
     # Question 2's numbers.
     nbytes, n = 2 * 1024 * 4096 // 4, 4
     book = 23 * US
-    check_seconds(impl.reducescatter_time(nbytes, W_V4P, n, T_HOP), book * (n - 1) / n,
-                  call_text("reducescatter_time", nbytes, W_V4P, n, T_HOP), rel_tol=BOOK_ROUNDING,
-                  why="a reduce-scatter is an all-gather run backwards: same hops, same bytes")
+    check_seconds(
+        impl.reducescatter_time(nbytes, W_V4P, n, T_HOP),
+        book * (n - 1) / n,
+        call_text("reducescatter_time", nbytes, W_V4P, n, T_HOP),
+        rel_tol=BOOK_ROUNDING,
+        why="a reduce-scatter is an all-gather run backwards: same hops, same bytes",
+    )
     check_drawn(impl, "reducescatter_time", "bandwidth")
 
 
@@ -100,9 +120,13 @@ def test_allreduce_is_twice_an_allgather(impl, check_seconds, call_text, check_d
     # W_ICI. Question 2's numbers.
     nbytes, n = 2 * 1024 * 4096 // 4, 4
     book = 2 * 23 * US
-    check_seconds(impl.allreduce_time(nbytes, W_V4P, n, T_HOP), book * (n - 1) / n,
-                  call_text("allreduce_time", nbytes, W_V4P, n, T_HOP), rel_tol=BOOK_ROUNDING,
-                  why="a reduce-scatter followed by an all-gather of the same array")
+    check_seconds(
+        impl.allreduce_time(nbytes, W_V4P, n, T_HOP),
+        book * (n - 1) / n,
+        call_text("allreduce_time", nbytes, W_V4P, n, T_HOP),
+        rel_tol=BOOK_ROUNDING,
+        why="a reduce-scatter followed by an all-gather of the same array",
+    )
     check_drawn(impl, "allreduce_time", "bandwidth")
 
 
@@ -115,32 +139,48 @@ def test_alltoall_book_question10(impl, check_seconds, call_text, check_drawn):
     # Bandwidth-bound (latency 0): all-gather (1 - 1/D)·V/W, all-to-all (1 - 1/D)·V/(4W).
     N, D = 1024, 8
     nbytes = 4 * N * N
-    gather = check_seconds(impl.allgather_time(nbytes, W_V5P, D, 0.0), (1 - 1 / D) * nbytes / W_V5P,
-                           call_text("allgather_time", nbytes, W_V5P, D, 0.0),
-                           why="the book's N²(1 - 1/D) scalars per one-way link, halved by using both directions")
-    check_seconds(impl.alltoall_time(nbytes, W_V5P, D, 0.0), gather / 4,
-                  call_text("alltoall_time", nbytes, W_V5P, D, 0.0),
-                  why="a quarter of the all-gather's time on a bidirectional ring (the book's factor 4)")
+    gather = check_seconds(
+        impl.allgather_time(nbytes, W_V5P, D, 0.0),
+        (1 - 1 / D) * nbytes / W_V5P,
+        call_text("allgather_time", nbytes, W_V5P, D, 0.0),
+        why="the book's N²(1 - 1/D) scalars per one-way link, halved by using both directions",
+    )
+    check_seconds(
+        impl.alltoall_time(nbytes, W_V5P, D, 0.0),
+        gather / 4,
+        call_text("alltoall_time", nbytes, W_V5P, D, 0.0),
+        why="a quarter of the all-gather's time on a bidirectional ring (the book's factor 4)",
+    )
     check_drawn(impl, "alltoall_time", "bandwidth")
 
 
 @pytest.mark.points(0.5)
 @pytest.mark.rules("values")
-@pytest.mark.parametrize("flops_per_s, bandwidth, book", [
-    # Part 5, "Data Parallelism": TPU v5p, C = 4.59e14, W = 2·9e10: "our batch size per chip must be
-    # at least 2,550 to avoid being communication-bound".
-    (4.59e14, W_V5P, 2550),
-    # Same section: data parallelism over all three axes of a v5p pod triples W: "BS=850 per TPU".
-    (4.59e14, 3 * W_V5P, 850),
-    # Part 5, section "Scaling Between Pods": a per-pod batch above C_pod / W_dcn = 3.8e18 / 5e13 = 76,000
-    # (a pod's compute against its DCN bandwidth).
-    (3.8e18, 5e13, 76_000),
-], ids=["v5p_ici", "v5p_three_axes", "pod_dcn"])
-def test_dp_comm_bound_batch_book(impl, check_seconds, call_text, check_drawn_batch, flops_per_s, bandwidth, book):
-    check_seconds(impl.dp_comm_bound_batch(flops_per_s, bandwidth), book,
-                  call_text("dp_comm_bound_batch", flops_per_s, bandwidth), rel_tol=1e-3,
-                  why="the book's per-device batch, in tokens, below which data parallelism is "
-                      "communication-bound")
+@pytest.mark.parametrize(
+    "flops_per_s, bandwidth, book",
+    [
+        # Part 5, "Data Parallelism": TPU v5p, C = 4.59e14, W = 2·9e10: "our batch size per chip must be
+        # at least 2,550 to avoid being communication-bound".
+        (4.59e14, W_V5P, 2550),
+        # Same section: data parallelism over all three axes of a v5p pod triples W: "BS=850 per TPU".
+        (4.59e14, 3 * W_V5P, 850),
+        # Part 5, section "Scaling Between Pods": a per-pod batch above C_pod / W_dcn = 3.8e18 / 5e13 = 76,000
+        # (a pod's compute against its DCN bandwidth).
+        (3.8e18, 5e13, 76_000),
+    ],
+    ids=["v5p_ici", "v5p_three_axes", "pod_dcn"],
+)
+def test_dp_comm_bound_batch_book(
+    impl, check_seconds, call_text, check_drawn_batch, flops_per_s, bandwidth, book
+):
+    check_seconds(
+        impl.dp_comm_bound_batch(flops_per_s, bandwidth),
+        book,
+        call_text("dp_comm_bound_batch", flops_per_s, bandwidth),
+        rel_tol=1e-3,
+        why="the book's per-device batch, in tokens, below which data parallelism is "
+        "communication-bound",
+    )
     check_drawn_batch(impl)
 
 
@@ -150,6 +190,8 @@ def test_one_device_costs_nothing(impl, check_one_device, check_drawn):
     # A "ring" of one device has nothing to send: the ring factor (n - 1)/n and the hops are 0. A function
     # that answers 0 everywhere would say so too: a ring drawn for the test and the same array over a ring
     # of 2 are checked first (the module docstring).
-    for seed, name in enumerate(("allgather_time", "reducescatter_time", "allreduce_time", "alltoall_time")):
+    for seed, name in enumerate(
+        ("allgather_time", "reducescatter_time", "allreduce_time", "alltoall_time")
+    ):
         check_drawn(impl, name, "bandwidth", seed)
-        check_one_device(impl, name, 2 ** 20, W_V5P, T_HOP)
+        check_one_device(impl, name, 2**20, W_V5P, T_HOP)

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import assert_shard_values, assert_sharded_like, assert_sharding, layout_text, test_mesh
+from grader.checks import (
+    assert_shard_values,
+    assert_sharded_like,
+    assert_sharding,
+    layout_text,
+    test_mesh,
+)
 
 
 @pytest.fixture
@@ -26,7 +32,7 @@ def test_right_sharding_passes_all_three_ways(mesh, values):
 
 def test_equivalent_specs_are_accepted(mesh, values):
     arr = jax.device_put(values, NamedSharding(mesh, P("x", None)))
-    assert_sharding(arr, mesh, P("x"))    # trailing None means the same layout
+    assert_sharding(arr, mesh, P("x"))  # trailing None means the same layout
 
 
 def test_wrong_spec_shows_both_layouts(mesh, values):
@@ -56,7 +62,7 @@ def test_array_on_another_mesh_is_caught(values):
 def test_wrong_shard_value_names_the_device(mesh, values):
     arr = jax.device_put(values, NamedSharding(mesh, P("x", "y")))
     wrong = values.copy()
-    wrong[5, 3] += 1.0    # row block 1, column block 1: device 5 on the 2x4 mesh
+    wrong[5, 3] += 1.0  # row block 1, column block 1: device 5 on the 2x4 mesh
     with pytest.raises(AssertionError) as failure:
         assert_shard_values(arr, wrong)
     assert "shard on device 5 (global [4:8, 2:4]) differs" in str(failure.value)

@@ -18,12 +18,22 @@ from grader.course import catalog
 from grader.harness.runner import run_tests
 
 # exercise: (its enforced speedup tests, repeats)
-ENFORCED = {   # the speed tests of each exercise, visible and hidden, and how many times each is run
-    "ex04_sharded_layer": (("test_hidden.py::test_layer_shard_map_speedup_over_replicated",
-                            "test_visible.py::test_layer_shard_map_speedup_over_replicated_on_8_devices"), 6),
-    "ex08_data_parallel_training": (("test_hidden.py::test_train_step_speedup_over_replicated",
-                                     "test_hidden.py::test_train_step_shard_map_speedup_over_replicated",
-                                     "test_visible.py::test_train_step_shard_map_speedup"), 6),
+ENFORCED = {  # the speed tests of each exercise, visible and hidden, and how many times each is run
+    "ex04_sharded_layer": (
+        (
+            "test_hidden.py::test_layer_shard_map_speedup_over_replicated",
+            "test_visible.py::test_layer_shard_map_speedup_over_replicated_on_8_devices",
+        ),
+        6,
+    ),
+    "ex08_data_parallel_training": (
+        (
+            "test_hidden.py::test_train_step_speedup_over_replicated",
+            "test_hidden.py::test_train_step_shard_map_speedup_over_replicated",
+            "test_visible.py::test_train_step_shard_map_speedup",
+        ),
+        6,
+    ),
 }
 REPLICATES_WORK = Path(__file__).parents[1] / "submissions" / "replicates_work"
 
@@ -31,8 +41,9 @@ REPLICATES_WORK = Path(__file__).parents[1] / "submissions" / "replicates_work"
 def repeated(impl, exercise_id):
     tests, repeats = ENFORCED[exercise_id]
     folder = catalog.get(exercise_id).tests_dir()
-    run = run_tests(impl, tests=[folder / test for test in tests],
-                    extra_args=(f"--repeat={repeats}",))
+    run = run_tests(
+        impl, tests=[folder / test for test in tests], extra_args=(f"--repeat={repeats}",)
+    )
     assert len(run.results) == repeats * len(tests), run.output[-2000:]
     return run
 
@@ -51,7 +62,9 @@ def test_reference_never_fails_the_speedup_threshold(exercise_id):
     run = repeated("reference", exercise_id)
     outcomes = [r.category for r in run.results]
     print(f"{exercise_id}, reference over {ENFORCED[exercise_id][1]} runs: {_figures(run)}")
-    assert outcomes == ["passed"] * len(outcomes), f"{outcomes.count('passed')}/{len(outcomes)} passed: {_figures(run)}"
+    assert outcomes == ["passed"] * len(outcomes), (
+        f"{outcomes.count('passed')}/{len(outcomes)} passed: {_figures(run)}"
+    )
 
 
 @pytest.mark.slow
@@ -60,5 +73,7 @@ def test_replicated_work_never_passes_the_speedup_threshold(exercise_id):
     run = repeated(REPLICATES_WORK, exercise_id)
     outcomes = [r.category for r in run.results]
     print(f"{exercise_id}, replicated work over {ENFORCED[exercise_id][1]} runs: {_figures(run)}")
-    assert outcomes == ["failed"] * len(outcomes), f"{outcomes.count('failed')}/{len(outcomes)} failed: {_figures(run)}"
+    assert outcomes == ["failed"] * len(outcomes), (
+        f"{outcomes.count('failed')}/{len(outcomes)} failed: {_figures(run)}"
+    )
     assert all("not fast enough" in r.message for r in run.results)

@@ -23,17 +23,37 @@ from grader.cluster.gate import PREFACE, SERVICE, Channel, Gate, Registry
 from grader.cluster.records import GlooAddress, LocalTopology, Refused
 
 # Process 1's topology in a run of 2 x 4 devices (jax 0.10's CPU client, captured).
-TOPOLOGY_1 = (b"\x08\x01\x12$b3217682-2ea3-4325-8710-0097c1362d79\x1a& \x80\x10B\x03cpuJ\x12CpuDevice(id=2048)"
-              b"R\x08cpu:2048\x1a(\x08\x01 \x81\x10B\x03cpuJ\x12CpuDevice(id=2049)R\x08cpu:2049")
+TOPOLOGY_1 = (
+    b"\x08\x01\x12$b3217682-2ea3-4325-8710-0097c1362d79\x1a& \x80\x10B\x03cpuJ\x12CpuDevice(id=2048)"
+    b"R\x08cpu:2048\x1a(\x08\x01 \x81\x10B\x03cpuJ\x12CpuDevice(id=2049)R\x08cpu:2049"
+)
 
 
-def gloo_record(port: int = 40633, pairs=(8, 9), host: bytes = b"vm", family: int = records.AF_INET,
-                ip: bytes = b"\x7f\x00\x00\x01", sequence: int = -1, padding: bytes = b"\xf0>\xcaU" * 28) -> bytes:
+def gloo_record(
+    port: int = 40633,
+    pairs=(8, 9),
+    host: bytes = b"vm",
+    family: int = records.AF_INET,
+    ip: bytes = b"\x7f\x00\x00\x01",
+    sequence: int = -1,
+    padding: bytes = b"\xf0>\xcaU" * 28,
+) -> bytes:
     """gloo's rendezvous record as jax's gloo writes it: the sockaddr_storage's tail holds whatever the stack did."""
-    address = (struct.pack("<H", family) + struct.pack(">H", port) + ip + bytes(8) + padding
-               + struct.pack("<q", sequence))
-    return (struct.pack("<Q", len(host)) + host + struct.pack("<Q", len(address)) + address
-            + b"".join(struct.pack("<Q", p) for p in pairs))
+    address = (
+        struct.pack("<H", family)
+        + struct.pack(">H", port)
+        + ip
+        + bytes(8)
+        + padding
+        + struct.pack("<q", sequence)
+    )
+    return (
+        struct.pack("<Q", len(host))
+        + host
+        + struct.pack("<Q", len(address))
+        + address
+        + b"".join(struct.pack("<Q", p) for p in pairs)
+    )
 
 
 def test_jax_s_own_records_are_read():
@@ -43,20 +63,23 @@ def test_jax_s_own_records_are_read():
     assert whole.nodes == (LocalTopology(1, (2048, 2049)),)
 
 
-@pytest.mark.parametrize("key, value, why", [
-    ("x/rows/0", b"rows", "jax writes no such key"),
-    ("cpu:local_topology/cpu/0", TOPOLOGY_1, "holds the topology of process 1"),
-    ("cpu:local_topology/cpu/1", TOPOLOGY_1[:-3], "cut short"),
-    ("cpu:gloo/0,0/1", gloo_record(), "names a device twice"),
-    ("cpu:gloo/0,2048/2", gloo_record(), "rank 2 of a collective of 2"),
-    ("cpu:gloo/0,2048/0", gloo_record(pairs=(8, 9, 10)), "for a collective of 2"),
-    ("cpu:gloo/0,2048/0", gloo_record(ip=b"\x0a\x00\x00\x01"), "not a port of the loopback"),
-    ("cpu:gloo/0,2048/0", gloo_record(port=0), "not a port of the loopback"),
-    ("cpu:gloo/0,2048/0", gloo_record(sequence=7), "names a pair"),
-    ("cpu:gloo/0,2048/0", gloo_record(host=b"\x00rows"), "not printable"),
-    ("cpu:gloo/0,2048/0", gloo_record(pairs=(8, 1 << 40)), "out of gloo's range"),
-    ("cpu:gloo/0,2048/0", gloo_record(family=17), "family 17"),
-])
+@pytest.mark.parametrize(
+    "key, value, why",
+    [
+        ("x/rows/0", b"rows", "jax writes no such key"),
+        ("cpu:local_topology/cpu/0", TOPOLOGY_1, "holds the topology of process 1"),
+        ("cpu:local_topology/cpu/1", TOPOLOGY_1[:-3], "cut short"),
+        ("cpu:gloo/0,0/1", gloo_record(), "names a device twice"),
+        ("cpu:gloo/0,2048/2", gloo_record(), "rank 2 of a collective of 2"),
+        ("cpu:gloo/0,2048/0", gloo_record(pairs=(8, 9, 10)), "for a collective of 2"),
+        ("cpu:gloo/0,2048/0", gloo_record(ip=b"\x0a\x00\x00\x01"), "not a port of the loopback"),
+        ("cpu:gloo/0,2048/0", gloo_record(port=0), "not a port of the loopback"),
+        ("cpu:gloo/0,2048/0", gloo_record(sequence=7), "names a pair"),
+        ("cpu:gloo/0,2048/0", gloo_record(host=b"\x00rows"), "not printable"),
+        ("cpu:gloo/0,2048/0", gloo_record(pairs=(8, 1 << 40)), "out of gloo's range"),
+        ("cpu:gloo/0,2048/0", gloo_record(family=17), "family 17"),
+    ],
+)
 def test_anything_else_is_refused_with_the_reason(key, value, why):
     with pytest.raises(Refused, match=why):
         records.record(key, value)
@@ -75,7 +98,7 @@ CLIENT = """
     import os
     os._exit(0)
 """
-TOPOLOGY_0 = TOPOLOGY_1.replace(b"\x08\x01\x12$", b"\x12$", 1)   # node 0: the field left out
+TOPOLOGY_0 = TOPOLOGY_1.replace(b"\x08\x01\x12$", b"\x12$", 1)  # node 0: the field left out
 
 
 @pytest.fixture
@@ -97,9 +120,15 @@ def gate(tmp_path):
 
 
 def client(address: str, action: str) -> subprocess.CompletedProcess:
-    script = textwrap.dedent(CLIENT).format(action=textwrap.indent(textwrap.dedent(action), "").strip())
-    return subprocess.run([sys.executable, "-c", script, address, TOPOLOGY_0.hex()], capture_output=True, text=True,
-                          timeout=60)
+    script = textwrap.dedent(CLIENT).format(
+        action=textwrap.indent(textwrap.dedent(action), "").strip()
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script, address, TOPOLOGY_0.hex()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def refusals(seen: list[dict]) -> list[str]:
@@ -108,26 +137,50 @@ def refusals(seen: list[dict]) -> list[str]:
 
 def test_jax_s_own_writes_and_reads_pass_and_are_attributed(gate):
     address, seen = gate
-    done = client(address, """
+    done = client(
+        address,
+        """
         client.key_value_set_bytes("cpu:local_topology/cpu/0", topology)
         assert client.blocking_key_value_get_bytes("cpu:local_topology/cpu/0", 5000) == topology
-    """)
+    """,
+    )
     assert "survived" in done.stdout, done.stderr[-2000:]
     assert refusals(seen) == []
     registered = [s for s in seen if "registered" in s]
     assert [(s["registered"], s["connection"]) for s in registered] == [(0, 0)]
-    assert {"wrote": {"topology": 0, "devices": [2048, 2049]}, "process": 0, "connection": 0} in seen
+    assert {
+        "wrote": {"topology": 0, "devices": [2048, 2049]},
+        "process": 0,
+        "connection": 0,
+    } in seen
 
 
-@pytest.mark.parametrize("action, why", [
-    ("client.key_value_set('x/rows/0', '1,2,3')", "process 0 wrote the key 'x/rows/0' (5 bytes)"),
-    ("client.key_value_increment('x/rows', 7)", "asked the service to IncrementKeyValue, which jax never does"),
-    ("client.key_value_delete('cpu:local_topology/cpu/0')", "asked the service to DeleteKeyValue"),
-    ("client.key_value_set_bytes('cpu:local_topology/cpu/1', topology.replace(b'\\x12$', b'\\x08\\x01\\x12$', 1))",
-     "process 0 wrote the topology of process 1"),
-    ("client.key_value_set_bytes('cpu:local_topology/cpu/0', topology, allow_overwrite=True)",
-     "overwrite a key"),
-])
+@pytest.mark.parametrize(
+    "action, why",
+    [
+        (
+            "client.key_value_set('x/rows/0', '1,2,3')",
+            "process 0 wrote the key 'x/rows/0' (5 bytes)",
+        ),
+        (
+            "client.key_value_increment('x/rows', 7)",
+            "asked the service to IncrementKeyValue, which jax never does",
+        ),
+        (
+            "client.key_value_delete('cpu:local_topology/cpu/0')",
+            "asked the service to DeleteKeyValue",
+        ),
+        (
+            "client.key_value_set_bytes('cpu:local_topology/cpu/1', "
+            "topology.replace(b'\\x12$', b'\\x08\\x01\\x12$', 1))",
+            "process 0 wrote the topology of process 1",
+        ),
+        (
+            "client.key_value_set_bytes('cpu:local_topology/cpu/0', topology, allow_overwrite=True)",
+            "overwrite a key",
+        ),
+    ],
+)
 def test_a_write_jax_never_makes_cuts_the_process_off(gate, action, why):
     address, seen = gate
     done = client(address, action)
@@ -139,12 +192,21 @@ def test_a_write_jax_never_makes_cuts_the_process_off(gate, action, why):
 
 
 def frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
-    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+    return (
+        len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+    )
 
 
 def request(encoder: hpack.Encoder, stream: int, method: str, message: bytes) -> bytes:
-    headers = encoder.encode([(":method", "POST"), (":scheme", "http"), (":path", SERVICE + method),
-                              (":authority", "gate"), ("content-type", "application/grpc")])
+    headers = encoder.encode(
+        [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", SERVICE + method),
+            (":authority", "gate"),
+            ("content-type", "application/grpc"),
+        ]
+    )
     body = b"\x00" + len(message).to_bytes(4, "big") + message
     return frame(1, 0x4, stream, headers) + frame(0, 0x1, stream, body)
 
@@ -160,10 +222,15 @@ def test_a_refused_request_never_reaches_the_service():
     channel = Channel(0, _Peer(client_end), service_end, Registry(), seen.append)
     threading.Thread(target=channel.requests, daemon=True).start()
     encoder = hpack.Encoder()
-    registered = b"\x19" + struct.pack("<Q", 42) + b"\x28\x00"   # incarnation 42, process 0
+    registered = b"\x19" + struct.pack("<Q", 42) + b"\x28\x00"  # incarnation 42, process 0
     header = field(1, b"\x11" + struct.pack("<Q", 42))
-    client.sendall(PREFACE + request(encoder, 1, "RegisterTask", registered)
-                   + request(encoder, 3, "InsertKeyValue", header + field(2, field(1, b"x/rows") + field(2, b"12"))))
+    client.sendall(
+        PREFACE
+        + request(encoder, 1, "RegisterTask", registered)
+        + request(
+            encoder, 3, "InsertKeyValue", header + field(2, field(1, b"x/rows") + field(2, b"12"))
+        )
+    )
     service.settimeout(5)
     received = b""
     deadline = time.monotonic() + 5
@@ -175,7 +242,7 @@ def test_a_refused_request_never_reaches_the_service():
         if not chunk:
             break
         received += chunk
-    assert received.startswith(PREFACE) and registered in received   # the registration went through
+    assert received.startswith(PREFACE) and registered in received  # the registration went through
     assert b"x/rows" not in received, "the refused write reached the service"
     assert [s.get("registered") for s in seen if "registered" in s] == [0]
     assert any("wrote the key 'x/rows'" in s.get("refused", "") for s in seen)

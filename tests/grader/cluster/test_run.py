@@ -36,14 +36,18 @@ QUIET = 6.0
 
 
 def reference_with(twist: str = "") -> str:
-    source = "".join(line for line in EX12.solution_path().read_text().splitlines(keepends=True) if "### " not in line)
+    source = "".join(
+        line
+        for line in EX12.solution_path().read_text().splitlines(keepends=True)
+        if "### " not in line
+    )
     return source + textwrap.dedent(twist)
 
 
 def module(tmp_path: Path, twist: str = "") -> Path:
     path = tmp_path / EX12.module_file
     path.write_text(reference_with(twist))
-    tmp_path.chmod(0o755)   # the processes run as nobody when the tests run as root
+    tmp_path.chmod(0o755)  # the processes run as nobody when the tests run as root
     return path
 
 
@@ -59,18 +63,25 @@ def assert_nothing_left(run) -> None:
 
 @pytest.mark.parametrize("level", sorted({Isolation.PROCESS, sandbox()}, key=str))
 def test_the_reference_joins_reports_every_step_and_leaves_nothing(level):
-    run = run_cluster(DRIVER, EX12.solution_path(), processes=2, devices_per_process=4,
-                      isolation=None if level is Isolation.PROCESS else level)
+    run = run_cluster(
+        DRIVER,
+        EX12.solution_path(),
+        processes=2,
+        devices_per_process=4,
+        isolation=None if level is Isolation.PROCESS else level,
+    )
     assert run.stopped_after is None and run.exits == {0: 0, 1: 0}, run.output[-2000:]
     for process in range(2):
         for step in STEPS:
-            run.result(process, step)   # raises what the step raised, or why it never finished
+            run.result(process, step)  # raises what the step raised, or why it never finished
     assert run.result(1, "process_summary")["device_count"] == 8
     assert run.coordinator.startswith("127.0.0.1:")
     # What the grader saw itself: both registered with its coordinator, each published 4 devices of its
     # own, each held a connection to it; each had a Landlock ruleset of its own where the kernel has one.
     assert run.registered and [run.not_joined(p) for p in range(2)] == [None, None]
-    assert [len(run.published[p]) for p in range(2)] == [4, 4] and set(run.published[0]).isdisjoint(run.published[1])
+    assert [len(run.published[p]) for p in range(2)] == [4, 4] and set(run.published[0]).isdisjoint(
+        run.published[1]
+    )
     assert run.separated == (landlock_abi() >= 1)
     for process in range(2):
         assert (run.result(process, USE_STEP)["value"] == run.inputs.expected).all()
@@ -143,9 +154,11 @@ SIDE_CHANNELS = """
 
 @pytest.mark.slow
 def test_a_process_of_a_run_can_make_tcp_sockets_and_nothing_else_to_share(tmp_path):
-    run = run_cluster(DRIVER, module(tmp_path, SIDE_CHANNELS), isolation=sandbox(), quiet_seconds=QUIET)
+    run = run_cluster(
+        DRIVER, module(tmp_path, SIDE_CHANNELS), isolation=sandbox(), quiet_seconds=QUIET
+    )
     for process in range(2):
-        assert run.result(process, "process_summary") == ["tcp"]   # jax's gRPC and gloo need no more
+        assert run.result(process, "process_summary") == ["tcp"]  # jax's gRPC and gloo need no more
     assert_nothing_left(run)
 
 
@@ -158,9 +171,14 @@ ADDRESS_SPACE = """
 
 @pytest.mark.slow
 def test_each_process_of_a_run_holds_the_memory_limit_a_worker_would(tmp_path):
-    limits = worker_limits(3 << 30)   # --memory-limit 3
-    run = run_cluster(DRIVER, module(tmp_path, ADDRESS_SPACE), isolation=sandbox(), quiet_seconds=QUIET,
-                      limits=limits)
+    limits = worker_limits(3 << 30)  # --memory-limit 3
+    run = run_cluster(
+        DRIVER,
+        module(tmp_path, ADDRESS_SPACE),
+        isolation=sandbox(),
+        quiet_seconds=QUIET,
+        limits=limits,
+    )
     assert [run.result(p, "process_summary") for p in range(2)] == [limits.memory_bytes] * 2
     assert_nothing_left(run)
 
@@ -168,12 +186,15 @@ def test_each_process_of_a_run_holds_the_memory_limit_a_worker_would(tmp_path):
 # What jax 0.10's CPU client published for processes 0 and 1 of a run of 2 x 4 devices (captured).
 BOOT = b"\x12$b3217682-2ea3-4325-8710-0097c1362d79"
 PUBLISHED = {
-    0: BOOT + b"\x1a\x1dB\x03cpuJ\x0fCpuDevice(id=0)R\x05cpu:0\x1a!\x08\x01 \x01B\x03cpuJ\x0fCpuDevice(id=1)"
-          b"R\x05cpu:1\x1a!\x08\x02 \x02B\x03cpuJ\x0fCpuDevice(id=2)R\x05cpu:2\x1a!\x08\x03 \x03B\x03cpu"
-          b"J\x0fCpuDevice(id=3)R\x05cpu:3",
-    1: b"\x08\x01" + BOOT + b"\x1a& \x80\x10B\x03cpuJ\x12CpuDevice(id=2048)R\x08cpu:2048\x1a(\x08\x01 \x81\x10B\x03cpu"
-          b"J\x12CpuDevice(id=2049)R\x08cpu:2049\x1a(\x08\x02 \x82\x10B\x03cpuJ\x12CpuDevice(id=2050)R\x08cpu:2050"
-          b"\x1a(\x08\x03 \x83\x10B\x03cpuJ\x12CpuDevice(id=2051)R\x08cpu:2051",
+    0: BOOT
+    + b"\x1a\x1dB\x03cpuJ\x0fCpuDevice(id=0)R\x05cpu:0\x1a!\x08\x01 \x01B\x03cpuJ\x0fCpuDevice(id=1)"
+    b"R\x05cpu:1\x1a!\x08\x02 \x02B\x03cpuJ\x0fCpuDevice(id=2)R\x05cpu:2\x1a!\x08\x03 \x03B\x03cpu"
+    b"J\x0fCpuDevice(id=3)R\x05cpu:3",
+    1: b"\x08\x01"
+    + BOOT
+    + b"\x1a& \x80\x10B\x03cpuJ\x12CpuDevice(id=2048)R\x08cpu:2048\x1a(\x08\x01 \x81\x10B\x03cpu"
+    b"J\x12CpuDevice(id=2049)R\x08cpu:2049\x1a(\x08\x02 \x82\x10B\x03cpuJ\x12CpuDevice(id=2050)R\x08cpu:2050"
+    b"\x1a(\x08\x03 \x83\x10B\x03cpuJ\x12CpuDevice(id=2051)R\x08cpu:2051",
 }
 
 
@@ -203,14 +224,21 @@ HANG_IN_SUM = """
 
 def test_a_run_that_hangs_is_stopped_and_says_where_each_process_stood(tmp_path):
     begun = time.monotonic()
-    run = run_cluster(DRIVER, module(tmp_path, HANG_IN_SUM), isolation=sandbox(), quiet_seconds=QUIET)
+    run = run_cluster(
+        DRIVER, module(tmp_path, HANG_IN_SUM), isolation=sandbox(), quiet_seconds=QUIET
+    )
     assert run.stopped_after is not None and time.monotonic() - begun < QUIET + 20
     for process in range(2):
         for step in ("initialize", "process_summary", "global_from_local"):
             run.result(process, step)
-    with pytest.raises(ClusterTimeout, match=r"process 0 was still in global_sum\(\) and never finished global_sum"):
+    with pytest.raises(
+        ClusterTimeout, match=r"process 0 was still in global_sum\(\) and never finished global_sum"
+    ):
         run.result(0, "global_sum")
-    assert run.result(1, "global_sum") == {"type": "float", "value": 0.0}   # it returned; the gather then waits
+    assert run.result(1, "global_sum") == {
+        "type": "float",
+        "value": 0.0,
+    }  # it returned; the gather then waits
     with pytest.raises(ClusterTimeout, match=r"process 1 was still in gather_to_host\(\)"):
         run.result(1, "gather_to_host")
     with pytest.raises(ClusterTimeout):
@@ -228,9 +256,11 @@ def test_a_process_that_dies_is_reported_and_the_others_are_stopped(tmp_path):
             return _original(local_rows, mesh)
     """
     run = run_cluster(DRIVER, module(tmp_path, twist), isolation=sandbox(), quiet_seconds=QUIET)
-    with pytest.raises(ClusterCrashed, match=r"process 1 ended during global_from_local\(\).*exited with status 3"):
+    with pytest.raises(
+        ClusterCrashed, match=r"process 1 ended during global_from_local\(\).*exited with status 3"
+    ):
         run.result(1, "global_from_local")
-    run.result(0, "global_from_local")   # building it needs no other process
+    run.result(0, "global_from_local")  # building it needs no other process
     with pytest.raises((ClusterTimeout, ClusterCrashed)):
         run.result(0, "global_sum")
     assert_nothing_left(run)
@@ -248,13 +278,17 @@ def test_a_process_that_dies_right_after_the_proof_still_joined(tmp_path):
     assert [run.not_joined(p) for p in range(run.processes)] == [None] * run.processes
     run.result(0, "initialize")
     run.result(1, "initialize")
-    with pytest.raises(ClusterCrashed, match=r"ended during process_summary\(\).*exited with status 3"):
+    with pytest.raises(
+        ClusterCrashed, match=r"ended during process_summary\(\).*exited with status 3"
+    ):
         run.result(1, "process_summary")
     assert_nothing_left(run)
 
 
 def test_a_module_that_fails_to_import_fails_every_step_alike(tmp_path):
-    run = run_cluster(DRIVER, module(tmp_path, "raise RuntimeError('broken on purpose')\n"), isolation=sandbox())
+    run = run_cluster(
+        DRIVER, module(tmp_path, "raise RuntimeError('broken on purpose')\n"), isolation=sandbox()
+    )
     for step in ("initialize", "barrier"):
         with pytest.raises(ImplementationImportError, match="broken on purpose"):
             run.result(0, step)
@@ -264,10 +298,14 @@ def test_a_module_that_fails_to_import_fails_every_step_alike(tmp_path):
 def test_runs_side_by_side_never_meet_on_a_port():
     """Two grading jobs at once, at the plain process level, where the ports are the machine's own."""
     with ThreadPoolExecutor(2) as pool:
-        runs = list(pool.map(lambda _: run_cluster(DRIVER, EX12.solution_path(), isolation=None), range(2)))
+        runs = list(
+            pool.map(lambda _: run_cluster(DRIVER, EX12.solution_path(), isolation=None), range(2))
+        )
     for run in runs:
         assert run.stopped_after is None, run.output[-2000:]
-        assert run.result(0, "global_sum")["value"] == pytest.approx(float(run.inputs.given.sum()), rel=1e-5, abs=1e-4)
+        assert run.result(0, "global_sum")["value"] == pytest.approx(
+            float(run.inputs.given.sum()), rel=1e-5, abs=1e-4
+        )
         assert_nothing_left(run)
 
 
@@ -312,10 +350,19 @@ def test_another_exercise_s_driver_runs_through_the_same_route(tmp_path):
     (tmp_path / "driver.py").write_text(textwrap.dedent(OTHER_DRIVER))
     (tmp_path / "other.py").write_text(textwrap.dedent(OTHER_MODULE))
     tmp_path.chmod(0o755)
-    run = run_cluster(load_driver(tmp_path / "driver.py"), tmp_path / "other.py", processes=2, devices_per_process=2,
-                      isolation=sandbox(), quiet_seconds=QUIET)
+    run = run_cluster(
+        load_driver(tmp_path / "driver.py"),
+        tmp_path / "other.py",
+        processes=2,
+        devices_per_process=2,
+        isolation=sandbox(),
+        quiet_seconds=QUIET,
+    )
     assert run.stopped_after is None and run.exits == {0: 0, 1: 0}, run.output[-2000:]
-    assert run.steps == ("join", "count", "double") and [run.not_joined(p) for p in range(2)] == [None, None]
+    assert run.steps == ("join", "count", "double") and [run.not_joined(p) for p in range(2)] == [
+        None,
+        None,
+    ]
     for process in range(2):
         assert run.result(process, "join") is None and run.result(process, "count") == 4
         assert run.result(process, "double") == {"doubled": 2 * run.inputs.numbers[process]}
@@ -325,9 +372,11 @@ def test_another_exercise_s_driver_runs_through_the_same_route(tmp_path):
 
 
 def test_a_driver_must_name_its_steps_and_define_draw_and_run(tmp_path):
-    for source, problem in (("def draw(): pass\ndef run(): pass\n", "STEPS must be"),
-                            ("STEPS = ('join', 'join')\ndef draw(): pass\ndef run(): pass\n", "STEPS must be"),
-                            ("STEPS = ('join',)\ndef draw(): pass\n", "no function run")):
+    for source, problem in (
+        ("def draw(): pass\ndef run(): pass\n", "STEPS must be"),
+        ("STEPS = ('join', 'join')\ndef draw(): pass\ndef run(): pass\n", "STEPS must be"),
+        ("STEPS = ('join',)\ndef draw(): pass\n", "no function run"),
+    ):
         path = tmp_path / "driver.py"
         path.write_text(source)
         with pytest.raises(DriverError, match=problem):

@@ -62,8 +62,10 @@ def _run_processes(slurm_conf: str) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline"]):
         try:
-            if (any("grader.cluster.srun" in part for part in process.info["cmdline"] or ())
-                    and process.environ().get("SLURM_CONF") == slurm_conf):
+            if (
+                any("grader.cluster.srun" in part for part in process.info["cmdline"] or ())
+                and process.environ().get("SLURM_CONF") == slurm_conf
+            ):
                 found.append(process)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
@@ -90,11 +92,26 @@ def _check(folder: Path) -> dict[str, object]:
 def test_shardlab_check_passes_for_the_reference_under_srun(local_slurm, tmp_path):
     folder = _module(tmp_path / "solutions", REFERENCE.read_text())
     begun = time.monotonic()
-    done = subprocess.run([os.path.join(OWN_TOOLS, "shardlab"), "check", "ex12", "--impl", str(folder), "--launcher",
-                           "srun"], cwd=paths.REPO_ROOT, env=_path(local_slurm.env, activated=False),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            os.path.join(OWN_TOOLS, "shardlab"),
+            "check",
+            "ex12",
+            "--impl",
+            str(folder),
+            "--launcher",
+            "srun",
+        ],
+        cwd=paths.REPO_ROOT,
+        env=_path(local_slurm.env, activated=False),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "ex12_multi_controller: visible: 6 of 15 points checked, all pass (6 tests)" in done.stdout, done.stdout
+    assert (
+        "ex12_multi_controller: visible: 6 of 15 points checked, all pass (6 tests)" in done.stdout
+    ), done.stdout
     print(f"shardlab check ex12 --launcher srun: {time.monotonic() - begun:.1f} s")
     assert not _run_processes(local_slurm.env["SLURM_CONF"])
 
@@ -104,8 +121,9 @@ def test_the_stub_is_not_attempted_under_srun(on_slurm, tmp_path):
     folder = _module(tmp_path / "stub", (paths.EXERCISES_DIR / MODULE).read_text())
     results = _check(folder)
     assert len(results) == 6
-    assert {test.category for test in results.values()} == {Category.NOT_ATTEMPTED.value}, (
-        {name: (test.category, test.message) for name, test in results.items()})
+    assert {test.category for test in results.values()} == {Category.NOT_ATTEMPTED.value}, {
+        name: (test.category, test.message) for name, test in results.items()
+    }
 
 
 @pytest.mark.slow
@@ -114,7 +132,9 @@ def test_a_module_that_never_joins_fails_process_summary_under_srun(on_slurm, tm
     folder = _module(tmp_path / "alone", _reference_with(JOIN, "    pass\n"))
     summary = _check(folder)["test_process_summary"]
     assert summary.category == Category.FAILED.value, summary.message
-    assert "never joined" in summary.message and "'process_count': 1" in summary.message, summary.message
+    assert "never joined" in summary.message and "'process_count': 1" in summary.message, (
+        summary.message
+    )
 
 
 @pytest.mark.slow
@@ -123,11 +143,19 @@ def test_a_hang_in_barrier_is_a_timeout_and_leaves_nothing_running(on_slurm, tmp
     finished are timeouts saying where each process stood, and neither srun nor a task survives the run."""
     hang = "    import signal, time\n    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n    time.sleep(3600)\n"
     folder = _module(tmp_path / "hang", _reference_with(BARRIER, hang))
-    run = run_cluster(load_driver(DRIVER), folder / MODULE, processes=2, devices_per_process=4, quiet_seconds=4,
-                      launcher="srun")
+    run = run_cluster(
+        load_driver(DRIVER),
+        folder / MODULE,
+        processes=2,
+        devices_per_process=4,
+        quiet_seconds=4,
+        launcher="srun",
+    )
     assert run.stopped_after is not None and not run.observed_joins
     for process in range(2):
-        assert run.result(process, "global_sum")["value"] == pytest.approx(float(run.inputs.given.sum()), rel=1e-4)
+        assert run.result(process, "global_sum")["value"] == pytest.approx(
+            float(run.inputs.given.sum()), rel=1e-4
+        )
         with pytest.raises(ClusterTimeout, match=f"process {process} was still in barrier"):
             run.result(process, "barrier")
     assert run.seconds < run.stopped_after + 10, "stopping the step took too long"
@@ -136,29 +164,54 @@ def test_a_hang_in_barrier_is_a_timeout_and_leaves_nothing_running(on_slurm, tmp
 
 
 def test_a_run_srun_cannot_start_says_what_srun_said(on_slurm, monkeypatch):
-    monkeypatch.setenv("SLURM_PARTITION", "no-such-partition")   # srun reads it as if given --partition
+    monkeypatch.setenv(
+        "SLURM_PARTITION", "no-such-partition"
+    )  # srun reads it as if given --partition
     run = run_cluster(load_driver(DRIVER), REFERENCE, launcher="srun")
     assert run.stopped_after is None and run.seconds < 30
     for step in ("initialize", "barrier"):
-        with pytest.raises(ClusterCrashed, match=r"srun ended \(1\) before any process started: srun: .*partition"):
+        with pytest.raises(
+            ClusterCrashed, match=r"srun ended \(1\) before any process started: srun: .*partition"
+        ):
             run.result(1, step)
 
 
 def test_srun_is_refused_with_isolate():
-    done = subprocess.run([sys.executable, "-m", "pytest", "tests/exercises/ex12_multi_controller", "--isolate",
-                           "--launcher", "srun", "-q", "-p", "no:cacheprovider"],
-                          cwd=paths.REPO_ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/exercises/ex12_multi_controller",
+            "--isolate",
+            "--launcher",
+            "srun",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=paths.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
-    assert "--launcher srun cannot grade" in done.stderr and "trustworthy" in done.stderr, done.stderr
+    assert "--launcher srun cannot grade" in done.stderr and "trustworthy" in done.stderr, (
+        done.stderr
+    )
     with pytest.raises(srun.LauncherRefused, match="coordinator of the grader's"):
         from grader.sandbox import confinement
 
-        run_cluster(load_driver(DRIVER), REFERENCE, launcher="srun", isolation=confinement.Isolation.PROCESS)
+        run_cluster(
+            load_driver(DRIVER), REFERENCE, launcher="srun", isolation=confinement.Isolation.PROCESS
+        )
 
 
 def test_srun_exits_are_read_from_what_srun_says():
-    said = ("0: hello\nsrun: error: localhost: task 1: Exited with exit code 3\n"
-            "srun: error: n2: tasks 0,2-3: Killed\nsrun: error: n3: task 9: Killed\n")
+    said = (
+        "0: hello\nsrun: error: localhost: task 1: Exited with exit code 3\n"
+        "srun: error: n2: tasks 0,2-3: Killed\nsrun: error: n3: task 9: Killed\n"
+    )
     assert srun.task_exits(said, 4) == {1: 3, 0: -9, 2: -9, 3: -9}
 
 
@@ -185,14 +238,28 @@ def test_the_readme_srun_example_runs_on_slurm(local_slurm, tmp_path):
     work = tmp_path / "work"
     shutil.copy(REFERENCE, _module(work / "exercises", "") / MODULE)
     (work / "job.sh").write_text(job)
-    env = _path(local_slurm.env, activated=True) | {"XLA_FLAGS": "--xla_force_host_platform_device_count=4",
-                                                     "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run(["salloc", "--ntasks=2", "--overcommit", "bash", "job.sh"], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = _path(local_slurm.env, activated=True) | {
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+        "JAX_PLATFORMS": "cpu",
+    }
+    done = subprocess.run(
+        ["salloc", "--ntasks=2", "--overcommit", "bash", "job.sh"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{") or re.match(r"[\d.]+ \(", line)]
+    lines = [
+        line
+        for line in done.stdout.splitlines()
+        if line.startswith("{") or re.match(r"[\d.]+ \(", line)
+    ]
     summaries = sorted(line for line in lines if line.startswith("{"))
-    assert summaries == [str({"process_index": i, "process_count": 2, "device_count": 8, "local_device_count": 4})
-                         for i in range(2)], done.stdout + done.stderr
+    assert summaries == [
+        str({"process_index": i, "process_count": 2, "device_count": 8, "local_device_count": 4})
+        for i in range(2)
+    ], done.stdout + done.stderr
     # Process i's rows are all i, one per device: 4 rows of 3 zeros and 4 of 3 ones.
     assert [line for line in lines if not line.startswith("{")] == ["12.0 (8, 3)"] * 2, done.stdout

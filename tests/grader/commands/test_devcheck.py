@@ -41,16 +41,23 @@ def test_every_stub_fails_every_test_as_not_attempted():
     devcheck.check_stubs_not_attempted(findings)
     assert findings.ok, findings.problems[:10]
     (note,) = findings.notes
-    assert note.startswith("stubs: ") and note.split()[1] == note.split()[3]   # "stubs: N of N tests ..."
+    assert (
+        note.startswith("stubs: ") and note.split()[1] == note.split()[3]
+    )  # "stubs: N of N tests ..."
     assert int(note.split()[1]) >= 400
 
 
 def test_dev_check_runs_the_reference_and_the_stubs(monkeypatch, capsys):
     """The command's glue: both runs, their findings in the report, the exit status."""
     ran = []
-    monkeypatch.setattr(devcheck, "check_reference_passes", lambda findings: ran.append("reference"))
-    monkeypatch.setattr(devcheck, "check_stubs_not_attempted",
-                        lambda findings: (ran.append("stubs"), findings.problems.append("a stub passed")))
+    monkeypatch.setattr(
+        devcheck, "check_reference_passes", lambda findings: ran.append("reference")
+    )
+    monkeypatch.setattr(
+        devcheck,
+        "check_stubs_not_attempted",
+        lambda findings: (ran.append("stubs"), findings.problems.append("a stub passed")),
+    )
     assert main(["dev-check"]) == 1
     assert ran == ["reference", "stubs"]
     assert "PROBLEM a stub passed" in capsys.readouterr().out
@@ -66,15 +73,24 @@ def test_every_hidden_rule_kind_has_a_visible_sample_and_the_docs_table_is_curre
 
 def meta(name: str, *rules: Rule, hidden: bool = False, weight: float = 1.0) -> TestMeta:
     file = "test_hidden" if hidden else "test_visible"
-    return TestMeta(f"tests/exercises/ex05_collectives/{file}.py::{name}", "ex05_collectives", hidden, False, weight,
-                    10.0, rules)
+    return TestMeta(
+        f"tests/exercises/ex05_collectives/{file}.py::{name}",
+        "ex05_collectives",
+        hidden,
+        False,
+        weight,
+        10.0,
+        rules,
+    )
 
 
 def test_a_rule_kind_only_hidden_tests_grade_is_a_problem():
-    ex05 = [meta("test_values", Rule.VALUES, weight=5), meta("test_collectives", Rule.COLLECTIVES, hidden=True,
-                                                             weight=9),
-            meta("test_report", Rule.MEMORY, hidden=True, weight=0),   # report-only: nothing to sample
-            meta("test_bare", weight=1)]
+    ex05 = [
+        meta("test_values", Rule.VALUES, weight=5),
+        meta("test_collectives", Rule.COLLECTIVES, hidden=True, weight=9),
+        meta("test_report", Rule.MEMORY, hidden=True, weight=0),  # report-only: nothing to sample
+        meta("test_bare", weight=1),
+    ]
     findings = devcheck.Findings()
     devcheck.check_rules_sampled(findings, ex05)
     ex05_problems = [p for p in findings.problems if "ex05" in p]
@@ -82,24 +98,43 @@ def test_a_rule_kind_only_hidden_tests_grade_is_a_problem():
         "tests/exercises/ex05_collectives/test_visible.py::test_bare declares no kind of rule: mark it "
         "@pytest.mark.rules(...) with some of " + ", ".join(Rule),
         "ex05_collectives: its hidden tests grade collectives (collectives of the compiled program) but no visible "
-        "test with points samples it: a student would learn the rule from the grade"]
+        "test with points samples it: a student would learn the rule from the grade",
+    ]
 
 
 def test_tests_that_do_not_weigh_their_exercise_are_a_problem():
     findings = devcheck.Findings()
     devcheck.check_rules_sampled(findings, [meta("test_values", Rule.VALUES, weight=10)])
-    assert "ex05_collectives: its tests weigh 10 points, the catalog gives it 15: a test's points are its weight" \
+    assert (
+        "ex05_collectives: its tests weigh 10 points, the catalog gives it 15: a test's points are its weight"
         in findings.problems
+    )
 
 
 def test_a_fact_recorded_must_be_declared_and_a_declared_one_recorded():
     layout = LayoutCheck("out", Layout((8,), "NamedSharding"), None, True)
-    results = [TestResult("a.py::test_undeclared", "ex05_collectives", False, 1.0, "passed", layouts=[layout],
-                          rules=(Rule.VALUES,)),
-               TestResult("a.py::test_claims", "ex05_collectives", False, 1.0, "passed",
-                          rules=(Rule.VALUES, Rule.COLLECTIVES))]
+    results = [
+        TestResult(
+            "a.py::test_undeclared",
+            "ex05_collectives",
+            False,
+            1.0,
+            "passed",
+            layouts=[layout],
+            rules=(Rule.VALUES,),
+        ),
+        TestResult(
+            "a.py::test_claims",
+            "ex05_collectives",
+            False,
+            1.0,
+            "passed",
+            rules=(Rule.VALUES, Rule.COLLECTIVES),
+        ),
+    ]
     findings = devcheck.Findings()
     devcheck.check_facts_declared(findings, results)
-    assert findings.problems == ["a.py::test_undeclared records layouts facts but does not declare layouts",
-                                 "a.py::test_claims declares collectives but records no collectives fact on the "
-                                 "reference"]
+    assert findings.problems == [
+        "a.py::test_undeclared records layouts facts but does not declare layouts",
+        "a.py::test_claims declares collectives but records no collectives fact on the reference",
+    ]

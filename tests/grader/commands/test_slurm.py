@@ -21,12 +21,12 @@ from grader.course import catalog
 from grader.grading.batch import student_folder
 from grader.grading.results import GradingResults
 
-pytestmark = pytest.mark.xdist_group("test_slurm")   # one local Slurm for the file
+pytestmark = pytest.mark.xdist_group("test_slurm")  # one local Slurm for the file
 
 EX01 = catalog.get("ex01")
 # Reference code that also tries what a student who read the grader might: write into every folder above it,
 # leave a daemon behind, and look for classmates' reports.
-ATTACK = '''
+ATTACK = """
 import glob, os, subprocess
 for depth in range(1, 8):
     try:
@@ -40,7 +40,7 @@ for found in glob.glob("/tmp/**/report.json", recursive=True)[:50]:
     except OSError:
         pass
 subprocess.Popen(["sleep", "600"], start_new_session=True)
-'''
+"""
 
 
 def grade_batch_args(*args: str):
@@ -55,9 +55,12 @@ def make_class(root: Path) -> Path:
         (klass / student).mkdir(parents=True)
     reference = EX01.solution_path().read_text()
     (klass / "alice" / EX01.module_file).write_text(reference)
-    (klass / "bob" / EX01.module_file).write_text(reference.replace(
-        "return jax.device_put(x, NamedSharding(mesh, spec))",
-        "return jax.device_put(x, NamedSharding(mesh, jax.P()))"))
+    (klass / "bob" / EX01.module_file).write_text(
+        reference.replace(
+            "return jax.device_put(x, NamedSharding(mesh, spec))",
+            "return jax.device_put(x, NamedSharding(mesh, jax.P()))",
+        )
+    )
     (klass / "mallory" / EX01.module_file).write_text(reference + ATTACK)
     (klass / "carol.zip").write_bytes(b"not a zip at all")
     return klass
@@ -65,38 +68,88 @@ def make_class(root: Path) -> Path:
 
 # -- the scripts, without a cluster ----------------------------------------------------------------------------
 
+
 def test_the_scripts_carry_what_a_cluster_needs(tmp_path):
     klass = make_class(tmp_path)
-    args = grade_batch_args(str(klass), "--out", str(tmp_path / "out"), "--slurm", "--slurm-partition", "gpu-free",
-                            "--slurm-account", "course42", "--slurm-time", "0:30:00", "--slurm-cpus-per-task", "4",
-                            "--slurm-mem", "12G", "--slurm-array-limit", "3", "--sbatch=--qos=short",
-                            "--sbatch=--constraint=avx2", "--exercise", "ex01", "--test-timeout", "50")
+    args = grade_batch_args(
+        str(klass),
+        "--out",
+        str(tmp_path / "out"),
+        "--slurm",
+        "--slurm-partition",
+        "gpu-free",
+        "--slurm-account",
+        "course42",
+        "--slurm-time",
+        "0:30:00",
+        "--slurm-cpus-per-task",
+        "4",
+        "--slurm-mem",
+        "12G",
+        "--slurm-array-limit",
+        "3",
+        "--sbatch=--qos=short",
+        "--sbatch=--constraint=avx2",
+        "--exercise",
+        "ex01",
+        "--test-timeout",
+        "50",
+    )
     options = GradingOptions.from_args(args, GRADE_BATCH)
     made = slurm.plan(klass, args.out, options, slurm.SlurmRequest.from_args(args))
-    assert list(made.scripts) == ["grade", "collect"]   # --test-timeout: no calibration needed
+    assert list(made.scripts) == ["grade", "collect"]  # --test-timeout: no calibration needed
     grade = made.scripts["grade"]
-    for line in ("#SBATCH --partition=gpu-free", "#SBATCH --account=course42", "#SBATCH --time=0:30:00",
-                 "#SBATCH --cpus-per-task=4", "#SBATCH --mem=12G", "#SBATCH --qos=short",
-                 "#SBATCH --constraint=avx2", "#SBATCH --array=0-4%3"):
+    for line in (
+        "#SBATCH --partition=gpu-free",
+        "#SBATCH --account=course42",
+        "#SBATCH --time=0:30:00",
+        "#SBATCH --cpus-per-task=4",
+        "#SBATCH --mem=12G",
+        "#SBATCH --qos=short",
+        "#SBATCH --constraint=avx2",
+        "#SBATCH --array=0-4%3",
+    ):
         assert line in grade.splitlines()
     assert made.batch.todo == ["alice", "bob", "carol", "dave", "mallory"]
     # Each task grades as `shardlab grade` would, with the batch's options and its cores as harnesses.
-    assert "--exercise=ex01" in made.batch.grade_arguments and "--parallel=4" in made.batch.grade_arguments
+    assert (
+        "--exercise=ex01" in made.batch.grade_arguments
+        and "--parallel=4" in made.batch.grade_arguments
+    )
     assert "--test-timeout=50.0" in made.batch.grade_arguments
     collect = made.scripts["collect"].splitlines()
     assert "#SBATCH --cpus-per-task=1" in collect and "#SBATCH --partition=gpu-free" in collect
-    assert not (tmp_path / "out").exists()   # planning writes nothing
+    assert not (tmp_path / "out").exists()  # planning writes nothing
 
 
 def test_a_dry_run_prints_the_scripts_and_a_calibration_first(tmp_path):
     klass = make_class(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "grade-batch", str(klass), "--out",
-                           str(tmp_path / "out"), "--slurm-dry-run", "--cache", str(tmp_path / "empty-cache")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.cli",
+            "grade-batch",
+            str(klass),
+            "--out",
+            str(tmp_path / "out"),
+            "--slurm-dry-run",
+            "--cache",
+            str(tmp_path / "empty-cache"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     heads = [line for line in done.stdout.splitlines() if line.startswith("# --- ")]
-    assert heads == ["# --- calibrate.sbatch ---", "# --- grade.sbatch ---", "# --- collect.sbatch ---"]
-    assert "#SBATCH --time=00:40:00" in done.stdout   # the grading's 1800 s time limit and 10 minutes
+    assert heads == [
+        "# --- calibrate.sbatch ---",
+        "# --- grade.sbatch ---",
+        "# --- collect.sbatch ---",
+    ]
+    assert (
+        "#SBATCH --time=00:40:00" in done.stdout
+    )  # the grading's 1800 s time limit and 10 minutes
     assert not (tmp_path / "out").exists()
 
 
@@ -108,28 +161,59 @@ def test_students_already_graded_are_not_submitted_again(tmp_path):
     (alice / "report.json").write_text(json.dumps(GradingResults("alice", {}).to_dict()))
     made = slurm.plan(klass, out, GradingOptions(test_timeout=30.0), slurm.SlurmRequest())
     assert made.skipped == ["alice"] and "alice" not in made.batch.todo
-    forced = slurm.plan(klass, out, GradingOptions(test_timeout=30.0), slurm.SlurmRequest(), force=True)
+    forced = slurm.plan(
+        klass, out, GradingOptions(test_timeout=30.0), slurm.SlurmRequest(), force=True
+    )
     assert "alice" in forced.batch.todo
 
 
 def test_a_task_on_a_node_with_another_course_grades_nobody(tmp_path):
-    made = slurm.plan(make_class(tmp_path), tmp_path / "out", GradingOptions(test_timeout=30.0), slurm.SlurmRequest())
+    made = slurm.plan(
+        make_class(tmp_path),
+        tmp_path / "out",
+        GradingOptions(test_timeout=30.0),
+        slurm.SlurmRequest(),
+    )
     made.batch.course = "a-course-changed-since"
     outcome = slurm.run_task(made.batch.save(), 0)
-    assert outcome.status == "failed" and "differs from the one the batch was submitted with" in outcome.detail
+    assert (
+        outcome.status == "failed"
+        and "differs from the one the batch was submitted with" in outcome.detail
+    )
     assert not (student_folder(tmp_path / "out", "alice") / "report.json").exists()
-    assert slurm.read_outcome(tmp_path / "out", "alice").detail == outcome.detail   # the collect job's row says so
-    assert "did not finish" in slurm.read_outcome(tmp_path / "out", "bob").detail   # no task ran for bob
+    assert (
+        slurm.read_outcome(tmp_path / "out", "alice").detail == outcome.detail
+    )  # the collect job's row says so
+    assert (
+        "did not finish" in slurm.read_outcome(tmp_path / "out", "bob").detail
+    )  # no task ran for bob
 
 
 def test_wait_without_slurm_is_a_usage_error(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "grade-batch", str(tmp_path), "--out",
-                           str(tmp_path / "out"), "--wait"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.cli",
+            "grade-batch",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "out"),
+            "--wait",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "--wait follows a Slurm batch" in done.stderr
 
 
 def test_no_slurm_on_the_path_is_said_plainly(tmp_path):
-    made = slurm.plan(make_class(tmp_path), tmp_path / "out", GradingOptions(test_timeout=30.0), slurm.SlurmRequest())
+    made = slurm.plan(
+        make_class(tmp_path),
+        tmp_path / "out",
+        GradingOptions(test_timeout=30.0),
+        slurm.SlurmRequest(),
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATH", str(tmp_path / "nowhere"))
         with pytest.raises(slurm.SlurmError, match="sbatch is not on this machine's PATH"):
@@ -138,59 +222,119 @@ def test_no_slurm_on_the_path_is_said_plainly(tmp_path):
 
 # -- on a real Slurm ----------------------------------------------------------------------------------------------
 
+
 def shardlab(cluster, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grader.cli", *args], env=cluster.env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "grader.cli", *args],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def scores(out: Path) -> dict[str, str]:
-    return {row["student"]: row["total"] or row["status"] for row in csv.DictReader(open(out / "grades.csv"))}
+    return {
+        row["student"]: row["total"] or row["status"]
+        for row in csv.DictReader(open(out / "grades.csv"))
+    }
 
 
 @pytest.mark.slow
 def test_a_class_graded_on_slurm_scores_as_each_student_alone(local_slurm, tmp_path):
     klass = make_class(tmp_path)
     out = tmp_path / "graded"
-    done = shardlab(local_slurm, "grade-batch", str(klass), "--out", str(out), "--slurm", "--wait",
-                    "--exercise", "ex01", "--test-timeout", "60", "--slurm-cpus-per-task", "1")
+    done = shardlab(
+        local_slurm,
+        "grade-batch",
+        str(klass),
+        "--out",
+        str(out),
+        "--slurm",
+        "--wait",
+        "--exercise",
+        "ex01",
+        "--test-timeout",
+        "60",
+        "--slurm-cpus-per-task",
+        "1",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "the collect job ended COMPLETED" in done.stdout
     assert "mallory: graded" in done.stdout and "carol: failed" in done.stdout
     on_slurm = scores(out)
-    assert on_slurm["carol"].startswith("not graded") and "not a valid zip file" in on_slurm["carol"]
+    assert (
+        on_slurm["carol"].startswith("not graded") and "not a valid zip file" in on_slurm["carol"]
+    )
     for student in ("alice", "bob", "mallory", "dave"):
         alone = tmp_path / "alone" / student
-        graded = shardlab(local_slurm, "grade", str(klass / student), "--out", str(alone), "--exercise", "ex01",
-                          "--test-timeout", "60", "--parallel", "1", "--quiet")
+        graded = shardlab(
+            local_slurm,
+            "grade",
+            str(klass / student),
+            "--out",
+            str(alone),
+            "--exercise",
+            "ex01",
+            "--test-timeout",
+            "60",
+            "--parallel",
+            "1",
+            "--quiet",
+        )
         assert graded.returncode == 0, graded.stderr
-        assert float(on_slurm[student]) == pytest.approx(json.loads((alone / "report.json").read_text())["score"])
+        assert float(on_slurm[student]) == pytest.approx(
+            json.loads((alone / "report.json").read_text())["score"]
+        )
     assert float(on_slurm["alice"]) == EX01.points and float(on_slurm["bob"]) < EX01.points
-    assert float(on_slurm["mallory"]) == EX01.points   # its attack changed nobody's report
+    assert float(on_slurm["mallory"]) == EX01.points  # its attack changed nobody's report
     index = (out / "index.html").read_text()
     assert 'href="students/alice/feedback.html"' in index and "not a valid zip file" in index
     # Each task ran bound to the one core it asked for (its grading saw one core and ran one harness), said
     # where, and took that node's timing lock.
     outcome = json.loads((student_folder(out, "alice") / slurm.OUTCOME).read_text())
     assert outcome["node"] == "localhost" and outcome["job"].split("_")[1].isdigit()
-    environment = json.loads((student_folder(out, "alice") / "report.json").read_text())["environment"]
+    environment = json.loads((student_folder(out, "alice") / "report.json").read_text())[
+        "environment"
+    ]
     assert environment["cores"] == 1 and environment["parallel"] == 1
     assert (out / ".timing-lock" / "localhost").is_dir()
 
 
 @pytest.mark.slow
-def test_a_cancelled_task_is_resumed_by_running_the_command_again(local_slurm, tmp_path, monkeypatch):
-    monkeypatch.setenv("SLURM_CONF", local_slurm.env["SLURM_CONF"])   # for slurm.job_states, here
+def test_a_cancelled_task_is_resumed_by_running_the_command_again(
+    local_slurm, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("SLURM_CONF", local_slurm.env["SLURM_CONF"])  # for slurm.job_states, here
     klass = make_class(tmp_path)
     out = tmp_path / "graded"
-    common = ["--exercise", "ex01", "--test-timeout", "60", "--slurm-cpus-per-task", str(local_slurm.cpus)]
-    done = shardlab(local_slurm, "grade-batch", str(klass), "--out", str(out), "--slurm", "--slurm-array-limit", "1",
-                    *common)
+    common = [
+        "--exercise",
+        "ex01",
+        "--test-timeout",
+        "60",
+        "--slurm-cpus-per-task",
+        str(local_slurm.cpus),
+    ]
+    done = shardlab(
+        local_slurm,
+        "grade-batch",
+        str(klass),
+        "--out",
+        str(out),
+        "--slurm",
+        "--slurm-array-limit",
+        "1",
+        *common,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     made = slurm.SlurmBatch.load(next((out / slurm.FOLDER).glob("*/manifest.json")))
     array, last = made.jobs["grade"], len(made.todo) - 1
-    local_slurm.run("scancel", f"{array}_{last}")   # one at a time: the last task is still pending
+    local_slurm.run("scancel", f"{array}_{last}")  # one at a time: the last task is still pending
     again = shardlab(local_slurm, "grade-batch", str(klass), "--out", str(out), "--slurm", *common)
-    assert again.returncode == 2 and "still queued or running" in again.stderr   # nothing is graded twice
+    assert (
+        again.returncode == 2 and "still queued or running" in again.stderr
+    )  # nothing is graded twice
     deadline = time.monotonic() + 600
     while slurm.job_states(list(made.jobs.values())) and time.monotonic() < deadline:
         time.sleep(2)
@@ -198,9 +342,13 @@ def test_a_cancelled_task_is_resumed_by_running_the_command_again(local_slurm, t
     assert scores(out)[cancelled].startswith("not graded: its task did not finish")
     # Once Slurm has forgotten a batch's jobs (MinJobAge after they end), they are simply not active.
     assert slurm.job_states(["987654"]) == {} and slurm.final_state("987654") == "GONE"
-    resumed = shardlab(local_slurm, "grade-batch", str(klass), "--out", str(out), "--slurm", "--wait", *common)
+    resumed = shardlab(
+        local_slurm, "grade-batch", str(klass), "--out", str(out), "--slurm", "--wait", *common
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"{len(made.todo) - 2} already graded; submitting 2 students" in resumed.stdout   # carol and the cancelled
+    assert (
+        f"{len(made.todo) - 2} already graded; submitting 2 students" in resumed.stdout
+    )  # carol and the cancelled
     final = scores(out)
     assert not final[cancelled].startswith("not graded") and final["carol"].startswith("not graded")
     shutil.rmtree(out)

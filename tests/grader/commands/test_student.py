@@ -10,7 +10,9 @@ from rich.console import Console
 from grader.commands import student
 from grader.course import catalog, paths
 
-pytestmark = pytest.mark.xdist_group("test_student")   # its module-scoped fixture does the heavy work once
+pytestmark = pytest.mark.xdist_group(
+    "test_student"
+)  # its module-scoped fixture does the heavy work once
 
 EX01, EX02 = catalog.get("ex01"), catalog.get("ex02")
 
@@ -61,9 +63,16 @@ def checked_all(tree):
 def test_check_passing_exercise_exits_0(checked_ex01):
     code, text = checked_ex01
     assert code == 0
-    for name in ("test_make_mesh_2x4", "test_make_data_mesh", "test_place_rows_and_columns", "test_shard_table_rows"):
+    for name in (
+        "test_make_mesh_2x4",
+        "test_make_data_mesh",
+        "test_place_rows_and_columns",
+        "test_shard_table_rows",
+    ):
         assert f"  ✓ {name}\n" in text
-    assert re.search(r"✓ ex01_meshes: visible: [0-9.]+ of 10 points checked, all pass \(4 tests\)", text)
+    assert re.search(
+        r"✓ ex01_meshes: visible: [0-9.]+ of 10 points checked, all pass \(4 tests\)", text
+    )
     assert "hidden tests check more: other mesh sizes, other inputs and more cases." in text
 
 
@@ -73,26 +82,36 @@ def test_check_stops_at_the_next_pending_exercise(checked_next):
     assert re.search(r"✓ ex01_meshes: passed at its last check \(.+\), unchanged since", text)
     assert "Next: ex02_sharding_properties (What a sharding says, 10 points)" in text
     assert "Hint: A dimension split over several mesh axes" in text
-    assert "ex03" not in text   # stopped at ex02
+    assert "ex03" not in text  # stopped at ex02
 
 
 def test_check_shows_stub_tests_as_not_attempted_with_brackets_intact(checked_next):
     _, text = checked_next
     assert "  ○ test_describe_rows_on_2x4  not attempted: ex02: describe\n" in text
     # pytest ids look like rich markup; they must come through as written
-    assert "○ test_shard_shape_examples[global_shape0-mesh_shape0-spec0-want0]  not attempted" in text
-    assert re.search(r"✗ ex02_sharding_properties: visible: [0-9.]+ of 10 points checked, 0 pass \(0 of (\d+) tests "
-                     r"pass: \1 not attempted\)", text)
+    assert (
+        "○ test_shard_shape_examples[global_shape0-mesh_shape0-spec0-want0]  not attempted" in text
+    )
+    assert re.search(
+        r"✗ ex02_sharding_properties: visible: [0-9.]+ of 10 points checked, 0 pass \(0 of (\d+) tests "
+        r"pass: \1 not attempted\)",
+        text,
+    )
 
 
 def test_check_all_runs_every_exercise_and_summarizes(checked_all):
     code, text = checked_all
     assert code == 1
     assert re.search(r"ex04_sharded_layer.py is missing: \d+ tests not attempted", text)
-    summary = text[re.search(r"^exercise +visible tests", text, re.MULTILINE).start():]
-    assert re.search(r"✓ ex01_meshes +visible: [0-9.]+ of 10 points checked, all pass \(4 tests\)", summary)
-    assert re.search(r"✗ ex03_computation_follows_data +visible: [0-9.]+ of 15 points checked, 0 pass \(0 of (\d+) "
-                     r"tests pass: \1 not attempted\)", summary)
+    summary = text[re.search(r"^exercise +visible tests", text, re.MULTILINE).start() :]
+    assert re.search(
+        r"✓ ex01_meshes +visible: [0-9.]+ of 10 points checked, all pass \(4 tests\)", summary
+    )
+    assert re.search(
+        r"✗ ex03_computation_follows_data +visible: [0-9.]+ of 15 points checked, 0 pass \(0 of (\d+) "
+        r"tests pass: \1 not attempted\)",
+        summary,
+    )
     assert f"1 of {len(catalog.EXERCISES)} exercises pass their visible tests." in summary
     assert "Next: ex02_sharding_properties" in summary
 
@@ -108,11 +127,16 @@ def test_check_records_outcome_and_hash(tree, checked_all):
 
 def test_sharding_failure_keeps_its_layout(tmp_path):
     folder = make_tree(tmp_path)
-    wrong = EX01.solution_path().read_text().replace(
-        "return jax.device_put(x, NamedSharding(mesh, spec))",
-        "return jax.device_put(x, NamedSharding(mesh, jax.P()))   # forgot the spec")
+    wrong = (
+        EX01.solution_path()
+        .read_text()
+        .replace(
+            "return jax.device_put(x, NamedSharding(mesh, spec))",
+            "return jax.device_put(x, NamedSharding(mesh, jax.P()))   # forgot the spec",
+        )
+    )
     (folder / EX01.module_file).write_text(wrong)
-    out = console(width=40)   # narrower than the grid: it must not be wrapped
+    out = console(width=40)  # narrower than the grid: it must not be wrapped
     report = student.check("ex01", impl=folder, record=False)
     student.render_check(report, out)
     lines = out.export_text().splitlines()
@@ -120,7 +144,7 @@ def test_sharding_failure_keeps_its_layout(tmp_path):
     assert "+---" in failed.message and "expected P('x', 'y')" in failed.message
     at = lines.index("  ✗ test_place_rows_and_columns  failed")
     expected = [("      " + line).rstrip() for line in failed.message.splitlines()]
-    assert [line.rstrip() for line in lines[at + 1:at + 1 + len(expected)]] == expected
+    assert [line.rstrip() for line in lines[at + 1 : at + 1 + len(expected)]] == expected
     assert max(map(len, expected)) > 40
     assert report.exit_code == 1
 
@@ -134,15 +158,22 @@ def test_check_reports_a_crashed_run(tmp_path):
     assert "✗ ex01_meshes: the test run stopped before it finished" in text
 
 
-@pytest.mark.parametrize("exercise, all_exercises, impl, says", [
-    ("ex99", False, None, "no exercise 'ex99' in the catalog (known: ex01_meshes,"),
-    ("ex01", True, None, "give an exercise or --all, not both"),
-    (None, False, "nowhere", "does not exist"),
-])
+@pytest.mark.parametrize(
+    "exercise, all_exercises, impl, says",
+    [
+        ("ex99", False, None, "no exercise 'ex99' in the catalog (known: ex01_meshes,"),
+        ("ex01", True, None, "give an exercise or --all, not both"),
+        (None, False, "nowhere", "does not exist"),
+    ],
+)
 def test_check_usage_errors_exit_2(tmp_path, exercise, all_exercises, impl, says):
     out = console()
-    code = student.check_command(exercise, impl=tmp_path / impl if impl else tmp_path,
-                                 all_exercises=all_exercises, console=out)
+    code = student.check_command(
+        exercise,
+        impl=tmp_path / impl if impl else tmp_path,
+        all_exercises=all_exercises,
+        console=out,
+    )
     assert code == 2
     assert says in out.export_text().replace("\n", " ")
 
@@ -158,8 +189,12 @@ def test_list_statuses_follow_the_files_and_the_last_check(tmp_path):
     folder = make_tree(tmp_path, reference=[EX01], stub=[EX02, catalog.get("ex03")])
     ex03 = folder / "ex03_computation_follows_data.py"
     ex03.write_text(ex03.read_text().replace("# YOUR CODE HERE", "# my code goes here", 1))
-    assert statuses(folder) == {**MISSING, "ex01_meshes": "in progress", "ex02_sharding_properties": "not started",
-                                "ex03_computation_follows_data": "in progress"}
+    assert statuses(folder) == {
+        **MISSING,
+        "ex01_meshes": "in progress",
+        "ex02_sharding_properties": "not started",
+        "ex03_computation_follows_data": "in progress",
+    }
     student.check("ex01", impl=folder)
     assert statuses(folder)["ex01_meshes"] == "done"
     module = folder / EX01.module_file
@@ -171,7 +206,10 @@ def test_list_in_a_handout_without_solutions(tmp_path):
     folder = make_tree(tmp_path, reference=[EX01], stub=[EX02])
     no_solutions = tmp_path / "no-solutions"
     assert statuses(folder, solutions=no_solutions) == {
-        **MISSING, "ex01_meshes": "in progress", "ex02_sharding_properties": "not started"}
+        **MISSING,
+        "ex01_meshes": "in progress",
+        "ex02_sharding_properties": "not started",
+    }
 
 
 def test_list_ignores_a_damaged_status_file(tmp_path):
@@ -202,7 +240,9 @@ def test_list_never_cuts_an_id_at_80_columns(tmp_path):
         assert any(line.startswith(f"{exercise.id} ") for line in lines), exercise.id
 
 
-@pytest.mark.parametrize("typed", ["2", "02", "ex2", "ex02", "ex02_sharding_properties", "ex02_sharding_properties.py"])
+@pytest.mark.parametrize(
+    "typed", ["2", "02", "ex2", "ex02", "ex02_sharding_properties", "ex02_sharding_properties.py"]
+)
 def test_an_exercise_is_found_however_its_number_is_typed(typed):
     assert catalog.get(typed) is EX02
 
@@ -210,14 +250,24 @@ def test_an_exercise_is_found_however_its_number_is_typed(typed):
 def test_with_every_exercise_done_check_shows_the_table_at_once(tmp_path, monkeypatch):
     """Nothing run: every module passed at its last check and is unchanged; `--all` runs them again."""
     folder = make_tree(tmp_path, reference=catalog.EXERCISES)
-    student.record_checks(student.CheckReport(folder, "all", [
-        student.ExerciseCheck(e, [], student.module_hash(e.stub_path(folder))) for e in catalog.EXERCISES]))
+    student.record_checks(
+        student.CheckReport(
+            folder,
+            "all",
+            [
+                student.ExerciseCheck(e, [], student.module_hash(e.stub_path(folder)))
+                for e in catalog.EXERCISES
+            ],
+        )
+    )
     monkeypatch.setattr(student, "run_tests", lambda *a, **k: pytest.fail("check ran tests"))
     code, text = run_check(folder)
     assert code == 0
     assert re.search(r"ex13_comm_costs +Bonus: what communication costs +10 +done", text)
-    assert (f"All {len(catalog.EXERCISES)} exercises passed their visible tests at their last check and are "
-            "unchanged since.") in text
+    assert (
+        f"All {len(catalog.EXERCISES)} exercises passed their visible tests at their last check and are "
+        "unchanged since."
+    ) in text
     assert "--all` runs them all again." in text
 
 
@@ -226,11 +276,11 @@ def test_a_syntax_error_is_said_once_with_its_line_and_no_hint(tmp_path):
     module = folder / EX02.module_file
     lines = module.read_text().splitlines()
     at = next(i for i, line in enumerate(lines) if "raise NotImplementedError" in line)
-    lines[at] = lines[at].replace("raise NotImplementedError", "return (")   # an unclosed bracket
+    lines[at] = lines[at].replace("raise NotImplementedError", "return (")  # an unclosed bracket
     module.write_text("\n".join(lines) + "\n")
     code, text = run_check(folder, "2")
     assert code == 1
-    assert text.count("does not parse") == 2   # under the exercise, and its outcome line
+    assert text.count("does not parse") == 2  # under the exercise, and its outcome line
     assert f"{EX02.module_file}, line " in text and "'(' was never closed" in text
     assert "Hint:" not in text and "not attempted" not in text and "  ○ " not in text
     recorded = json.loads(student.status_file(folder).read_text())[folder.name][EX02.id]
@@ -259,8 +309,18 @@ def test_a_handouts_help_shows_the_student_commands_only(monkeypatch, capsys):
     assert not any(re.search(rf"^    {command}\b", shown, re.M) for command in cli.STAFF_ONLY)
 
 
-@pytest.mark.parametrize("argv", [["stubs", "--check"], ["stubs"], ["calibrate"], ["release", "out"],
-                                  ["nbgrader", "build", "course"], ["gradescope", "build", "a.zip"], ["dev-check"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stubs", "--check"],
+        ["stubs"],
+        ["calibrate"],
+        ["release", "out"],
+        ["nbgrader", "build", "course"],
+        ["gradescope", "build", "a.zip"],
+        ["dev-check"],
+    ],
+)
 def test_a_staff_command_in_a_handout_exits_non_zero_saying_why(monkeypatch, capsys, argv):
     from grader import cli
 

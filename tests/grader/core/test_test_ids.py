@@ -6,9 +6,12 @@ from grader.core import results
 from grader.core.results import TestResult, function_id, function_name
 
 CASES = [
-    ("tests/exercises/ex04_sharded_layer/test_hidden.py::test_layer_values[4dev]",
-     "tests/exercises/ex04_sharded_layer/test_hidden.py::test_layer_values", "test_layer_values[4dev]",
-     "test_layer_values"),
+    (
+        "tests/exercises/ex04_sharded_layer/test_hidden.py::test_layer_values[4dev]",
+        "tests/exercises/ex04_sharded_layer/test_hidden.py::test_layer_values",
+        "test_layer_values[4dev]",
+        "test_layer_values",
+    ),
     ("t.py::test_plain", "t.py::test_plain", "test_plain", "test_plain"),
     # a parameter id may hold "::" or "[": only the first "[" starts the parameters
     ("t.py::test_x[a::b-[c]]", "t.py::test_x", "test_x[a::b-[c]]", "test_x"),
@@ -17,6 +20,10 @@ CASES = [
 
 @pytest.mark.parametrize(("nodeid", "function", "name", "short"), CASES)
 def test_a_test_id_is_cut_into_its_parts(nodeid, function, name, short):
-    assert (function_id(nodeid), results.test_name(nodeid), function_name(nodeid)) == (function, name, short)
+    assert (function_id(nodeid), results.test_name(nodeid), function_name(nodeid)) == (
+        function,
+        name,
+        short,
+    )
     result = TestResult(nodeid, "ex04_sharded_layer", False, 1.0, "passed")
     assert (result.name, result.function) == (name, short)

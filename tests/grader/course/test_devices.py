@@ -22,12 +22,16 @@ from grader.course.devices import (
 FLAG = "--xla_force_host_platform_device_count"
 # Each conflict, with what its message must name: the variable and the fix in shell words.
 CONFLICTS = {
-    "XLA_FLAGS": ({"XLA_FLAGS": f"{FLAG}=4"}, ["XLA_FLAGS asks for 4 host devices", "`unset XLA_FLAGS`",
-                                               f"{FLAG}=8"]),
-    "JAX_NUM_CPU_DEVICES": ({"JAX_NUM_CPU_DEVICES": "4"}, ["JAX_NUM_CPU_DEVICES=4", "`unset JAX_NUM_CPU_DEVICES`",
-                                                          "`export JAX_NUM_CPU_DEVICES=8`"]),
+    "XLA_FLAGS": (
+        {"XLA_FLAGS": f"{FLAG}=4"},
+        ["XLA_FLAGS asks for 4 host devices", "`unset XLA_FLAGS`", f"{FLAG}=8"],
+    ),
+    "JAX_NUM_CPU_DEVICES": (
+        {"JAX_NUM_CPU_DEVICES": "4"},
+        ["JAX_NUM_CPU_DEVICES=4", "`unset JAX_NUM_CPU_DEVICES`", "`export JAX_NUM_CPU_DEVICES=8`"],
+    ),
 }
-RECIPE = 'jax.config.update("jax_num_cpu_devices", 8)'   # the experiment recipe every message gives
+RECIPE = 'jax.config.update("jax_num_cpu_devices", 8)'  # the experiment recipe every message gives
 
 
 def test_the_session_runs_on_the_forced_host_devices():
@@ -57,14 +61,20 @@ def test_each_conflict_names_its_cause_and_fix(conflict, monkeypatch):
         check_environment(environ=env)
     for words in [*named, RECIPE]:
         assert words in str(raised.value)
-    for variable, value in env.items():   # force_host_devices refuses it the same way
+    for variable, value in env.items():  # force_host_devices refuses it the same way
         monkeypatch.setenv(variable, value)
     with pytest.raises(DeviceCountError, match=named[0]):
         force_host_devices()
 
 
-@pytest.mark.parametrize("env", [{"JAX_NUM_CPU_DEVICES": "eight"}, {"XLA_FLAGS": f"{FLAG}=4 {FLAG}=8"},
-                                 {"XLA_FLAGS": f"{FLAG}=8", "JAX_NUM_CPU_DEVICES": "2"}])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"JAX_NUM_CPU_DEVICES": "eight"},
+        {"XLA_FLAGS": f"{FLAG}=4 {FLAG}=8"},
+        {"XLA_FLAGS": f"{FLAG}=8", "JAX_NUM_CPU_DEVICES": "2"},
+    ],
+)
 def test_any_request_but_8_is_refused(env):
     with pytest.raises(DeviceCountError):
         check_environment(environ=env)
@@ -93,8 +103,14 @@ def test_only_the_commands_that_run_tests_are_refused(monkeypatch):
 def run_with(conflict: str, *command: str) -> subprocess.CompletedProcess:
     """`command` from the repo root, in this environment with only `conflict`'s request for devices."""
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
-    return subprocess.run([sys.executable, *command], cwd=paths.REPO_ROOT, env=env | CONFLICTS[conflict][0],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, *command],
+        cwd=paths.REPO_ROOT,
+        env=env | CONFLICTS[conflict][0],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("conflict", CONFLICTS)
@@ -104,15 +120,19 @@ def test_check_says_set_up_error_not_crash(conflict):
     assert done.stderr.startswith("shardlab check: set-up error: ")
     for words in [*CONFLICTS[conflict][1], RECIPE]:
         assert words in done.stderr
-    for blame in ("Hint:", "Edit exercises", "crash"):   # nothing of a student's failure
+    for blame in ("Hint:", "Edit exercises", "crash"):  # nothing of a student's failure
         assert blame not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("conflict", CONFLICTS)
 def test_plain_pytest_is_a_usage_error_without_traceback(conflict):
-    done = run_with(conflict, "-m", "pytest", "tests/exercises/ex01_meshes", "-p", "no:cacheprovider")
+    done = run_with(
+        conflict, "-m", "pytest", "tests/exercises/ex01_meshes", "-p", "no:cacheprovider"
+    )
     assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
     assert "ERROR: set-up error: " in done.stderr
     for words in CONFLICTS[conflict][1]:
         assert words in done.stderr
-    assert "Traceback" not in done.stdout + done.stderr and "conftest" not in done.stdout + done.stderr
+    assert (
+        "Traceback" not in done.stdout + done.stderr and "conftest" not in done.stdout + done.stderr
+    )

@@ -3,7 +3,12 @@
 import pytest
 
 from grader.course import catalog, paths
-from grader.course.implementations import ImplementationImportError, NotAttempted, load_module, resolve_source
+from grader.course.implementations import (
+    ImplementationImportError,
+    NotAttempted,
+    load_module,
+    resolve_source,
+)
 
 EX01 = catalog.get("ex01")
 
@@ -30,12 +35,18 @@ def test_missing_module_is_not_attempted(tmp_path):
         load_module(EX01, tmp_path)
 
 
-@pytest.mark.parametrize("code, message", [
-    ("def f(:\n", "has a syntax error at line 1"),
-    ("import sys\nsys.exit(3)\n", r"called exit\(3\) while being imported"),
-    ("x = 1\nraise ValueError('boom')\n", "raised ValueError while being imported: boom\n  at line 2"),
-    ("import no_such_module_anywhere\n", "raised ModuleNotFoundError"),
-])
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("def f(:\n", "has a syntax error at line 1"),
+        ("import sys\nsys.exit(3)\n", r"called exit\(3\) while being imported"),
+        (
+            "x = 1\nraise ValueError('boom')\n",
+            "raised ValueError while being imported: boom\n  at line 2",
+        ),
+        ("import no_such_module_anywhere\n", "raised ModuleNotFoundError"),
+    ],
+)
 def test_import_failures_say_what_and_where(tmp_path, code, message):
     (tmp_path / "ex01_meshes.py").write_text(code)
     with pytest.raises(ImplementationImportError, match=message):

@@ -46,12 +46,15 @@ def test_the_stub_raises_when_called():
         namespace["to_write"](1, None)
 
 
-@pytest.mark.parametrize("source, problem", [
-    ("def f():\n    ### BEGIN SOLUTION\n    pass\n", "never closed"),
-    ("def f():\n    pass\n    ### END SOLUTION\n", "without"),
-    ("def f():\n    ### BEGIN SOLUTION\n    ### BEGIN SOLUTION\n", "inside another"),
-    ("### BEGIN SOLUTION\nx = 1\n### END SOLUTION\n", "inside a function"),
-])
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        ("def f():\n    ### BEGIN SOLUTION\n    pass\n", "never closed"),
+        ("def f():\n    pass\n    ### END SOLUTION\n", "without"),
+        ("def f():\n    ### BEGIN SOLUTION\n    ### BEGIN SOLUTION\n", "inside another"),
+        ("### BEGIN SOLUTION\nx = 1\n### END SOLUTION\n", "inside a function"),
+    ],
+)
 def test_malformed_markers_are_refused(source, problem):
     with pytest.raises(stubs.StubError, match=problem):
         stubs.make_stub(source, EX04, "sol.py")
@@ -69,4 +72,7 @@ def test_committed_exercises_are_what_the_generator_makes():
 
 
 def test_solution_lines_are_the_block_contents_with_their_line_numbers():
-    assert stubs.solution_lines(SOURCE) == [(13, "return jax.device_put(y, mesh)"), (20, "return 42")]
+    assert stubs.solution_lines(SOURCE) == [
+        (13, "return jax.device_put(y, mesh)"),
+        (20, "return 42"),
+    ]

@@ -59,13 +59,17 @@ def course(tmp_path):
 
 
 def test_a_course_file_gives_the_terms_exercises_points_and_due_dates(course):
-    assert [e.id for e in course.exercises] == ["ex01_meshes", "ex04_sharded_layer", "ex05_collectives"]
+    assert [e.id for e in course.exercises] == [
+        "ex01_meshes",
+        "ex04_sharded_layer",
+        "ex05_collectives",
+    ]
     assert [e.points for e in course.exercises] == [10, 30, 15]
     assert course.max_score == 55
     assert course.due("ex04", "al") == (at("2026-10-05T23:59:00+02:00"), False)
     assert course.due("ex05", "al") == (at("2026-10-12T23:59:00+02:00"), False)
     assert course.due("ex04", "carol") == (at("2026-10-08T23:59:00+02:00"), True)
-    assert course.due("ex05", "carol") == (at("2026-10-12T23:59:00+02:00"), False)   # week1 only
+    assert course.due("ex05", "carol") == (at("2026-10-12T23:59:00+02:00"), False)  # week1 only
     assert course.assignments[0].lms_id == "111" and course.timing == "report"
     assert len(course.source.digest) == 64
     with pytest.raises(catalog.UnknownExercise):
@@ -78,19 +82,26 @@ def test_without_a_course_file_the_catalog_is_the_course(tmp_path, monkeypatch):
     assert default.exercises == catalog.EXERCISES and default.source is None
     assert default.due("ex04", "anyone") == (None, False)
     (tmp_path / "course.toml").write_text(COURSE)
-    assert term.load(None).source.path == str((tmp_path / "course.toml").resolve())   # found where it runs
+    assert term.load(None).source.path == str(
+        (tmp_path / "course.toml").resolve()
+    )  # found where it runs
 
 
-@pytest.mark.parametrize("submitted, percent", [
-    ("2026-10-05T23:59:00+02:00", 0),      # on the due date
-    ("2026-10-06T00:10:00+02:00", 0),      # within the grace
-    ("2026-10-06T00:20:00+02:00", 10),     # a day started
-    ("2026-10-05T22:20:00+00:00", 10),     # the same moment written in UTC
-    ("2026-10-07T23:59:00+02:00", 20),     # two days exactly
-    ("2026-10-08T00:00:00+02:00", 30),     # a third started
-    ("2026-10-20T00:00:00+02:00", 30),     # the cap
-])
-def test_the_late_policy_takes_a_percentage_per_day_started_with_a_grace_and_a_cap(course, submitted, percent):
+@pytest.mark.parametrize(
+    "submitted, percent",
+    [
+        ("2026-10-05T23:59:00+02:00", 0),  # on the due date
+        ("2026-10-06T00:10:00+02:00", 0),  # within the grace
+        ("2026-10-06T00:20:00+02:00", 10),  # a day started
+        ("2026-10-05T22:20:00+00:00", 10),  # the same moment written in UTC
+        ("2026-10-07T23:59:00+02:00", 20),  # two days exactly
+        ("2026-10-08T00:00:00+02:00", 30),  # a third started
+        ("2026-10-20T00:00:00+02:00", 30),  # the cap
+    ],
+)
+def test_the_late_policy_takes_a_percentage_per_day_started_with_a_grace_and_a_cap(
+    course, submitted, percent
+):
     assert course.lateness("ex04", "al", at(submitted)).percent == percent
 
 
@@ -102,7 +113,9 @@ def test_an_extension_moves_the_students_due_date_only(course):
 
 
 def test_per_hour_and_zero_after():
-    policy = term.LatePolicy(percent=5, per="hour", cap=100, zero_after=at("2026-10-10T00:00:00+00:00"))
+    policy = term.LatePolicy(
+        percent=5, per="hour", cap=100, zero_after=at("2026-10-10T00:00:00+00:00")
+    )
     due = at("2026-10-05T00:00:00+00:00")
     assert policy.judge(due + timedelta(hours=2, minutes=1), due).percent == 15
     after = policy.judge(at("2026-10-10T00:00:01+00:00"), due)
@@ -111,15 +124,19 @@ def test_per_hour_and_zero_after():
 
 def test_every_problem_of_a_course_file_is_named_with_its_line(tmp_path):
     path = tmp_path / "course.toml"
-    path.write_text('name = "x"\ncolour = 1\n\n[late]\npercent = 150\n\n[[assignment]]\nname = "w"\n'
-                    'due = 2026-10-05T23:59:00\nexercises = ["ex01", "ex99"]\n\n[[extension]]\nstudent = "b"\n'
-                    'assignments = ["nope"]\n')
+    path.write_text(
+        'name = "x"\ncolour = 1\n\n[late]\npercent = 150\n\n[[assignment]]\nname = "w"\n'
+        'due = 2026-10-05T23:59:00\nexercises = ["ex01", "ex99"]\n\n[[extension]]\nstudent = "b"\n'
+        'assignments = ["nope"]\n'
+    )
     with pytest.raises(term.CourseFileError) as caught:
         term.load(path)
     problems = caught.value.problems
     assert problems[0].startswith("line 2: unknown key 'colour'")
     assert problems[1].startswith("line 5: percent must be a percentage")
-    assert problems[2].startswith("line 9: due has no UTC offset and the course file names no timezone")
+    assert problems[2].startswith(
+        "line 9: due has no UTC offset and the course file names no timezone"
+    )
     assert problems[3].startswith("line 10: no exercise 'ex99'")
     assert problems[4].startswith("line 12: extension 1 needs one of days")
     assert problems[5].startswith("line 14: no assignment named 'nope'")
@@ -134,39 +151,54 @@ def test_a_course_file_that_is_not_toml_says_where(tmp_path):
 
 def test_an_exercise_in_two_assignments_is_refused(tmp_path):
     path = tmp_path / "course.toml"
-    path.write_text('[[assignment]]\nname = "a"\nexercises = ["ex01"]\n[[assignment]]\nname = "b"\n'
-                    'exercises = ["ex1"]\n')
+    path.write_text(
+        '[[assignment]]\nname = "a"\nexercises = ["ex01"]\n[[assignment]]\nname = "b"\n'
+        'exercises = ["ex1"]\n'
+    )
     with pytest.raises(term.CourseFileError, match="line 6: ex01_meshes is in two assignments"):
         term.load(path)
 
 
 # -- adjustments and standings -------------------------------------------------------------------------
 
+
 def results_of(scores: dict[str, list[tuple[str, str, float]]], course) -> GradingResults:
     """A grading of `course`'s exercises: {exercise: [(test name, category, weight)]}."""
     exercises = {}
     for ex_id, tests in scores.items():
         exercise = course.exercise(ex_id)
-        results = [TestResult(f"tests/exercises/{exercise.id}/test_hidden.py::{name}", exercise.id, True, weight,
-                              category) for name, category, weight in tests]
+        results = [
+            TestResult(
+                f"tests/exercises/{exercise.id}/test_hidden.py::{name}",
+                exercise.id,
+                True,
+                weight,
+                category,
+            )
+            for name, category, weight in tests
+        ]
         exercises[exercise.id] = score_exercise(exercise, results)
     return GradingResults("alice", exercises)
 
 
 def test_course_points_scale_every_test_alike(course):
-    graded = results_of({"ex04": [("test_a", Category.PASSED, 15.0), ("test_b", Category.FAILED, 5.0)]}, course)
+    graded = results_of(
+        {"ex04": [("test_a", Category.PASSED, 15.0), ("test_b", Category.FAILED, 5.0)]}, course
+    )
     ex04 = graded.exercises["ex04_sharded_layer"]
-    assert (ex04.max_score, ex04.score) == (30.0, 22.5)   # the catalog's 20 points as 30
+    assert (ex04.max_score, ex04.score) == (30.0, 22.5)  # the catalog's 20 points as 30
 
 
 def test_an_adjustments_file_with_problems_names_their_lines():
-    text = ("student,exercise,test,set,add,reason,by\n"
-            "bob,ex04,,,2,flaky,Ann\n"
-            "bob,ex99,,,2,x,Ann\n"
-            "bob,ex04,,1,2,x,Ann\n"
-            "bob,ex04,,,,x,Ann\n"
-            "bob,ex04,,,abc,x,Ann\n"
-            "bob,ex04,,,1,,Ann\n")
+    text = (
+        "student,exercise,test,set,add,reason,by\n"
+        "bob,ex04,,,2,flaky,Ann\n"
+        "bob,ex99,,,2,x,Ann\n"
+        "bob,ex04,,1,2,x,Ann\n"
+        "bob,ex04,,,,x,Ann\n"
+        "bob,ex04,,,abc,x,Ann\n"
+        "bob,ex04,,,1,,Ann\n"
+    )
     with pytest.raises(adjustments.AdjustmentsError) as caught:
         adjustments.parse(text)
     lines = [p.split(":", 1)[0] for p in caught.value.problems]
@@ -174,74 +206,128 @@ def test_an_adjustments_file_with_problems_names_their_lines():
     assert adjustments.parse(text.split("bob,ex99")[0])[0].add == 2.0
 
 
-def test_a_standing_applies_test_adjustments_then_lateness_then_exercise_adjustments(course, tmp_path):
-    graded = results_of({"ex04": [("test_a", Category.PASSED, 10.0), ("test_b", Category.FAILED, 10.0)],
-                         "ex01": [("test_c", Category.PASSED, 10.0)]}, course)
-    graded = lateness.with_term(graded, course, "bob",
-                                lateness.SubmissionTime(at("2026-10-06T12:00:00+02:00"), "--submitted-at"))
+def test_a_standing_applies_test_adjustments_then_lateness_then_exercise_adjustments(
+    course, tmp_path
+):
+    graded = results_of(
+        {
+            "ex04": [("test_a", Category.PASSED, 10.0), ("test_b", Category.FAILED, 10.0)],
+            "ex01": [("test_c", Category.PASSED, 10.0)],
+        },
+        course,
+    )
+    graded = lateness.with_term(
+        graded,
+        course,
+        "bob",
+        lateness.SubmissionTime(at("2026-10-06T12:00:00+02:00"), "--submitted-at"),
+    )
     assert graded.exercises["ex04_sharded_layer"].late.percent == 10
     path = tmp_path / "adjustments.csv"
-    append(path, adjustments.Adjustment("bob", "ex04_sharded_layer", "test_b", 6.0, None, "by hand", "Ann"))
+    append(
+        path,
+        adjustments.Adjustment("bob", "ex04_sharded_layer", "test_b", 6.0, None, "by hand", "Ann"),
+    )
     append(path, adjustments.Adjustment("bob", "ex01_meshes", None, None, 2.0, "kind", "Ann"))
     append(path, adjustments.Adjustment("al", "ex01_meshes", None, 0.0, None, "not bob", "Ann"))
     mine = standing(graded, adjustments.load(path), "bob")
     ex04, ex01 = mine.exercise("ex04_sharded_layer"), mine.exercise("ex01_meshes")
-    assert (ex04.raw, ex04.penalty, ex04.final) == (15.0, pytest.approx(2.1), pytest.approx(18.9))   # (15+6) x 0.9
+    assert (ex04.raw, ex04.penalty, ex04.final) == (
+        15.0,
+        pytest.approx(2.1),
+        pytest.approx(18.9),
+    )  # (15+6) x 0.9
     assert ex04.override == pytest.approx(6.0)
-    assert (ex01.raw, ex01.penalty, ex01.override, ex01.final) == (10.0, 1.0, 1.0, 10.0)   # 9 + 2, capped at 10
+    assert (ex01.raw, ex01.penalty, ex01.override, ex01.final) == (
+        10.0,
+        1.0,
+        1.0,
+        10.0,
+    )  # 9 + 2, capped at 10
     assert mine.final == pytest.approx(mine.raw - mine.penalty + mine.override)
     assert "by hand" in " ".join(mine.adjusted) and "10% off" in " ".join(mine.late)
     # Never written into the raw results.
-    assert graded.exercises["ex04_sharded_layer"].score == 15.0 and "by hand" not in str(graded.to_dict())
+    assert graded.exercises["ex04_sharded_layer"].score == 15.0 and "by hand" not in str(
+        graded.to_dict()
+    )
 
 
 def test_an_adjustment_recorded_is_never_a_formula_and_reads_back_as_written(tmp_path):
     path = tmp_path / "adjustments.csv"
-    hostile = adjustments.Adjustment("=HYPERLINK(\"x\")", "ex01_meshes", None, 1.5, None, "@SUM(1)", "+Ann")
+    hostile = adjustments.Adjustment(
+        '=HYPERLINK("x")', "ex01_meshes", None, 1.5, None, "@SUM(1)", "+Ann"
+    )
     append(path, adjustments.Adjustment("bob", "ex01_meshes", None, None, -2.0, "copied", "Ann"))
     append(path, hostile)
     text = path.read_text()
     assert "'=HYPERLINK" in text and "'@SUM(1)" in text and "'+Ann" in text and ",-2.0," in text
     [first, second] = adjustments.load(path)
-    assert first.add == -2.0 and (second.student, second.reason, second.by) == (hostile.student, "@SUM(1)", "+Ann")
+    assert first.add == -2.0 and (second.student, second.reason, second.by) == (
+        hostile.student,
+        "@SUM(1)",
+        "+Ann",
+    )
 
 
 def test_an_adjustment_for_a_test_the_grading_does_not_have_is_reported_not_applied(course):
     graded = results_of({"ex01": [("test_c", Category.PASSED, 10.0)]}, course)
-    mine = standing(graded, [adjustments.Adjustment("alice", "ex01_meshes", "test_nope", 1.0, None, "x", "A", 4)])
+    mine = standing(
+        graded,
+        [adjustments.Adjustment("alice", "ex01_meshes", "test_nope", 1.0, None, "x", "A", 4)],
+    )
     assert mine.final == 10.0 and "line 4" in mine.problems[0]
 
 
 # -- regrades -----------------------------------------------------------------------------------------
 
+
 def test_a_regrade_of_one_exercise_keeps_the_others_and_records_before_and_after(course):
-    earlier = results_of({"ex01": [("test_c", Category.PASSED, 10.0)],
-                          "ex04": [("test_a", Category.FAILED, 20.0)]}, course)
+    earlier = results_of(
+        {"ex01": [("test_c", Category.PASSED, 10.0)], "ex04": [("test_a", Category.FAILED, 20.0)]},
+        course,
+    )
     new = results_of({"ex04": [("test_a", Category.PASSED, 20.0)]}, course)
-    merged = regrade.merge(earlier, new, partial=True, at=datetime(2026, 11, 1, tzinfo=timezone.utc))
-    assert GradingResults.from_dict(merged.to_dict()).exercises["ex01_meshes"].tests[0].to_dict() == \
-        earlier.exercises["ex01_meshes"].tests[0].to_dict()
+    merged = regrade.merge(
+        earlier, new, partial=True, at=datetime(2026, 11, 1, tzinfo=timezone.utc)
+    )
+    assert (
+        GradingResults.from_dict(merged.to_dict()).exercises["ex01_meshes"].tests[0].to_dict()
+        == earlier.exercises["ex01_meshes"].tests[0].to_dict()
+    )
     assert merged.score == 40.0
     [record] = merged.regrades
-    assert (record.exercise, record.before, record.after, record.at) == \
-        ("ex04_sharded_layer", 0.0, 30.0, "2026-11-01T00:00:00+00:00")
+    assert (record.exercise, record.before, record.after, record.at) == (
+        "ex04_sharded_layer",
+        0.0,
+        30.0,
+        "2026-11-01T00:00:00+00:00",
+    )
     whole = regrade.merge(earlier, new, partial=False)
-    assert list(whole.exercises) == ["ex04_sharded_layer"]   # a whole grading replaces the report
+    assert list(whole.exercises) == ["ex04_sharded_layer"]  # a whole grading replaces the report
 
 
 def test_a_report_with_a_term_and_regrades_reads_back_the_same(course):
-    graded = lateness.with_term(results_of({"ex01": [("test_c", Category.PASSED, 10.0)]}, course), course, "bob",
-                                lateness.SubmissionTime(at("2026-10-09T00:00:00+02:00"), "times.csv"))
+    graded = lateness.with_term(
+        results_of({"ex01": [("test_c", Category.PASSED, 10.0)]}, course),
+        course,
+        "bob",
+        lateness.SubmissionTime(at("2026-10-09T00:00:00+02:00"), "times.csv"),
+    )
     graded = regrade.merge(graded, graded, partial=True)
     back = GradingResults.from_dict(graded.to_dict())
     assert back.to_dict() == graded.to_dict()
-    assert back.term.submitted_at == "2026-10-09T00:00:00+02:00" and back.exercises["ex01_meshes"].late.percent == 30
+    assert (
+        back.term.submitted_at == "2026-10-09T00:00:00+02:00"
+        and back.exercises["ex01_meshes"].late.percent == 30
+    )
     assert back.final == pytest.approx(7.0)
 
 
 def test_submission_times_file_names_the_line_of_a_bad_time(tmp_path):
     path = tmp_path / "times.csv"
-    path.write_text("student,submitted_at\nal,2026-10-05T10:00:00+02:00\nbo,yesterday\ncy,2026-10-05T10:00:00\n")
+    path.write_text(
+        "student,submitted_at\nal,2026-10-05T10:00:00+02:00\nbo,yesterday\ncy,2026-10-05T10:00:00\n"
+    )
     with pytest.raises(lateness.SubmissionTimeError) as caught:
         lateness.read_times(path)
     assert "line 3: 'yesterday' is not an ISO 8601" in str(caught.value)
@@ -253,9 +339,16 @@ def test_a_git_clones_last_commit_is_its_submission_time(tmp_path):
 
     clone = tmp_path / "alice"
     clone.mkdir()
-    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@x",
-           "GIT_COMMITTER_DATE": "2026-10-06T08:30:00+02:00", "GIT_AUTHOR_DATE": "2026-10-06T08:30:00+02:00",
-           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = {
+        "GIT_AUTHOR_NAME": "a",
+        "GIT_AUTHOR_EMAIL": "a@x",
+        "GIT_COMMITTER_NAME": "a",
+        "GIT_COMMITTER_EMAIL": "a@x",
+        "GIT_COMMITTER_DATE": "2026-10-06T08:30:00+02:00",
+        "GIT_AUTHOR_DATE": "2026-10-06T08:30:00+02:00",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+    }
     for command in (["git", "init", "-q"], ["git", "commit", "-q", "--allow-empty", "-m", "x"]):
         subprocess.run(command, cwd=clone, env=env, check=True)
     found = lateness.from_git(clone)
@@ -270,8 +363,11 @@ def test_a_handouts_course_file_is_the_term_its_check_and_list_go_through(tmp_pa
 
     (tmp_path / "course.toml").write_text(COURSE)
     monkeypatch.setattr(paths, "REPO_ROOT", tmp_path)
-    assert [(e.id, e.points) for e in student.term_exercises()] == \
-        [("ex01_meshes", 10), ("ex04_sharded_layer", 30), ("ex05_collectives", 15)]
+    assert [(e.id, e.points) for e in student.term_exercises()] == [
+        ("ex01_meshes", 10),
+        ("ex04_sharded_layer", 30),
+        ("ex05_collectives", 15),
+    ]
     with pytest.raises(student.CheckUsageError, match="not in this term"):
         student.check("ex06", impl=paths.EXERCISES_DIR, record=False)
     (tmp_path / "course.toml").write_text("[late]\npercent = 300\n")

@@ -24,15 +24,21 @@ from grader.course import catalog, paths
 from grader.grading import engine, preflight
 from grader.sandbox import cgroups, confinement
 
-pytestmark = pytest.mark.xdist_group("test_grading_environment")   # the module fixtures' gradings, once
+pytestmark = pytest.mark.xdist_group(
+    "test_grading_environment"
+)  # the module fixtures' gradings, once
 
 EX01 = catalog.get("ex01")
 GIB = 1 << 30
 
 
 def shardlab(*args, python=sys.executable, env=None):
-    return subprocess.run([python, "-m", "grader.cli", *args], capture_output=True, text=True,
-                          env=dict(os.environ, **(env or {})))
+    return subprocess.run(
+        [python, "-m", "grader.cli", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **(env or {})),
+    )
 
 
 def inside(path: str, folders) -> bool:
@@ -40,8 +46,12 @@ def inside(path: str, folders) -> bool:
 
 
 def test_the_worker_sees_every_import_path_of_its_python_and_nothing_of_the_tests():
-    shown = subprocess.run([sys.executable, "-I", "-c", "import json, sys; print(json.dumps(sys.path))"],
-                           capture_output=True, text=True, check=True)
+    shown = subprocess.run(
+        [sys.executable, "-I", "-c", "import json, sys; print(json.dumps(sys.path))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     seen = confinement.python_paths()
     for entry in json.loads(shown.stdout):
         if os.path.isdir(entry):
@@ -58,7 +68,9 @@ def test_the_preflight_proves_the_worker_and_reads_its_memory_limit():
     level = confinement.choose_isolation("auto")
     proof = preflight.prove_worker(level, confinement.worker_limits(5 * GIB))
     assert proof.level == level.value and proof.devices == 8 and proof.memory_bytes == 5 * GIB
-    assert preflight.prove_worker(level, confinement.worker_limits(None)).memory_bytes is None   # none means none
+    assert (
+        preflight.prove_worker(level, confinement.worker_limits(None)).memory_bytes is None
+    )  # none means none
 
 
 def test_a_worker_that_cannot_start_stops_grading_with_the_reason():
@@ -76,7 +88,10 @@ def test_a_worker_that_cannot_start_stops_grading_with_the_reason():
 def test_a_memory_limit_too_small_to_start_is_refused_up_front(tmp_path):
     done = shardlab("grade", str(tmp_path), "--out", str(tmp_path / "out"), "--memory-limit", "1.5")
     assert done.returncode == 2
-    assert "argument --memory-limit: 1.5 GiB is too small" in done.stderr and "at least 2 GiB" in done.stderr
+    assert (
+        "argument --memory-limit: 1.5 GiB is too small" in done.stderr
+        and "at least 2 GiB" in done.stderr
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -99,8 +114,19 @@ def graded_with_a_memory_limit(tmp_path_factory):
     folder = tmp_path_factory.mktemp("probing")
     (folder / EX01.module_file).write_text(EX01.solution_path().read_text() + PROBING_MODULE)
     out = folder.parent / "probing-out"
-    done = shardlab("grade", str(folder), "--out", str(out), "--exercise", "ex01", "--memory-limit", "3.5",
-                    "--timing", "skip", "--quiet")
+    done = shardlab(
+        "grade",
+        str(folder),
+        "--out",
+        str(out),
+        "--exercise",
+        "ex01",
+        "--memory-limit",
+        "3.5",
+        "--timing",
+        "skip",
+        "--quiet",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((out / "report.json").read_text())
     return report, {t["nodeid"].split("::")[-1]: t for t in report["exercises"][EX01.id]["tests"]}
@@ -109,21 +135,29 @@ def graded_with_a_memory_limit(tmp_path_factory):
 def test_the_memory_limit_is_the_workers_and_report_json_records_both(graded_with_a_memory_limit):
     report, tests = graded_with_a_memory_limit
     applied = int(3.5 * GIB)
-    assert f"ValueError: worker RLIMIT_AS ({applied}, {applied})" in tests["test_make_mesh_2x4"]["message"]
+    assert (
+        f"ValueError: worker RLIMIT_AS ({applied}, {applied})"
+        in tests["test_make_mesh_2x4"]["message"]
+    )
     assert report["environment"]["limits"]["worker_memory_bytes"] == applied
     assert report["environment"]["limits"]["harness_memory_bytes"] == HARNESS_MEMORY_BYTES
     # and the submission's memory group, sized from the worker's limit (one harness: one exercise)
-    group = engine.submission_memory_limit(applied, 1) if "memory" in cgroups.hierarchies() else None
+    group = (
+        engine.submission_memory_limit(applied, 1) if "memory" in cgroups.hierarchies() else None
+    )
     assert report["environment"]["limits"]["submission_memory_bytes"] == group
 
 
 def test_a_bare_assert_in_student_code_says_what_and_where(graded_with_a_memory_limit):
     _, tests = graded_with_a_memory_limit
-    line = 1 + (EX01.solution_path().read_text() + PROBING_MODULE).splitlines().index("    assert n == -1")
+    line = 1 + (EX01.solution_path().read_text() + PROBING_MODULE).splitlines().index(
+        "    assert n == -1"
+    )
     failed = [t for name, t in tests.items() if name.startswith("test_data_mesh_sizes")]
     assert failed and all(t["category"] == "error" for t in failed)
-    assert failed[0]["message"] == (f"AssertionError\n  raised at {EX01.module_file}:{line} in make_data_mesh: "
-                                    "assert n == -1")
+    assert failed[0]["message"] == (
+        f"AssertionError\n  raised at {EX01.module_file}:{line} in make_data_mesh: assert n == -1"
+    )
 
 
 # --- a venv that finds jax through a .pth file ------------------------------------------------------------
@@ -139,15 +173,25 @@ def venv(tmp_path_factory):
     subprocess.run(["cp", "-al", str(purelib), str(deps)], check=True)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site_packages = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
-                                         "['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    site_packages = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     (site_packages / "deps.pth").write_text(f"{deps}\n{paths.REPO_ROOT}\n")
     # A .pth in a folder named by a .pth is not read: this checkout's editable install goes into the venv.
     for path in purelib.glob("__editable__*shardlab*"):
         shutil.copy(path, site_packages / path.name)
     os.chmod(venv, 0o700)
-    shown = subprocess.run([str(python), "-I", "-c", "import jax, grader, sys; print(jax.__file__, grader.__file__)"],
-                           capture_output=True, text=True, check=True)
+    shown = subprocess.run(
+        [str(python), "-I", "-c", "import jax, grader, sys; print(jax.__file__, grader.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert shown.stdout.startswith(str(deps)), shown.stdout
     return python, deps
 
@@ -155,11 +199,22 @@ def venv(tmp_path_factory):
 @pytest.mark.slow
 def test_in_the_venv_the_worker_sees_the_pth_folders_and_not_the_checkout(venv):
     python, deps = venv
-    shown = subprocess.run([str(python), "-I", "-c", "import json; from grader.sandbox.confinement import "
-                            "python_paths; print(json.dumps(python_paths()))"], capture_output=True, text=True)
+    shown = subprocess.run(
+        [
+            str(python),
+            "-I",
+            "-c",
+            "import json; from grader.sandbox.confinement import "
+            "python_paths; print(json.dumps(python_paths()))",
+        ],
+        capture_output=True,
+        text=True,
+    )
     seen = json.loads(shown.stdout)
     assert str(deps) in seen and str(python.parent.parent) in seen, seen
-    assert str(paths.REPO_ROOT) not in seen and not inside(str(paths.REPO_ROOT / "tests"), seen), seen
+    assert str(paths.REPO_ROOT) not in seen and not inside(str(paths.REPO_ROOT / "tests"), seen), (
+        seen
+    )
 
 
 @pytest.mark.slow
@@ -169,14 +224,29 @@ def test_the_venv_grades_the_reference_in_full(venv, tmp_path, isolation):
     falls back to Landlock, where the worker imports jax from the .pth's folder."""
     python, _ = venv
     shutil.copy(EX01.solution_path(), tmp_path / EX01.module_file)
-    done = shardlab("grade", str(tmp_path), "--out", str(tmp_path / "out"), "--exercise", "ex01",
-                    "--isolation", isolation, python=python, env={"SHARDLAB_CACHE": str(tmp_path / "cache")})
+    done = shardlab(
+        "grade",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "out"),
+        "--exercise",
+        "ex01",
+        "--isolation",
+        isolation,
+        python=python,
+        env={"SHARDLAB_CACHE": str(tmp_path / "cache")},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert report["score"] == pytest.approx(EX01.points), report["exercises"][EX01.id]["tests"][0]["message"]
-    as_nobody = os.geteuid() == 0 and confinement.bwrap_path()   # nobody cannot enter the venv: not bubblewrap
-    assert report["environment"]["isolation"]["level"] == ("landlock" if isolation == "landlock" or as_nobody
-                                                          else "bubblewrap")
+    assert report["score"] == pytest.approx(EX01.points), report["exercises"][EX01.id]["tests"][0][
+        "message"
+    ]
+    as_nobody = (
+        os.geteuid() == 0 and confinement.bwrap_path()
+    )  # nobody cannot enter the venv: not bubblewrap
+    assert report["environment"]["isolation"]["level"] == (
+        "landlock" if isolation == "landlock" or as_nobody else "bubblewrap"
+    )
 
 
 @pytest.mark.slow
@@ -188,13 +258,26 @@ def test_a_worker_that_cannot_read_its_jax_stops_grading_with_exit_2(venv, tmp_p
     os.chmod(python.parent.parent, 0o755)
     os.chmod(deps, 0o700)
     try:
-        done = shardlab("grade", str(tmp_path), "--out", str(tmp_path / "out"), "--exercise", "ex01",
-                        "--isolation", "bubblewrap", python=python, env={"SHARDLAB_CACHE": str(tmp_path / "cache")})
+        done = shardlab(
+            "grade",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "out"),
+            "--exercise",
+            "ex01",
+            "--isolation",
+            "bubblewrap",
+            python=python,
+            env={"SHARDLAB_CACHE": str(tmp_path / "cache")},
+        )
     finally:
         os.chmod(deps, 0o755)
         os.chmod(python.parent.parent, 0o700)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "shardlab grade: a confined worker (bubblewrap, memory limit 6 GiB) does not work here" in done.stderr
+    assert (
+        "shardlab grade: a confined worker (bubblewrap, memory limit 6 GiB) does not work here"
+        in done.stderr
+    )
     assert "jax" in done.stderr and str(deps) in done.stderr
     assert not (tmp_path / "out" / "report.json").exists()
 
@@ -202,15 +285,34 @@ def test_a_worker_that_cannot_read_its_jax_stops_grading_with_exit_2(venv, tmp_p
 def test_harness_limits_leave_room_for_the_workers(tmp_path):
     """The harness's own limit is its soft limit; the hard one is the worker's when larger, or none."""
     probe = tmp_path / "test_limits.py"
-    probe.write_text(textwrap.dedent(f"""
+    probe.write_text(
+        textwrap.dedent(f"""
         import json, resource
         def test_write():
-            with open({str(tmp_path / 'limits.json')!r}, "a") as out:
+            with open({str(tmp_path / "limits.json")!r}, "a") as out:
                 out.write(json.dumps(resource.getrlimit(resource.RLIMIT_AS)) + "\\n")
-    """))
+    """)
+    )
     for worker in (8 * GIB, 3 * GIB, 0):
-        subprocess.run([sys.executable, "-I", "-m", "grader.grading.child", str(6 * GIB), str(worker), str(1 << 28),
-                        "--", str(probe), "-q", "-p", "no:cacheprovider", f"--rootdir={tmp_path}"],
-                       cwd=tmp_path, capture_output=True, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-I",
+                "-m",
+                "grader.grading.child",
+                str(6 * GIB),
+                str(worker),
+                str(1 << 28),
+                "--",
+                str(probe),
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--rootdir={tmp_path}",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            check=True,
+        )
     seen = [json.loads(line) for line in (tmp_path / "limits.json").read_text().splitlines()]
     assert seen == [[6 * GIB, 8 * GIB], [6 * GIB, 6 * GIB], [6 * GIB, -1]]

@@ -43,13 +43,25 @@ def documented(**changes) -> dict:
         "submission_method": "upload",
         "users": [
             {"email": "student@example.com", "id": 1234, "name": "Student User", "sid": "s1234"},
-            {"email": "bob@example.com", "id": 1235, "name": "Bob", "sid": 5678,
-             "assignment": {"due_date": "2018-08-03T23:00:00.000000-07:00",
-                            "late_due_date": "2018-08-05T23:00:00.000000-07:00",
-                            "release_date": "2018-07-02T00:00:00.000000-07:00", "title": "week1"}},
+            {
+                "email": "bob@example.com",
+                "id": 1235,
+                "name": "Bob",
+                "sid": 5678,
+                "assignment": {
+                    "due_date": "2018-08-03T23:00:00.000000-07:00",
+                    "late_due_date": "2018-08-05T23:00:00.000000-07:00",
+                    "release_date": "2018-07-02T00:00:00.000000-07:00",
+                    "title": "week1",
+                },
+            },
         ],
         "previous_submissions": [
-            {"submission_time": "2018-06-30T14:24:48.087023-07:00", "score": 0.0, "results": {"tests": []}},
+            {
+                "submission_time": "2018-06-30T14:24:48.087023-07:00",
+                "score": 0.0,
+                "results": {"tests": []},
+            },
         ],
     }
     return metadata | changes
@@ -68,8 +80,10 @@ def test_reads_the_documented_format(tmp_path):
     assert meta.due == datetime(2018, 8, 3, 23, 0, tzinfo=PACIFIC) and meta.extended
     assert meta.late_due == datetime(2018, 8, 5, 23, 0, tzinfo=PACIFIC)
     assert meta.title == "week1"
-    assert meta.students == (Submitter("Student User", "student@example.com", "s1234"),
-                             Submitter("Bob", "bob@example.com", "5678"))
+    assert meta.students == (
+        Submitter("Student User", "student@example.com", "s1234"),
+        Submitter("Bob", "bob@example.com", "5678"),
+    )
     assert meta.students[1].names() == ("5678", "bob@example.com", "bob", "Bob")
 
 
@@ -80,25 +94,50 @@ def test_without_own_dates_the_assignments_count(tmp_path):
     assert meta.late_due is None
     assert meta.students == (Submitter("Student User", "student@example.com", None),)
     # The 2017 format: no assignment object, no users.
-    meta = read_metadata(written(tmp_path, {"id": 1, "created_at": "2017-06-01T14:22:32.365935-07:00",
-                                            "assignment_id": 1, "previous_submissions": []}))
-    assert meta == SubmissionMetadata(datetime(2017, 6, 1, 14, 22, 32, 365935, tzinfo=PACIFIC), None, None, ())
+    meta = read_metadata(
+        written(
+            tmp_path,
+            {
+                "id": 1,
+                "created_at": "2017-06-01T14:22:32.365935-07:00",
+                "assignment_id": 1,
+                "previous_submissions": [],
+            },
+        )
+    )
+    assert meta == SubmissionMetadata(
+        datetime(2017, 6, 1, 14, 22, 32, 365935, tzinfo=PACIFIC), None, None, ()
+    )
 
 
-@pytest.mark.parametrize("data, key, problem", [
-    ("{not json", None, "not JSON"),
-    ("[]", "(the file)", "must be a JSON object"),
-    (documented(created_at=None), "created_at", "is null"),
-    ({k: v for k, v in documented().items() if k != "created_at"}, "created_at", "missing"),
-    (documented(created_at="yesterday"), "created_at", "'yesterday' is not an ISO 8601 date and time"),
-    (documented(created_at="2018-07-01T14:22:32"), "created_at", "has no UTC offset"),
-    (documented(assignment={"due_date": 5}), "assignment.due_date", "must be a date and time written as text"),
-    (documented(assignment="week1"), "assignment", "must be a JSON object"),
-    (documented(users={"email": "a@b"}), "users", "must be a list of users"),
-    (documented(users=[{"email": "a@b", "assignment": {"due_date": "soon"}}]), "users[0].assignment.due_date",
-     "'soon' is not an ISO 8601"),
-    (documented(users=[{"email": ["a@b"]}]), "users[0].email", "must be text"),
-])
+@pytest.mark.parametrize(
+    "data, key, problem",
+    [
+        ("{not json", None, "not JSON"),
+        ("[]", "(the file)", "must be a JSON object"),
+        (documented(created_at=None), "created_at", "is null"),
+        ({k: v for k, v in documented().items() if k != "created_at"}, "created_at", "missing"),
+        (
+            documented(created_at="yesterday"),
+            "created_at",
+            "'yesterday' is not an ISO 8601 date and time",
+        ),
+        (documented(created_at="2018-07-01T14:22:32"), "created_at", "has no UTC offset"),
+        (
+            documented(assignment={"due_date": 5}),
+            "assignment.due_date",
+            "must be a date and time written as text",
+        ),
+        (documented(assignment="week1"), "assignment", "must be a JSON object"),
+        (documented(users={"email": "a@b"}), "users", "must be a list of users"),
+        (
+            documented(users=[{"email": "a@b", "assignment": {"due_date": "soon"}}]),
+            "users[0].assignment.due_date",
+            "'soon' is not an ISO 8601",
+        ),
+        (documented(users=[{"email": ["a@b"]}]), "users[0].email", "must be text"),
+    ],
+)
 def test_a_malformed_file_is_refused_naming_the_file_and_the_key(tmp_path, data, key, problem):
     path = written(tmp_path, data)
     with pytest.raises(SubmissionMetadataError) as raised:
@@ -149,12 +188,15 @@ def test_course_takes_gradescopes_dates_where_it_has_none(tmp_path):
     dated = course_with_platform_dates(original, meta)
     dues = {a.name: a.due for a in dated.assignments}
     # week1 is the Gradescope assignment (its title): Bob's own due date; week2 keeps its own; week3 is another.
-    assert dues == {"week1": meta.due, "week2": datetime(2018, 8, 10, 23, 0, tzinfo=ZoneInfo("America/Los_Angeles")),
-                    "week3": None}
+    assert dues == {
+        "week1": meta.due,
+        "week2": datetime(2018, 8, 10, 23, 0, tzinfo=ZoneInfo("America/Los_Angeles")),
+        "week3": None,
+    }
     assert dated.late.zero_after == meta.late_due
     assert dated.exercises == original.exercises and dated.extensions == original.extensions
     assert dated.source == original.source
-    assert original.assignments[0].due is None   # frozen: the course itself is unchanged
+    assert original.assignments[0].due is None  # frozen: the course itself is unchanged
     # Judged against Gradescope's dates: an hour after Bob's due date is late, after the late due date, 0.
     late = dated.lateness("ex01_meshes", None, meta.due + timedelta(hours=1))
     assert late.late_seconds == 3600 and late.due == meta.due.isoformat()
@@ -164,15 +206,24 @@ def test_course_takes_gradescopes_dates_where_it_has_none(tmp_path):
 
 def test_a_title_no_assignment_has_dates_every_assignment_without_one(tmp_path):
     meta = read_metadata(written(tmp_path, documented(users=[])))
-    meta = SubmissionMetadata(meta.submitted_at, meta.due, meta.late_due, meta.students, "Programming Assignment 1")
+    meta = SubmissionMetadata(
+        meta.submitted_at, meta.due, meta.late_due, meta.students, "Programming Assignment 1"
+    )
     dated = course_with_platform_dates(course(tmp_path), meta)
-    assert [a.due for a in dated.assignments] == [meta.due, course(tmp_path).assignments[1].due, meta.due]
-    assert dated.late.zero_after is None   # Gradescope has no late due date here
+    assert [a.due for a in dated.assignments] == [
+        meta.due,
+        course(tmp_path).assignments[1].due,
+        meta.due,
+    ]
+    assert dated.late.zero_after is None  # Gradescope has no late due date here
 
 
 def test_the_course_files_zero_after_wins(tmp_path):
-    text = COURSE.replace("\n[[assignment]]", "\n[late]\npercent = 10\nzero_after = 2018-09-01T00:00:00\n\n"
-                                              "[[assignment]]", 1)
+    text = COURSE.replace(
+        "\n[[assignment]]",
+        "\n[late]\npercent = 10\nzero_after = 2018-09-01T00:00:00\n\n[[assignment]]",
+        1,
+    )
     own = course(tmp_path, text)
     dated = course_with_platform_dates(own, read_metadata(written(tmp_path, documented())))
     assert dated.late == own.late and dated.late.percent == 10
@@ -180,6 +231,11 @@ def test_the_course_files_zero_after_wins(tmp_path):
 
 def test_the_student_to_grade_is_the_one_an_extension_names(tmp_path):
     meta = read_metadata(written(tmp_path, documented()))
-    assert course_student(course(tmp_path), meta) == "bob"   # Bob's email before the @ names the extension
+    assert (
+        course_student(course(tmp_path), meta) == "bob"
+    )  # Bob's email before the @ names the extension
     assert course_student(course(tmp_path, COURSE.replace('"bob"', '"nobody"')), meta) == "s1234"
-    assert course_student(course(tmp_path), SubmissionMetadata(meta.submitted_at, None, None, ())) is None
+    assert (
+        course_student(course(tmp_path), SubmissionMetadata(meta.submitted_at, None, None, ()))
+        is None
+    )

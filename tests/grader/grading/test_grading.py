@@ -19,13 +19,17 @@ from grader.grading.collection import collect_tests
 from grader.grading.engine import grade_submission
 from grader.harness import time_limits
 
-pytestmark = pytest.mark.xdist_group("test_grading")   # its module-scoped fixture does the heavy work once
+pytestmark = pytest.mark.xdist_group(
+    "test_grading"
+)  # its module-scoped fixture does the heavy work once
 
 EX01 = catalog.get("ex01_meshes")
 
 
 def shardlab(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "grader.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "grader.cli", *args], capture_output=True, text=True, cwd=cwd
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,20 +74,34 @@ def test_grade_command_writes_three_reports_and_exits_zero(one_module, tmp_path)
     junit = ET.parse(tmp_path / "out" / "junit.xml").getroot()
     assert report["score"] == pytest.approx(10) == pytest.approx(gradescope["score"])
     assert list(report["exercises"]) == [EX01.id]
-    assert sum(int(s.get("tests")) for s in junit.iter("testsuite")) == len(report["exercises"][EX01.id]["tests"])
+    assert sum(int(s.get("tests")) for s in junit.iter("testsuite")) == len(
+        report["exercises"][EX01.id]["tests"]
+    )
 
 
 def test_fail_under_turns_a_low_score_into_a_failure(one_module, tmp_path):
-    done = shardlab("grade", str(one_module), "--out", str(tmp_path / "out"), "--exercise", "ex01",
-                    "--fail-under", "10.5", "--quiet")
+    done = shardlab(
+        "grade",
+        str(one_module),
+        "--out",
+        str(tmp_path / "out"),
+        "--exercise",
+        "ex01",
+        "--fail-under",
+        "10.5",
+        "--quiet",
+    )
     assert done.returncode == 1 and "below --fail-under 10.5" in done.stderr
-    assert (tmp_path / "out" / "report.json").exists()   # the grade is written all the same
+    assert (tmp_path / "out" / "report.json").exists()  # the grade is written all the same
 
 
-@pytest.mark.parametrize("argument, message", [
-    ("nope.zip", "neither a folder nor a .zip"),
-    ("bad.zip", "not a valid zip file"),
-])
+@pytest.mark.parametrize(
+    "argument, message",
+    [
+        ("nope.zip", "neither a folder nor a .zip"),
+        ("bad.zip", "not a valid zip file"),
+    ],
+)
 def test_grading_that_cannot_start_exits_two_with_the_reason(tmp_path, capsys, argument, message):
     (tmp_path / "bad.zip").write_bytes(b"PK\x03\x04 garbage")
     assert main(["grade", str(tmp_path / argument), "--out", str(tmp_path / "out")]) == 2
@@ -101,22 +119,33 @@ def test_a_batch_survives_broken_submissions_and_resumes(one_module, tmp_path):
     class_dir.mkdir()
     shutil.copytree(one_module, class_dir / "alice")
     (class_dir / "bob").mkdir()
-    (class_dir / "bob" / EX01.module_file).write_text(EX01.solution_path().read_text() + "\nimport os\nos._exit(9)\n")
+    (class_dir / "bob" / EX01.module_file).write_text(
+        EX01.solution_path().read_text() + "\nimport os\nos._exit(9)\n"
+    )
     (class_dir / "carol.zip").write_bytes(b"not a zip at all")
-    (class_dir / "dave").mkdir()                                   # handed in nothing
+    (class_dir / "dave").mkdir()  # handed in nothing
     out = tmp_path / "graded"
     summary = grade_batch(class_dir, out, jobs=2, exercises=["ex01"])
     statuses = {o.student: o.status for o in summary.outcomes}
     assert statuses == {"alice": "graded", "bob": "graded", "carol": "failed", "dave": "graded"}
     rows = {row["student"]: row for row in csv.DictReader(open(out / "grades.csv"))}
-    assert float(rows["alice"]["total"]) == pytest.approx(10) and float(rows["alice"][EX01.id]) == 10
+    assert (
+        float(rows["alice"]["total"]) == pytest.approx(10) and float(rows["alice"][EX01.id]) == 10
+    )
     assert float(rows["bob"]["total"]) == 0 and float(rows["dave"]["total"]) == 0
-    assert rows["carol"]["status"].startswith("not graded") and "not a valid zip file" in rows["carol"]["status"]
+    assert (
+        rows["carol"]["status"].startswith("not graded")
+        and "not a valid zip file" in rows["carol"]["status"]
+    )
     assert "not a valid zip file" in (student_folder(out, "carol") / "grading.log").read_text()
 
     again = grade_batch(class_dir, out, jobs=2, exercises=["ex01"])
     assert {o.student: o.status for o in again.outcomes} == {
-        "alice": "skipped", "bob": "skipped", "carol": "failed", "dave": "skipped"}
+        "alice": "skipped",
+        "bob": "skipped",
+        "carol": "failed",
+        "dave": "skipped",
+    }
     rows_again = {row["student"]: row for row in csv.DictReader(open(out / "grades.csv"))}
     assert rows_again["alice"] == rows["alice"]
 
@@ -158,11 +187,26 @@ def test_a_missing_sandbox_is_refused_with_exit_2(one_module, tmp_path):
     """--isolation names a level this machine lacks (no bwrap on PATH): nothing is graded."""
     import os
 
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "grade", str(one_module), "--out", str(tmp_path / "out"),
-                           "--isolation", "bubblewrap"], capture_output=True, text=True,
-                          env=dict(os.environ, PATH="/nonexistent"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.cli",
+            "grade",
+            str(one_module),
+            "--out",
+            str(tmp_path / "out"),
+            "--isolation",
+            "bubblewrap",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PATH="/nonexistent"),
+    )
     assert done.returncode == 2, done.stderr
-    assert "bubblewrap is not installed" in done.stderr and "apt-get install bubblewrap" in done.stderr
+    assert (
+        "bubblewrap is not installed" in done.stderr and "apt-get install bubblewrap" in done.stderr
+    )
     assert not (tmp_path / "out" / "report.json").exists()
 
 
@@ -170,13 +214,20 @@ def test_without_a_calibration_the_shipped_timings_set_each_limit(tmp_path):
     shipped_at, shipped = time_limits.shipped_timings()
     assert len(shipped) > 400 and "cores" in shipped_at
     limits = time_limits.load(tmp_path / "never-calibrated")
-    assert "not calibrated on this machine" in limits.source and "shipped with the course" in limits.source
+    assert (
+        "not calibrated on this machine" in limits.source
+        and "shipped with the course" in limits.source
+    )
     nodeid = next(n for n in _nodeids(EX01) if time_limits.shipped_key(n) in shipped)
     seconds = shipped[time_limits.shipped_key(nodeid)]
-    assert limits.limit(nodeid) == min(time_limits.FALLBACK_SECONDS,
-                                       max(time_limits.FLOOR_SECONDS, time_limits.SHIPPED_MULTIPLIER * seconds))
-    assert limits.limit(nodeid + "-new") == time_limits.FALLBACK_SECONDS   # a test they do not know
-    assert limits.describe()["shipped_tests"] == len(shipped) and limits.exercise_seconds(EX01.id) > 0
+    assert limits.limit(nodeid) == min(
+        time_limits.FALLBACK_SECONDS,
+        max(time_limits.FLOOR_SECONDS, time_limits.SHIPPED_MULTIPLIER * seconds),
+    )
+    assert limits.limit(nodeid + "-new") == time_limits.FALLBACK_SECONDS  # a test they do not know
+    assert (
+        limits.describe()["shipped_tests"] == len(shipped) and limits.exercise_seconds(EX01.id) > 0
+    )
 
 
 def test_a_changed_test_file_loses_its_shipped_timing(tmp_path, monkeypatch):
@@ -200,8 +251,12 @@ def test_a_changed_test_file_loses_its_shipped_timing(tmp_path, monkeypatch):
 def test_the_shipped_timings_know_every_test_of_the_course():
     """Run `shardlab calibrate --ship` after changing tests: a test it does not know costs 120 s per timeout."""
     _, shipped = time_limits.shipped_timings()
-    unknown = [t.nodeid for t in collect_tests() if time_limits.shipped_key(t.nodeid) not in shipped]
-    assert not unknown, f"{len(unknown)} tests have no shipped timing (run `shardlab calibrate --ship`): {unknown[:5]}"
+    unknown = [
+        t.nodeid for t in collect_tests() if time_limits.shipped_key(t.nodeid) not in shipped
+    ]
+    assert not unknown, (
+        f"{len(unknown)} tests have no shipped timing (run `shardlab calibrate --ship`): {unknown[:5]}"
+    )
 
 
 @pytest.mark.slow
@@ -210,14 +265,32 @@ def test_an_endless_loop_costs_seconds_without_a_calibration(tmp_path):
     loops forever costs its exercise two timeouts at the shipped limits, not two of 120 s."""
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / EX01.module_file).write_text(
-        EX01.solution_path().read_text() + "\n\ndef make_data_mesh(n, name='data'):\n    while True:\n        pass\n")
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "grade", str(tmp_path / "sub"), "--out",
-                           str(tmp_path / "out"), "--exercise", "ex01", "--quiet"], capture_output=True, text=True,
-                          env=dict(os.environ, SHARDLAB_CACHE=str(tmp_path / "fresh-cache")))
+        EX01.solution_path().read_text()
+        + "\n\ndef make_data_mesh(n, name='data'):\n    while True:\n        pass\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.cli",
+            "grade",
+            str(tmp_path / "sub"),
+            "--out",
+            str(tmp_path / "out"),
+            "--exercise",
+            "ex01",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, SHARDLAB_CACHE=str(tmp_path / "fresh-cache")),
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     tests = report["exercises"][EX01.id]["tests"]
-    timed_out = [t for t in tests if t["category"] == "timeout" and not t["message"].startswith("not run")]
+    timed_out = [
+        t for t in tests if t["category"] == "timeout" and not t["message"].startswith("not run")
+    ]
     assert len(timed_out) == 2, [(t["nodeid"], t["category"]) for t in tests]
     assert sum(t["duration"] for t in tests) <= 30, [(t["nodeid"], t["duration"]) for t in tests]
     assert "shipped with the course" in report["environment"]["time_limits"]["source"]

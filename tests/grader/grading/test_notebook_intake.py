@@ -12,16 +12,25 @@ EX01 = catalog.get("ex01_meshes")
 
 
 def cell(grade_id, source, cell_type="code"):
-    return {"cell_type": cell_type, "metadata": {"nbgrader": {"grade_id": grade_id, "schema_version": 3}},
-            "source": source, **({"outputs": [], "execution_count": None} if cell_type == "code" else {})}
+    return {
+        "cell_type": cell_type,
+        "metadata": {"nbgrader": {"grade_id": grade_id, "schema_version": 3}},
+        "source": source,
+        **({"outputs": [], "execution_count": None} if cell_type == "code" else {}),
+    }
 
 
 def notebook(*cells):
-    return json.dumps({"cells": list(cells), "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
+    return json.dumps(
+        {"cells": list(cells), "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    ).encode()
 
 
 STUDENT = notebook(
-    cell("ex01_meshes--setup", "from grader.course.devices import force_host_devices\nforce_host_devices()\n"),
+    cell(
+        "ex01_meshes--setup",
+        "from grader.course.devices import force_host_devices\nforce_host_devices()\n",
+    ),
     cell("ex01_meshes--text", "# Devices and meshes", "markdown"),
     cell("ex01_meshes--given-1", ["import jax\n", "X = 1\n"]),
     cell("ex01_meshes--solution-make_mesh_2x4", "def make_mesh_2x4():\n    return X + 1\n"),
@@ -38,13 +47,22 @@ def test_given_and_solution_cells_make_the_module():
     assert namespace["make_mesh_2x4"]() == 2
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"{not json", "is not a readable notebook"),
-    (b"\xff\xfe", "is not a readable notebook"),
-    (json.dumps({"no": "cells"}).encode(), "is not a readable notebook"),
-    (notebook(cell("ex04_sharded_layer--solution-layer_auto", "def layer_auto(): ...\n")), "has no solution cell"),
-    (notebook({"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": []}), "has no solution cell"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"{not json", "is not a readable notebook"),
+        (b"\xff\xfe", "is not a readable notebook"),
+        (json.dumps({"no": "cells"}).encode(), "is not a readable notebook"),
+        (
+            notebook(cell("ex04_sharded_layer--solution-layer_auto", "def layer_auto(): ...\n")),
+            "has no solution cell",
+        ),
+        (
+            notebook({"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": []}),
+            "has no solution cell",
+        ),
+    ],
+)
 def test_malformed_notebooks_are_named(data, message):
     with pytest.raises(NotebookError, match=message):
         module_from_notebook(data, EX01, "ex01_meshes.ipynb")
@@ -55,13 +73,18 @@ def test_an_nbgrader_submission_folder_is_taken_in(tmp_path):
     (student / "ex01_meshes").mkdir(parents=True)
     (student / "ex01_meshes" / "ex01_meshes.ipynb").write_bytes(STUDENT)
     (student / "ex01_meshes" / ".ipynb_checkpoints").mkdir()
-    (student / "ex01_meshes" / ".ipynb_checkpoints" / "ex01_meshes-checkpoint.ipynb").write_bytes(b"{}")
+    (student / "ex01_meshes" / ".ipynb_checkpoints" / "ex01_meshes-checkpoint.ipynb").write_bytes(
+        b"{}"
+    )
     (student / "week2").mkdir()
     (student / "week2" / "ex02_sharding_properties.ipynb").write_bytes(b"{broken")
     prepared = prepare_submission(student, tmp_path / "work")
     assert prepared.found == ["ex01_meshes"]
     assert "def make_mesh_2x4" in (prepared.modules_dir / "ex01_meshes.py").read_text()
-    assert any("week2/ex02_sharding_properties.ipynb is not a readable notebook" in p for p in prepared.problems)
+    assert any(
+        "week2/ex02_sharding_properties.ipynb is not a readable notebook" in p
+        for p in prepared.problems
+    )
 
 
 def test_a_module_wins_over_a_notebook_of_the_same_exercise(tmp_path):

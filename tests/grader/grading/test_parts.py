@@ -15,7 +15,7 @@ def test_events_travel_as_json_lines_and_the_variable_is_removed(monkeypatch):
 
     def send_both():
         stream.send({"e": "result", "nodeid": "a", "category": "passed"})
-        stream.send({"e": "start", "nodeid": "b" * 100_000})   # longer than a pipe takes at once
+        stream.send({"e": "start", "nodeid": "b" * 100_000})  # longer than a pipe takes at once
         os.close(write)
 
     sender = threading.Thread(target=send_both)
@@ -25,15 +25,17 @@ def test_events_travel_as_json_lines_and_the_variable_is_removed(monkeypatch):
         raw += chunk
     os.close(read)
     sender.join(5)
-    assert events.parse(raw) == [{"e": "result", "nodeid": "a", "category": "passed"},
-                                 {"e": "start", "nodeid": "b" * 100_000}]
+    assert events.parse(raw) == [
+        {"e": "result", "nodeid": "a", "category": "passed"},
+        {"e": "start", "nodeid": "b" * 100_000},
+    ]
 
 
 def test_a_plain_run_has_no_stream(monkeypatch):
     monkeypatch.delenv(events.EVENTS_FD, raising=False)
     stream = events.EventStream.from_environment()
     assert not stream.active
-    stream.send({"e": "start"})   # does nothing, raises nothing
+    stream.send({"e": "start"})  # does nothing, raises nothing
 
 
 def test_a_measurement_waits_for_running_tests_and_blocks_new_ones(monkeypatch, tmp_path):
@@ -63,7 +65,14 @@ def test_a_measurement_waits_for_running_tests_and_blocks_new_ones(monkeypatch, 
     second.start()
     for thread in (first, timer, second):
         thread.join(5)
-    assert log == ["first start", "first end", "measure start", "measure end", "second start", "second end"]
+    assert log == [
+        "first start",
+        "first end",
+        "measure start",
+        "measure end",
+        "second start",
+        "second end",
+    ]
 
 
 def test_without_the_variable_nothing_is_locked(monkeypatch):

@@ -37,7 +37,9 @@ EX05 = "ex05_collectives"
 STUB = catalog.get(EX05).stub_path().read_text(encoding="utf-8")
 
 
-def answer(bodies: dict[str, str], *, imports: str = "", helpers: str = "", stub: str = STUB) -> str:
+def answer(
+    bodies: dict[str, str], *, imports: str = "", helpers: str = "", stub: str = STUB
+) -> str:
     """The stub with each function's `# YOUR CODE HERE` and `raise NotImplementedError` replaced by the body
     given (written at the function's indentation), `imports` after the stub's first import and `helpers` before
     its first function: how a student hands in an exercise."""
@@ -59,51 +61,52 @@ def answer(bodies: dict[str, str], *, imports: str = "", helpers: str = "", stub
 # -- five honest answers -------------------------------------------------------------------------------------
 
 # ada: functools.partial as a decorator, one nested function per collective.
-ADA = answer({
-    "device_ranks": '''
+ADA = answer(
+    {
+        "device_ranks": """
 @partial(jax.shard_map, mesh=mesh, in_specs=(), out_specs=P("i"))
 def ranks():
     return jnp.array([jax.lax.axis_index("i")], dtype=jnp.int32)
 
 return ranks()
-''',
-    "all_gather": '''
+""",
+        "all_gather": """
 @partial(jax.shard_map, mesh=mesh, in_specs=P("i"), out_specs=P(), check_vma=False)
 def gathered(block):
     return jax.lax.all_gather(block, "i", tiled=True)
 
 return gathered(x)
-''',
-    "all_reduce": '''
+""",
+        "all_reduce": """
 @partial(jax.shard_map, mesh=mesh, in_specs=P("i"), out_specs=P())
 def summed(block):
     return jax.lax.psum(block, "i")
 
 return summed(x)
-''',
-    "reduce_scatter": '''
+""",
+        "reduce_scatter": """
 @partial(jax.shard_map, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
 def scattered(block):
     return jax.lax.psum_scatter(block, "i", tiled=True)
 
 return scattered(x)
-''',
-    "all_reduce_via_scatter_gather": '''
+""",
+        "all_reduce_via_scatter_gather": """
 @partial(jax.shard_map, mesh=mesh, in_specs=P("i"), out_specs=P(), check_vma=False)
 def two_steps(block):
     mine = jax.lax.psum_scatter(block, "i", tiled=True)
     return jax.lax.all_gather(mine, "i", tiled=True)
 
 return two_steps(x)
-''',
-    "all_to_all": '''
+""",
+        "all_to_all": """
 @partial(jax.shard_map, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
 def transpose(block):
     return jax.lax.all_to_all(block, "i", 0, 0, tiled=True)
 
 return transpose(x)
-''',
-    "ring_shift": '''
+""",
+        "ring_shift": """
 size = mesh.shape["i"]
 perm = [(src, (src + k) % size) for src in range(size)]
 
@@ -112,8 +115,8 @@ def shifted(block):
     return jax.lax.ppermute(block, "i", perm)
 
 return shifted(x)
-''',
-    "ring_all_reduce": '''
+""",
+        "ring_all_reduce": """
 size = mesh.shape["i"]
 perm = [(src, (src + 1) % size) for src in range(size)]
 
@@ -127,8 +130,10 @@ def ring(block):
     return acc
 
 return ring(x)
-''',
-}, imports="from functools import partial")
+""",
+    },
+    imports="from functools import partial",
+)
 
 # ben: one helper that every function calls with a lambda.
 BEN_HELPER = '''
@@ -137,33 +142,33 @@ def _on_blocks(fn, mesh, out_spec, *args, in_spec=P("i"), check=True):
     return jax.shard_map(fn, mesh=mesh, in_specs=in_spec, out_specs=out_spec, check_vma=check)(*args)
 '''
 BEN_BODIES = {
-    "device_ranks": '''
+    "device_ranks": """
 return _on_blocks(lambda: jax.lax.axis_index("i").astype(jnp.int32).reshape(1), mesh, P("i"), in_spec=())
-''',
-    "all_gather": '''
+""",
+    "all_gather": """
 return _on_blocks(lambda b: jax.lax.all_gather(b, "i", tiled=True), mesh, P(), x, check=False)
-''',
-    "all_reduce": '''
+""",
+    "all_reduce": """
 return _on_blocks(lambda b: jax.lax.psum(b, "i"), mesh, P(), x)
-''',
-    "reduce_scatter": '''
+""",
+    "reduce_scatter": """
 return _on_blocks(lambda b: jax.lax.psum_scatter(b, "i", scatter_dimension=0, tiled=True), mesh, P("i"), x)
-''',
-    "all_reduce_via_scatter_gather": '''
+""",
+    "all_reduce_via_scatter_gather": """
 def both(b):
     return jax.lax.all_gather(jax.lax.psum_scatter(b, "i", tiled=True), "i", tiled=True)
 
 return _on_blocks(both, mesh, P(), x, check=False)
-''',
-    "all_to_all": '''
+""",
+    "all_to_all": """
 return _on_blocks(lambda b: jax.lax.all_to_all(b, "i", split_axis=0, concat_axis=0, tiled=True), mesh, P("i"), x)
-''',
-    "ring_shift": '''
+""",
+    "ring_shift": """
 n = mesh.shape["i"]
 moves = list(zip(range(n), [(d + k) % n for d in range(n)]))
 return _on_blocks(lambda b: jax.lax.ppermute(b, "i", moves), mesh, P("i"), x)
-''',
-    "ring_all_reduce": '''
+""",
+    "ring_all_reduce": """
 n = mesh.shape["i"]
 moves = [(d, (d + 1) % n) for d in range(n)]
 
@@ -174,14 +179,15 @@ def body(b):
     return sum(seen[1:], seen[0])
 
 return _on_blocks(body, mesh, P(), x, check=False)
-''',
+""",
 }
 BEN = answer(BEN_BODIES, helpers=BEN_HELPER)
 
 # cleo: a constant for the axis, a named inner function and a named mapped function everywhere, a loop to
 # build the permutations, fori_loop for the ring.
-CLEO = answer({
-    "device_ranks": '''
+CLEO = answer(
+    {
+        "device_ranks": """
 def body():
     # each device asks where it is
     rank = jax.lax.axis_index(AXIS)
@@ -191,8 +197,8 @@ def body():
 mapped = jax.shard_map(body, mesh=mesh, in_specs=(), out_specs=P(AXIS))
 result = mapped()
 return result
-''',
-    "all_gather": '''
+""",
+        "all_gather": """
 in_spec = P(AXIS)
 out_spec = P()
 
@@ -202,16 +208,16 @@ def body(local):
 
 mapped = jax.shard_map(body, mesh=mesh, in_specs=in_spec, out_specs=out_spec, check_vma=False)
 return mapped(x)
-''',
-    "all_reduce": '''
+""",
+        "all_reduce": """
 def body(local):
     total = jax.lax.psum(local, AXIS)
     return total
 
 mapped = jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P())
 return mapped(x)
-''',
-    "reduce_scatter": '''
+""",
+        "reduce_scatter": """
 def body(local):
     # sum everything, keep only my piece
     piece = jax.lax.psum_scatter(local, AXIS, scatter_dimension=0, tiled=True)
@@ -219,8 +225,8 @@ def body(local):
 
 mapped = jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS))
 return mapped(x)
-''',
-    "all_reduce_via_scatter_gather": '''
+""",
+        "all_reduce_via_scatter_gather": """
 def body(local):
     piece = jax.lax.psum_scatter(local, AXIS, scatter_dimension=0, tiled=True)
     whole = jax.lax.all_gather(piece, AXIS, axis=0, tiled=True)
@@ -228,16 +234,16 @@ def body(local):
 
 mapped = jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P(), check_vma=False)
 return mapped(x)
-''',
-    "all_to_all": '''
+""",
+        "all_to_all": """
 def body(local):
     swapped = jax.lax.all_to_all(local, AXIS, split_axis=0, concat_axis=0, tiled=True)
     return swapped
 
 mapped = jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS))
 return mapped(x)
-''',
-    "ring_shift": '''
+""",
+        "ring_shift": """
 n = mesh.shape[AXIS]
 shift = k % n
 pairs = []
@@ -249,8 +255,8 @@ def body(local):
 
 mapped = jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS))
 return mapped(x)
-''',
-    "ring_all_reduce": '''
+""",
+        "ring_all_reduce": """
 n = mesh.shape[AXIS]
 pairs = []
 for source in range(n):
@@ -267,27 +273,30 @@ def body(local):
 
 mapped = jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P(), check_vma=False)
 return mapped(x)
-''',
-}, helpers='AXIS = "i"  # the mesh axis every function uses')
+""",
+    },
+    helpers='AXIS = "i"  # the mesh axis every function uses',
+)
 
 # dev: other algorithms where there are some (stacking then reshaping, composing earlier answers).
-DEV = answer({
-    "device_ranks": '''
+DEV = answer(
+    {
+        "device_ranks": """
 per_device = lambda: jnp.full((1,), jax.lax.axis_index("i"), jnp.int32)  # noqa: E731
 return jax.shard_map(per_device, mesh=mesh, in_specs=(), out_specs=P("i"))()
-''',
-    "all_gather": '''
+""",
+        "all_gather": """
 def f(blk):
     stacked = jax.lax.all_gather(blk, "i")          # (n, rows, ...)
     return stacked.reshape((-1,) + blk.shape[1:])
 
 return jax.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P(), check_vma=False)(x)
-''',
-    "all_reduce": '''
+""",
+        "all_reduce": """
 spec_in, spec_out = P("i"), P()
 return jax.shard_map(partial(jax.lax.psum, axis_name="i"), mesh=mesh, in_specs=spec_in, out_specs=spec_out)(x)
-''',
-    "reduce_scatter": '''
+""",
+        "reduce_scatter": """
 n = mesh.shape["i"]
 
 def f(blk):
@@ -295,11 +304,11 @@ def f(blk):
     return jax.lax.psum_scatter(split, "i", scatter_dimension=0)
 
 return jax.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(x)
-''',
-    "all_reduce_via_scatter_gather": '''
+""",
+        "all_reduce_via_scatter_gather": """
 return all_gather(reduce_scatter(x, mesh), mesh)
-''',
-    "all_to_all": '''
+""",
+        "all_to_all": """
 n = mesh.shape["i"]
 
 def f(blk):
@@ -308,16 +317,16 @@ def f(blk):
     return swapped.reshape(blk.shape)
 
 return jax.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(x)
-''',
-    "ring_shift": '''
+""",
+        "ring_shift": """
 n = mesh.shape["i"]
 k = k % n
 if k == 0:
     return x
 perm = [(i, (i + k) % n) for i in range(n)]
 return jax.shard_map(lambda blk: jax.lax.ppermute(blk, "i", perm), mesh=mesh, in_specs=P("i"), out_specs=P("i"))(x)
-''',
-    "ring_all_reduce": '''
+""",
+        "ring_all_reduce": """
 n = mesh.shape["i"]
 ring = [(i, (i + 1) % n) for i in range(n)]
 
@@ -329,57 +338,60 @@ def f(blk):
     return out
 
 return jax.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P(), check_vma=False)(x)
-''',
-}, imports="from functools import partial")
+""",
+    },
+    imports="from functools import partial",
+)
 
 # eve: the plain way, a `per_device` function and jax.shard_map called on the spot, as the course shows it.
-EVE = answer({
-    "device_ranks": '''
+EVE = answer(
+    {
+        "device_ranks": """
 def per_device():
     return jax.lax.axis_index("i").reshape((1,)).astype(jnp.int32)
 
 return jax.shard_map(per_device, mesh=mesh, in_specs=(), out_specs=P("i"))()
-''',
-    "all_gather": '''
+""",
+        "all_gather": """
 def per_device(block):
     return jax.lax.all_gather(block, "i", tiled=True)
 
 return jax.shard_map(per_device, mesh=mesh, in_specs=P("i"), out_specs=P(), check_vma=False)(x)
-''',
-    "all_reduce": '''
+""",
+        "all_reduce": """
 def per_device(block):
     return jax.lax.psum(block, "i")
 
 return jax.shard_map(per_device, mesh=mesh, in_specs=P("i"), out_specs=P())(x)
-''',
-    "reduce_scatter": '''
+""",
+        "reduce_scatter": """
 def per_device(block):
     return jax.lax.psum_scatter(block, "i", scatter_dimension=0, tiled=True)
 
 return jax.shard_map(per_device, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(x)
-''',
-    "all_reduce_via_scatter_gather": '''
+""",
+        "all_reduce_via_scatter_gather": """
 def per_device(block):
     reduced = jax.lax.psum_scatter(block, "i", scatter_dimension=0, tiled=True)
     return jax.lax.all_gather(reduced, "i", tiled=True)
 
 return jax.shard_map(per_device, mesh=mesh, in_specs=P("i"), out_specs=P(), check_vma=False)(x)
-''',
-    "all_to_all": '''
+""",
+        "all_to_all": """
 def per_device(block):
     return jax.lax.all_to_all(block, "i", split_axis=0, concat_axis=0, tiled=True)
 
 return jax.shard_map(per_device, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(x)
-''',
-    "ring_shift": '''
+""",
+        "ring_shift": """
 n = mesh.shape["i"]
 
 def per_device(block):
     return jax.lax.ppermute(block, "i", [(d, (d + k) % n) for d in range(n)])
 
 return jax.shard_map(per_device, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(x)
-''',
-    "ring_all_reduce": '''
+""",
+        "ring_all_reduce": """
 n = mesh.shape["i"]
 
 def per_device(block):
@@ -389,13 +401,15 @@ def per_device(block):
     return total
 
 return jax.shard_map(per_device, mesh=mesh, in_specs=P("i"), out_specs=P(), check_vma=False)(x)
-''',
-})
+""",
+    }
+)
 
 HONEST = {"ada": ADA, "ben": BEN, "cleo": CLEO, "dev": DEV, "eve": EVE}
 
 
 # -- the planted copy: ben's answer, names changed, functions reordered, docstrings and comments rewritten -------
+
 
 def _functions(module: str) -> tuple[str, list[str]]:
     """A module's text before its first top-level `def`, and each top-level function's text."""
@@ -405,22 +419,42 @@ def _functions(module: str) -> tuple[str, list[str]]:
 
 def planted_copy(original: str, renames: dict[str, str]) -> str:
     head, functions = _functions(original)
-    head = ('"""Collectives, my version."""\n\nimport jax\nimport jax.numpy as jnp\n'
-            "from jax.sharding import PartitionSpec as P")
+    head = (
+        '"""Collectives, my version."""\n\nimport jax\nimport jax.numpy as jnp\n'
+        "from jax.sharding import PartitionSpec as P"
+    )
     rewritten = []
     for function in functions:
         # Its docstring replaced by one line of the copier's own, a comment added.
-        function = re.sub(r'""".*?"""', '"""My own words about this one."""\n    # done by me, tested on 4 devices',
-                          function, count=1, flags=re.S)
+        function = re.sub(
+            r'""".*?"""',
+            '"""My own words about this one."""\n    # done by me, tested on 4 devices',
+            function,
+            count=1,
+            flags=re.S,
+        )
         for old, new in renames.items():
             function = re.sub(rf"\b{old}\b", new, function)
         rewritten.append(function)
     return "\n\n\n".join([head, *reversed(rewritten)]) + "\n"
 
 
-MALLORY = planted_copy(BEN, {"_on_blocks": "run_sharded", "fn": "func", "out_spec": "spec_out", "in_spec": "spec_in",
-                             "check": "vma", "b": "shard", "moves": "permutation", "n": "devices",
-                             "seen": "collected", "both": "scatter_then_gather", "body": "kernel"})
+MALLORY = planted_copy(
+    BEN,
+    {
+        "_on_blocks": "run_sharded",
+        "fn": "func",
+        "out_spec": "spec_out",
+        "in_spec": "spec_in",
+        "check": "vma",
+        "b": "shard",
+        "moves": "permutation",
+        "n": "devices",
+        "seen": "collected",
+        "both": "scatter_then_gather",
+        "body": "kernel",
+    },
+)
 
 
 def pair_names(result: ExerciseSimilarity) -> list[tuple[str, str]]:
@@ -448,6 +482,7 @@ def write_class(root: Path, modules: dict[str, str]) -> dict[str, Path]:
 
 # -- the class: the copy is found, the honest are not -----------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def klass(tmp_path_factory) -> tuple[ClassSimilarity, dict[str, Path]]:
     root = tmp_path_factory.mktemp("class")
@@ -459,7 +494,7 @@ def test_the_planted_copy_is_first_and_no_honest_pair_is_flagged(klass):
     result, _ = klass
     ex05 = result.exercises[0]
     assert ex05.exercise == EX05
-    assert ex05.compared == ("ada", "ben", "cleo", "dev", "eve", "mallory")    # every layout was read
+    assert ex05.compared == ("ada", "ben", "cleo", "dev", "eve", "mallory")  # every layout was read
     assert pair_names(ex05) == [("ben", "mallory")]
     assert ex05.flagged == 1
     copy = ex05.pairs[0]
@@ -471,7 +506,9 @@ def test_every_pair_ranked_the_copy_stands_out(klass):
     """With no threshold at all every pair is listed: the copy is first, far above the most similar honest pair,
     which stays below the default threshold."""
     _, submissions = klass
-    everything = compare_class(submissions, [EX05], SimilarityThresholds(similarity=0.0, min_shared=0, top=100))
+    everything = compare_class(
+        submissions, [EX05], SimilarityThresholds(similarity=0.0, min_shared=0, top=100)
+    )
     pairs = everything.exercises[0].pairs
     assert len(pairs) >= 8 and all(p.shared > 0 for p in pairs)
     assert (pairs[0].a, pairs[0].b) == ("ben", "mallory")
@@ -487,14 +524,16 @@ def test_the_passages_pair_the_reordered_functions(klass):
     result, _ = klass
     copy = result.exercises[0].pairs[0]
     assert 0 < len(copy.passages) <= SimilarityThresholds().passages
-    assert [p.shared for p in copy.passages] == sorted((p.shared for p in copy.passages), reverse=True)
+    assert [p.shared for p in copy.passages] == sorted(
+        (p.shared for p in copy.passages), reverse=True
+    )
     for shared in copy.passages:
         for side, module in ((shared.a, BEN), (shared.b, MALLORY)):
-            lines = module.split("\n")[side.first_line - 1:side.last_line]
+            lines = module.split("\n")[side.first_line - 1 : side.last_line]
             assert not side.cut and side.text == "\n".join(lines)
     ring = next(p for p in copy.passages if "seen.append(jax.lax.ppermute(seen[-1]" in p.a.text)
     assert "collected.append(jax.lax.ppermute(collected[-1]" in ring.b.text
-    assert ring.a.first_line > ring.b.first_line     # ben's last function is mallory's first
+    assert ring.a.first_line > ring.b.first_line  # ben's last function is mallory's first
 
 
 def test_an_exercise_nobody_handed_in_lists_everyone_as_missing(klass):
@@ -514,39 +553,66 @@ def test_the_figures_do_not_depend_on_string_hashing(tmp_path):
     the figures are the same whatever the salt, so the class page gives the same bytes."""
     for name, text in {"ben": BEN, "dev": DEV, "eve": EVE, "mallory": MALLORY}.items():
         (tmp_path / f"{name}.py").write_text(text, encoding="utf-8")
-    script = ("import sys, pathlib\n"
-              "from grader.grading.similarity import SimilarityThresholds, compare_exercise\n"
-              "from grader.course import catalog\n"
-              "folder = pathlib.Path(sys.argv[1])\n"
-              "modules = {p.stem: p.read_text() for p in sorted(folder.glob('*.py'))}\n"
-              f"r = compare_exercise({EX05!r}, modules, catalog.get({EX05!r}).stub_path().read_text(),\n"
-              "                     SimilarityThresholds(similarity=0, min_shared=0, top=10))\n"
-              "print([(p.a, p.b, p.similarity_a, p.similarity_b, p.shared, p.passages) for p in r.pairs])\n")
-    runs = [subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True,
-                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")]
+    script = (
+        "import sys, pathlib\n"
+        "from grader.grading.similarity import SimilarityThresholds, compare_exercise\n"
+        "from grader.course import catalog\n"
+        "folder = pathlib.Path(sys.argv[1])\n"
+        "modules = {p.stem: p.read_text() for p in sorted(folder.glob('*.py'))}\n"
+        f"r = compare_exercise({EX05!r}, modules, catalog.get({EX05!r}).stub_path().read_text(),\n"
+        "                     SimilarityThresholds(similarity=0, min_shared=0, top=10))\n"
+        "print([(p.a, p.b, p.similarity_a, p.similarity_b, p.shared, p.passages) for p in r.pairs])\n"
+    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    ]
     assert runs[0] == runs[1] and "mallory" in runs[0]
 
 
 # -- what everyone was handed does not count -----------------------------------------------------------------
 
-TINY_A = answer({"all_reduce": 'return jax.shard_map(lambda b: jax.lax.psum(b, "i"), mesh=mesh, in_specs=P("i"), '
-                               'out_specs=P())(x)'})
-TINY_B = answer({"ring_shift": 'return jax.device_put(x, jax.sharding.NamedSharding(mesh, P("i")))  # not done yet'})
+TINY_A = answer(
+    {
+        "all_reduce": 'return jax.shard_map(lambda b: jax.lax.psum(b, "i"), mesh=mesh, in_specs=P("i"), '
+        "out_specs=P())(x)"
+    }
+)
+TINY_B = answer(
+    {
+        "ring_shift": 'return jax.device_put(x, jax.sharding.NamedSharding(mesh, P("i")))  # not done yet'
+    }
+)
 
 
 def test_the_stub_is_not_a_similarity():
     """Students who kept the stub (its docstrings, signatures and raises), with one short line of their own or
     none, are never a pair; the two who kept it untouched (one with a comment and a docstring changed) are not
     even compared."""
-    kept = STUB.replace("# YOUR CODE HERE", "# TODO later").replace("The block transpose", "Block transpose!")
-    modules = {"kim": TINY_A, "lee": TINY_B, "max": TINY_A.replace("lambda b", "lambda blk").replace("(b,", "(blk,"),
-               "ned": STUB, "oz": kept}
+    kept = STUB.replace("# YOUR CODE HERE", "# TODO later").replace(
+        "The block transpose", "Block transpose!"
+    )
+    modules = {
+        "kim": TINY_A,
+        "lee": TINY_B,
+        "max": TINY_A.replace("lambda b", "lambda blk").replace("(b,", "(blk,"),
+        "ned": STUB,
+        "oz": kept,
+    }
     result = compare_exercise(EX05, modules, STUB)
     assert result.pairs == () and result.flagged == 0
     assert dict(result.not_compared) == {"ned": UNCHANGED, "oz": UNCHANGED}
     assert result.compared == ("kim", "lee", "max")
     # kim and max wrote the same one line: all of their own code is shared, but too little of it to tell.
-    everything = compare_exercise(EX05, modules, STUB, SimilarityThresholds(similarity=0.0, min_shared=0))
+    everything = compare_exercise(
+        EX05, modules, STUB, SimilarityThresholds(similarity=0.0, min_shared=0)
+    )
     assert pair_names(everything) == [("kim", "max")]
     assert everything.pairs[0].similarity == pytest.approx(1.0)
     assert everything.pairs[0].shared < SimilarityThresholds().min_shared
@@ -564,13 +630,21 @@ def test_the_stubs_code_does_not_count_even_where_it_is_rewritten():
     """Code the stub gives, used again inside a student's own lines (so no line of it is the stub's), is still
     the boilerplate's: copydetect's fingerprints of the stub are removed wherever they occur."""
     given = "jax.numpy.concatenate([x[1:], x[:1]], axis=0) * scale + jax.numpy.ones_like(x)"
-    stub = (f'import jax\n\n\ndef helper(x, scale):\n    return {given}\n\n\n'
-            'def f(x):\n    raise NotImplementedError("ex05: f")\n')
-    mine = stub.replace('raise NotImplementedError("ex05: f")', f"y = {given} - x\n    return y.sum()")
-    yours = stub.replace('raise NotImplementedError("ex05: f")', f"return jax.numpy.mean(({given}) / 3)")
+    stub = (
+        f"import jax\n\n\ndef helper(x, scale):\n    return {given}\n\n\n"
+        'def f(x):\n    raise NotImplementedError("ex05: f")\n'
+    )
+    mine = stub.replace(
+        'raise NotImplementedError("ex05: f")', f"y = {given} - x\n    return y.sum()"
+    )
+    yours = stub.replace(
+        'raise NotImplementedError("ex05: f")', f"return jax.numpy.mean(({given}) / 3)"
+    )
     loose = SimilarityThresholds(similarity=0.0, min_shared=0)
     assert compare_exercise(EX05, {"mine": mine, "yours": yours}, stub, loose).pairs == ()
-    assert pair_names(compare_exercise(EX05, {"mine": mine, "yours": yours}, "", loose)) == [("mine", "yours")]
+    assert pair_names(compare_exercise(EX05, {"mine": mine, "yours": yours}, "", loose)) == [
+        ("mine", "yours")
+    ]
 
 
 def test_a_module_of_the_stub_and_nothing_else_is_not_compared():
@@ -581,12 +655,25 @@ def test_a_module_of_the_stub_and_nothing_else_is_not_compared():
 
 
 def test_docstrings_and_comments_are_blanked_in_place():
-    source = ('"""Module doc."""\nimport jax  # a comment\n\n\ndef f(x):\n    """Doc\n    on two lines."""\n'
-              '    "a bare string"\n    y = "kept, a value"  # gone\n    return y\n')
+    source = (
+        '"""Module doc."""\nimport jax  # a comment\n\n\ndef f(x):\n    """Doc\n    on two lines."""\n'
+        '    "a bare string"\n    y = "kept, a value"  # gone\n    return y\n'
+    )
     text, parsed = normalize(source)
     assert parsed and len(text) == len(source) and text.count("\n") == source.count("\n")
     assert [line.strip() for line in text.split("\n")] == [
-        "", "import jax", "", "", "def f(x):", "", "", "", 'y = "kept, a value"', "return y", ""]
+        "",
+        "import jax",
+        "",
+        "",
+        "def f(x):",
+        "",
+        "",
+        "",
+        'y = "kept, a value"',
+        "return y",
+        "",
+    ]
 
 
 def test_a_module_that_does_not_parse_is_compared_on_its_raw_text():
@@ -603,13 +690,14 @@ def test_a_module_that_does_not_parse_is_compared_on_its_raw_text():
 
 # -- submissions that cannot be read -----------------------------------------------------------------------
 
+
 def test_an_unreadable_submission_never_stops_the_others(tmp_path):
     submissions = write_class(tmp_path, {"ben": BEN, "mallory": MALLORY})
     (tmp_path / "zed.zip").write_bytes(b"PK\x03\x04 this is not a zip")
     submissions["zed"] = tmp_path / "zed.zip"
     escape = tmp_path / "sly.zip"
     with zipfile.ZipFile(escape, "w") as zf:
-        zf.writestr(f"../outside/{EX05}.py", BEN)        # never extracted, never read
+        zf.writestr(f"../outside/{EX05}.py", BEN)  # never extracted, never read
     submissions["sly"] = escape
     submissions["ghost"] = tmp_path / "no-such-folder"
     result = compare_class(submissions, [EX05])
@@ -621,6 +709,7 @@ def test_an_unreadable_submission_never_stops_the_others(tmp_path):
 
 
 # -- the copydetect workaround ------------------------------------------------------------------------------
+
 
 def test_boilerplate_removal_keeps_repeated_code_of_ones_own():
     """similarity removes the boilerplate's k-grams itself: copydetect 0.5.0's own option (np.intersect1d with
@@ -636,7 +725,9 @@ def test_boilerplate_removal_keeps_repeated_code_of_ones_own():
     ours = similarity._fingerprint("s", text, 25, boilerplate)
     assert not ours.hashes & boilerplate
     assert max(len(positions) for positions in ours.hash_idx.values()) == 3
-    theirs = CodeFingerprint("s", 25, 1, boilerplate=list(boilerplate), language="python", fp=io.StringIO(text))
+    theirs = CodeFingerprint(
+        "s", 25, 1, boilerplate=list(boilerplate), language="python", fp=io.StringIO(text)
+    )
     assert max(len(positions) for positions in theirs.hash_idx.values()) == 1
 
 
@@ -671,40 +762,76 @@ def test_the_section_shows_the_pair_and_its_passages(klass):
     section = similarity_section(result)
     assert isinstance(section, Markup)
     page = parse(document("class", section))
-    pairs = [attrs for tag, attrs in page.tags if tag == "article" and attrs.get("class") == "similar-pair"]
+    pairs = [
+        attrs
+        for tag, attrs in page.tags
+        if tag == "article" and attrs.get("class") == "similar-pair"
+    ]
     assert [(p["data-a"], p["data-b"]) for p in pairs] == [("ben", "mallory")]
-    assert [attrs["data-exercise"] for tag, attrs in page.tags if attrs.get("class") == "similar-exercise"] == [EX05]
+    assert [
+        attrs["data-exercise"]
+        for tag, attrs in page.tags
+        if attrs.get("class") == "similar-exercise"
+    ] == [EX05]
     text = "".join(page.text)
     assert "seen.append(jax.lax.ppermute(seen[-1]" in text and "collected.append(" in text
     assert "No pair above the thresholds in ex04_sharded_layer." in " ".join(text.split())
-    assert {tag for tag, _ in page.tags} <= {"html", "head", "meta", "title", "style", "body", "section", "h2", "h3",
-                                             "p", "span", "article", "header", "div", "figure", "figcaption", "pre",
-                                             "details", "summary"}
+    assert {tag for tag, _ in page.tags} <= {
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "body",
+        "section",
+        "h2",
+        "h3",
+        "p",
+        "span",
+        "article",
+        "header",
+        "div",
+        "figure",
+        "figcaption",
+        "pre",
+        "details",
+        "summary",
+    }
 
 
 def test_the_section_escapes_names_and_code():
     """A student named like a script, and shared code that closes the <pre> and opens a script, stay text."""
     ben_ring, copy_ring = "moves = [(d, (d + 1) % n)", "permutation = [(d, (d + 1) % devices)"
     assert ben_ring in BEN and copy_ring in MALLORY
-    modules = {"ben": BEN.replace(ben_ring, f"{HOSTILE_CODE}\n    {ben_ring}"),
-               HOSTILE: MALLORY.replace(copy_ring, f"{HOSTILE_CODE}\n    {copy_ring}")}
+    modules = {
+        "ben": BEN.replace(ben_ring, f"{HOSTILE_CODE}\n    {ben_ring}"),
+        HOSTILE: MALLORY.replace(copy_ring, f"{HOSTILE_CODE}\n    {copy_ring}"),
+    }
     exercise = compare_exercise(EX05, modules, STUB)
-    assert pair_names(exercise) == [(HOSTILE, "ben")]        # "<" sorts before "b"
+    assert pair_names(exercise) == [(HOSTILE, "ben")]  # "<" sorts before "b"
     assert any(HOSTILE_CODE in p.a.text for p in exercise.pairs[0].passages)
-    result = ClassSimilarity((exercise,), ((f"{HOSTILE}.zip", f"BadZipFile: {HOSTILE}"),), SimilarityThresholds())
+    result = ClassSimilarity(
+        (exercise,), ((f"{HOSTILE}.zip", f"BadZipFile: {HOSTILE}"),), SimilarityThresholds()
+    )
     html = document("class", similarity_section(result))
     page = parse(html)
-    assert "script" not in {tag for tag, _ in page.tags} and "img" not in {tag for tag, _ in page.tags}
+    assert "script" not in {tag for tag, _ in page.tags} and "img" not in {
+        tag for tag, _ in page.tags
+    }
     assert "<script>" not in html.split("</style>", 1)[1] and "onerror=alert(3)>" not in html
     pair = next(attrs for tag, attrs in page.tags if attrs.get("class") == "similar-pair")
     assert pair["data-a"] == HOSTILE
     text = "".join(page.text)
     assert HOSTILE_CODE in text and f"{HOSTILE}.zip" in text
-    assert text.count(HOSTILE) >= 4      # the pair's header, its figures, a passage's caption, the unreadable
+    assert (
+        text.count(HOSTILE) >= 4
+    )  # the pair's header, its figures, a passage's caption, the unreadable
 
 
 def test_the_section_says_when_nothing_is_flagged():
-    result = ClassSimilarity((compare_exercise(EX05, {"ada": ADA, "cleo": CLEO}, STUB),), (), SimilarityThresholds())
+    result = ClassSimilarity(
+        (compare_exercise(EX05, {"ada": ADA, "cleo": CLEO}, STUB),), (), SimilarityThresholds()
+    )
     text = " ".join("".join(parse(similarity_section(result)).text).split())
     assert "No pair of submissions is above the thresholds." in text
     assert "similar-pair" not in similarity_section(result)
@@ -713,7 +840,9 @@ def test_the_section_says_when_nothing_is_flagged():
 def test_shared_passages_are_cut_to_a_sane_length():
     long_line = "x = [" + ", ".join(str(i) for i in range(200)) + "]"
     text = "\n".join([long_line] * 40) + "\n"
-    passage = similarity._passage(text, 0, len(text), SimilarityThresholds(passage_lines=5, line_chars=50))
+    passage = similarity._passage(
+        text, 0, len(text), SimilarityThresholds(passage_lines=5, line_chars=50)
+    )
     assert passage.cut and (passage.first_line, passage.last_line) == (1, 40)
     shown = passage.text.split("\n")
     assert len(shown) == 6 and shown[-1] == "… (35 more lines)"

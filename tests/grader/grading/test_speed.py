@@ -22,12 +22,18 @@ from grader.grading.calibration import calibrate
 from grader.grading.compile_cache import CompileCache
 from grader.grading.engine import GradingError, _share, grade_submission
 from grader.harness import time_limits
-from grader.harness.time_limits import FALLBACK_SECONDS, FLOOR_SECONDS, MULTIPLIER, STOPPED, TimeLimits
+from grader.harness.time_limits import (
+    FALLBACK_SECONDS,
+    FLOOR_SECONDS,
+    MULTIPLIER,
+    STOPPED,
+    TimeLimits,
+)
 
-pytestmark = pytest.mark.xdist_group("test_grading_speed")   # one calibration for the whole file
+pytestmark = pytest.mark.xdist_group("test_grading_speed")  # one calibration for the whole file
 
 EX01, EX02, EX04, EX13 = (catalog.get(n) for n in ("ex01", "ex02", "ex04", "ex13"))
-LOOP_BUDGET = 30.0   # what an endless loop may cost per exercise it is in (issue: grading speed)
+LOOP_BUDGET = 30.0  # what an endless loop may cost per exercise it is in (issue: grading speed)
 
 
 def submission(folder, *exercises, twist: str = ""):
@@ -35,7 +41,9 @@ def submission(folder, *exercises, twist: str = ""):
     folder.mkdir(parents=True, exist_ok=True)
     for i, exercise in enumerate(exercises):
         text = exercise.solution_path().read_text()
-        (folder / exercise.module_file).write_text(text + (textwrap.dedent(twist) if i == 0 else ""))
+        (folder / exercise.module_file).write_text(
+            text + (textwrap.dedent(twist) if i == 0 else "")
+        )
     return folder
 
 
@@ -54,7 +62,10 @@ def test_calibration_gives_each_test_a_limit_from_the_reference(calibrated):
     for nodeid, seconds in loaded.reference.items():
         assert 0 < seconds < FALLBACK_SECONDS
         assert loaded.limit(nodeid) == max(FLOOR_SECONDS, MULTIPLIER * seconds)
-    assert loaded.limit("tests/exercises/ex02_sharding_properties/test_visible.py::test_new") == FALLBACK_SECONDS
+    assert (
+        loaded.limit("tests/exercises/ex02_sharding_properties/test_visible.py::test_new")
+        == FALLBACK_SECONDS
+    )
     assert "calibrated" in loaded.source and "the reference took" in loaded.source
 
 
@@ -91,7 +102,9 @@ def test_a_second_grading_compiles_nothing_again(tmp_path):
     assert cold["misses"] > 10 and cold["entries"] >= cold["misses"] and cold["bytes"] > 0, cold
     assert warm["hits"] >= cold["misses"] and warm["misses"] == 0, (cold, warm)
     assert first.score == second.score == EX04.points
-    assert oct((tmp_path / "cache").stat().st_mode & 0o777) == "0o700"   # the workers' user cannot look in
+    assert (
+        oct((tmp_path / "cache").stat().st_mode & 0o777) == "0o700"
+    )  # the workers' user cannot look in
 
 
 def test_without_a_cache_nothing_is_written(tmp_path):
@@ -101,7 +114,7 @@ def test_without_a_cache_nothing_is_written(tmp_path):
 
 def test_a_cache_the_students_code_could_read_is_refused(tmp_path):
     sub = submission(tmp_path / "carol", EX13)
-    inside = Path(grader.__file__).parent / "compile-cache"   # the worker reads the grader package
+    inside = Path(grader.__file__).parent / "compile-cache"  # the worker reads the grader package
     with pytest.raises(GradingError, match="which the student's code can read"):
         grade_submission(sub, exercises=[EX13.id], cache=CompileCache(inside))
     assert not inside.exists()
@@ -110,33 +123,45 @@ def test_a_cache_the_students_code_could_read_is_refused(tmp_path):
 def test_an_endless_loop_costs_seconds_per_exercise(calibrated, tmp_path):
     """Every call loops: two tests time out at their calibrated limit, the rest of ex01 is not run."""
     folder, _ = calibrated
-    sub = submission(tmp_path / "dave", EX01, EX13, twist="""
+    sub = submission(
+        tmp_path / "dave",
+        EX01,
+        EX13,
+        twist="""
         def make_data_mesh(*args, **kwargs):
             while True:
                 pass
-    """)
+    """,
+    )
     results = grade_submission(sub, exercises=[EX01.id, EX13.id], cache=CompileCache(folder))
     tests = results.exercises[EX01.id].tests
-    timed_out = [t for t in tests if t.category == "timeout" and not t.message.startswith("not run")]
+    timed_out = [
+        t for t in tests if t.category == "timeout" and not t.message.startswith("not run")
+    ]
     assert len(timed_out) == 2, [(t.nodeid, t.category, t.message) for t in tests]
     assert all("did not finish" in t.message for t in timed_out)
-    assert {t.message for t in tests if t.message.startswith("not run")} == \
-        {STOPPED}
+    assert {t.message for t in tests if t.message.startswith("not run")} == {STOPPED}
     assert sum(t.duration for t in tests) <= LOOP_BUDGET, [(t.nodeid, t.duration) for t in tests]
-    assert results.exercises[EX13.id].score == pytest.approx(EX13.points)   # the other exercise is untouched
+    assert results.exercises[EX13.id].score == pytest.approx(
+        EX13.points
+    )  # the other exercise is untouched
     assert results.environment.time_limits["calibrated_tests"] > 20
 
 
 def test_a_slow_honest_submission_is_not_cut_off(calibrated, tmp_path):
     """Each call of make_data_mesh takes 2 s longer than the reference's whole test: still within its limit."""
     folder, _ = calibrated
-    sub = submission(tmp_path / "erin", EX01, twist="""
+    sub = submission(
+        tmp_path / "erin",
+        EX01,
+        twist="""
         _make_data_mesh = make_data_mesh
         def make_data_mesh(*args, **kwargs):
             import time
             time.sleep(2.0)
             return _make_data_mesh(*args, **kwargs)
-    """)
+    """,
+    )
     results = grade_submission(sub, exercises=[EX01.id], cache=CompileCache(folder))
     assert {t.category for t in results.exercises[EX01.id].tests} == {"passed"}
 
@@ -145,7 +170,10 @@ def test_a_slow_honest_submission_is_not_cut_off(calibrated, tmp_path):
 def test_a_loop_in_a_compiled_program_also_stops_after_two_timeouts(tmp_path):
     """A program that never ends runs in the harness (it compiles and runs the student's traced
     programs): the grading process kills the harness, starts another, and the strikes carry over."""
-    sub = submission(tmp_path / "frank", EX04, twist="""
+    sub = submission(
+        tmp_path / "frank",
+        EX04,
+        twist="""
         _layer_shard_map = layer_shard_map
         def layer_shard_map(x, W, b, mesh):
             out = _layer_shard_map(x, W, b, mesh)
@@ -153,46 +181,74 @@ def test_a_loop_in_a_compiled_program_also_stops_after_two_timeouts(tmp_path):
                 forever = lambda c: (c[0] + 1.0, c[1] + 1.0)   # the count stops growing at 2**24
                 out = jax.lax.while_loop(lambda c: c[0] < float("inf"), forever, (0.0, out))[1]
             return out
-    """)
-    results = grade_submission(sub, exercises=[EX04.id], time_limits=TimeLimits(override=FLOOR_SECONDS),
-                               timing="skip")
+    """,
+    )
+    results = grade_submission(
+        sub, exercises=[EX04.id], time_limits=TimeLimits(override=FLOOR_SECONDS), timing="skip"
+    )
     tests = results.exercises[EX04.id].tests
-    timed_out = [t for t in tests if t.category == "timeout" and not t.message.startswith("not run")]
+    timed_out = [
+        t for t in tests if t.category == "timeout" and not t.message.startswith("not run")
+    ]
     assert len(timed_out) == 2, [(t.nodeid, t.category, t.message[:80]) for t in tests]
-    assert all(t.message.startswith("timeout: the test ran longer than") for t in timed_out), timed_out
+    assert all(t.message.startswith("timeout: the test ran longer than") for t in timed_out), (
+        timed_out
+    )
     stopped = [t for t in tests if t.message == STOPPED]
     assert stopped and all(t.category == "timeout" for t in stopped)
-    assert [t for t in tests if t.nodeid.split("::")[-1].startswith("test_layer_shard_map_values")
-            and t.category == "passed"], "direct calls, which do not loop, keep their verdicts"
+    assert [
+        t
+        for t in tests
+        if t.nodeid.split("::")[-1].startswith("test_layer_shard_map_values")
+        and t.category == "passed"
+    ], "direct calls, which do not loop, keep their verdicts"
     # What the loop costs: its timed-out tests (the rest is not run). The visible tests, which run first and
     # pass, are the submission's honest work, not the loop's.
-    assert sum(t.duration for t in timed_out + stopped) <= LOOP_BUDGET, [(t.nodeid, t.duration) for t in tests]
+    assert sum(t.duration for t in timed_out + stopped) <= LOOP_BUDGET, [
+        (t.nodeid, t.duration) for t in tests
+    ]
 
 
 def test_parallel_harnesses_give_the_same_verdicts(tmp_path):
-    sub = submission(tmp_path / "gina", EX01, EX02, EX13, twist="""
+    sub = submission(
+        tmp_path / "gina",
+        EX01,
+        EX02,
+        EX13,
+        twist="""
         def make_mesh_2x4():
             raise ValueError("wrong on purpose")
-    """)
+    """,
+    )
     chosen = [EX01.id, EX02.id, EX13.id]
     alone = grade_submission(sub, exercises=chosen, parallel=1, timing="skip")
     shared = grade_submission(sub, exercises=chosen, parallel=2, timing="skip")
     assert alone.environment.parallel == 1 and shared.environment.parallel == 2
-    verdicts = [{t.nodeid: (t.category, t.message) for e in r.exercises.values() for t in e.tests}
-                for r in (alone, shared)]
+    verdicts = [
+        {t.nodeid: (t.category, t.message) for e in r.exercises.values() for t in e.tests}
+        for r in (alone, shared)
+    ]
     assert verdicts[0] == verdicts[1] and len(verdicts[0]) > 100
     assert any(category == "error" for category, _ in verdicts[0].values())
 
 
 def test_exercises_are_shared_by_the_references_time():
     chosen = [catalog.get(n) for n in ("ex01", "ex02", "ex03", "ex04")]
-    seconds = {"ex01_meshes": 1.0, "ex02_sharding_properties": 1.0, "ex03_computation_follows_data": 6.0,
-               "ex04_sharded_layer": 5.0}
-    limits = TimeLimits(reference={f"tests/exercises/{k}/test_x.py::t": v for k, v in seconds.items()})
+    seconds = {
+        "ex01_meshes": 1.0,
+        "ex02_sharding_properties": 1.0,
+        "ex03_computation_follows_data": 6.0,
+        "ex04_sharded_layer": 5.0,
+    }
+    limits = TimeLimits(
+        reference={f"tests/exercises/{k}/test_x.py::t": v for k, v in seconds.items()}
+    )
     groups = _share(chosen, 2, limits)
     # The longest first, each to the least loaded group: 6 + 1 against 5 + 1.
-    assert [[e.id for e in g] for g in groups] == [["ex02_sharding_properties", "ex03_computation_follows_data"],
-                                                  ["ex01_meshes", "ex04_sharded_layer"]]
+    assert [[e.id for e in g] for g in groups] == [
+        ["ex02_sharding_properties", "ex03_computation_follows_data"],
+        ["ex01_meshes", "ex04_sharded_layer"],
+    ]
     assert [[e.id for e in g] for g in _share(chosen, 1, limits)] == [[e.id for e in chosen]]
     assert len(_share(chosen[:1], 4, limits)) == 1
 
@@ -214,19 +270,42 @@ def test_grade_batch_uses_the_class_cache_and_its_calibration(calibrated, tmp_pa
     shutil.copytree(folder, cache, ignore=shutil.ignore_patterns("xla"))
     submission(tmp_path / "class" / "hana", EX01)
     submission(tmp_path / "class" / "ivan", EX13)
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "grade-batch", str(tmp_path / "class"), "--out",
-                           str(tmp_path / "graded"), "--jobs", "2", "--cache", str(cache), "--exercise", EX01.id],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.cli",
+            "grade-batch",
+            str(tmp_path / "class"),
+            "--out",
+            str(tmp_path / "graded"),
+            "--jobs",
+            "2",
+            "--cache",
+            str(cache),
+            "--exercise",
+            EX01.id,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "timing the reference" not in done.stdout
     report = json.loads((student_folder(tmp_path / "graded", "hana") / "report.json").read_text())
     environment = report["environment"]
     assert environment["time_limits"]["source"].startswith("calibrated")
-    assert environment["compile_cache"]["folder"] == str(cache / "xla") and environment["parallel"] == 1
+    assert (
+        environment["compile_cache"]["folder"] == str(cache / "xla")
+        and environment["parallel"] == 1
+    )
     assert report["score"] == pytest.approx(EX01.points)
     # The pages: each student's, and the class's linking to them.
     index = (tmp_path / "graded" / "index.html").read_text()
     assert f"class page {tmp_path / 'graded' / 'index.html'}" in done.stdout
     for student in ("hana", "ivan"):
-        assert (student_folder(tmp_path / "graded", student) / "feedback.html").read_text().startswith("<!DOCTYPE")
+        assert (
+            (student_folder(tmp_path / "graded", student) / "feedback.html")
+            .read_text()
+            .startswith("<!DOCTYPE")
+        )
         assert f'href="students/{student}/feedback.html"' in index

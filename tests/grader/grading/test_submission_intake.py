@@ -21,8 +21,15 @@ def zipped(path, entries: dict[str, str], symlinks: dict[str, str] = None):
     return path
 
 
-@pytest.mark.parametrize("layout", ["ex01_meshes.py", "exercises/ex01_meshes.py", "alice/ex01_meshes.py",
-                                    "alice/exercises/ex01_meshes.py"])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "ex01_meshes.py",
+        "exercises/ex01_meshes.py",
+        "alice/ex01_meshes.py",
+        "alice/exercises/ex01_meshes.py",
+    ],
+)
 def test_modules_are_found_where_students_put_them(tmp_path, layout):
     archive = zipped(tmp_path / "alice.zip", {layout: MODULE, "notes.txt": "hi"})
     prepared = prepare_submission(archive, tmp_path / "work")
@@ -35,7 +42,13 @@ def test_a_folder_copies_only_exercise_modules(tmp_path):
     folder = tmp_path / "bob"
     (folder / "solutions").mkdir(parents=True)
     (folder / "ex04_sharded_layer.py").write_text(MODULE)
-    for name in ("conftest.py", "pytest.ini", "sitecustomize.py", "evil.pth", "solutions/ex04_sharded_layer.py"):
+    for name in (
+        "conftest.py",
+        "pytest.ini",
+        "sitecustomize.py",
+        "evil.pth",
+        "solutions/ex04_sharded_layer.py",
+    ):
         (folder / name).write_text("import os; os._exit(1)\n")
     (folder / "link.py").symlink_to(folder / "conftest.py")
     prepared = prepare_submission(folder, tmp_path / "work")
@@ -43,14 +56,20 @@ def test_a_folder_copies_only_exercise_modules(tmp_path):
     assert sorted(p.name for p in prepared.modules_dir.iterdir()) == ["ex04_sharded_layer.py"]
     assert "solutions/ex04_sharded_layer.py" in prepared.ignored
     assert any("link.py is a symbolic link" in p for p in prepared.problems)
-    assert "conftest.py" in prepared.ignored   # listed as ignored, not as a problem
+    assert "conftest.py" in prepared.ignored  # listed as ignored, not as a problem
     assert not any("conftest.py" in p for p in prepared.problems)
 
 
 def test_odd_zip_paths_are_refused_and_named(tmp_path):
-    archive = zipped(tmp_path / "odd.zip", {"../ex01_meshes.py": MODULE, "/abs/ex02_sharding_properties.py": MODULE,
-                                            "ex04_sharded_layer.py": MODULE},
-                     symlinks={"ex03_computation_follows_data.py": "/etc/passwd"})
+    archive = zipped(
+        tmp_path / "odd.zip",
+        {
+            "../ex01_meshes.py": MODULE,
+            "/abs/ex02_sharding_properties.py": MODULE,
+            "ex04_sharded_layer.py": MODULE,
+        },
+        symlinks={"ex03_computation_follows_data.py": "/etc/passwd"},
+    )
     prepared = prepare_submission(archive, tmp_path / "work")
     assert prepared.found == ["ex04_sharded_layer"]
     text = "\n".join(prepared.problems)
@@ -61,8 +80,14 @@ def test_odd_zip_paths_are_refused_and_named(tmp_path):
 
 
 def test_the_top_level_wins_over_deeper_copies(tmp_path):
-    archive = zipped(tmp_path / "two.zip", {"ex01_meshes.py": MODULE, "exercises/ex01_meshes.py": "x = 2\n",
-                                            "exercises/ex02_sharding_properties.py": "x = 3\n"})
+    archive = zipped(
+        tmp_path / "two.zip",
+        {
+            "ex01_meshes.py": MODULE,
+            "exercises/ex01_meshes.py": "x = 2\n",
+            "exercises/ex02_sharding_properties.py": "x = 3\n",
+        },
+    )
     prepared = prepare_submission(archive, tmp_path / "work")
     assert prepared.found == ["ex01_meshes"]
     assert (prepared.modules_dir / "ex01_meshes.py").read_text() == MODULE
@@ -92,10 +117,13 @@ def test_an_empty_submission_says_what_was_expected(tmp_path):
     assert prepared.found == [] and "no exercise module found" in prepared.problems[0]
 
 
-@pytest.mark.parametrize("name, content, message", [
-    ("broken.zip", b"PK\x03\x04 not really a zip", "not a valid zip file"),
-    ("essay.docx", b"hello", "neither a folder nor a .zip"),
-])
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("broken.zip", b"PK\x03\x04 not really a zip", "not a valid zip file"),
+        ("essay.docx", b"hello", "neither a folder nor a .zip"),
+    ],
+)
 def test_unreadable_submissions_raise_a_clear_error(tmp_path, name, content, message):
     (tmp_path / name).write_bytes(content)
     with pytest.raises(SubmissionError, match=message):

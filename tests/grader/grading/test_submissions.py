@@ -40,15 +40,22 @@ def test_every_submission_module_has_expectations():
 
 def visible_functions(exercise: catalog.Exercise) -> set[str]:
     tree = ast.parse((exercise.tests_dir() / "test_visible.py").read_text())
-    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
 
 
 def test_every_wrong_submission_fails_a_visible_test():
     """A student's own check tells them: every design the corpus holds that breaks a rule fails a visible test
     (test_submission_scores_as_expected_both_ways shows it does, with grading's message)."""
-    unseen = [f"{folder}/{exercise}: fails only {sorted(failing)}"
-              for folder, by_exercise in expectations().items() for exercise, failing in by_exercise.items()
-              if failing and not failing & visible_functions(catalog.get(exercise))]
+    unseen = [
+        f"{folder}/{exercise}: fails only {sorted(failing)}"
+        for folder, by_exercise in expectations().items()
+        for exercise, failing in by_exercise.items()
+        if failing and not failing & visible_functions(catalog.get(exercise))
+    ]
     assert not unseen, "\n".join(unseen)
 
 
@@ -60,13 +67,15 @@ def check_expectations(folder: str, run, expected: dict[str, set[str]]) -> list[
     problems = []
     for result in run.results:
         must_fail = result.function in expected[result.exercise]
-        if not result.earns:   # skipped earns: a speed test, values right
+        if not result.earns:  # skipped earns: a speed test, values right
             failed_names[result.exercise].add(result.function)
             if not must_fail or result.category != "failed":
                 problems.append(f"{result.nodeid}: {result.category}: {result.message[:400]}")
     for exercise, names in expected.items():
         missed = names - failed_names[exercise]
-        problems += [f"{exercise}: {name} should have failed for {folder}" for name in sorted(missed)]
+        problems += [
+            f"{exercise}: {name} should have failed for {folder}" for name in sorted(missed)
+        ]
     return problems
 
 
@@ -80,16 +89,23 @@ def test_submission_scores_as_expected_both_ways(folder):
     # all passed. So here it runs isolated only, where it must pass everything too.
     routes = {"isolated": ROUTES["isolated"]} if folder == "reference" else ROUTES
     with ThreadPoolExecutor(len(routes)) as pool:
-        futures = {route: pool.submit(run_tests, source, tests=tests, timing="skip", extra_args=args)
-                   for route, args in routes.items()}
+        futures = {
+            route: pool.submit(run_tests, source, tests=tests, timing="skip", extra_args=args)
+            for route, args in routes.items()
+        }
     runs = {route: future.result() for route, future in futures.items()}
     problems = []
     for route, run in runs.items():
         assert run.results, f"{route}: {run.output[-2000:]}"
         problems += [f"{route}: {p}" for p in check_expectations(folder, run, expected)]
     if len(runs) == 2:
-        verdicts = {route: {r.nodeid: r.category for r in run.results} for route, run in runs.items()}
+        verdicts = {
+            route: {r.nodeid: r.category for r in run.results} for route, run in runs.items()
+        }
         inside, isolated = verdicts["in-process"], verdicts["isolated"]
-        problems += [f"{nodeid}: {inside[nodeid]} in-process, {isolated.get(nodeid)} isolated"
-                     for nodeid in inside if inside[nodeid] != isolated.get(nodeid)]
+        problems += [
+            f"{nodeid}: {inside[nodeid]} in-process, {isolated.get(nodeid)} isolated"
+            for nodeid in inside
+            if inside[nodeid] != isolated.get(nodeid)
+        ]
     assert not problems, "\n".join(problems)

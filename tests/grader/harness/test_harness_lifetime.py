@@ -23,15 +23,24 @@ time.sleep(600)
 TEST = TestMeta("t::a", "ex01", hidden=False, slow=False, weight=1.0, limit=1)
 COLLECTED = {"e": "collected", "tests": [TEST.to_dict()]}
 STARTED = {"e": "start", "nodeid": "t::a"}
-FINISHED = {"e": "result", "nodeid": "t::a", "exercise": "ex01", "hidden": False, "weight": 1.0, "category": "failed",
-            "message": "m"}
+FINISHED = {
+    "e": "result",
+    "nodeid": "t::a",
+    "exercise": "ex01",
+    "hidden": False,
+    "weight": 1.0,
+    "category": "failed",
+    "message": "m",
+}
 
 
 def follow(events: list[dict]) -> tuple[process.ChildOutcome, float, bool]:
     """What the grading process makes of a harness that sent `events`: the outcome, the seconds it took,
     and whether the harness was still running when it was let go."""
     read, write = os.pipe()
-    child = subprocess.Popen([sys.executable, "-c", STAND_IN, str(write), json.dumps(events)], pass_fds=(write,))
+    child = subprocess.Popen(
+        [sys.executable, "-c", STAND_IN, str(write), json.dumps(events)], pass_fds=(write,)
+    )
     os.close(write)
     try:
         outcome, started = process.ChildOutcome(), time.monotonic()
@@ -46,9 +55,9 @@ def follow(events: list[dict]) -> tuple[process.ChildOutcome, float, bool]:
 def test_a_harness_that_outlives_its_last_test_is_let_go(monkeypatch):
     monkeypatch.setattr(process, "EXIT_SECONDS", 0.5)
     outcome, seconds, lingering = follow([COLLECTED, STARTED, FINISHED])
-    assert seconds < 10 and lingering   # let go (run_pytest_child then kills its process group)
+    assert seconds < 10 and lingering  # let go (run_pytest_child then kills its process group)
     assert outcome.results["t::a"].category == "failed" and outcome.running is None
-    assert outcome.stopped is None      # nothing is blamed on a test: each already has its result
+    assert outcome.stopped is None  # nothing is blamed on a test: each already has its result
 
 
 def test_a_harness_busy_inside_a_test_is_stopped_by_that_tests_limit():
@@ -65,28 +74,47 @@ def test_two_harness_crashes_end_an_exercise_like_two_timeouts(monkeypatch, tmp_
     from grader.grading import engine
     from grader.harness.time_limits import STOPPED
 
-    tests = [TestMeta(f"t::{name}", exercise, hidden=False, slow=False, weight=1.0, limit=10)
-             for name, exercise in (("a", "ex01"), ("b", "ex01"), ("c", "ex01"), ("d", "ex02"))]
+    tests = [
+        TestMeta(f"t::{name}", exercise, hidden=False, slow=False, weight=1.0, limit=10)
+        for name, exercise in (("a", "ex01"), ("b", "ex01"), ("c", "ex01"), ("d", "ex02"))
+    ]
     harnesses = []
 
     def run_pytest_child(*, deselect, **_):
         left = [t for t in tests if t.nodeid not in deselect]
         harnesses.append([t.nodeid for t in left])
-        crash = left[0].exercise == "ex01"   # every harness crashes in ex01's first test left
+        crash = left[0].exercise == "ex01"  # every harness crashes in ex01's first test left
         passed = [t.result("passed") for t in left]
         results = {} if crash else {result.nodeid: result for result in passed}
-        return process.ChildOutcome(collected=tests, results=results, returncode=-11 if crash else 0,
-                                    running=left[0].nodeid if crash else None)
+        return process.ChildOutcome(
+            collected=tests,
+            results=results,
+            returncode=-11 if crash else 0,
+            running=left[0].nodeid if crash else None,
+        )
 
     monkeypatch.setattr(process, "run_pytest_child", run_pytest_child)
     prepared = SimpleNamespace(modules_dir=tmp_path)
     settings = engine.HarnessSettings(GradingOptions(), process.Limits(), env={}, time_limits=None)
-    run = engine._Run([catalog.get("ex01"), catalog.get("ex02")], prepared=prepared, workdir=tmp_path,
-                      harness=settings)
+    run = engine._Run(
+        [catalog.get("ex01"), catalog.get("ex02")],
+        prepared=prepared,
+        workdir=tmp_path,
+        harness=settings,
+    )
     run.run(deadline=time.monotonic() + 60)
     assert len(harnesses) == 3, harnesses
-    assert {k: v.category for k, v in run.done.items()} == \
-        {"t::a": "crashed", "t::b": "crashed", "t::c": "timeout", "t::d": "passed"}
+    assert {k: v.category for k, v in run.done.items()} == {
+        "t::a": "crashed",
+        "t::b": "crashed",
+        "t::c": "timeout",
+        "t::d": "passed",
+    }
     assert run.done["t::c"].message == STOPPED
     # a crash is a strike like a timeout; a test left unrun after two strikes is not
-    assert {k: v.strike for k, v in run.done.items()} == {"t::a": True, "t::b": True, "t::c": False, "t::d": False}
+    assert {k: v.strike for k, v in run.done.items()} == {
+        "t::a": True,
+        "t::b": True,
+        "t::c": False,
+        "t::d": False,
+    }

@@ -12,7 +12,7 @@ from grader.harness.outcomes import categorize, student_message
 def raised(fn):
     try:
         fn()
-    except BaseException as exc:   # noqa: BLE001 - the point is to catch anything
+    except BaseException as exc:  # noqa: BLE001 - the point is to catch anything
         return exc
     raise AssertionError("did not raise")
 
@@ -58,7 +58,9 @@ def test_student_exception_is_an_error_pointing_at_their_line(tmp_path: Path):
 
 
 def test_import_failure_is_an_error_with_its_description():
-    exc = ImplementationImportError("ex04_sharded_layer.py has a syntax error at line 3: invalid syntax")
+    exc = ImplementationImportError(
+        "ex04_sharded_layer.py has a syntax error at line 3: invalid syntax"
+    )
     assert categorize(exc) is Category.ERROR
     assert student_message(exc) == str(exc)
 
@@ -75,18 +77,36 @@ def test_a_bare_assert_in_the_students_code_says_what_and_where(tmp_path: Path):
     exec(compile(module.read_text(), str(module), "exec"), namespace)
     exc = raised(lambda: namespace["f"](-1))
     assert categorize(exc, tmp_path) is Category.ERROR
-    assert student_message(exc, tmp_path) == "AssertionError\n  raised at ex09_demo.py:2 in f: assert x > 0"
+    assert (
+        student_message(exc, tmp_path)
+        == "AssertionError\n  raised at ex09_demo.py:2 in f: assert x > 0"
+    )
 
 
 def test_a_bare_assert_from_the_worker_says_what_and_where():
     """Graded (--isolate): the worker's report of the student's exception, as the harness rebuilds it."""
     from grader.worker.error_reports import remote_exception
 
-    exc = remote_exception({"type": "AssertionError", "base": "AssertionError", "message": "", "frames": [
-        {"file": "ex09_fsdp.py", "line": 58, "function": "fsdp_step", "code": "assert grads.shape == params.shape"}]})
+    exc = remote_exception(
+        {
+            "type": "AssertionError",
+            "base": "AssertionError",
+            "message": "",
+            "frames": [
+                {
+                    "file": "ex09_fsdp.py",
+                    "line": 58,
+                    "function": "fsdp_step",
+                    "code": "assert grads.shape == params.shape",
+                }
+            ],
+        }
+    )
     assert categorize(exc) is Category.ERROR
-    assert student_message(exc) == ("AssertionError\n  raised at ex09_fsdp.py:58 in fsdp_step: "
-                                    "assert grads.shape == params.shape")
+    assert student_message(exc) == (
+        "AssertionError\n  raised at ex09_fsdp.py:58 in fsdp_step: "
+        "assert grads.shape == params.shape"
+    )
 
 
 def test_the_tests_own_assertion_stays_a_failure_with_its_message(tmp_path: Path):

@@ -28,11 +28,17 @@ SUBMISSIONS = Path(__file__).parents[1] / "submissions"
 def blocks_on_this_host(layout: Layout) -> dict[tuple, tuple[int, ...]]:
     """The layout computed again here, by jax, from the mesh and spec the fact names."""
     by_id = {d.id: d for d in jax.devices()}
-    mesh = Mesh(np.array([by_id[i] for i in layout.mesh_devices]).reshape(layout.mesh_sizes), layout.mesh_axes)
-    spec = eval(layout.spec, {"P": PartitionSpec})   # noqa: S307  (the grader's own str(PartitionSpec))
+    mesh = Mesh(
+        np.array([by_id[i] for i in layout.mesh_devices]).reshape(layout.mesh_sizes),
+        layout.mesh_axes,
+    )
+    spec = eval(layout.spec, {"P": PartitionSpec})  # noqa: S307  (the grader's own str(PartitionSpec))
     blocks: dict[tuple, list[int]] = {}
     for device, index in NamedSharding(mesh, spec).devices_indices_map(layout.global_shape).items():
-        span = tuple((s.start or 0, n if s.stop is None else s.stop) for s, n in zip(index, layout.global_shape))
+        span = tuple(
+            (s.start or 0, n if s.stop is None else s.stop)
+            for s, n in zip(index, layout.global_shape)
+        )
         blocks.setdefault(span, []).append(device.id)
     return {span: tuple(sorted(ids)) for span, ids in blocks.items()}
 
@@ -59,9 +65,12 @@ def test_every_sharding_check_records_the_layouts_it_compared(reference):
             assert check.expected.spec is not None and check.expected.sharding == "NamedSharding"
             here = blocks_on_this_host(check.expected)
             assert check.expected.device_ids() == here, test.nodeid
-            assert check.actual.device_ids() == here, test.nodeid   # the reference is laid out as asked
-            assert sorted(d for block in check.actual.blocks for d in block.devices) == \
-                sorted(check.expected.mesh_devices), test.nodeid     # every device of the mesh, once
+            assert check.actual.device_ids() == here, (
+                test.nodeid
+            )  # the reference is laid out as asked
+            assert sorted(d for block in check.actual.blocks for d in block.devices) == sorted(
+                check.expected.mesh_devices
+            ), test.nodeid  # every device of the mesh, once
     for test in tests:
         if Rule.LAYOUTS not in test.rules:
             assert test.layouts == [], test.nodeid
@@ -78,9 +87,13 @@ def test_every_collectives_check_records_what_it_found(reference):
         if "no_collectives" in test.name:
             assert check.found == () and check.exactly == {}, test.nodeid
         if "one_all_reduce" in test.name:
-            n = int(test.name.split("[", 1)[1].split("dev")[0]) if "[" in test.name else 8   # visible: 8 devices
+            n = (
+                int(test.name.split("[", 1)[1].split("dev")[0]) if "[" in test.name else 8
+            )  # visible: 8 devices
             [found] = check.found
-            assert (found.op, found.group_size, found.mesh_axes) == ("all-reduce", n, ("data",)), test.nodeid
+            assert (found.op, found.group_size, found.mesh_axes) == ("all-reduce", n, ("data",)), (
+                test.nodeid
+            )
             assert "all-reduce(" in found.line and "metadata=" not in found.line
     for test in tests:
         if Rule.COLLECTIVES not in test.rules:
@@ -90,29 +103,49 @@ def test_every_collectives_check_records_what_it_found(reference):
 def test_every_speed_test_records_its_figures(reference):
     tests = reference.exercises[EX04.id].tests
     timed = [t for t in tests if Rule.SPEEDUP in t.rules]
-    assert len(timed) == 3   # the hidden and the visible speed rule, and the report-only figure against one device
+    assert (
+        len(timed) == 3
+    )  # the hidden and the visible speed rule, and the report-only figure against one device
     for test in timed:
         figures = test.speedup
         assert figures is not None and figures.policy == "report", test.nodeid
-        assert figures.repeats >= 7 and figures.threshold > 0 and figures.devices >= 2 and figures.cores >= 1
+        assert (
+            figures.repeats >= 7
+            and figures.threshold > 0
+            and figures.devices >= 2
+            and figures.cores >= 1
+        )
         low, high = figures.spread
-        assert low <= high and figures.speedup > 0 and figures.baseline_s > 0 and figures.candidate_s > 0
+        assert (
+            low <= high
+            and figures.speedup > 0
+            and figures.baseline_s > 0
+            and figures.candidate_s > 0
+        )
         assert figures.met == (figures.speedup >= figures.threshold)
     against_one = next(t for t in timed if "one_device" in t.name)
-    assert against_one.speedup.calibration is not None   # its threshold is scaled by the calibration kernel
+    assert (
+        against_one.speedup.calibration is not None
+    )  # its threshold is scaled by the calibration kernel
     assert all(t.speedup is None for t in tests if t not in timed)
 
 
 def test_a_wrong_layout_records_expected_and_actual(wrong_sharding):
     tests = {t.name: t for t in wrong_sharding.exercises[EX04.id].tests}
     test = tests["test_layer_auto"]
-    assert test.category == "failed" and "output: wrong sharding" in test.message   # the message as ever
+    assert (
+        test.category == "failed" and "output: wrong sharding" in test.message
+    )  # the message as ever
     [check] = test.layouts
     assert not check.passed
     assert (check.expected.spec, check.actual.spec) == ("P('data', None)", "P()")
     assert check.expected.device_ids() != check.actual.device_ids()
-    assert [block.devices for block in check.actual.blocks] == [tuple(sorted(check.actual.mesh_devices))]
-    assert len(check.expected.blocks) == len(check.expected.mesh_devices)   # one row block per device
+    assert [block.devices for block in check.actual.blocks] == [
+        tuple(sorted(check.actual.mesh_devices))
+    ]
+    assert len(check.expected.blocks) == len(
+        check.expected.mesh_devices
+    )  # one row block per device
 
 
 def test_facts_reach_report_json_and_read_back(reference, tmp_path):
@@ -126,11 +159,15 @@ def test_facts_reach_report_json_and_read_back(reference, tmp_path):
 
 
 def test_a_result_with_an_unknown_key_is_refused(reference):
-    test = next(t for t in reference.exercises[EX04.id].tests if t.collectives and t.collectives[0].found)
+    test = next(
+        t for t in reference.exercises[EX04.id].tests if t.collectives and t.collectives[0].found
+    )
     data = test.to_dict()
     assert TestResult.from_dict(data) == test
     data["collectives"][0]["found"][0]["hlo"] = "a key no version wrote"
     with pytest.raises(MalformedResult, match="Collective: unknown key.*hlo"):
         TestResult.from_dict(data)
     with pytest.raises(MalformedResult, match="TestResult: unknown key.*name"):
-        TestResult.from_dict(test.to_dict() | {"name": test.name})   # only a reader that expects it may skip it
+        TestResult.from_dict(
+            test.to_dict() | {"name": test.name}
+        )  # only a reader that expects it may skip it

@@ -19,27 +19,62 @@ EX01 = catalog.get("ex01_meshes")
 
 
 def test_the_arguments_carry_the_shared_flags_and_the_options_a_route_takes(tmp_path):
-    options = GradingOptions(timing="skip", visible_only=True, isolation="process", test_timeout=30.0)
-    plain = runner.pytest_arguments(["a", Path("b")], impl="reference", results=tmp_path / "r.json", options=options)
+    options = GradingOptions(
+        timing="skip", visible_only=True, isolation="process", test_timeout=30.0
+    )
+    plain = runner.pytest_arguments(
+        ["a", Path("b")], impl="reference", results=tmp_path / "r.json", options=options
+    )
     assert plain[:6] == ["a", "b", "-q", "--no-header", "-p", "no:cacheprovider"]
-    assert f"--rootdir={paths.REPO_ROOT}" in plain and plain[plain.index("-c") + 1].endswith("pyproject.toml")
-    assert {"--impl=reference", f"--shardlab-results={tmp_path / 'r.json'}", "--timing=skip", "--visible-only"} \
-        <= set(plain)
+    assert f"--rootdir={paths.REPO_ROOT}" in plain and plain[plain.index("-c") + 1].endswith(
+        "pyproject.toml"
+    )
+    assert {
+        "--impl=reference",
+        f"--shardlab-results={tmp_path / 'r.json'}",
+        "--timing=skip",
+        "--visible-only",
+    } <= set(plain)
     # Without --isolate, the confined worker's options are not given (a check runs the module in-process).
     assert not [a for a in plain if a.startswith(("--isolat", "--test-timeout", "--worker-memory"))]
-    isolated = runner.pytest_arguments(["a"], impl="m", options=options, isolate=True, extra=["--tb=no"])
-    assert {"--isolate", "--isolation=process", "--test-timeout=30.0", "--timing=skip"} <= set(isolated)
-    assert isolated[-1] == "--tb=no" and not [a for a in isolated if a.startswith("--shardlab-results")]
-    kernel = runner.pytest_arguments(["f"], impl="r", rootdir=tmp_path, config=tmp_path / "pytest.ini",
-                                     plugins=("grader.harness.pytest_plugin",))
-    assert ["-p", "grader.harness.pytest_plugin"] == kernel[5:7] and "--timing=enforce" not in kernel
-    assert f"--rootdir={tmp_path}" in kernel and kernel[kernel.index("-c") + 1] == str(tmp_path / "pytest.ini")
+    isolated = runner.pytest_arguments(
+        ["a"], impl="m", options=options, isolate=True, extra=["--tb=no"]
+    )
+    assert {"--isolate", "--isolation=process", "--test-timeout=30.0", "--timing=skip"} <= set(
+        isolated
+    )
+    assert isolated[-1] == "--tb=no" and not [
+        a for a in isolated if a.startswith("--shardlab-results")
+    ]
+    kernel = runner.pytest_arguments(
+        ["f"],
+        impl="r",
+        rootdir=tmp_path,
+        config=tmp_path / "pytest.ini",
+        plugins=("grader.harness.pytest_plugin",),
+    )
+    assert ["-p", "grader.harness.pytest_plugin"] == kernel[
+        5:7
+    ] and "--timing=enforce" not in kernel
+    assert f"--rootdir={tmp_path}" in kernel and kernel[kernel.index("-c") + 1] == str(
+        tmp_path / "pytest.ini"
+    )
 
 
 def test_a_result_reads_back_the_same_from_the_results_file_and_from_its_event(tmp_path):
-    figures = SpeedFigures("layer", 5.5, (5.0, 6.0), 0.011, 0.002, 5, 4.0, 8, 2, "cpu", policy="enforce")
-    result = TestResult("tests/exercises/ex04/test_hidden.py::test_x[4dev]", "ex04_sharded_layer", True, 0.25,
-                        Category.FAILED.value, "too slow", 1.5, speedup=figures)
+    figures = SpeedFigures(
+        "layer", 5.5, (5.0, 6.0), 0.011, 0.002, 5, 4.0, 8, 2, "cpu", policy="enforce"
+    )
+    result = TestResult(
+        "tests/exercises/ex04/test_hidden.py::test_x[4dev]",
+        "ex04_sharded_layer",
+        True,
+        0.25,
+        Category.FAILED.value,
+        "too slow",
+        1.5,
+        speedup=figures,
+    )
     (tmp_path / "results.json").write_text(json.dumps({"tests": [result.to_dict()]}))
     assert runner.read_results(tmp_path / "results.json") == [result]
     read, write = os.pipe()
@@ -65,19 +100,33 @@ def test_the_three_routes_give_the_same_results_for_the_same_tests(tmp_path):
     modules = tmp_path / "modules"
     modules.mkdir()
     shutil.copy(EX01.solution_path(), modules / EX01.module_file)
-    graded = process.run_pytest_child(targets=[str(visible)], modules_dir=modules, workdir=tmp_path,
-                                      deadline=time.monotonic() + 300)
+    graded = process.run_pytest_child(
+        targets=[str(visible)],
+        modules_dir=modules,
+        workdir=tmp_path,
+        deadline=time.monotonic() + 300,
+    )
 
     reference = EX01.solution_path()
     namespace = {}
     exec(compile(reference.read_text(), str(reference), "exec"), namespace)
-    files = {path.name: path.read_text() for path in EX01.support_files()} | {visible.name: visible.read_text()}
-    cell = notebooks.run_tests(EX01.id, files, namespace, points=1.0, module_source=reference.read_text())
+    files = {path.name: path.read_text() for path in EX01.support_files()} | {
+        visible.name: visible.read_text()
+    }
+    cell = notebooks.run_tests(
+        EX01.id, files, namespace, points=1.0, module_source=reference.read_text()
+    )
 
-    routes = {"check": checked.results, "grading": list(graded.results.values()), "notebook": cell.tests}
+    routes = {
+        "check": checked.results,
+        "grading": list(graded.results.values()),
+        "notebook": cell.tests,
+    }
     assert all(isinstance(r, TestResult) for results in routes.values() for r in results)
     expected = verdicts(checked.results)
-    assert len(expected) >= 3 and {v[3] for v in expected.values()} == {"passed"}, checked.output[-2000:]
+    assert len(expected) >= 3 and {v[3] for v in expected.values()} == {"passed"}, checked.output[
+        -2000:
+    ]
     assert {v[0] for v in expected.values()} == {EX01.id}
     for route, results in routes.items():
         assert verdicts(results) == expected, route

@@ -60,12 +60,18 @@ def code(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
 
 
-REFERENCE = "".join(line for line in EX12.solution_path().read_text().splitlines(keepends=True) if "### " not in line)
+REFERENCE = "".join(
+    line
+    for line in EX12.solution_path().read_text().splitlines(keepends=True)
+    if "### " not in line
+)
 # An honest ex12 written apart from the reference (the honest corpus's): what the gate and the census demand
 # must not be the reference's own way of doing things.
-HELD_OUT = (Path(__file__).parents[1] / "submissions" / "alt_correct" / EX12.module_file).read_text()
+HELD_OUT = (
+    Path(__file__).parents[1] / "submissions" / "alt_correct" / EX12.module_file
+).read_text()
 
-HEAD = code('''
+HEAD = code("""
     import glob, os, pickle, socket, sys, time
     import jax
     import jax.numpy as jnp
@@ -74,10 +80,10 @@ HEAD = code('''
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     _me = {}
-''')
+""")
 
 # A channel through files: every folder the processes might share, the sibling folders included.
-FILES = code('''
+FILES = code("""
     def _places():
         here = os.getcwd()
         found = []
@@ -117,13 +123,13 @@ FILES = code('''
     def _own_rows(arr):
         shards = sorted(arr.addressable_shards, key=lambda s: s.index[0].start or 0)
         return np.concatenate([np.asarray(s.data) for s in shards])
-''')
+""")
 
 # The reporting code, replaced in this process's driver (ex12's driver.py, run by grader.cluster.process
 # under a name drawn per process and left out of sys.modules, so found through the garbage collector): what
 # global_from_local "built" is described from this process's own rows on its own devices, and the grader's use
 # of that array answers with whatever _global_rows() finds.
-FORGED_REPORTS = code('''
+FORGED_REPORTS = code("""
     def _forged_description(arr, *rest):
         rows = _me["rows"]
         per = len(rows) // _me["local"]
@@ -145,9 +151,9 @@ FORGED_REPORTS = code('''
     for _driver in _drivers:
         _driver["describe_global_array"] = _forged_description
         _driver["use_global_array"] = _forged_use
-''')
+""")
 
-JOINS = code('''
+JOINS = code("""
     def initialize(coordinator_address, num_processes, process_id):
         jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
                                    process_id=process_id)
@@ -156,9 +162,9 @@ JOINS = code('''
     def process_summary():
         return {"process_index": jax.process_index(), "process_count": jax.process_count(),
                 "device_count": jax.device_count(), "local_device_count": jax.local_device_count()}
-''')
+""")
 
-THROUGH_FILES = code('''
+THROUGH_FILES = code("""
     def global_from_local(local_rows, mesh):
         _me["rows"] = np.array(local_rows)
         _me["all rows"] = _all("rows", _me["rows"])
@@ -175,11 +181,11 @@ THROUGH_FILES = code('''
 
     def barrier(name):
         _all(f"arrived-{name}", True)
-''')
+""")
 
 # Registration by hand, through jaxlib's own client, and a topology written by hand, so that jax never forms a
 # cluster: what a process of a real run writes to jax's coordination service, written as jax writes it.
-BY_HAND = code('''
+BY_HAND = code("""
     from jaxlib import _jax
 
     def _varint(n):
@@ -212,11 +218,14 @@ BY_HAND = code('''
     def _own_rows(arr):
         shards = sorted(arr.addressable_shards, key=lambda s: s.index[0].start or 0)
         return np.concatenate([np.asarray(s.data) for s in shards])
-''')
+""")
 
 # The attack of issue 24: no jax cluster at all. Each process registers by hand, every row crosses through the
 # coordinator's key-value store, and the barrier is a wait on a key there.
-NO_CLUSTER = HEAD + BY_HAND + code('''
+NO_CLUSTER = (
+    HEAD
+    + BY_HAND
+    + code("""
     def _all(prefix, mine):
         _me["client"].key_value_set_bytes(f"x/{prefix}/{_me['id']}", pickle.dumps(mine))
         return [pickle.loads(_me["client"].blocking_key_value_get_bytes(f"x/{prefix}/{i}", 60_000))
@@ -224,12 +233,18 @@ NO_CLUSTER = HEAD + BY_HAND + code('''
 
     def initialize(coordinator_address, num_processes, process_id):
         _register(coordinator_address, num_processes, process_id)
-''') + THROUGH_FILES + FORGED_REPORTS
+""")
+    + THROUGH_FILES
+    + FORGED_REPORTS
+)
 
 # A cluster made by hand that writes nothing the gate refuses: each process registers and publishes its
 # topology by hand, process 0 writes the cluster's topology as jax would, and every row crosses over TCP
 # sockets of the processes' own (process 0 the hub), never through jax's collectives.
-HAND_MADE_CLUSTER = HEAD + BY_HAND + code('''
+HAND_MADE_CLUSTER = (
+    HEAD
+    + BY_HAND
+    + code("""
     import struct
     _HUB = 47_011
 
@@ -278,12 +293,18 @@ HAND_MADE_CLUSTER = HEAD + BY_HAND + code('''
             return every
         _send(_me["hub"], (_me["id"], mine))
         return _receive(_me["hub"])
-''') + THROUGH_FILES + FORGED_REPORTS
+""")
+    + THROUGH_FILES
+    + FORGED_REPORTS
+)
 
 # Process 0 registers every other process and publishes its topology, each through jaxlib's own client in a
 # child of its own (two clients in one process abort); the others only hold a TCP connection to the
 # coordinator's port, so that each seems connected.
-REGISTERS_FOR_ALL = HEAD + BY_HAND + code('''
+REGISTERS_FOR_ALL = (
+    HEAD
+    + BY_HAND
+    + code('''
     import subprocess
     import textwrap
 
@@ -320,9 +341,13 @@ REGISTERS_FOR_ALL = HEAD + BY_HAND + code('''
     def barrier(name):
         pass
 ''')
+)
 
 # The attack of issue 16: never joins; process_summary repeats its arguments; everything else through files.
-NEVER_JOINS = HEAD + FILES + code('''
+NEVER_JOINS = (
+    HEAD
+    + FILES
+    + code("""
     def initialize(coordinator_address, num_processes, process_id):
         _me.update(id=process_id, n=num_processes, local=len(jax.local_devices()))
 
@@ -330,11 +355,14 @@ NEVER_JOINS = HEAD + FILES + code('''
         local = len(jax.local_devices())
         return {"process_index": _me["id"], "process_count": _me["n"], "device_count": _me["n"] * local,
                 "local_device_count": local}
-''') + THROUGH_FILES + FORGED_REPORTS
+""")
+    + THROUGH_FILES
+    + FORGED_REPORTS
+)
 
 # The same, and each process holds a plain TCP connection to the coordinator's port (process 0 listening
 # there, where no one else does), so that each seems to have joined.
-SOCKETS_NEVER_JOINS = NEVER_JOINS + code('''
+SOCKETS_NEVER_JOINS = NEVER_JOINS + code("""
     _held = []
 
     def _seem_joined(address):
@@ -356,14 +384,17 @@ SOCKETS_NEVER_JOINS = NEVER_JOINS + code('''
     def initialize(coordinator_address, num_processes, process_id):
         _initialize(coordinator_address, num_processes, process_id)
         _seem_joined(coordinator_address)
-''')
+""")
 
 # Joins for real, then does the rest through files and forged reports.
 JOINS_THEN_FILES = HEAD + FILES + JOINS + THROUGH_FILES + FORGED_REPORTS
 
 # Honest but for global_from_local, which builds nothing: its array is only described, and the grader's
 # use of it answers with what gather_to_host gathered (the grader's own array).
-FORGED_LAYOUT = HEAD + JOINS + code('''
+FORGED_LAYOUT = (
+    HEAD
+    + JOINS
+    + code("""
     def global_from_local(local_rows, mesh):
         _me["rows"] = np.array(local_rows)
         return None
@@ -380,17 +411,25 @@ FORGED_LAYOUT = HEAD + JOINS + code('''
 
     def barrier(name):
         multihost_utils.sync_global_devices(name)
-''') + FORGED_REPORTS
+""")
+    + FORGED_REPORTS
+)
 
-STEP_TESTS = ("test_initialize", "test_process_summary", "test_global_from_local", "test_global_sum",
-              "test_gather_to_host", "test_barrier")
+STEP_TESTS = (
+    "test_initialize",
+    "test_process_summary",
+    "test_global_from_local",
+    "test_global_sum",
+    "test_gather_to_host",
+    "test_barrier",
+)
 
 
 class Case(NamedTuple):
     source: str
-    earns: tuple[str, ...]    # the tests (by name prefix) it may pass: everything else must not
-    must: tuple[str, ...]     # of those, the tests it must pass (in both configurations)
-    message: str = ""         # in the message of a test it fails
+    earns: tuple[str, ...]  # the tests (by name prefix) it may pass: everything else must not
+    must: tuple[str, ...]  # of those, the tests it must pass (in both configurations)
+    message: str = ""  # in the message of a test it fails
 
 
 CASES = {
@@ -398,19 +437,28 @@ CASES = {
     "held_out": Case(HELD_OUT, STEP_TESTS, STEP_TESTS),
     "no_cluster": Case(NO_CLUSTER, (), (), "wrote the key 'x/rows/"),
     "hand_made_cluster": Case(HAND_MADE_CLUSTER, (), (), "never went through jax's collectives"),
-    "registers_for_all": Case(REGISTERS_FOR_ALL, (), (), "did not register with the coordinator at"),
+    "registers_for_all": Case(
+        REGISTERS_FOR_ALL, (), (), "did not register with the coordinator at"
+    ),
     "never_joins": Case(NEVER_JOINS, (), (), "was not connected to the coordinator"),
-    "sockets_never_joins": Case(SOCKETS_NEVER_JOINS, (), (), "not every process registered with the coordinator"),
+    "sockets_never_joins": Case(
+        SOCKETS_NEVER_JOINS, (), (), "not every process registered with the coordinator"
+    ),
     # Its initialize and process_summary are real; then its run hangs (a file that never comes).
-    "joins_then_files": Case(JOINS_THEN_FILES, ("test_initialize", "test_process_summary"), (), "stopped after"),
-    "forged_layout": Case(FORGED_LAYOUT, tuple(t for t in STEP_TESTS if t != "test_global_from_local"),
-                          tuple(t for t in STEP_TESTS if t != "test_global_from_local"),
-                          "the array global_from_local built, gathered in process"),
+    "joins_then_files": Case(
+        JOINS_THEN_FILES, ("test_initialize", "test_process_summary"), (), "stopped after"
+    ),
+    "forged_layout": Case(
+        FORGED_LAYOUT,
+        tuple(t for t in STEP_TESTS if t != "test_global_from_local"),
+        tuple(t for t in STEP_TESTS if t != "test_global_from_local"),
+        "the array global_from_local built, gathered in process",
+    ),
 }
 LEVELS = ("bubblewrap", "landlock")
-GRADED = ("reference", "held_out", "no_cluster")   # graded for real at each level
+GRADED = ("reference", "held_out", "no_cluster")  # graded for real at each level
 RUN_ONLY = tuple(case for case in CASES if case not in GRADED)
-QUIET = 6.0   # seconds of silence that stop a run (grading's is 10): a faker's wait for a file ends sooner
+QUIET = 6.0  # seconds of silence that stop a run (grading's is 10): a faker's wait for a file ends sooner
 
 
 @pytest.fixture(scope="module", params=LEVELS)
@@ -425,11 +473,15 @@ def graded(request, tmp_path_factory) -> tuple[str, dict[str, GradingResults | N
     out = tmp_path_factory.mktemp(f"graded-{level}")
     summary = grade_batch(class_dir, out, jobs=2, exercises=[EX12.number], isolation=level)
     for outcome in sorted(summary.outcomes, key=lambda o: o.student):
-        print(f"{level} {outcome.student}: {outcome.status} in {outcome.seconds:.1f} s {outcome.detail[:200]}")
+        print(
+            f"{level} {outcome.student}: {outcome.status} in {outcome.seconds:.1f} s {outcome.detail[:200]}"
+        )
     results = {}
     for name in GRADED:
         report = student_folder(out, name) / "report.json"
-        results[name] = GradingResults.from_dict(json.loads(report.read_text())) if report.is_file() else None
+        results[name] = (
+            GradingResults.from_dict(json.loads(report.read_text())) if report.is_file() else None
+        )
     return level, results
 
 
@@ -438,21 +490,37 @@ def ex12(results: GradingResults | None):
     return results.exercises[EX12.id]
 
 
-def check_case(case: str, where: str, outcomes: list[tuple[str, str, str]], score=None, max_score=None,
-               reasons: tuple[str, ...] = ()) -> None:
+def check_case(
+    case: str,
+    where: str,
+    outcomes: list[tuple[str, str, str]],
+    score=None,
+    max_score=None,
+    reasons: tuple[str, ...] = (),
+) -> None:
     """outcomes: (test name, category, message) of every test; score: the points, when graded; reasons: why the
     grader saw each process not join (a test's message shows only the first process's)."""
     rules = CASES[case]
-    table = "\n".join(f"  {name}: {category} {message[:200]}" for name, category, message in outcomes)
-    print(f"{case} [{where}]" + (f": {score:.2f}/{max_score:g}" if score is not None else "") + f"\n{table}")
+    table = "\n".join(
+        f"  {name}: {category} {message[:200]}" for name, category, message in outcomes
+    )
+    print(
+        f"{case} [{where}]"
+        + (f": {score:.2f}/{max_score:g}" if score is not None else "")
+        + f"\n{table}"
+    )
     for name, category, _ in outcomes:
         if not name.startswith(rules.earns):
-            assert category != "passed", f"{case} [{where}] earned {name} for what it faked:\n{table}"
+            assert category != "passed", (
+                f"{case} [{where}] earned {name} for what it faked:\n{table}"
+            )
         elif name.startswith(rules.must):
             assert category == "passed", f"{case} [{where}] lost {name}, which it did:\n{table}"
     failed = [message for _, category, message in outcomes if category != "passed"]
     if rules.message:
-        assert any(rules.message in message for message in (*failed, *reasons)), f"{table}\n{reasons}"
+        assert any(rules.message in message for message in (*failed, *reasons)), (
+            f"{table}\n{reasons}"
+        )
 
 
 @pytest.mark.parametrize("case", GRADED)
@@ -460,11 +528,16 @@ def test_graded_for_real_each_earns_only_what_it_did(graded, case):
     level, results = graded
     exercise = ex12(results[case])
     assert results[case].environment.isolation.level == level
-    check_case(case, level, [(t.name, t.category, t.message) for t in exercise.tests], exercise.score,
-               exercise.max_score)
+    check_case(
+        case,
+        level,
+        [(t.name, t.category, t.message) for t in exercise.tests],
+        exercise.score,
+        exercise.max_score,
+    )
     rules = CASES[case]
     earned = sum(t.max_score for t in exercise.tests if t.name.startswith(rules.earns))
-    assert exercise.score == pytest.approx(earned)   # the reference: full marks; the attack: nothing
+    assert exercise.score == pytest.approx(earned)  # the reference: full marks; the attack: nothing
 
 
 def exercise_checks():
@@ -486,7 +559,7 @@ def judged(run, checks) -> list[tuple[str, str, str]]:
             outcomes.append((name, "failed", str(exc)))
         except ClusterTimeout as exc:
             outcomes.append((name, "timeout", str(exc)))
-        except Exception as exc:   # what the student's code raised, or a process that died
+        except Exception as exc:  # what the student's code raised, or a process that died
             outcomes.append((name, "error", f"{type(exc).__name__}: {exc}"))
     return outcomes
 
@@ -494,8 +567,10 @@ def judged(run, checks) -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize("case", RUN_ONLY)
 def test_run_and_judged_each_earns_only_what_it_did(case, tmp_path):
     (tmp_path / EX12.module_file).write_text(CASES[case].source)
-    tmp_path.chmod(0o755)   # the sandbox's user must reach it
+    tmp_path.chmod(0o755)  # the sandbox's user must reach it
     level = confinement.choose_isolation("auto")
     run = run_cluster(DRIVER, tmp_path / EX12.module_file, isolation=level, quiet_seconds=QUIET)
-    reasons = tuple(reason for p in range(run.processes) if (reason := run.not_joined(p)) is not None)
+    reasons = tuple(
+        reason for p in range(run.processes) if (reason := run.not_joined(p)) is not None
+    )
     check_case(case, f"{level} run", judged(run, exercise_checks()), reasons=reasons)

@@ -36,32 +36,44 @@ from grader.course import catalog, paths
 from grader.grading.batch import grade_batch, student_folder
 from grader.grading.results import GradingResults
 
-pytestmark = pytest.mark.xdist_group("test_hostile")   # its module-scoped fixture does the heavy work once
+pytestmark = pytest.mark.xdist_group(
+    "test_hostile"
+)  # its module-scoped fixture does the heavy work once
 
 EX01, EX02, EX03, EX04 = (catalog.get(f"ex0{n}") for n in (1, 2, 3, 4))
 GRADED = [EX01, EX02, EX03, EX04]
 TEST_TIMEOUT = 10
-MARKER = "shardlab-hostile-daemon-7f3a"   # in the daemon's command line, to find it afterwards
-PORT = "__SHARDLAB_LISTENER_PORT__"       # replaced by the port of a listener the fixture opens
-CACHE = "__SHARDLAB_COMPILE_CACHE__"      # replaced by the graders' compile cache folder (SHARDLAB_CACHE)
-PLANTED = "planted-by-a-student-cache"    # an entry's name as jax writes them (<key>-cache)
+MARKER = "shardlab-hostile-daemon-7f3a"  # in the daemon's command line, to find it afterwards
+PORT = "__SHARDLAB_LISTENER_PORT__"  # replaced by the port of a listener the fixture opens
+CACHE = (
+    "__SHARDLAB_COMPILE_CACHE__"  # replaced by the graders' compile cache folder (SHARDLAB_CACHE)
+)
+PLANTED = "planted-by-a-student-cache"  # an entry's name as jax writes them (<key>-cache)
 CASES_DIR = Path(__file__).parent / "cases"
 
 
 def source(exercise, stub: bool = False) -> str:
     path = exercise.stub_path() if stub else exercise.solution_path()
-    return "".join(line for line in path.read_text().splitlines(keepends=True) if "### " not in line)
+    return "".join(
+        line for line in path.read_text().splitlines(keepends=True) if "### " not in line
+    )
 
 
 def wrap(function: str, condition: str, action: str) -> str:
     """Redefine a function of the module so that it runs `action` (Python source: a line or a block) when
     `condition` holds (n: the first positional argument)."""
-    return "\n".join(["", f"_{function}_original = {function}",
-                      f"def {function}(*args, **kwargs):",
-                      "    n = args[0] if args else None",
-                      f"    if {condition}:",
-                      textwrap.indent(textwrap.dedent(action).strip("\n"), " " * 8),
-                      f"    return _{function}_original(*args, **kwargs)", ""])
+    return "\n".join(
+        [
+            "",
+            f"_{function}_original = {function}",
+            f"def {function}(*args, **kwargs):",
+            "    n = args[0] if args else None",
+            f"    if {condition}:",
+            textwrap.indent(textwrap.dedent(action).strip("\n"), " " * 8),
+            f"    return _{function}_original(*args, **kwargs)",
+            "",
+        ]
+    )
 
 
 # --- the cases -------------------------------------------------------------------------------------
@@ -78,28 +90,35 @@ def wrap(function: str, condition: str, action: str) -> str:
 #   [messages]    category -> a fragment every test of that category must show.
 # Every file of the folder but case.toml is used by the recipe.
 
+
 class Case(NamedTuple):
-    files: dict[str, str]     # the submission: file name -> text
-    expected: Callable        # expected(exercise id, test name) -> category or tuple of categories
-    messages: dict            # category -> a fragment every test of that category must show
+    files: dict[str, str]  # the submission: file name -> text
+    expected: Callable  # expected(exercise id, test name) -> category or tuple of categories
+    messages: dict  # category -> a fragment every test of that category must show
 
 
 def categories(table: dict) -> Callable[[str], object]:
     """test name -> the category (or tuple of accepted ones) an [expected] table gives it."""
     assert "*" in table, f"{table}: no '*' for the other tests"
     as_category = {prefix: tuple(c) if isinstance(c, list) else c for prefix, c in table.items()}
-    return lambda name: next((c for prefix, c in as_category.items() if prefix != "*" and name.startswith(prefix)),
-                             as_category["*"])
+    return lambda name: next(
+        (c for prefix, c in as_category.items() if prefix != "*" and name.startswith(prefix)),
+        as_category["*"],
+    )
 
 
 def build(folder: Path, name: str, recipe: dict, used: set[str]) -> str:
-    assert set(recipe) <= {"base", "replace", "append", "wrap"}, f"{folder.name}/{name}: {sorted(recipe)}"
+    assert set(recipe) <= {"base", "replace", "append", "wrap"}, (
+        f"{folder.name}/{name}: {sorted(recipe)}"
+    )
     text = ""
     if "base" in recipe:
         exercise = next(e for e in GRADED if e.module_file == name)
         text = source(exercise, stub={"reference": False, "stub": True}[recipe["base"]])
     for old, new in recipe.get("replace", {}).items():
-        assert text.count(old) == 1, f"{folder.name}/{name}: {old!r} is not in its base exactly once"
+        assert text.count(old) == 1, (
+            f"{folder.name}/{name}: {old!r} is not in its base exactly once"
+        )
         text = text.replace(old, new)
     for part in recipe.get("append", []):
         text += ("\n" if text else "") + (folder / part).read_text()
@@ -118,7 +137,9 @@ def load_case(folder: Path) -> Case:
     files = {name: build(folder, name, recipe, used) for name, recipe in case["submission"].items()}
     unused = {p.name for p in folder.iterdir()} - used - {"case.toml"}
     assert not unused, f"{folder.name}: files no recipe uses: {sorted(unused)}"
-    by_id = {catalog.get(number).id: categories(table) for number, table in case["expected"].items()}
+    by_id = {
+        catalog.get(number).id: categories(table) for number, table in case["expected"].items()
+    }
 
     def expected(exercise: str, name: str) -> object:
         return by_id[exercise](name) if exercise in by_id else "not attempted"
@@ -126,12 +147,16 @@ def load_case(folder: Path) -> Case:
     return Case(files, expected, case.get("messages", {}))
 
 
-CASES: dict[str, Case] = {folder.name: load_case(folder) for folder in sorted(CASES_DIR.iterdir())
-                          if folder.is_dir() and folder.name != "__pycache__"}
+CASES: dict[str, Case] = {
+    folder.name: load_case(folder)
+    for folder in sorted(CASES_DIR.iterdir())
+    if folder.is_dir() and folder.name != "__pycache__"
+}
 SHIPPED = sorted(set(CASES["ships_conftest_and_site_hooks"].files) - {EX01.module_file})
 
 
 # --- grading the corpus ----------------------------------------------------------------------------
+
 
 def accepted(expected) -> tuple:
     return expected if isinstance(expected, tuple) else (expected,)
@@ -146,8 +171,11 @@ def fingerprint(root: Path, *, contents: bool, skip: tuple[str, ...] = ()) -> di
             path = Path(folder, name)
             try:
                 stat = path.lstat()
-                digest = hashlib.sha256(path.read_bytes()).hexdigest() \
-                    if contents and path.is_file() and stat.st_size < 1 << 20 else ""
+                digest = (
+                    hashlib.sha256(path.read_bytes()).hexdigest()
+                    if contents and path.is_file() and stat.st_size < 1 << 20
+                    else ""
+                )
             except OSError:
                 continue
             found[str(path)] = (stat.st_size, stat.st_mtime_ns, digest)
@@ -167,21 +195,31 @@ def environment_roots() -> list[Path]:
 
 
 def environment() -> dict[str, tuple]:
-    return {path: entry for root in environment_roots() for path, entry in fingerprint(root, contents=False).items()}
+    return {
+        path: entry
+        for root in environment_roots()
+        for path, entry in fingerprint(root, contents=False).items()
+    }
 
 
 def differences(before: dict, after: dict) -> list[str]:
-    return sorted(f"{path}: {'added' if path not in before else 'removed' if path not in after else 'changed'}"
-                  for path in before.keys() | after.keys() if before.get(path) != after.get(path))
+    return sorted(
+        f"{path}: {'added' if path not in before else 'removed' if path not in after else 'changed'}"
+        for path in before.keys() | after.keys()
+        if before.get(path) != after.get(path)
+    )
 
 
 def daemons_running() -> list[int]:
-    return [p.pid for p in psutil.process_iter(["cmdline", "status"])
-            if MARKER in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline", "status"])
+        if MARKER in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
 
 
 class Graded(NamedTuple):
-    results: dict[str, GradingResults | None]   # read back from each student's report.json
+    results: dict[str, GradingResults | None]  # read back from each student's report.json
     out: Path
     summary: object
     changes: dict[str, list[str]]
@@ -191,36 +229,52 @@ class Graded(NamedTuple):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """The whole corpus graded as one class, two at a time, as an instructor would."""
-    listener = socket.create_server(("127.0.0.1", 0))   # a submission that reaches it was not confined
+    listener = socket.create_server(
+        ("127.0.0.1", 0)
+    )  # a submission that reaches it was not confined
     listener.setblocking(False)
     port = str(listener.getsockname()[1])
     class_dir = tmp_path_factory.mktemp("class")
     for name, case in CASES.items():
         (class_dir / name).mkdir()
         for filename, text in case.files.items():
-            (class_dir / name / filename).write_text(text.replace(PORT, port)
-                                                     .replace(CACHE, os.environ["SHARDLAB_CACHE"]))
+            (class_dir / name / filename).write_text(
+                text.replace(PORT, port).replace(CACHE, os.environ["SHARDLAB_CACHE"])
+            )
     out = tmp_path_factory.mktemp("graded")
     checkout_before, environment_before = checkout(), environment()
     started = time.monotonic()
-    summary = grade_batch(class_dir, out, jobs=2, exercises=[e.number for e in GRADED],
-                          test_timeout=TEST_TIMEOUT)
-    print(f"\nhostile corpus: {len(CASES)} submissions graded in {time.monotonic() - started:.1f} s wall time")
+    summary = grade_batch(
+        class_dir, out, jobs=2, exercises=[e.number for e in GRADED], test_timeout=TEST_TIMEOUT
+    )
+    print(
+        f"\nhostile corpus: {len(CASES)} submissions graded in {time.monotonic() - started:.1f} s wall time"
+    )
     for outcome in sorted(summary.outcomes, key=lambda o: -o.seconds):
-        print(f"  {outcome.student}: {outcome.status} in {outcome.seconds:.1f} s {outcome.detail[:200]}")
-    changes = {"checkout": differences(checkout_before, checkout()),
-               "environment": differences(environment_before, environment())}
+        print(
+            f"  {outcome.student}: {outcome.status} in {outcome.seconds:.1f} s {outcome.detail[:200]}"
+        )
+    changes = {
+        "checkout": differences(checkout_before, checkout()),
+        "environment": differences(environment_before, environment()),
+    }
     results = {}
     for name in CASES:
         report = student_folder(out, name) / "report.json"
-        results[name] = GradingResults.from_dict(json.loads(report.read_text())) if report.is_file() else None
+        results[name] = (
+            GradingResults.from_dict(json.loads(report.read_text())) if report.is_file() else None
+        )
     yield Graded(results, out, summary, changes, listener)
     listener.close()
 
 
 def expected_score(case: Case, results: GradingResults) -> float:
     """What the case earns by its expectations alone: the tests expected to pass, and nothing else."""
-    return sum(t.max_score for t in results.tests() if accepted(case.expected(t.exercise, t.name)) == ("passed",))
+    return sum(
+        t.max_score
+        for t in results.tests()
+        if accepted(case.expected(t.exercise, t.name)) == ("passed",)
+    )
 
 
 def test_the_cases_hold_what_the_checks_look_for():
@@ -249,12 +303,18 @@ def test_each_case_gets_exactly_what_it_earned(graded, case):
     expected = CASES[case]
     tests = results.tests()
     assert {t.exercise for t in tests} == {e.id for e in GRADED}
-    wrong = [f"{t.exercise} {t.name}: {t.category} ({t.message[:300]})" for t in tests
-             if t.category not in accepted(expected.expected(t.exercise, t.name))]
+    wrong = [
+        f"{t.exercise} {t.name}: {t.category} ({t.message[:300]})"
+        for t in tests
+        if t.category not in accepted(expected.expected(t.exercise, t.name))
+    ]
     assert not wrong, f"{len(wrong)} test(s) not as expected:\n" + "\n".join(wrong[:12])
     for category, fragment in expected.messages.items():
-        missing = [f"{t.name}: {t.message[:300]}" for t in tests
-                   if t.category == category and fragment not in t.message]
+        missing = [
+            f"{t.name}: {t.message[:300]}"
+            for t in tests
+            if t.category == category and fragment not in t.message
+        ]
         assert not missing, f"{category} without {fragment!r}:\n" + "\n".join(missing[:5])
     earned = expected_score(expected, results)
     assert results.score == pytest.approx(earned)
@@ -267,13 +327,18 @@ def test_the_worker_was_sandboxed(graded):
     isolation = graded.results["zz_honest_classmate"].environment.isolation
     print(f"\nisolation in force: {isolation.level} ({isolation.described})")
     assert isolation.level in ("bubblewrap", "landlock")
-    assert all(r is None or r.environment.isolation.level == isolation.level for r in graded.results.values())
+    assert all(
+        r is None or r.environment.isolation.level == isolation.level
+        for r in graded.results.values()
+    )
 
 
 @pytest.mark.slow
 def test_nothing_is_left_running(graded):
     assert daemons_running() == [], "a submission's daemon outlived its grading"
-    left = [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    left = [
+        p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE
+    ]
     assert left == [], [(p.pid, p.cmdline()) for p in left]
 
 
@@ -305,15 +370,21 @@ def test_no_classmate_result_changes(graded):
 
 @pytest.mark.slow
 def test_no_hidden_test_line_reaches_any_output(graded):
-    hidden = {line.strip() for e in catalog.EXERCISES
-              for line in (e.tests_dir() / "test_hidden.py").read_text().splitlines() if len(line.strip()) > 25}
+    hidden = {
+        line.strip()
+        for e in catalog.EXERCISES
+        for line in (e.tests_dir() / "test_hidden.py").read_text().splitlines()
+        if len(line.strip()) > 25
+    }
     checked = 0
     for path in graded.out.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".xml", ".csv", ".log", ".txt"):
             text = path.read_text(errors="replace")
             checked += path.name in ("report.json", "results.json")
             leaked = sorted(line for line in hidden if line in text)
-            assert not leaked, f"{path.relative_to(graded.out)} holds hidden test lines: {leaked[:3]}"
+            assert not leaked, (
+                f"{path.relative_to(graded.out)} holds hidden test lines: {leaked[:3]}"
+            )
     assert checked == 2 * len(CASES)
     leak = graded.results["leaks_hidden_tests_in_an_error"]
     assert any("could not be read" in t.message for t in leak.tests())
@@ -352,7 +423,7 @@ def test_visible_tests_never_meet_a_worker_that_served_hidden_ones(graded):
     hidden = [t for t in results.tests() if t.hidden and t.name.startswith("test_place")]
     assert len(visible) == 1 and hidden, [t.name for t in results.tests()]
     assert visible[0].message.count("note:") == 1, visible[0].message
-    assert max(t.message.count("note:") for t in hidden) > 1   # the attack did note calls
+    assert max(t.message.count("note:") for t in hidden) > 1  # the attack did note calls
 
 
 @pytest.mark.slow

@@ -41,14 +41,17 @@ from grader.reports.writers import write_all, write_report_json
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_hostile_facts")]
 
 EX01, EX04 = catalog.get("ex01"), catalog.get("ex04")
-PER_TEST = 64 << 10          # what one test may add to each file, in bytes
-PER_GRADING = 2 << 20        # what a whole grading's file may take here (before: 33 MB and 66 MB)
+PER_TEST = 64 << 10  # what one test may add to each file, in bytes
+PER_GRADING = 2 << 20  # what a whole grading's file may take here (before: 33 MB and 66 MB)
 FILES = ("report.json", "results.json", "feedback.html")
 
 
 def source(exercise) -> str:
-    return "".join(line for line in exercise.solution_path().read_text().splitlines(keepends=True)
-                   if "### " not in line)
+    return "".join(
+        line
+        for line in exercise.solution_path().read_text().splitlines(keepends=True)
+        if "### " not in line
+    )
 
 
 def code(text: str) -> str:
@@ -146,10 +149,19 @@ def grade(cases: dict[str, Case], folder: Path) -> tuple[object, dict[str, Path]
         (class_dir / name).mkdir(parents=True)
         (class_dir / name / case.exercise.module_file).write_text(case.text)
     out = folder / "graded"
-    summary = grade_batch(class_dir, out, jobs=2, exercises=sorted({c.exercise.id for c in cases.values()}),
-                          timing="skip", test_timeout=60)
-    return summary, {name: next(out.rglob(f"{name}/report.json")).parent for name in cases
-                     if any(out.rglob(f"{name}/report.json"))}
+    summary = grade_batch(
+        class_dir,
+        out,
+        jobs=2,
+        exercises=sorted({c.exercise.id for c in cases.values()}),
+        timing="skip",
+        test_timeout=60,
+    )
+    return summary, {
+        name: next(out.rglob(f"{name}/report.json")).parent
+        for name in cases
+        if any(out.rglob(f"{name}/report.json"))
+    }
 
 
 def file_sizes(results: GradingResults, folder: Path) -> dict[str, int]:
@@ -162,12 +174,28 @@ def shares(results: GradingResults, scratch: Path) -> dict[str, dict[str, int]]:
     found = {}
     for ex_id, exercise in results.exercises.items():
         for i, test in enumerate(exercise.tests):
-            others = dict(results.exercises) | {ex_id: type(exercise)(
-                exercise.id, exercise.title, exercise.max_score, exercise.tests[:i] + exercise.tests[i + 1:],
-                exercise.note, exercise.bonus)}
-            without = file_sizes(GradingResults(results.submission, others, results.environment, results.problems,
-                                                results.output, results.duration, results.visible_only),
-                                 scratch / "without")
+            others = dict(results.exercises) | {
+                ex_id: type(exercise)(
+                    exercise.id,
+                    exercise.title,
+                    exercise.max_score,
+                    exercise.tests[:i] + exercise.tests[i + 1 :],
+                    exercise.note,
+                    exercise.bonus,
+                )
+            }
+            without = file_sizes(
+                GradingResults(
+                    results.submission,
+                    others,
+                    results.environment,
+                    results.problems,
+                    results.output,
+                    results.duration,
+                    results.visible_only,
+                ),
+                scratch / "without",
+            )
             found[test.nodeid] = {name: whole[name] - without[name] for name in FILES}
     return found
 
@@ -181,8 +209,10 @@ class Graded(NamedTuple):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     summary, folders = grade(CASES, tmp_path_factory.mktemp("hostile-facts"))
-    results = {name: GradingResults.from_dict(json.loads((folder / "report.json").read_text()))
-               for name, folder in folders.items()}
+    results = {
+        name: GradingResults.from_dict(json.loads((folder / "report.json").read_text()))
+        for name, folder in folders.items()
+    }
     for name, folder in folders.items():
         print(f"{name}: " + ", ".join(f"{f} {(folder / f).stat().st_size:,} bytes" for f in FILES))
     return Graded(summary, folders, results)
@@ -193,8 +223,9 @@ def graded_tests(results: GradingResults, prefix: str):
 
 
 def test_every_submission_was_graded(graded):
-    assert sorted((o.student, o.status, o.detail[:300]) for o in graded.summary.outcomes) == \
-        [(name, "graded", "") for name in sorted(CASES)]
+    assert sorted((o.student, o.status, o.detail[:300]) for o in graded.summary.outcomes) == [
+        (name, "graded", "") for name in sorted(CASES)
+    ]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -227,7 +258,9 @@ def test_long_names_are_cut_and_say_so_keeping_both_ends(graded):
 
 
 def test_a_message_naming_a_huge_axis_is_cut_and_says_so(graded):
-    failed = [t for t in graded_tests(graded.results["one_huge_axis"], "test_place") if not t.passed]
+    failed = [
+        t for t in graded_tests(graded.results["one_huge_axis"], "test_place") if not t.passed
+    ]
     assert failed
     for test in failed:
         assert len(test.message) <= MESSAGE_CHARS
@@ -245,13 +278,21 @@ def test_a_spec_of_many_long_axes_is_cut(graded):
 
 
 def test_an_hlo_line_is_cut_and_says_so(graded):
-    tests = graded_tests(graded.results["huge_programs"], "test_layer_feature_sharded_uses_one_all_reduce")
+    tests = graded_tests(
+        graded.results["huge_programs"], "test_layer_feature_sharded_uses_one_all_reduce"
+    )
     assert tests
     for test in tests:
-        assert test.passed, test.message   # one all-reduce, the right values: the attribute changes neither
+        assert test.passed, (
+            test.message
+        )  # one all-reduce, the right values: the attribute changes neither
         (check,) = test.collectives
         (reduce,) = check.found
-        assert reduce.op == "all-reduce" and len(reduce.line) <= LINE_CHARS and "characters cut" in reduce.line
+        assert (
+            reduce.op == "all-reduce"
+            and len(reduce.line) <= LINE_CHARS
+            and "characters cut" in reduce.line
+        )
 
 
 def test_a_program_of_many_collectives_keeps_those_that_fit_and_says_so(graded):
@@ -267,10 +308,14 @@ def test_a_program_of_many_collectives_keeps_those_that_fit_and_says_so(graded):
     # ... and the student reads it on the page and on Gradescope.
     folder = graded.folders["huge_programs"]
     page = (folder / "feedback.html").read_text()
-    gradescope = {t["extra_data"]["nodeid"]: t["output"]
-                  for t in json.loads((folder / "results.json").read_text())["tests"]}
+    gradescope = {
+        t["extra_data"]["nodeid"]: t["output"]
+        for t in json.loads((folder / "results.json").read_text())["tests"]
+    }
     for test in tests:
-        (card,) = re.findall(rf'<article [^>]*data-nodeid="{re.escape(test.nodeid)}".*?</article>', page, re.S)
+        (card,) = re.findall(
+            rf'<article [^>]*data-nodeid="{re.escape(test.nodeid)}".*?</article>', page, re.S
+        )
         assert "the grader recorded only part of what this test" in card
         assert "the grader recorded only part of what this test" in gradescope[test.nodeid]
 

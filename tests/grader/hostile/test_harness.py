@@ -26,13 +26,20 @@ from grader.grading.engine import grade_submission
 
 EX05, EX08 = catalog.get("ex05"), catalog.get("ex08")
 TEST_TIMEOUT = 10
-TRACED_EX08 = ("test_compiled_step", "test_train_step_program", "test_train_step_shard_map_program",
-               "test_train_step_speedup", "test_train_step_shard_map_speedup")
+TRACED_EX08 = (
+    "test_compiled_step",
+    "test_train_step_program",
+    "test_train_step_shard_map_program",
+    "test_train_step_speedup",
+    "test_train_step_shard_map_speedup",
+)
 
 
 def source(exercise, stub: bool = False) -> str:
     path = exercise.stub_path() if stub else exercise.solution_path()
-    return "".join(line for line in path.read_text().splitlines(keepends=True) if "### " not in line)
+    return "".join(
+        line for line in path.read_text().splitlines(keepends=True) if "### " not in line
+    )
 
 
 # ex08's step, looked up: its params, batch and targets are predicted with the tests' own generator
@@ -86,21 +93,29 @@ def graded(tmp_path, exercise, text: str, test_timeout: float = TEST_TIMEOUT):
     folder = tmp_path / "submission"
     folder.mkdir()
     (folder / exercise.module_file).write_text(text)
-    return grade_submission(folder, exercises=[exercise.id], test_timeout=test_timeout,
-                            cache=CompileCache(None), time_limit=600)
+    return grade_submission(
+        folder,
+        exercises=[exercise.id],
+        test_timeout=test_timeout,
+        cache=CompileCache(None),
+        time_limit=600,
+    )
 
 
 @pytest.mark.slow
 def test_a_program_that_looks_up_predicted_answers_earns_nothing(tmp_path):
     # Its trace-time training takes seconds in the worker: a limit that leaves it time to reach the checks.
-    results = graded(tmp_path, EX08, source(EX08, stub=True) + PREDICTS_THE_TRAINING_INPUTS,
-                     test_timeout=60).exercises[EX08.id]
+    results = graded(
+        tmp_path, EX08, source(EX08, stub=True) + PREDICTS_THE_TRAINING_INPUTS, test_timeout=60
+    ).exercises[EX08.id]
     categories = {t.name: t.category for t in results.tests}
     traced = [name for name in categories if name.startswith(TRACED_EX08)]
     assert len(traced) == 13, categories
     assert {categories[name] for name in traced} == {"failed"}, categories
     assert all("differs from the reference" in t.message for t in results.tests if t.name in traced)
-    assert {c for name, c in categories.items() if name not in traced} == {"not attempted"}, categories
+    assert {c for name, c in categories.items() if name not in traced} == {"not attempted"}, (
+        categories
+    )
     assert results.score == 0
 
 

@@ -31,7 +31,9 @@ from grader.course import catalog
 from grader.grading.batch import REPORT, grade_batch, student_folder
 from grader.grading.results import GradingResults
 
-pytestmark = pytest.mark.xdist_group("test_hostile_inputs")   # one grading, shared by the tests below
+pytestmark = pytest.mark.xdist_group(
+    "test_hostile_inputs"
+)  # one grading, shared by the tests below
 
 EX04, EX05 = catalog.get("ex04"), catalog.get("ex05")
 TEST_TIMEOUT = 60
@@ -39,7 +41,9 @@ TEST_TIMEOUT = 60
 
 def source(exercise, stub: bool = False) -> str:
     path = exercise.stub_path() if stub else exercise.solution_path()
-    return "".join(line for line in path.read_text().splitlines(keepends=True) if "### " not in line)
+    return "".join(
+        line for line in path.read_text().splitlines(keepends=True) if "### " not in line
+    )
 
 
 def code(text: str) -> str:
@@ -102,14 +106,16 @@ REPLAYS_THE_STREAM = source(EX04, stub=True) + code("""
 """)
 
 # ex04's tests whose program the replay serves: its recorded stream (1194 draws) covers their inputs.
-REPLAYED_EX04 = {f"{name}[{n}dev]" for name in ("test_layer_auto_has_no_collectives",
-                                                "test_layer_shard_map_has_no_collectives") for n in (2, 4, 8)} | {
-    f"test_layer_feature_sharded_uses_one_all_reduce[{n}dev]" for n in (2, 4)}
+REPLAYED_EX04 = {
+    f"{name}[{n}dev]"
+    for name in ("test_layer_auto_has_no_collectives", "test_layer_shard_map_has_no_collectives")
+    for n in (2, 4, 8)
+} | {f"test_layer_feature_sharded_uses_one_all_reduce[{n}dev]" for n in (2, 4)}
 
 # ex05: the docstring's worked example (x = [3 1 4 1 | 5 9 2 6 | 5 3 5 8 | 9 7 1 2] on 4 devices) answered
 # from the docstring, as a constant with the right sharding; any other call raises the stub's error.
 REPLICATED, SPLIT = "P()", "P('i')"
-WORKED_ANSWERS = {   # the function's name: (its answer, the answer's spec, as code)
+WORKED_ANSWERS = {  # the function's name: (its answer, the answer's spec, as code)
     "all_gather": ([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 1, 2], REPLICATED),
     "all_reduce": ([22, 20, 12, 17], REPLICATED),
     "reduce_scatter": ([22, 20, 12, 17], SPLIT),
@@ -118,7 +124,9 @@ WORKED_ANSWERS = {   # the function's name: (its answer, the answer's spec, as c
     "ring_shift": ([9, 7, 1, 2, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], SPLIT),
     "ring_all_reduce": ([22, 20, 12, 17], REPLICATED),
 }
-ANSWERS_THE_WORKED_EXAMPLE = source(EX05, stub=True) + code("""
+ANSWERS_THE_WORKED_EXAMPLE = (
+    source(EX05, stub=True)
+    + code("""
     import numpy as _np
     from jax import numpy as _jnp
 
@@ -133,10 +141,15 @@ ANSWERS_THE_WORKED_EXAMPLE = source(EX05, stub=True) + code("""
             per_device = lambda xb: jax.lax.dynamic_slice_in_dim(_jnp.asarray(answer),
                                                                  jax.lax.axis_index("i") * rows, rows)
         return jax.shard_map(per_device, mesh=mesh, in_specs=P("i"), out_specs=spec)(x)
-""") + "".join(code(f"""
+""")
+    + "".join(
+        code(f"""
     def {name}(x, mesh{", k=1" if name == "ring_shift" else ""}):
         return _from_the_docstring(x, mesh, "{name}", {answer}, {spec})
-""") for name, (answer, spec) in WORKED_ANSWERS.items())
+""")
+        for name, (answer, spec) in WORKED_ANSWERS.items()
+    )
+)
 
 SUBMISSIONS = {
     "replays_the_stream": {EX04.module_file: REPLAYS_THE_STREAM},
@@ -154,12 +167,23 @@ def graded(tmp_path_factory) -> dict[str, GradingResults]:
         for name, text in files.items():
             (class_dir / student / name).write_text(text)
     out = tmp_path_factory.mktemp("graded")
-    summary = grade_batch(class_dir, out, jobs=2, exercises=[EX04.number, EX05.number], test_timeout=TEST_TIMEOUT,
-                          timing="skip")
-    assert sorted((o.student, o.status) for o in summary.outcomes) == sorted((s, "graded") for s in SUBMISSIONS), (
-        [(o.student, o.status, o.detail[:300]) for o in summary.outcomes])
-    results = {student: GradingResults.from_dict(json.loads((student_folder(out, student) / REPORT).read_text()))
-               for student in SUBMISSIONS}
+    summary = grade_batch(
+        class_dir,
+        out,
+        jobs=2,
+        exercises=[EX04.number, EX05.number],
+        test_timeout=TEST_TIMEOUT,
+        timing="skip",
+    )
+    assert sorted((o.student, o.status) for o in summary.outcomes) == sorted(
+        (s, "graded") for s in SUBMISSIONS
+    ), [(o.student, o.status, o.detail[:300]) for o in summary.outcomes]
+    results = {
+        student: GradingResults.from_dict(
+            json.loads((student_folder(out, student) / REPORT).read_text())
+        )
+        for student in SUBMISSIONS
+    }
     for student, result in results.items():
         for exercise_id, exercise in result.exercises.items():
             print(f"\n{student} {exercise_id}: {exercise.score:.4g}/{exercise.max_score:.4g}")
@@ -172,8 +196,9 @@ def graded(tmp_path_factory) -> dict[str, GradingResults]:
 def test_the_honest_reference_earns_full_marks(graded):
     for exercise in (EX04, EX05):
         tests = graded["honest"].exercises[exercise.id].tests
-        assert tests and all(t.earns for t in tests), [(t.name, t.category, t.message[:200]) for t in tests
-                                                       if not t.earns]
+        assert tests and all(t.earns for t in tests), [
+            (t.name, t.category, t.message[:200]) for t in tests if not t.earns
+        ]
         assert graded["honest"].exercises[exercise.id].score == pytest.approx(exercise.points)
 
 
@@ -184,15 +209,25 @@ def test_replaying_a_direct_calls_stream_earns_no_rule(graded):
     tests = graded["replays_the_stream"].exercises[EX04.id].tests
     categories = {t.name: t.category for t in tests}
     assert REPLAYED_EX04 <= set(categories), sorted(categories)
-    wrong = {t.name: (t.category, t.message[:300]) for t in tests if t.name in REPLAYED_EX04
-             and (t.category != "failed" or "differ" not in t.message)}
+    wrong = {
+        t.name: (t.category, t.message[:300])
+        for t in tests
+        if t.name in REPLAYED_EX04 and (t.category != "failed" or "differ" not in t.message)
+    }
     assert not wrong, wrong
     # The others: a direct call (the stub's error), a program too large for any stream noted (the same), or
     # a program served from a longer stream, computed for inputs no test drew; the report-only speed test
     # (no points) skips before it runs anything.
-    others = {t.name: (t.category, t.message[:200]) for t in tests if t.name not in REPLAYED_EX04
-              and not (t.category == "not attempted" or (t.category == "failed" and "differ" in t.message)
-                       or (t.category == "skipped" and t.max_score == 0))}
+    others = {
+        t.name: (t.category, t.message[:200])
+        for t in tests
+        if t.name not in REPLAYED_EX04
+        and not (
+            t.category == "not attempted"
+            or (t.category == "failed" and "differ" in t.message)
+            or (t.category == "skipped" and t.max_score == 0)
+        )
+    }
     assert not others, others
     assert graded["replays_the_stream"].exercises[EX04.id].score == 0
 
@@ -202,9 +237,15 @@ def test_the_worked_example_as_constants_earns_nothing(graded):
     """The docstring's answers are served for the worked example's shape and pass on the example (each
     test fails on the input drawn for it, which the same program meets next)."""
     tests = graded["answers_the_worked_example"].exercises[EX05.id].tests
-    worked = {t.name: (t.category, t.message[:300]) for t in tests if t.name.startswith("test_worked_example")}
+    worked = {
+        t.name: (t.category, t.message[:300])
+        for t in tests
+        if t.name.startswith("test_worked_example")
+    }
     assert len(worked) == len(WORKED_ANSWERS), worked
-    assert all(category == "failed" and " of x = [" in message for category, message in worked.values()), worked
+    assert all(
+        category == "failed" and " of x = [" in message for category, message in worked.values()
+    ), worked
     others = {t.name: t.category for t in tests if t.name not in worked}
     assert set(others.values()) == {"not attempted"}, others
     assert graded["answers_the_worked_example"].exercises[EX05.id].score == 0

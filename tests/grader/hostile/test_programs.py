@@ -26,7 +26,9 @@ from grader.grading.engine import grade_submission
 from grader.grading.results import GradingResults
 from grader.worker import programs
 
-pytestmark = pytest.mark.xdist_group("test_hostile_programs")   # one grading, shared by the tests below
+pytestmark = pytest.mark.xdist_group(
+    "test_hostile_programs"
+)  # one grading, shared by the tests below
 
 EX05, EX11 = catalog.get("ex05"), catalog.get("ex11")
 TEST_TIMEOUT = 10
@@ -36,8 +38,11 @@ HARNESS_PEAK_BYTES = 1 << 30
 
 
 def source(exercise) -> str:
-    return "".join(line for line in exercise.solution_path().read_text().splitlines(keepends=True)
-                   if "### " not in line)
+    return "".join(
+        line
+        for line in exercise.solution_path().read_text().splitlines(keepends=True)
+        if "### " not in line
+    )
 
 
 def code(text: str) -> str:
@@ -117,7 +122,12 @@ ATTACKS_EX05 = {
 
 def ex05_attacking(*functions: str) -> str:
     """ex05's reference with these functions replaced by their attacks."""
-    return source(EX05) + RAW_FRAMES + KEEPS_THE_REFERENCE + "".join(ATTACKS_EX05[f] for f in functions)
+    return (
+        source(EX05)
+        + RAW_FRAMES
+        + KEEPS_THE_REFERENCE
+        + "".join(ATTACKS_EX05[f] for f in functions)
+    )
 
 
 # expanding_shard_map runs the tests' per-device function as the program the harness traced for it; this
@@ -160,7 +170,7 @@ READS_THE_CALLBACK_PROGRAM = source(EX11) + code(f'''
 class Case(NamedTuple):
     exercise: catalog.Exercise
     text: str
-    attacked: tuple[str, ...]   # the functions whose tests may lose
+    attacked: tuple[str, ...]  # the functions whose tests may lose
 
 
 CASES = {
@@ -227,10 +237,14 @@ def graded(tmp_path_factory) -> Graded:
     for case in CASES.values():
         (folder / case.exercise.module_file).write_text(case.text)
     result = grade(folder, [case.exercise.id for case in CASES.values()])
-    print(f"\nhostile programs: graded in {result.seconds:.1f} s, the harness's peak RSS "
-          f"{result.harness_peak / 2**20:.0f} MiB")
+    print(
+        f"\nhostile programs: graded in {result.seconds:.1f} s, the harness's peak RSS "
+        f"{result.harness_peak / 2**20:.0f} MiB"
+    )
     for test in result.results.tests():
-        print(f"  {test.exercise} {test.name}: {test.category} in {test.duration:.1f} s {test.message[:160]!r}")
+        print(
+            f"  {test.exercise} {test.name}: {test.category} in {test.duration:.1f} s {test.message[:160]!r}"
+        )
     return result
 
 
@@ -239,8 +253,11 @@ def graded(tmp_path_factory) -> Graded:
 def test_only_the_attacked_tests_lose(graded, name):
     case = CASES[name]
     tests = graded.results.exercises[case.exercise.id].tests
-    wrong = [f"{t.name}: {t.category} ({t.message[:300]})" for t in tests
-             if (t.category == "error") != (attacks(case, t.name) is not None)]
+    wrong = [
+        f"{t.name}: {t.category} ({t.message[:300]})"
+        for t in tests
+        if (t.category == "error") != (attacks(case, t.name) is not None)
+    ]
     assert not wrong, f"{len(wrong)} test(s) not as expected:\n" + "\n".join(wrong)
     earned = sum(t.max_score for t in tests if attacks(case, t.name) is None)
     assert graded.results.exercises[case.exercise.id].score == pytest.approx(earned)
@@ -250,9 +267,14 @@ def test_only_the_attacked_tests_lose(graded, name):
 def test_each_bomb_costs_its_call_quickly_and_says_why(graded):
     """A broken protocol discards the worker (the next call gets a fresh one); a program the harness
     refuses is never compiled. Neither waits for the test's time limit, and the harness never crashed."""
-    why = {"ring_shift": "larger than the limit", "all_to_all": "nested more than",
-           "all_reduce_via_scatter_gather": "in all", "all_reduce": "lapack_sgetrf_ffi: " + programs.REFUSED,
-           "reduce_scatter": "lapack_sgetrf_ffi: " + programs.REFUSED, "all_gather": "more than the 64.0 MiB"}
+    why = {
+        "ring_shift": "larger than the limit",
+        "all_to_all": "nested more than",
+        "all_reduce_via_scatter_gather": "in all",
+        "all_reduce": "lapack_sgetrf_ffi: " + programs.REFUSED,
+        "reduce_scatter": "lapack_sgetrf_ffi: " + programs.REFUSED,
+        "all_gather": "more than the 64.0 MiB",
+    }
     assert set(why) == set(ATTACKS_EX05)
     case = CASES["bombs_the_harness"]
     for test in graded.results.exercises[EX05.id].tests:
@@ -275,10 +297,11 @@ def test_the_program_a_worker_is_given_names_nothing_of_the_tests(graded):
     leaks = [t for t in graded.results.exercises[EX11.id].tests if t.category == "error"]
     assert leaks and all(LEAK in t.message for t in leaks), [t.message[:300] for t in leaks]
     tests_folder = EX11.tests_dir()
-    names = {m for path in tests_folder.glob("*.py") for m in re.findall(r"def (\w+)", path.read_text())}
+    names = {
+        m for path in tests_folder.glob("*.py") for m in re.findall(r"def (\w+)", path.read_text())
+    }
     for test in leaks:
         said = test.message.split(LEAK, 1)[1].split("\n  raised at")[0]
         assert "programs): " in said and not said.startswith(" (0 programs)"), said[:300]
         assert not re.search(r"test_\w+|conftest|\.py", said), said[:600]
         assert not {w.strip("@\"'(") for w in said.split()} & names, said[:600]
-

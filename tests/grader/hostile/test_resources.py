@@ -40,15 +40,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_hostile_resources"
 
 EX01, EX12 = catalog.get("ex01"), catalog.get("ex12")
 GIB = 1 << 30
-HOG_LIMIT = 2 * GIB   # the bomb's --memory-limit: its submission may hold 4 GiB (grader.grading.engine)
+HOG_LIMIT = (
+    2 * GIB
+)  # the bomb's --memory-limit: its submission may hold 4 GiB (grader.grading.engine)
 BUDGET = confinement.WorkerLimits().processes
-HOST_PORT = "__SHARDLAB_HOST_PORT__"   # replaced by the port of the test's listeners
-V1_GROUPS = {"pids", "memory"} <= set(cgroups.hierarchies()) and cgroups.hierarchies()["memory"].version == 1
+HOST_PORT = "__SHARDLAB_HOST_PORT__"  # replaced by the port of the test's listeners
+V1_GROUPS = {"pids", "memory"} <= set(cgroups.hierarchies()) and cgroups.hierarchies()[
+    "memory"
+].version == 1
 
 
 def source(exercise, stub: bool = False) -> str:
     path = exercise.stub_path() if stub else exercise.solution_path()
-    return "".join(line for line in path.read_text().splitlines(keepends=True) if "### " not in line)
+    return "".join(
+        line for line in path.read_text().splitlines(keepends=True) if "### " not in line
+    )
 
 
 def code(text: str) -> str:
@@ -57,10 +63,27 @@ def code(text: str) -> str:
 
 def grade(submission: Path, out: Path, *options: str, test_timeout: int = 10) -> subprocess.Popen:
     """`shardlab grade` in a session of its own, as grade-batch starts it."""
-    command = [sys.executable, "-m", "grader.cli", "grade", str(submission), "--out", str(out), "--quiet",
-               "--test-timeout", str(test_timeout), *options]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "grader.cli",
+        "grade",
+        str(submission),
+        "--out",
+        str(out),
+        "--quiet",
+        "--test-timeout",
+        str(test_timeout),
+        *options,
+    ]
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def report(out: Path) -> dict:
@@ -74,7 +97,7 @@ def categories(data: dict) -> set[str]:
 # --- a student's fork bomb and memory hog --------------------------------------------------------
 
 # Run as a fresh small Python (a fork of it is cheap, unlike a fork of the worker with jax imported).
-BOMB = code('''
+BOMB = code("""
     import os, sys, time
 
     # Each 64 MiB block really held: one byte written in each of its pages.
@@ -127,9 +150,9 @@ BOMB = code('''
             if len(hogs) < 3 and holders:
                 os.kill(holders.pop(), 9)
             time.sleep(0.02)
-''')
+""")
 
-FILLS_ITS_BUDGET = code(f'''
+FILLS_ITS_BUDGET = code(f"""
     import os as _os, sys as _sys, time as _time
 
     if _os.fork() == 0:
@@ -144,18 +167,21 @@ FILLS_ITS_BUDGET = code(f'''
 
     for _name in ("make_mesh_2x4", "make_data_mesh", "place", "shard_table"):
         globals()[_name] = _slowly(globals()[_name])
-''')
+""")
 
 
 @dataclass
 class Watch:
     """What the test saw of the hostile grading's groups, sampled twice a second."""
-    samples: list[tuple[float, int, int, int]] = field(default_factory=list)   # (time.monotonic(), tasks in
+
+    samples: list[tuple[float, int, int, int]] = field(
+        default_factory=list
+    )  # (time.monotonic(), tasks in
     #       the bomb's sandbox, bytes its submission's memory group holds, processes the kernel killed there)
     memory_limit: int = 0
     pids_groups: set[Path] = field(default_factory=set)
     memory_groups: set[Path] = field(default_factory=set)
-    uids: set[int] = field(default_factory=set)        # the users the bomb's processes ran as
+    uids: set[int] = field(default_factory=set)  # the users the bomb's processes ran as
 
     def between(self, begun: float, ended: float) -> tuple[list[int], list[int], int]:
         """Tasks and bytes held while the classmate was graded, and how many processes the kernel killed
@@ -181,9 +207,11 @@ def watch(root: int, into: Watch, stop: threading.Event) -> None:
                 except psutil.Error:
                     pass
             if "memory" in found and found["memory"][1].name.startswith("shardlab-harness-"):
-                into.memory_groups.add(found["memory"][1].parent)   # the grading's group
+                into.memory_groups.add(found["memory"][1].parent)  # the grading's group
         tasks = max((_read_int(group / "pids.current") for group in into.pids_groups), default=0)
-        memory = max((_read_int(group / "memory.usage_in_bytes") for group in into.memory_groups), default=0)
+        memory = max(
+            (_read_int(group / "memory.usage_in_bytes") for group in into.memory_groups), default=0
+        )
         limits = [_read_int(group / "memory.limit_in_bytes") for group in into.memory_groups]
         into.memory_limit = max([into.memory_limit, *limits])
         kills = max((_oom_kills(group) for group in into.memory_groups), default=0)
@@ -193,7 +221,11 @@ def watch(root: int, into: Watch, stop: threading.Event) -> None:
 def in_another_sandbox(pid: int, not_these: set[Path]) -> bool:
     """Whether `pid` is held in a sandbox's pids group other than `not_these`."""
     group = cgroups.cgroups_of(pid).get("pids")
-    return group is not None and group[1].name.startswith("shardlab-sandbox-") and group[1] not in not_these
+    return (
+        group is not None
+        and group[1].name.startswith("shardlab-sandbox-")
+        and group[1] not in not_these
+    )
 
 
 def _oom_kills(group: Path) -> int:
@@ -215,7 +247,9 @@ def _read_int(path: Path) -> int:
         return 0
 
 
-@pytest.mark.skipif(not V1_GROUPS, reason="needs writable cgroup v1 pids and memory controllers (as on CI here)")
+@pytest.mark.skipif(
+    not V1_GROUPS, reason="needs writable cgroup v1 pids and memory controllers (as on CI here)"
+)
 def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
     hostile, honest = tmp_path / "hostile", tmp_path / "honest"
     hostile.mkdir()
@@ -223,19 +257,33 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
     (hostile / EX01.module_file).write_text(source(EX01, stub=True) + FILLS_ITS_BUDGET)
     (honest / EX01.module_file).write_text(source(EX01))
     started, classmate = time.monotonic(), None
-    attacker = grade(hostile, tmp_path / "out-hostile", "--exercise", "ex01", "--time-limit", "150",
-                     "--memory-limit", f"{HOG_LIMIT / GIB:g}")
+    attacker = grade(
+        hostile,
+        tmp_path / "out-hostile",
+        "--exercise",
+        "ex01",
+        "--time-limit",
+        "150",
+        "--memory-limit",
+        f"{HOG_LIMIT / GIB:g}",
+    )
     seen, stop = Watch(), threading.Event()
     sampler = threading.Thread(target=watch, args=(attacker.pid, seen, stop), daemon=True)
     sampler.start()
     try:
         # The classmate starts once the bomb holds its budget and its hogs have already run out of their
         # submission's memory (the hogs are slow on a loaded machine: waiting beats hoping it happens later).
-        while not (seen.samples and seen.samples[-1][1] >= 0.9 * BUDGET and seen.samples[-1][3] > 0) \
-                and time.monotonic() - started < 120:
+        while (
+            not (seen.samples and seen.samples[-1][1] >= 0.9 * BUDGET and seen.samples[-1][3] > 0)
+            and time.monotonic() - started < 120
+        ):
             time.sleep(0.5)
-        assert seen.samples and seen.samples[-1][1] >= 0.9 * BUDGET, f"the bomb never filled its budget: {seen}"
-        assert seen.samples[-1][3] > 0, f"the hogs never ran out of their submission's memory: {seen.samples[-5:]}"
+        assert seen.samples and seen.samples[-1][1] >= 0.9 * BUDGET, (
+            f"the bomb never filled its budget: {seen}"
+        )
+        assert seen.samples[-1][3] > 0, (
+            f"the hogs never ran out of their submission's memory: {seen.samples[-5:]}"
+        )
         classmate_started = time.monotonic()
         classmate = grade(honest, tmp_path / "out-honest", "--exercise", "ex01")
         classmate_log, _ = classmate.communicate(timeout=600)
@@ -250,15 +298,23 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
     tasks, memory, kills = seen.between(classmate_started, classmate_ended)
-    print(f"\nclassmate graded in {classmate_ended - classmate_started:.1f} s beside a bomb holding {min(tasks)} to "
-          f"{max(tasks)} tasks of its {BUDGET} (median {sorted(tasks)[len(tasks) // 2]}), its submission "
-          f"{min(memory) / 2**30:.2f} to {max(memory) / 2**30:.2f} GiB of its {seen.memory_limit / 2**30:.1f} GiB, "
-          f"{kills} of its processes killed out of memory meanwhile")
+    print(
+        f"\nclassmate graded in {classmate_ended - classmate_started:.1f} s beside a bomb holding {min(tasks)} to "
+        f"{max(tasks)} tasks of its {BUDGET} (median {sorted(tasks)[len(tasks) // 2]}), its submission "
+        f"{min(memory) / 2**30:.2f} to {max(memory) / 2**30:.2f} GiB of its {seen.memory_limit / 2**30:.1f} GiB, "
+        f"{kills} of its processes killed out of memory meanwhile"
+    )
     assert classmate.returncode == 0, classmate_log[-3000:]
     graded = report(tmp_path / "out-honest")
-    assert graded["score"] == pytest.approx(EX01.points) and categories(graded) == {"passed"}, classmate_log[-3000:]
-    assert sorted(tasks)[len(tasks) // 2] >= 0.9 * BUDGET, f"the bomb let go while the classmate was graded: {tasks}"
-    assert max(sample[1] for sample in seen.samples) <= BUDGET, "the bomb's sandbox went past its budget"
+    assert graded["score"] == pytest.approx(EX01.points) and categories(graded) == {"passed"}, (
+        classmate_log[-3000:]
+    )
+    assert sorted(tasks)[len(tasks) // 2] >= 0.9 * BUDGET, (
+        f"the bomb let go while the classmate was graded: {tasks}"
+    )
+    assert max(sample[1] for sample in seen.samples) <= BUDGET, (
+        "the bomb's sandbox went past its budget"
+    )
     assert seen.memory_limit == engine.submission_memory_limit(HOG_LIMIT, 1)
     # Still holding much of it meanwhile (each hog killed out of memory starts again).
     assert sorted(memory)[len(memory) // 2] >= 0.4 * seen.memory_limit, f"the hogs let go: {memory}"
@@ -266,25 +322,40 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
     # The bomb itself earns nothing, and leaves nothing: its groups, its uid and its processes are gone.
     assert attacker.returncode == 0, attacker_log[-3000:]
     bomb = report(tmp_path / "out-hostile")
-    assert bomb["score"] == 0 and categories(bomb) <= {"not attempted", "crashed", "timeout"}, categories(bomb)
+    assert bomb["score"] == 0 and categories(bomb) <= {"not attempted", "crashed", "timeout"}, (
+        categories(bomb)
+    )
     assert f"peak {seen.memory_limit / 2**30:.2f} GiB" in bomb["environment"]["isolation"]["memory"]
     assert bomb["environment"]["limits"]["worker_memory_bytes"] == HOG_LIMIT
-    assert bomb["environment"]["limits"]["submission_memory_bytes"] == seen.memory_limit   # as the kernel held it
+    assert (
+        bomb["environment"]["limits"]["submission_memory_bytes"] == seen.memory_limit
+    )  # as the kernel held it
     assert not any(group.exists() for group in seen.pids_groups | seen.memory_groups)
     bomb_uids = seen.uids - {0}
-    if os.geteuid() == 0 and confinement.choose_isolation("auto") is confinement.Isolation.BUBBLEWRAP:
-        assert bomb_uids and all(users.FIRST_UID <= u < users.FIRST_UID + users.UID_COUNT
-                                 for u in bomb_uids), seen.uids
+    if (
+        os.geteuid() == 0
+        and confinement.choose_isolation("auto") is confinement.Isolation.BUBBLEWRAP
+    ):
+        assert bomb_uids and all(
+            users.FIRST_UID <= u < users.FIRST_UID + users.UID_COUNT for u in bomb_uids
+        ), seen.uids
     # A uid is free again once its sandbox ended, and a grading running beside this test (pytest -n) may take
     # it meanwhile, even before the bomb's `shardlab grade` has exited: a process started after that, or held in
     # another sandbox's own group (which no process of the bomb's can join), is that grading's, not the bomb's.
     for uid in bomb_uids:
-        of_uid = [p for p in psutil.process_iter(["uids", "create_time"])
-                  if p.info["uids"] and p.info["uids"].real == uid and p.info["create_time"] < attacker_ended]
+        of_uid = [
+            p
+            for p in psutil.process_iter(["uids", "create_time"])
+            if p.info["uids"]
+            and p.info["uids"].real == uid
+            and p.info["create_time"] < attacker_ended
+        ]
         assert not [p.pid for p in of_uid if not in_another_sandbox(p.pid, seen.pids_groups)]
         lock = os.open(users.lock_folder() / str(uid), os.O_RDWR)
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)   # free again: released by the grading's end
+            fcntl.flock(
+                lock, fcntl.LOCK_EX | fcntl.LOCK_NB
+            )  # free again: released by the grading's end
         except BlockingIOError:
             assert of_uid, f"uid {uid} is still locked and no later grading holds it"
         finally:
@@ -294,7 +365,7 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
 # --- Landlock as root ------------------------------------------------------------------------------
 
 # At import, in the worker and in each of ex12's processes: every way out a worker running as root had.
-ESCAPES = code(f'''
+ESCAPES = code(f"""
     import os as _os, resource as _resource, socket as _socket
 
     def _escapes():
@@ -343,7 +414,7 @@ ESCAPES = code(f'''
             raise RuntimeError("escaped: " + ", ".join(_ESCAPED))
         for _name in FUNCTIONS:
             globals()[_name] = _escaped
-''')
+""")
 
 
 def echo_datagrams(sock: socket.socket, received: list, stop: threading.Event) -> None:
@@ -373,25 +444,43 @@ def test_landlock_as_root_reaches_nothing_and_holds_no_capability(tmp_path):
     echo.start()
     submission = tmp_path / "submission"
     submission.mkdir()
-    for exercise, functions in ((EX01, ("make_mesh_2x4", "make_data_mesh", "place", "shard_table")),
-                                (EX12, ("initialize",))):
+    for exercise, functions in (
+        (EX01, ("make_mesh_2x4", "make_data_mesh", "place", "shard_table")),
+        (EX12, ("initialize",)),
+    ):
         attack = ESCAPES.replace(HOST_PORT, str(port)).replace("FUNCTIONS", repr(functions))
         (submission / exercise.module_file).write_text(source(exercise, stub=True) + attack)
     try:
         # ex12's 4 processes start jax in 10 s or more on 2 busy cores: a timeout must not hide the verdict
-        grading = grade(submission, tmp_path / "out", "--isolation", level.value, "--exercise", "ex01",
-                        "--exercise", "ex12", test_timeout=30)
+        grading = grade(
+            submission,
+            tmp_path / "out",
+            "--isolation",
+            level.value,
+            "--exercise",
+            "ex01",
+            "--exercise",
+            "ex12",
+            test_timeout=30,
+        )
         log, _ = grading.communicate(timeout=900)
         assert grading.returncode == 0, log[-3000:]
         graded = report(tmp_path / "out")
-        wrong = [f"{t['name']}: {t['category']} {t['message'][:200]}" for e in graded["exercises"].values()
-                 for t in e["tests"] if t["category"] != "not attempted"]
+        wrong = [
+            f"{t['name']}: {t['category']} {t['message'][:200]}"
+            for e in graded["exercises"].values()
+            for t in e["tests"]
+            if t["category"] != "not attempted"
+        ]
         assert not wrong, "\n".join(wrong[:10])
         assert graded["score"] == 0
         isolation = graded["environment"]["isolation"]
         print(f"\nLandlock as root: {json.dumps(isolation, indent=1)}")
         assert isolation["level"] == "landlock" and isolation["not_applied"] == [], isolation
-        assert isolation["capabilities"].startswith("none") and "namespace of its own" in isolation["network"]
+        assert (
+            isolation["capabilities"].startswith("none")
+            and "namespace of its own" in isolation["network"]
+        )
         with pytest.raises(BlockingIOError):
             tcp.accept()
         assert received == [], f"datagrams reached the host: {received}"

@@ -62,10 +62,10 @@ def github_outputs(path: Path) -> dict[str, str]:
             continue
         equals, heredoc = line.find("="), line.find("<<")
         if equals >= 0 and (heredoc < 0 or equals < heredoc):
-            outputs[line[:equals]] = line[equals + 1:]
+            outputs[line[:equals]] = line[equals + 1 :]
         else:
             assert heredoc > 0, f"neither name=value nor name<<DELIMITER: {line!r}"
-            name, delimiter = line[:heredoc], line[heredoc + 2:]
+            name, delimiter = line[:heredoc], line[heredoc + 2 :]
             block = []
             for value_line in lines:
                 if value_line == delimiter:
@@ -97,11 +97,11 @@ def js_number(value: float) -> str:
 
 @dataclass
 class Reported:
-    results: dict[str, dict]   # by runner
-    notice: str | None         # the "Autograding complete" notice Classroom takes the points from
+    results: dict[str, dict]  # by runner
+    notice: str | None  # the "Autograding complete" notice Classroom takes the points from
     total: float
     most: float
-    failed: str | None         # the message the reporter fails its step with
+    failed: str | None  # the message the reporter fails its step with
 
 
 def reporter(env: dict[str, str], runners: str) -> Reported:
@@ -125,11 +125,19 @@ def reporter(env: dict[str, str], runners: str) -> Reported:
             continue
         most += result["max_score"]
         for test in result["tests"]:
-            assert isinstance(test["score"], int | float), test   # JavaScript would add undefined: NaN
+            assert isinstance(test["score"], int | float), (
+                test
+            )  # JavaScript would add undefined: NaN
             total += test["score"]
     notice = f"Points {js_number(total)}/{js_number(most)}" if most else None
     statuses = [result["status"] for result in results.values()]
-    failed = "Some tests failed." if "fail" in statuses else "Some tests errored." if "error" in statuses else None
+    failed = (
+        "Some tests failed."
+        if "fail" in statuses
+        else "Some tests errored."
+        if "error" in statuses
+        else None
+    )
     return Reported(results, notice, total, most, failed)
 
 
@@ -138,9 +146,14 @@ def report_through_the_workflow(handout: Path, tmp_path: Path, *command: str) ->
     grade, reporter_step = steps(handout)
     outputs = tmp_path / "github_output"
     outputs.write_text("")
-    env = {"GITHUB_OUTPUT": str(outputs), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}   # shardlab: this venv's
-    done = subprocess.run(command, cwd=handout, capture_output=True, text=True, timeout=300, env=os.environ | env)
+    env = {
+        "GITHUB_OUTPUT": str(outputs),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }  # shardlab: this venv's
+    done = subprocess.run(
+        command, cwd=handout, capture_output=True, text=True, timeout=300, env=os.environ | env
+    )
     assert "result" in github_outputs(outputs), done.stdout[-2000:] + done.stderr[-2000:]
     reporter_env = step_env(reporter_step, {grade["id"]: github_outputs(outputs)})
     return reporter(reporter_env, reporter_step["with"]["runners"])
@@ -167,8 +180,13 @@ def visible_results(*, failing: str | None = None) -> GradingResults:
         tests = []
         for i, weight in enumerate(weights):
             nodeid = f"tests/exercises/{exercise.id}/test_visible.py::test_{i}"
-            category = ("failed" if nodeid == failing else
-                        "skipped" if (exercise.id, i) == ("ex03_computation_follows_data", 1) else "passed")
+            category = (
+                "failed"
+                if nodeid == failing
+                else "skipped"
+                if (exercise.id, i) == ("ex03_computation_follows_data", 1)
+                else "passed"
+            )
             tests.append(TestResult(nodeid, exercise.id, False, weight, category, duration=0.25))
         exercises[exercise.id] = score_exercise(exercise, tests)
     return GradingResults("exercises", exercises, visible_only=True)
@@ -178,22 +196,29 @@ def hundredths_text(value: float) -> str:
     return js_number(round(value, 2))
 
 
-@pytest.mark.parametrize("failing", [None, "tests/exercises/ex05_collectives/test_visible.py::test_3"])
+@pytest.mark.parametrize(
+    "failing", [None, "tests/exercises/ex05_collectives/test_visible.py::test_3"]
+)
 def test_the_reporter_gets_the_visible_points(handout, tmp_path, failing):
     results = visible_results(failing=failing)
     report = write_report_json(results, tmp_path / "graded" / "report.json")
-    reported = report_through_the_workflow(handout, tmp_path, sys.executable, ".github/grade_summary.py", str(report))
+    reported = report_through_the_workflow(
+        handout, tmp_path, sys.executable, ".github/grade_summary.py", str(report)
+    )
 
     # The points: what the visible tests earned, of what they check (not the exercises' full points).
     assert results.checked < results.max_score
     assert results.score == pytest.approx(results.checked - (2 / 7 if failing else 0))
     assert reported.total == round(results.score, 2) and reported.most == round(results.checked, 2)
     # Classroom reads the notice: hundredths, not what adding the scores as they come would show.
-    assert reported.notice == f"Points {hundredths_text(results.score)}/{hundredths_text(results.checked)}"
+    assert (
+        reported.notice
+        == f"Points {hundredths_text(results.score)}/{hundredths_text(results.checked)}"
+    )
     naive = 0.0
     for exercise in results.exercises.values():
         naive += round(exercise.score, 2)
-    assert js_number(naive) != hundredths_text(results.score)   # this case does catch that
+    assert js_number(naive) != hundredths_text(results.score)  # this case does catch that
 
     (result,) = reported.results.values()
     tests = {test["name"].split(":")[0]: test for test in result["tests"]}
@@ -205,12 +230,14 @@ def test_the_reporter_gets_the_visible_points(handout, tmp_path, failing):
         assert ex05["name"] == "ex05_collectives: visible: 5 of 15 points checked, all pass"
     else:
         assert result["status"] == "fail" and reported.failed == "Some tests failed."
-        assert [name for name, test in tests.items() if test["status"] != "pass"] == ["ex05_collectives"]
+        assert [name for name, test in tests.items() if test["status"] != "pass"] == [
+            "ex05_collectives"
+        ]
         assert ex05["name"] == "ex05_collectives: visible: 5 of 15 points checked, 4.71 pass"
         assert ex05["message"].endswith("not passed: test_3")
     for exercise in results.exercises.values():
         assert tests[exercise.id]["score"] == pytest.approx(exercise.score, abs=0.005)
-        assert tests[exercise.id]["line_no"] == 0   # else the reporter prints "- line undefined"
+        assert tests[exercise.id]["line_no"] == 0  # else the reporter prints "- line undefined"
 
 
 def test_a_grading_that_could_not_run_reports_zero_points(handout, tmp_path):
@@ -239,26 +266,37 @@ def test_the_workflow_is_wired_as_classroom_reads_it(handout):
     # Classroom's generated workflow's names and permissions.
     assert flow["name"] == "Autograding Tests"
     assert list(flow["jobs"]) == ["run-autograding-tests"]
-    assert "name" not in flow["jobs"]["run-autograding-tests"]   # the check run is named by the job id
+    assert (
+        "name" not in flow["jobs"]["run-autograding-tests"]
+    )  # the check run is named by the job id
     assert flow["permissions"] == {"checks": "write", "actions": "read", "contents": "read"}
     assert "push" in flow["on"] and "repository_dispatch" in flow["on"]
     grade, reporter_step = steps(handout)
     runners = [runner.strip() for runner in reporter_step["with"]["runners"].split(",")]
-    assert runners == [grade["id"]]   # the reporter's runners are step ids
+    assert runners == [grade["id"]]  # the reporter's runners are step ids
     # Letters and digits: on any error, the reporter blames a runners input of other characters (src/main.js).
     assert re.fullmatch(r"[A-Za-z0-9]+", grade["id"])
-    assert reporter_step["env"] == {f"{grade['id'].upper()}_RESULTS": f"${{{{ steps.{grade['id']}.outputs.result }}}}"}
-    assert reporter_step["if"].startswith("always()")   # also after a grading that could not run
+    assert reporter_step["env"] == {
+        f"{grade['id'].upper()}_RESULTS": f"${{{{ steps.{grade['id']}.outputs.result }}}}"
+    }
+    assert reporter_step["if"].startswith("always()")  # also after a grading that could not run
     assert f"{grade['id'].upper()}_RESULTS: ${{{{ steps.{grade['id']}.outputs.result }}}}" in text
 
 
 def test_reporter_emulation_can_fail():
     """The re-done reporter rejects what the real one would not take as this runner's points."""
-    result = {"version": 1, "status": "pass", "max_score": 2, "tests": [{"name": "a", "status": "pass", "score": 2}]}
+    result = {
+        "version": 1,
+        "status": "pass",
+        "max_score": 2,
+        "tests": [{"name": "a", "status": "pass", "score": 2}],
+    }
     encoded = base64.b64encode(json.dumps(result).encode()).decode()
     assert reporter({"SHARDLAB_RESULTS": encoded}, "shardlab").notice == "Points 2/2"
-    with pytest.raises(KeyError):   # the env var is named by the upper-cased runner
+    with pytest.raises(KeyError):  # the env var is named by the upper-cased runner
         reporter({"shardlab_RESULTS": encoded}, "shardlab")
     assert reporter({"SHARDLAB_RESULTS": encoded}, "shardlab").failed is None
     unscored = base64.b64encode(json.dumps(result | {"max_score": 0}).encode()).decode()
-    assert reporter({"SHARDLAB_RESULTS": unscored}, "shardlab").notice is None   # nothing for Classroom
+    assert (
+        reporter({"SHARDLAB_RESULTS": unscored}, "shardlab").notice is None
+    )  # nothing for Classroom

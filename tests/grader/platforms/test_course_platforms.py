@@ -25,7 +25,7 @@ from grader.platforms import gradescope, notebooks
 from grader.platforms.handout import build_handout, student_course_file, verify_handout
 from grader.platforms.nbgrader_course import build_course, course_assignments, gradebook_url
 
-pytestmark = pytest.mark.xdist_group("test_course_platforms")   # module-scoped builds, done once
+pytestmark = pytest.mark.xdist_group("test_course_platforms")  # module-scoped builds, done once
 
 PARIS = ZoneInfo("Europe/Paris")
 COURSE = """
@@ -66,7 +66,12 @@ student = "bob.secretname"
 days = 3
 assignments = ["week1"]
 """
-TERM_IDS = ["ex04_sharded_layer", "ex01_meshes", "ex12_multi_controller", "ex02_sharding_properties"]
+TERM_IDS = [
+    "ex04_sharded_layer",
+    "ex01_meshes",
+    "ex12_multi_controller",
+    "ex02_sharding_properties",
+]
 OTHERS = [e for e in catalog.EXERCISES if e.id not in TERM_IDS]
 
 
@@ -89,23 +94,37 @@ def test_the_course_file_is_the_term_this_module_means(course):
 
 # -- the handout ----------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def handout(course, tmp_path_factory) -> Path:
     return build_handout(tmp_path_factory.mktemp("release") / "handout", course=course)
 
 
 def files_outside_grader(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*")
-            if p.is_file() and p.relative_to(root).parts[0] != "grader"}
+    return {
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and p.relative_to(root).parts[0] != "grader"
+    }
 
 
 def test_the_handout_holds_the_terms_exercises_only(handout, course):
-    expected = {"README.md", "pyproject.toml", ".gitignore", "conftest.py", ".github/workflows/grade.yml",
-                ".github/grade.sh", ".github/grade_summary.py", "course.toml"}
+    expected = {
+        "README.md",
+        "pyproject.toml",
+        ".gitignore",
+        "conftest.py",
+        ".github/workflows/grade.yml",
+        ".github/grade.sh",
+        ".github/grade_summary.py",
+        "course.toml",
+    }
     for exercise in course.exercises:
         expected.add(f"exercises/{exercise.module_file}")
         expected.add(f"tests/exercises/{exercise.id}/test_visible.py")
-        expected |= {f"tests/exercises/{exercise.id}/{support.name}" for support in exercise.support_files()}
+        expected |= {
+            f"tests/exercises/{exercise.id}/{support.name}" for support in exercise.support_files()
+        }
     assert "tests/exercises/ex12_multi_controller/driver.py" in expected
     assert files_outside_grader(handout) == expected
     for exercise in OTHERS:
@@ -116,39 +135,58 @@ def test_the_handout_holds_the_terms_exercises_only(handout, course):
 
 def test_the_handouts_course_file_is_the_term_without_what_names_students(handout, course):
     text = (handout / "course.toml").read_text()
-    for secret in ("bob.secretname", "extension", "roster", "grades-adjusted", "hidden_visibility", "timing"):
+    for secret in (
+        "bob.secretname",
+        "extension",
+        "roster",
+        "grades-adjusted",
+        "hidden_visibility",
+        "timing",
+    ):
         assert secret not in text
     public = term.load(handout / "course.toml")
     assert public.name == course.name
-    assert [(e.id, e.points) for e in public.exercises] == [(e.id, e.points) for e in course.exercises]
-    assert public.assignments == course.assignments   # names, exercises in order, the same instants
+    assert [(e.id, e.points) for e in public.exercises] == [
+        (e.id, e.points) for e in course.exercises
+    ]
+    assert public.assignments == course.assignments  # names, exercises in order, the same instants
     assert public.assignments[0].due == datetime(2026, 10, 5, 23, 59, tzinfo=PARIS)
     assert public.late == course.late
     assert public.extensions == () and public.roster is None
     assert public.hidden_visibility is None and public.timing is None
-    assert "timezone = \"Europe/Paris\"" in text
+    assert 'timezone = "Europe/Paris"' in text
 
 
 def test_verify_flags_a_course_file_students_must_not_read(handout, tmp_path):
     copy = Path(shutil.copytree(handout, tmp_path / "handout"))
-    (copy / "course.toml").write_text(COURSE)   # the instructor's own, copied in by hand
+    (copy / "course.toml").write_text(COURSE)  # the instructor's own, copied in by hand
     problems = verify_handout(copy)
-    assert problems == [f"course.toml: {key}: the instructor's, not for students" for key in
-                        ("adjustments", "extension", "hidden_visibility", "roster", "timing")]
+    assert problems == [
+        f"course.toml: {key}: the instructor's, not for students"
+        for key in ("adjustments", "extension", "hidden_visibility", "roster", "timing")
+    ]
 
 
 def test_the_catalogs_course_reads_back_as_itself(tmp_path):
     (tmp_path / "course.toml").write_text(student_course_file(term.default_course()))
     again = term.load(tmp_path / "course.toml")
     assert again.exercises == catalog.EXERCISES
-    assert again.assignments == term.default_course().assignments and again.late == term.LatePolicy()
+    assert (
+        again.assignments == term.default_course().assignments and again.late == term.LatePolicy()
+    )
 
 
 def test_the_handouts_readme_gives_the_terms_points_and_due_dates(handout, course):
     text = (handout / "README.md").read_text()
     assert text.startswith("# JAX parallelism, autumn 2026\n")
-    assert "| `ex04_sharded_layer` | One layer, three ways | 30 | 2026-10-05 23:59 (UTC+02:00) |" in text
-    assert "| `ex12_multi_controller` | One program, several processes | 12.5 | 2026-10-12 23:59 (UTC+00:00) |" in text
+    assert (
+        "| `ex04_sharded_layer` | One layer, three ways | 30 | 2026-10-05 23:59 (UTC+02:00) |"
+        in text
+    )
+    assert (
+        "| `ex12_multi_controller` | One program, several processes | 12.5 | 2026-10-12 23:59 (UTC+00:00) |"
+        in text
+    )
     assert "| `ex02_sharding_properties` | What a sharding says | 10 | no due date |" in text
     assert f"| | total (bonus points come on top) | {course.max_score:g} | |" in text
     assert not [e.id for e in OTHERS if f"`{e.id}`" in text]
@@ -158,10 +196,13 @@ def test_the_handouts_readme_gives_the_terms_points_and_due_dates(handout, cours
 def test_without_a_course_the_handout_is_the_catalogs(tmp_path):
     out = build_handout(tmp_path / "handout", course_name="JAX parallelism 101")
     assert not (out / "course.toml").exists()
-    assert {p.name for p in (out / "exercises").iterdir()} == {e.module_file for e in catalog.EXERCISES}
+    assert {p.name for p in (out / "exercises").iterdir()} == {
+        e.module_file for e in catalog.EXERCISES
+    }
 
 
 # -- nbgrader -------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def collected(course):
@@ -181,24 +222,36 @@ def utc(moment: datetime) -> datetime:
 
 
 def test_nbgrader_assignments_are_the_courses_in_its_order(nbgrader_course, course):
-    notebooks_of = {folder.name: sorted(p.stem for p in folder.glob("*.ipynb"))
-                    for folder in (nbgrader_course / "source").iterdir()}
-    assert notebooks_of == {"week1": ["ex01_meshes", "ex04_sharded_layer"], "week2": ["ex12_multi_controller"],
-                            "practice": ["ex02_sharding_properties"]}
-    assert {name: [e.id for e in members] for name, members in course_assignments(course).items()} == {
-        "week1": ["ex04_sharded_layer", "ex01_meshes"], "week2": ["ex12_multi_controller"],
-        "practice": ["ex02_sharding_properties"]}
+    notebooks_of = {
+        folder.name: sorted(p.stem for p in folder.glob("*.ipynb"))
+        for folder in (nbgrader_course / "source").iterdir()
+    }
+    assert notebooks_of == {
+        "week1": ["ex01_meshes", "ex04_sharded_layer"],
+        "week2": ["ex12_multi_controller"],
+        "practice": ["ex02_sharding_properties"],
+    }
+    assert {
+        name: [e.id for e in members] for name, members in course_assignments(course).items()
+    } == {
+        "week1": ["ex04_sharded_layer", "ex01_meshes"],
+        "week2": ["ex12_multi_controller"],
+        "practice": ["ex02_sharding_properties"],
+    }
 
 
-@pytest.mark.parametrize("exercise_id, assignment", [("ex04_sharded_layer", "week1"),
-                                                     ("ex12_multi_controller", "week2"),
-                                                     ("ex01_meshes", "week1")])
+@pytest.mark.parametrize(
+    "exercise_id, assignment",
+    [("ex04_sharded_layer", "week1"), ("ex12_multi_controller", "week2"), ("ex01_meshes", "week1")],
+)
 def test_test_cells_share_the_terms_points(nbgrader_course, course, exercise_id, assignment):
     notebook = nbformat.read(nbgrader_course / "source" / assignment / f"{exercise_id}.ipynb", 4)
     graded = [c for c in notebook.cells if c.metadata.nbgrader["grade"]]
-    assert sum(c.metadata.nbgrader["points"] for c in graded) == pytest.approx(course.exercise(exercise_id).points)
+    assert sum(c.metadata.nbgrader["points"] for c in graded) == pytest.approx(
+        course.exercise(exercise_id).points
+    )
     assert notebook.metadata.shardlab["points"] == course.exercise(exercise_id).points
-    for cell in graded:   # what the test cell's runner gives, at most
+    for cell in graded:  # what the test cell's runner gives, at most
         assert f"--points {cell.metadata.nbgrader['points']!r}" in cell.source.split("\n", 1)[0]
 
 
@@ -207,17 +260,24 @@ def test_due_dates_are_in_the_gradebook_nbgrader_config_names(nbgrader_course, c
     assert url == f"sqlite:///{nbgrader_course.resolve() / 'gradebook.db'}"
     with Gradebook(url, "jax2026") as gradebook:
         dues = {a.name: a.duedate for a in gradebook.assignments}
-    assert dues == {"week1": datetime(2026, 10, 5, 21, 59), "week2": datetime(2026, 10, 12, 23, 59),
-                    "practice": None}
+    assert dues == {
+        "week1": datetime(2026, 10, 5, 21, 59),
+        "week2": datetime(2026, 10, 12, 23, 59),
+        "practice": None,
+    }
     assert dues["week1"] == utc(course.assignments[0].due)
     config = PyFileConfigLoader("nbgrader_config.py", str(nbgrader_course)).load_config()
     assert config.NbGraderAPI.timezone == "Europe/Paris"
     assert config.CourseDirectory.course_id == "jax2026"
-    assert "#   week1: 2026-10-05T23:59:00+02:00" in (nbgrader_course / "nbgrader_config.py").read_text()
+    assert (
+        "#   week1: 2026-10-05T23:59:00+02:00"
+        in (nbgrader_course / "nbgrader_config.py").read_text()
+    )
 
 
-def test_a_rebuild_moves_a_due_date_and_a_local_config_chooses_the_gradebook(nbgrader_course, course, collected,
-                                                                                tmp_path):
+def test_a_rebuild_moves_a_due_date_and_a_local_config_chooses_the_gradebook(
+    nbgrader_course, course, collected, tmp_path
+):
     root = tmp_path / "course"
     # Gradebooks copied from the built course's: a new one costs nbgrader an `alembic heads` of seconds.
     elsewhere = tmp_path / "shared" / "gradebook.db"
@@ -226,20 +286,28 @@ def test_a_rebuild_moves_a_due_date_and_a_local_config_chooses_the_gradebook(nbg
         shutil.copy(nbgrader_course / "gradebook.db", gradebook)
     build_course(root, course=course, exercises=["ex12"], tests=collected)
     assert sorted(p.name for p in (root / "source").iterdir()) == ["week2"]
-    moved = write_course(tmp_path / "moved", COURSE.replace("2026-10-12T23:59:00+00:00", "2026-10-14T12:00:00+00:00"))
-    (root / "nbgrader_config_local.py").write_text(f"c.CourseDirectory.db_url = 'sqlite:///{elsewhere}'\n")
+    moved = write_course(
+        tmp_path / "moved", COURSE.replace("2026-10-12T23:59:00+00:00", "2026-10-14T12:00:00+00:00")
+    )
+    (root / "nbgrader_config_local.py").write_text(
+        f"c.CourseDirectory.db_url = 'sqlite:///{elsewhere}'\n"
+    )
     build_course(root, course=moved, exercises=["ex12"], tests=collected)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
-        assert gradebook.find_assignment("week2").duedate == datetime(2026, 10, 12, 23, 59)   # untouched since
+        assert gradebook.find_assignment("week2").duedate == datetime(
+            2026, 10, 12, 23, 59
+        )  # untouched since
     with Gradebook(f"sqlite:///{elsewhere}") as gradebook:
         assert gradebook.find_assignment("week2").duedate == datetime(2026, 10, 14, 12, 0)
 
 
 def test_a_course_without_due_dates_makes_no_gradebook(collected, tmp_path):
-    undated = write_course(tmp_path / "undated", "[[assignment]]\nname = \"lab\"\nexercises = [\"ex01\"]\n")
+    undated = write_course(
+        tmp_path / "undated", '[[assignment]]\nname = "lab"\nexercises = ["ex01"]\n'
+    )
     build_course(tmp_path / "course", course=undated, tests=collected)
     assert (tmp_path / "course" / "source" / "lab" / "ex01_meshes.ipynb").is_file()
-    assert not (tmp_path / "course" / "gradebook.db").exists()   # generate_assignment makes it
+    assert not (tmp_path / "course" / "gradebook.db").exists()  # generate_assignment makes it
 
 
 def test_a_course_file_and_groups_are_refused_together(course, tmp_path):
@@ -247,7 +315,9 @@ def test_a_course_file_and_groups_are_refused_together(course, tmp_path):
         build_course(tmp_path, course=course, groups={"lab": [catalog.get("ex01")]}, tests=[])
     with pytest.raises(catalog.UnknownExercise, match="not in this term"):
         build_course(tmp_path, course=course, exercises=["ex05"], tests=[])
-    bad = write_course(tmp_path / "bad", COURSE.replace('name = "practice"', 'name = "practice run"'))
+    bad = write_course(
+        tmp_path / "bad", COURSE.replace('name = "practice"', 'name = "practice run"')
+    )
     with pytest.raises(ValueError, match="'practice run'"):
         build_course(tmp_path, course=bad, tests=[])
     assert not (tmp_path / "source").exists()
@@ -257,16 +327,32 @@ OWN_TOOLS = os.path.dirname(sys.executable)
 
 
 def nbgrader(course_dir: Path, *args: str) -> str:
-    path = [entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep) if entry != OWN_TOOLS]
-    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_dir, capture_output=True, text=True,
-                          timeout=300, env=os.environ | {"PATH": os.pathsep.join(path)})
-    assert done.returncode == 0, f"nbgrader {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    path = [
+        entry
+        for entry in os.environ.get("PATH", os.defpath).split(os.pathsep)
+        if entry != OWN_TOOLS
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course_dir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"PATH": os.pathsep.join(path)},
+    )
+    assert done.returncode == 0, (
+        f"nbgrader {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
     return done.stdout + done.stderr
 
 
 @pytest.mark.slow
-def test_nbgrader_itself_reads_the_due_dates_and_generate_assignment_keeps_them(nbgrader_course, course, tmp_path):
-    root = Path(shutil.copytree(nbgrader_course, tmp_path / "course"))   # its config names its own gradebook
+def test_nbgrader_itself_reads_the_due_dates_and_generate_assignment_keeps_them(
+    nbgrader_course, course, tmp_path
+):
+    root = Path(
+        shutil.copytree(nbgrader_course, tmp_path / "course")
+    )  # its config names its own gradebook
     listed = nbgrader(root, "db", "assignment", "list")
     assert "week1 (due: 2026-10-05 21:59:00)" in listed and "practice (due: None)" in listed
     nbgrader(root, "generate_assignment", "week1", "--force")
@@ -274,7 +360,9 @@ def test_nbgrader_itself_reads_the_due_dates_and_generate_assignment_keeps_them(
         week1 = gradebook.find_assignment("week1")
         assert week1.duedate == utc(course.assignments[0].due)
         assert sorted(n.name for n in week1.notebooks) == ["ex01_meshes", "ex04_sharded_layer"]
-        assert week1.max_score == pytest.approx(course.exercise("ex04").points + course.exercise("ex01").points)
+        assert week1.max_score == pytest.approx(
+            course.exercise("ex04").points + course.exercise("ex01").points
+        )
     released = nbformat.read(root / "release" / "week1" / "ex04_sharded_layer.ipynb", 4)
     hidden = [c for c in released.cells if notebooks.role_of(c)[0] == "hidden"]
     assert hidden and all(notebooks.HIDDEN_BEGIN not in c.source for c in hidden)
@@ -282,9 +370,12 @@ def test_nbgrader_itself_reads_the_due_dates_and_generate_assignment_keeps_them(
 
 # -- Gradescope -----------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def course_zip(course, tmp_path_factory) -> Path:
-    return gradescope.build_gradescope_zip(tmp_path_factory.mktemp("gradescope") / "autograder.zip", course=course)
+    return gradescope.build_gradescope_zip(
+        tmp_path_factory.mktemp("gradescope") / "autograder.zip", course=course
+    )
 
 
 def test_the_zip_holds_the_course_file_whole(course_zip, course):
@@ -292,14 +383,16 @@ def test_the_zip_holds_the_course_file_whole(course_zip, course):
         shipped = zf.read("course.toml")
         names = set(zf.namelist())
     assert shipped == Path(course.source.path).read_bytes()
-    assert b"bob.secretname" in shipped   # the instructor's: extensions included
+    assert b"bob.secretname" in shipped  # the instructor's: extensions included
     assert gradescope.verify_autograder_zip(course_zip) == []
     assert {f"tests/exercises/{e.id}/test_hidden.py" for e in catalog.EXERCISES} <= names
 
 
 def test_without_a_course_the_zip_has_no_course_file(tmp_path):
     plain = gradescope.build_gradescope_zip(tmp_path / "plain.zip")
-    catalog_course = gradescope.build_gradescope_zip(tmp_path / "catalog.zip", course=term.default_course())
+    catalog_course = gradescope.build_gradescope_zip(
+        tmp_path / "catalog.zip", course=term.default_course()
+    )
     for path in (plain, catalog_course):
         with zipfile.ZipFile(path) as zf:
             assert "course.toml" not in zf.namelist()
@@ -319,7 +412,12 @@ def test_verification_catches_a_course_file_grading_cannot_read(course_zip, tmp_
     with zipfile.ZipFile(course_zip) as source, zipfile.ZipFile(broken, "w") as target:
         for info in source.infolist():
             data = source.read(info)
-            target.writestr(info, data.replace(b"ex04 = 30", b"ex04 = -1") if info.filename == "course.toml" else data)
+            target.writestr(
+                info,
+                data.replace(b"ex04 = 30", b"ex04 = -1")
+                if info.filename == "course.toml"
+                else data,
+            )
     problems = gradescope.verify_autograder_zip(broken)
     assert problems and all(p.startswith("course.toml: ") for p in problems)
     assert "points for ex04 must be a number above 0" in problems[0]
@@ -335,10 +433,17 @@ def autograder(tmp_path: Path, course_zip: Path, *, with_course: bool = True) ->
                 (root / "source" / name).write_bytes(zf.read(name))
     (root / "submission").mkdir()
     (root / "results").mkdir()
-    metadata = {"id": 1, "created_at": "2026-10-06T08:00:00.000000+02:00", "submission_method": "upload",
-                "assignment": {"due_date": "2026-10-05T23:59:00.000000+02:00", "late_due_date": None,
-                               "title": "week1"},
-                "users": [{"email": "ada@example.com", "id": 7, "name": "Ada", "sid": "a7"}]}
+    metadata = {
+        "id": 1,
+        "created_at": "2026-10-06T08:00:00.000000+02:00",
+        "submission_method": "upload",
+        "assignment": {
+            "due_date": "2026-10-05T23:59:00.000000+02:00",
+            "late_due_date": None,
+            "title": "week1",
+        },
+        "users": [{"email": "ada@example.com", "id": 7, "name": "Ada", "sid": "a7"}],
+    }
     (root / "submission_metadata.json").write_text(json.dumps(metadata))
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
     (root / "run_autograder").chmod(0o755)
@@ -349,13 +454,23 @@ def grader_arguments(root: Path, tmp_path: Path, **env: str) -> list[str]:
     """The arguments run_autograder gives the grader: a stand-in Python records them."""
     record = tmp_path / "arguments.json"
     python = tmp_path / "python"
-    python.write_text(f"#!{sys.executable}\nimport json, sys\njson.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n"
-                      "sys.exit(1)\n")
+    python.write_text(
+        f"#!{sys.executable}\nimport json, sys\njson.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n"
+        "sys.exit(1)\n"
+    )
     python.chmod(0o755)
-    done = subprocess.run([str(root / "run_autograder")], cwd=root, capture_output=True, text=True, timeout=60,
-                          env=os.environ | {"SHARDLAB_AUTOGRADER": str(root), "SHARDLAB_PYTHON": str(python)} | env)
+    done = subprocess.run(
+        [str(root / "run_autograder")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ | {"SHARDLAB_AUTOGRADER": str(root), "SHARDLAB_PYTHON": str(python)} | env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads((root / "results" / "results.json").read_text())["score"] == 0   # the stand-in failed
+    assert (
+        json.loads((root / "results" / "results.json").read_text())["score"] == 0
+    )  # the stand-in failed
     return json.loads(record.read_text())
 
 
@@ -369,7 +484,7 @@ def test_run_autograder_grades_with_the_course_file_and_the_metadata(course_zip,
     assert arguments[:4] == ["-I", "-m", "grader.cli", "grade"]
     assert option(arguments, "--course") == str(root / "source" / "course.toml")
     assert option(arguments, "--submission-metadata") == str(root / "submission_metadata.json")
-    assert "--timing" not in arguments   # the course file's timing, else enforce
+    assert "--timing" not in arguments  # the course file's timing, else enforce
     assert option(grader_arguments(root, tmp_path, SHARDLAB_TIMING="skip"), "--timing") == "skip"
 
 

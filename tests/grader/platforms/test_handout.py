@@ -28,7 +28,9 @@ from grader.platforms.handout import (
     verify_handout,
 )
 
-pytestmark = pytest.mark.xdist_group("test_handout")   # its module-scoped fixture does the heavy work once
+pytestmark = pytest.mark.xdist_group(
+    "test_handout"
+)  # its module-scoped fixture does the heavy work once
 
 EX04 = catalog.get("ex04_sharded_layer")
 ALL = [exercise.id for exercise in catalog.EXERCISES]
@@ -37,7 +39,9 @@ TOTAL = catalog.total_points()
 
 @pytest.fixture(scope="module")
 def handout(tmp_path_factory):
-    return build_handout(tmp_path_factory.mktemp("release") / "handout", course_name="JAX parallelism 101")
+    return build_handout(
+        tmp_path_factory.mktemp("release") / "handout", course_name="JAX parallelism 101"
+    )
 
 
 @pytest.fixture
@@ -47,23 +51,40 @@ def handout_copy(handout, tmp_path):
 
 
 def files_outside_grader(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.relative_to(root).parts[0]
-            != "grader"}
+    return {
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and p.relative_to(root).parts[0] != "grader"
+    }
 
 
 # ------------------------------------------------------------------------------------------ layout
 
 
 def test_layout(handout):
-    expected = {"README.md", "pyproject.toml", ".gitignore", "conftest.py", ".github/workflows/grade.yml",
-                ".github/grade.sh", ".github/grade_summary.py"}
+    expected = {
+        "README.md",
+        "pyproject.toml",
+        ".gitignore",
+        "conftest.py",
+        ".github/workflows/grade.yml",
+        ".github/grade.sh",
+        ".github/grade_summary.py",
+    }
     for exercise in catalog.EXERCISES:
         expected.add(f"exercises/{exercise.module_file}")
         expected.add(f"tests/exercises/{exercise.id}/test_visible.py")
-        expected |= {f"tests/exercises/{exercise.id}/{support.name}" for support in exercise.support_files()}
+        expected |= {
+            f"tests/exercises/{exercise.id}/{support.name}" for support in exercise.support_files()
+        }
     assert files_outside_grader(handout) == expected
-    for module in ("cli.py", "harness/pytest_plugin.py", "commands/student.py", "checks/__init__.py",
-                   "course/devices.py"):
+    for module in (
+        "cli.py",
+        "harness/pytest_plugin.py",
+        "commands/student.py",
+        "checks/__init__.py",
+        "course/devices.py",
+    ):
         assert (handout / "grader" / module).is_file()
     assert not list(handout.rglob("__pycache__"))
 
@@ -71,7 +92,10 @@ def test_layout(handout):
 def test_stubs_and_tests_are_copied_as_committed(handout):
     assert (handout / "conftest.py").read_bytes() == (paths.REPO_ROOT / "conftest.py").read_bytes()
     for exercise in catalog.EXERCISES:
-        assert exercise.stub_path(handout / "exercises").read_bytes() == exercise.stub_path().read_bytes()
+        assert (
+            exercise.stub_path(handout / "exercises").read_bytes()
+            == exercise.stub_path().read_bytes()
+        )
         copied = exercise.tests_dir(handout / "tests" / "exercises")
         for path in copied.iterdir():
             assert path.read_bytes() == (exercise.tests_dir() / path.name).read_bytes()
@@ -89,20 +113,31 @@ def test_nothing_hidden_ships(handout):
 
 def test_verify_flags_a_planted_solution_line(handout_copy):
     secrets = no_secrets.course_secrets()
-    line = next(line for _, line in stubs.solution_lines(EX04.solution_path().read_text())
-                if line in secrets.solution_lines)
+    line = next(
+        line
+        for _, line in stubs.solution_lines(EX04.solution_path().read_text())
+        if line in secrets.solution_lines
+    )
     stub = EX04.stub_path(handout_copy / "exercises")
     stub.write_text(stub.read_text() + f"\n\ndef helper():\n    {line}\n")
     where = len(stub.read_text().splitlines())
     origin = secrets.solution_lines[line]
-    assert origin.startswith(f"solutions/{EX04.module_file}:")   # where it is written first ("...:77")
-    assert verify_handout(handout_copy) == [f"exercises/{EX04.module_file}:{where}: a line of {origin}: {line[:80]}"]
+    assert origin.startswith(
+        f"solutions/{EX04.module_file}:"
+    )  # where it is written first ("...:77")
+    assert verify_handout(handout_copy) == [
+        f"exercises/{EX04.module_file}:{where}: a line of {origin}: {line[:80]}"
+    ]
 
 
 def hidden_test_source(exercise) -> tuple[str, str]:
     """(name, source) of the first test function of the exercise's hidden tests."""
     source = (exercise.tests_dir() / "test_hidden.py").read_text()
-    node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name.startswith("test"))
+    node = next(
+        n
+        for n in ast.parse(source).body
+        if isinstance(n, ast.FunctionDef) and n.name.startswith("test")
+    )
     return node.name, ast.get_source_segment(source, node)
 
 
@@ -112,8 +147,13 @@ def test_verify_flags_a_planted_hidden_test(handout_copy):
     visible.write_text(visible.read_text() + "\n\n" + source + "\n")
     problems = verify_handout(handout_copy)
     where = f"tests/exercises/{EX04.id}/test_visible.py"
-    assert any(p.startswith(where) and p.endswith(f"defines the hidden test {name}") for p in problems)
-    assert any(p.startswith(where) and f"a line of tests/exercises/{EX04.id}/test_hidden.py" in p for p in problems)
+    assert any(
+        p.startswith(where) and p.endswith(f"defines the hidden test {name}") for p in problems
+    )
+    assert any(
+        p.startswith(where) and f"a line of tests/exercises/{EX04.id}/test_hidden.py" in p
+        for p in problems
+    )
 
 
 def test_verify_flags_hidden_files_the_marker_and_solutions(handout_copy):
@@ -142,7 +182,9 @@ def test_build_refuses_a_non_empty_folder_unless_forced(tmp_path):
     assert verify_handout(out) == []
 
 
-@pytest.mark.parametrize("where", [".", "..", "grader", "tests/handout", "solutions/x", "exercises"])
+@pytest.mark.parametrize(
+    "where", [".", "..", "grader", "tests/handout", "solutions/x", "exercises"]
+)
 def test_never_writes_into_the_course(where):
     with pytest.raises(HandoutError):
         check_destination((paths.REPO_ROOT / where).resolve())
@@ -162,20 +204,31 @@ def test_pyproject_pins_the_course_dependencies(handout):
     assert ours["project"]["name"] == "shardlab-handout"
     assert ours["project"]["scripts"] == {"shardlab": "grader.cli:main"}
     assert ours["project"]["requires-python"] == course["project"]["requires-python"]
-    kept = [d for d in course["project"]["dependencies"] if not d.startswith(tuple(INSTRUCTOR_ONLY))]
+    kept = [
+        d for d in course["project"]["dependencies"] if not d.startswith(tuple(INSTRUCTOR_ONLY))
+    ]
     assert ours["project"]["dependencies"] == kept
     assert not any(d.startswith("nbgrader") for d in ours["project"]["dependencies"])
-    options, course_options = ours["tool"]["pytest"]["ini_options"], course["tool"]["pytest"]["ini_options"]
+    options, course_options = (
+        ours["tool"]["pytest"]["ini_options"],
+        course["tool"]["pytest"]["ini_options"],
+    )
     assert options["addopts"] == [*course_options["addopts"], "--impl=exercises"]
-    assert {k: v for k, v in options.items() if k != "addopts"} == \
-        {k: v for k, v in course_options.items() if k != "addopts"}
+    assert {k: v for k, v in options.items() if k != "addopts"} == {
+        k: v for k, v in course_options.items() if k != "addopts"
+    }
 
 
 def test_readme_gives_the_students_commands(handout):
     text = (handout / "README.md").read_text()
     assert text.startswith("# JAX parallelism 101\n")
-    for command in ("pip install -e .", "shardlab check", "shardlab list", "python -m pytest tests/exercises/",
-                    "bash .github/grade.sh"):
+    for command in (
+        "pip install -e .",
+        "shardlab check",
+        "shardlab list",
+        "python -m pytest tests/exercises/",
+        "bash .github/grade.sh",
+    ):
         assert command in text
     for exercise in catalog.EXERCISES:
         bonus = " bonus" if exercise.bonus else ""
@@ -197,22 +250,34 @@ def workflow_steps(yaml, text: str) -> list[dict]:
 def test_workflow_installs_and_runs_the_grade_script(handout):
     text = (handout / ".github/workflows/grade.yml").read_text()
     # Structural text checks hold without PyYAML too.
-    for fragment in ("- push", "actions/checkout@", "actions/setup-python@", 'python-version: "3.11"',
-                     "run: pip install -e .", "run: bash .github/grade.sh graded", "actions/upload-artifact@",
-                     "path: graded/", "steps.shardlab.outputs.result"):
+    for fragment in (
+        "- push",
+        "actions/checkout@",
+        "actions/setup-python@",
+        'python-version: "3.11"',
+        "run: pip install -e .",
+        "run: bash .github/grade.sh graded",
+        "actions/upload-artifact@",
+        "path: graded/",
+        "steps.shardlab.outputs.result",
+    ):
         assert fragment in text
     try:
         import yaml
-    except ImportError:   # PyYAML is not a dependency: the text checks above stand alone
+    except ImportError:  # PyYAML is not a dependency: the text checks above stand alone
         return
     steps = workflow_steps(yaml, text)
     runs = [step.get("run") for step in steps]
     assert runs.index("pip install -e .") < runs.index("bash .github/grade.sh graded")
     grade = next(step for step in steps if step.get("run") == "bash .github/grade.sh graded")
-    assert grade["id"] == "shardlab"   # the Classroom reporter's runner (tests/grader/platforms/test_classroom.py)
+    assert (
+        grade["id"] == "shardlab"
+    )  # the Classroom reporter's runner (tests/grader/platforms/test_classroom.py)
     setup = next(step for step in steps if step.get("uses", "").startswith("actions/setup-python@"))
     assert setup["with"]["python-version"] == "3.11"
-    upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@"))
+    upload = next(
+        step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@")
+    )
     assert upload["with"]["path"] == "graded/" and upload["if"] == "always()"
 
 
@@ -221,8 +286,8 @@ def test_grade_script_is_valid_bash_and_grades_the_visible_tests(handout):
     assert os.access(script, os.X_OK)
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
     text = script.read_text()
-    assert "shardlab grade exercises --out \"$out\" --visible-only" in text
-    assert "python .github/grade_summary.py \"$out/report.json\"" in text
+    assert 'shardlab grade exercises --out "$out" --visible-only' in text
+    assert 'python .github/grade_summary.py "$out/report.json"' in text
 
 
 def a_report(tmp_path) -> Path:
@@ -230,8 +295,16 @@ def a_report(tmp_path) -> Path:
     exercises = {}
     for exercise in catalog.EXERCISES:
         passing = {"ex01_meshes": 4, "ex04_sharded_layer": 1}.get(exercise.id, 0)
-        tests = [TestResult(f"test_visible.py::test_{i}", exercise.id, False, 1.0,
-                            "passed" if i < passing else "not attempted") for i in range(4)]
+        tests = [
+            TestResult(
+                f"test_visible.py::test_{i}",
+                exercise.id,
+                False,
+                1.0,
+                "passed" if i < passing else "not attempted",
+            )
+            for i in range(4)
+        ]
         exercises[exercise.id] = score_exercise(exercise, tests)
     results = GradingResults("exercises", exercises, visible_only=True)
     path = tmp_path / "report.json"
@@ -241,22 +314,40 @@ def a_report(tmp_path) -> Path:
 
 def test_grade_summary_publishes_the_score(handout, tmp_path):
     summary, outputs = tmp_path / "summary.md", tmp_path / "outputs"
-    done = subprocess.run([sys.executable, str(handout / ".github/grade_summary.py"), str(a_report(tmp_path))],
-                          capture_output=True, text=True, check=True,
-                          env=os.environ | {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs)})
+    done = subprocess.run(
+        [sys.executable, str(handout / ".github/grade_summary.py"), str(a_report(tmp_path))],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ | {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(outputs)},
+    )
     checked = 4 * len(catalog.EXERCISES)
-    score_line = (f"Visible tests: 5 of the {checked} points they check pass (of {TOTAL} in all: the hidden tests "
-                  "check the rest when you are graded)")
+    score_line = (
+        f"Visible tests: 5 of the {checked} points they check pass (of {TOTAL} in all: the hidden tests "
+        "check the rest when you are graded)"
+    )
     assert done.stdout.splitlines()[0] == score_line
-    assert "  ex04_sharded_layer: visible: 4 of 20 points checked, 1 pass (1 of 4 tests pass)" in done.stdout
-    assert "  ex01_meshes: visible: 4 of 10 points checked, all pass (4 of 4 tests pass)" in done.stdout
+    assert (
+        "  ex04_sharded_layer: visible: 4 of 20 points checked, 1 pass (1 of 4 tests pass)"
+        in done.stdout
+    )
+    assert (
+        "  ex01_meshes: visible: 4 of 10 points checked, all pass (4 of 4 tests pass)"
+        in done.stdout
+    )
     assert summary.read_text().startswith(f"## {score_line}\n")
-    assert "| ex01_meshes | Devices and meshes | visible: 4 of 10 points checked, all pass | 4 of 4 |" in \
-        summary.read_text()
-    classroom = classroom_result(outputs)   # the points the visible tests check, not the course's; not all pass
+    assert (
+        "| ex01_meshes | Devices and meshes | visible: 4 of 10 points checked, all pass | 4 of 4 |"
+        in summary.read_text()
+    )
+    classroom = classroom_result(
+        outputs
+    )  # the points the visible tests check, not the course's; not all pass
     assert classroom["status"] == "fail" and classroom["max_score"] == checked
     assert sum(test["score"] for test in classroom["tests"]) == 5
-    assert [test["status"] for test in classroom["tests"]] == ["pass"] + ["fail"] * (len(catalog.EXERCISES) - 1)
+    assert [test["status"] for test in classroom["tests"]] == ["pass"] + ["fail"] * (
+        len(catalog.EXERCISES) - 1
+    )
 
 
 def classroom_result(outputs: Path) -> dict:
@@ -274,8 +365,12 @@ def installed(tmp_path_factory):
     handout = build_handout(root / "handout")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "-e", str(handout)],
-                          capture_output=True, text=True, timeout=1200)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "-e", str(handout)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return handout, venv
 
@@ -283,9 +378,18 @@ def installed(tmp_path_factory):
 def in_venv(installed, *command, cwd=None, **env):
     handout, venv = installed
     environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    environment |= {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", "VIRTUAL_ENV": str(venv)} | env
-    return subprocess.run(list(command), cwd=cwd or handout, env=environment, capture_output=True, text=True,
-                          timeout=600)
+    environment |= {
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "VIRTUAL_ENV": str(venv),
+    } | env
+    return subprocess.run(
+        list(command),
+        cwd=cwd or handout,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def use_modules(handout: Path, solved=()) -> None:
@@ -325,7 +429,9 @@ def test_stubs_fail_every_test_as_not_attempted(installed, tmp_path):
 def test_references_pass_every_visible_test(installed, tmp_path):
     use_modules(installed[0], solved=ALL)
     code, tests = run_handout_tests(installed, tmp_path)
-    assert {t["category"] for t in tests} == {"passed"}, [t for t in tests if t["category"] != "passed"]
+    assert {t["category"] for t in tests} == {"passed"}, [
+        t for t in tests if t["category"] != "passed"
+    ]
     assert code == 0 and {t["exercise"] for t in tests} == set(ALL)
 
 
@@ -358,21 +464,35 @@ def test_ci_grade_script_runs_locally(installed, tmp_path):
     handout = installed[0]
     use_modules(handout, solved=["ex01_meshes", "ex02_sharding_properties"])
     summary, outputs = tmp_path / "summary.md", tmp_path / "outputs"
-    done = in_venv(installed, "bash", str(handout / ".github/grade.sh"), "graded", cwd=tmp_path,
-                   GITHUB_STEP_SUMMARY=str(summary), GITHUB_OUTPUT=str(outputs))
+    done = in_venv(
+        installed,
+        "bash",
+        str(handout / ".github/grade.sh"),
+        "graded",
+        cwd=tmp_path,
+        GITHUB_STEP_SUMMARY=str(summary),
+        GITHUB_OUTPUT=str(outputs),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((handout / "graded" / "report.json").read_text())
     assert report["visible_only"] and report["max_score"] == catalog.total_points()
     assert not any(t["hidden"] for ex in report["exercises"].values() for t in ex["tests"])
     assert_visible_points_are_weights(handout / "graded", report)
     exercises = report["exercises"]
-    solved = [sum(t["weight"] for t in exercises[ex]["tests"]) for ex in ("ex01_meshes", "ex02_sharding_properties")]
+    solved = [
+        sum(t["weight"] for t in exercises[ex]["tests"])
+        for ex in ("ex01_meshes", "ex02_sharding_properties")
+    ]
     assert report["score"] == pytest.approx(sum(solved)) and 0 < report["score"] < TOTAL
     checked = sum(t["weight"] for ex in exercises.values() for t in ex["tests"])
     score_line = f"Visible tests: {points(report['score'])} of the {points(checked)} points they check pass (of {TOTAL}"
     assert score_line in done.stdout and summary.read_text().startswith(f"## {score_line}")
-    assert f"  ex01_meshes: visible: {points(solved[0])} of 10 points checked, all pass" in done.stdout
-    assert sum(test["score"] for test in classroom_result(outputs)["tests"]) == pytest.approx(report["score"])
+    assert (
+        f"  ex01_meshes: visible: {points(solved[0])} of 10 points checked, all pass" in done.stdout
+    )
+    assert sum(test["score"] for test in classroom_result(outputs)["tests"]) == pytest.approx(
+        report["score"]
+    )
 
 
 def points(value: float) -> str:
@@ -385,28 +505,53 @@ def assert_visible_points_are_weights(graded: Path, report: dict) -> None:
     tests = [t for ex in report["exercises"].values() for t in ex["tests"]]
     assert tests and all(t["max_score"] == pytest.approx(t["weight"]) for t in tests)
     for exercise in report["exercises"].values():
-        assert exercise["score"] <= sum(t["max_score"] for t in exercise["tests"]) + 1e-9 <= exercise["max_score"]
+        assert (
+            exercise["score"]
+            <= sum(t["max_score"] for t in exercise["tests"]) + 1e-9
+            <= exercise["max_score"]
+        )
     gradescope = json.loads((graded / "results.json").read_text())
-    assert [t["max_score"] for t in gradescope["tests"]] == [pytest.approx(t["weight"], abs=1e-4) for t in tests]
-    assert gradescope["score"] == pytest.approx(report["score"], abs=1e-3) and gradescope["score"] <= TOTAL
+    assert [t["max_score"] for t in gradescope["tests"]] == [
+        pytest.approx(t["weight"], abs=1e-4) for t in tests
+    ]
+    assert (
+        gradescope["score"] == pytest.approx(report["score"], abs=1e-3)
+        and gradescope["score"] <= TOTAL
+    )
     page = (graded / "feedback.html").read_text()
-    shown = dict(re.findall(r'data-nodeid="([^"]+)"[^>]*>.*?<span class="pts">[0-9.]+/([0-9.]+) points</span>', page,
-                            re.S))
-    assert {html.unescape(nodeid): float(most) for nodeid, most in shown.items()} == \
-        {t["nodeid"]: pytest.approx(t["weight"], abs=0.01) for t in tests}
+    shown = dict(
+        re.findall(
+            r'data-nodeid="([^"]+)"[^>]*>.*?<span class="pts">[0-9.]+/([0-9.]+) points</span>',
+            page,
+            re.S,
+        )
+    )
+    assert {html.unescape(nodeid): float(most) for nodeid, most in shown.items()} == {
+        t["nodeid"]: pytest.approx(t["weight"], abs=0.01) for t in tests
+    }
 
 
 @pytest.mark.slow
-def test_the_example_submission_graded_by_the_handouts_ci_shows_visible_points_honestly(installed, tmp_path):
+def test_the_example_submission_graded_by_the_handouts_ci_shows_visible_points_honestly(
+    installed, tmp_path
+):
     """The issue's case: a visible-only run of the example submission (some exercises right, some wrong, some
     not started) never shows a total above the maximum, and each test carries its weight, on every output."""
     handout = installed[0]
     for exercise in catalog.EXERCISES:
-        shutil.copyfile(exercise.stub_path(paths.REPO_ROOT / "examples" / "submission"),
-                        exercise.stub_path(handout / "exercises"))
+        shutil.copyfile(
+            exercise.stub_path(paths.REPO_ROOT / "examples" / "submission"),
+            exercise.stub_path(handout / "exercises"),
+        )
     summary = tmp_path / "summary.md"
-    done = in_venv(installed, "bash", str(handout / ".github/grade.sh"), "graded", cwd=tmp_path,
-                   GITHUB_STEP_SUMMARY=str(summary))
+    done = in_venv(
+        installed,
+        "bash",
+        str(handout / ".github/grade.sh"),
+        "graded",
+        cwd=tmp_path,
+        GITHUB_STEP_SUMMARY=str(summary),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((handout / "graded" / "report.json").read_text())
     assert_visible_points_are_weights(handout / "graded", report)
@@ -423,8 +568,14 @@ def test_ci_grade_script_can_fail_under_a_score(installed, tmp_path):
     handout = installed[0]
     use_modules(handout, solved=["ex01_meshes"])
     summary = tmp_path / "summary.md"
-    done = in_venv(installed, "bash", ".github/grade.sh", str(tmp_path / "graded"), SHARDLAB_FAIL_UNDER="30",
-                   GITHUB_STEP_SUMMARY=str(summary))
+    done = in_venv(
+        installed,
+        "bash",
+        ".github/grade.sh",
+        str(tmp_path / "graded"),
+        SHARDLAB_FAIL_UNDER="30",
+        GITHUB_STEP_SUMMARY=str(summary),
+    )
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "below --fail-under 30" in done.stderr
-    assert summary.read_text().startswith("## Visible tests: ")   # published all the same
+    assert summary.read_text().startswith("## Visible tests: ")  # published all the same

@@ -30,17 +30,24 @@ manager = pytest.importorskip("jupyter_client.manager")
 
 EX01 = catalog.get("ex01")
 KERNEL = "shardlab-venv"
-STARTED_ON_ONE_DEVICE = "import jax; import jax.numpy as jnp; jnp.ones(3).sum()\nassert jax.device_count() == 1"
+STARTED_ON_ONE_DEVICE = (
+    "import jax; import jax.numpy as jnp; jnp.ones(3).sum()\nassert jax.device_count() == 1"
+)
 RECIPE = f'{experiment_recipe()}\nprint(jax.device_count(), jax.make_mesh((2, 4), ("x", "y")).devices.shape)'
-TOO_LATE = "before backends are initialized"   # jax's RuntimeError, once its backend started
+TOO_LATE = "before backends are initialized"  # jax's RuntimeError, once its backend started
 
 
 @pytest.fixture(scope="module")
 def handout(tmp_path_factory) -> Path:
     """`shardlab release`'s handout, ex01 solved with the reference."""
     out = tmp_path_factory.mktemp("notebook") / "handout"
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "release", str(out)], cwd=paths.REPO_ROOT,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.cli", "release", str(out)],
+        cwd=paths.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     shutil.copyfile(EX01.solution_path(), EX01.stub_path(out / "exercises"))
     return out
@@ -51,33 +58,51 @@ def kernels(tmp_path_factory):
     """A kernelspec of this venv's Python, in a folder of its own: no kernel is installed anywhere."""
     folder = tmp_path_factory.mktemp("kernels")
     (folder / KERNEL).mkdir()
-    (folder / KERNEL / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "shardlab's venv", "language": "python"}))
+    (folder / KERNEL / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "shardlab's venv",
+                "language": "python",
+            }
+        )
+    )
     return kernelspec.KernelSpecManager(kernel_dirs=[str(folder)], ensure_native_kernel=False)
 
 
 def student_environment(home: Path) -> dict[str, str]:
     """This process's environment as a notebook's: nothing asks for devices; IPython's files in `home`."""
     asked = ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES", "JAX_PLATFORMS")
-    return {k: v for k, v in os.environ.items() if k not in asked} | {"IPYTHONDIR": str(home / "ipython")}
+    return {k: v for k, v in os.environ.items() if k not in asked} | {
+        "IPYTHONDIR": str(home / "ipython")
+    }
 
 
-def run_notebook(cells: list[str], *, cwd: Path, kernels, tmp_path: Path, raises: tuple[int, ...] = ()):
+def run_notebook(
+    cells: list[str], *, cwd: Path, kernels, tmp_path: Path, raises: tuple[int, ...] = ()
+):
     """Run `cells` in a fresh kernel started in `cwd`; the cells in `raises` may end in an error."""
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell(source, metadata={"tags": ["raises-exception"]} if i in raises
-                                                else {}) for i, source in enumerate(cells)]
+    notebook.cells = [
+        nbformat.v4.new_code_cell(
+            source, metadata={"tags": ["raises-exception"]} if i in raises else {}
+        )
+        for i, source in enumerate(cells)
+    ]
     km = manager.AsyncKernelManager(kernel_name=KERNEL, kernel_spec_manager=kernels)
     km.connection_file = str(tmp_path / f"kernel-{id(notebook)}.json")
-    client = nbclient.NotebookClient(notebook, km=km, timeout=600, resources={"metadata": {"path": str(cwd)}})
+    client = nbclient.NotebookClient(
+        notebook, km=km, timeout=600, resources={"metadata": {"path": str(cwd)}}
+    )
     client.execute(env=student_environment(tmp_path))
     return notebook.cells
 
 
 def text(cell) -> str:
     """What the cell printed, as read: `!` runs its command on a pty (lines end in \r\n, rich colours them)."""
-    printed = "".join(output.get("text", "") for output in cell.outputs if output.output_type == "stream")
+    printed = "".join(
+        output.get("text", "") for output in cell.outputs if output.output_type == "stream"
+    )
     return re.sub(r"\x1b\[[0-9;]*m", "", printed.replace("\r\n", "\n"))
 
 
@@ -88,19 +113,25 @@ def error(cell) -> tuple[str, str]:
 
 @pytest.mark.slow
 def test_check_in_a_kernel_where_jax_started_on_one_device(handout, kernels, tmp_path):
-    started, grader, checked, recipe = run_notebook([
-        STARTED_ON_ONE_DEVICE,
-        "import sys\n!{sys.executable} -c 'import grader; print(grader.__file__)'",
-        "!{sys.executable} -m grader.cli check ex01\nassert _exit_code == 0, _exit_code",
-        RECIPE,
-    ], cwd=handout, kernels=kernels, tmp_path=tmp_path, raises=(3,))
+    started, grader, checked, recipe = run_notebook(
+        [
+            STARTED_ON_ONE_DEVICE,
+            "import sys\n!{sys.executable} -c 'import grader; print(grader.__file__)'",
+            "!{sys.executable} -m grader.cli check ex01\nassert _exit_code == 0, _exit_code",
+            RECIPE,
+        ],
+        cwd=handout,
+        kernels=kernels,
+        tmp_path=tmp_path,
+        raises=(3,),
+    )
     assert not [output for output in started.outputs if output.output_type == "error"]
     # The handout's own grader (after the RuntimeWarning jax gives a kernel's first fork: `!` forks a pty).
     assert str(handout / "grader" / "__init__.py") in text(grader).splitlines()
     output = text(checked)
     assert f"✓ {EX01.id}: visible: " in output and "points checked, all pass" in output, output
     assert "Hint:" not in output and "set-up error" not in output
-    name, message = error(recipe)   # too late in this kernel: restart it (the README says so)
+    name, message = error(recipe)  # too late in this kernel: restart it (the README says so)
     assert name == "RuntimeError" and TOO_LATE in message
 
 

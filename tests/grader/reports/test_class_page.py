@@ -20,47 +20,84 @@ from grader.reports.class_page import class_page, message_key, write_class_page
 from grader.reports.writers import write_report_json
 
 EX01, EX04 = "ex01_meshes", "ex04_sharded_layer"
-ODD = 'a"b<c d'                                      # a name that would break out of an unquoted attribute
-MARKUP = "<script>alert('x')</script><b>bold</b>"     # report text that must stay text
+ODD = 'a"b<c d'  # a name that would break out of an unquoted attribute
+MARKUP = "<script>alert('x')</script><b>bold</b>"  # report text that must stay text
 VALUES = f"tests/exercises/{EX04}/test_hidden.py::test_layer_values"
 MANUAL = f"tests/exercises/{EX04}/test_visible.py::test_layer_manual"
 MESH = f"tests/exercises/{EX01}/test_visible.py::test_make_mesh"
 DEVICES = f"tests/exercises/{EX01}/test_hidden.py::test_devices_indices"
-P, F, E, T, N = Category.PASSED, Category.FAILED, Category.ERROR, Category.TIMEOUT, Category.NOT_ATTEMPTED
+P, F, E, T, N = (
+    Category.PASSED,
+    Category.FAILED,
+    Category.ERROR,
+    Category.TIMEOUT,
+    Category.NOT_ATTEMPTED,
+)
 
 
 def case(function: str, params: str, category: Category, message: str = "") -> TestResult:
     exercise = function.split("/")[2]
-    weight = catalog.get(exercise).points / 3   # three tests weigh an exercise's points
-    return TestResult(nodeid=function + params, exercise=exercise, hidden="test_hidden" in function, weight=weight,
-                      category=category.value, message=message)
+    weight = catalog.get(exercise).points / 3  # three tests weigh an exercise's points
+    return TestResult(
+        nodeid=function + params,
+        exercise=exercise,
+        hidden="test_hidden" in function,
+        weight=weight,
+        category=category.value,
+        message=message,
+    )
 
 
 def results(student: str, ex01: list[Category], ex04: list[tuple[Category, str]]) -> GradingResults:
     """ex01: test_make_mesh[2dev], [4dev], test_devices_indices; ex04: test_layer_values[2dev], [4dev] and
     test_layer_manual, with their messages. Every test of the same weight: ex01's are 10/3 points, ex04's 20/3."""
     mesh2, mesh4, devices = ex01
-    ex01_tests = [case(MESH, "[2dev]", mesh2, "wrong mesh shape (2,)" if mesh2 is F else ""),
-                  case(MESH, "[4dev]", mesh4, "wrong mesh shape (4,)" if mesh4 is F else ""),
-                  case(DEVICES, "", devices, f"devices differ {MARKUP}" if devices is F else "")]
+    ex01_tests = [
+        case(MESH, "[2dev]", mesh2, "wrong mesh shape (2,)" if mesh2 is F else ""),
+        case(MESH, "[4dev]", mesh4, "wrong mesh shape (4,)" if mesh4 is F else ""),
+        case(DEVICES, "", devices, f"devices differ {MARKUP}" if devices is F else ""),
+    ]
     (v2, m2), (v4, m4), (manual, mm) = ex04
-    ex04_tests = [case(VALUES, "[2dev]", v2, m2), case(VALUES, "[4dev]", v4, m4), case(MANUAL, "", manual, mm)]
-    return GradingResults(student, {EX01: score_exercise(catalog.get(EX01), ex01_tests),
-                                    EX04: score_exercise(catalog.get(EX04), ex04_tests)})
+    ex04_tests = [
+        case(VALUES, "[2dev]", v2, m2),
+        case(VALUES, "[4dev]", v4, m4),
+        case(MANUAL, "", manual, mm),
+    ]
+    return GradingResults(
+        student,
+        {
+            EX01: score_exercise(catalog.get(EX01), ex01_tests),
+            EX04: score_exercise(catalog.get(EX04), ex04_tests),
+        },
+    )
 
 
-NOT_ATTEMPTED = [(N, "not attempted: ex04: layer"), (N, "not attempted: ex04: layer"),
-                 (N, "not attempted: ex04: layer_manual")]
+NOT_ATTEMPTED = [
+    (N, "not attempted: ex04: layer"),
+    (N, "not attempted: ex04: layer"),
+    (N, "not attempted: ex04: layer_manual"),
+]
 CLASS = {
     # ex01 10/10; ex04 values[2dev] failed: 13.33/20
-    "alice": results("alice", [P, P, P], [(F, "max abs error 0.123\n  at index (0, 1)"), (P, ""), (P, "")]),
+    "alice": results(
+        "alice", [P, P, P], [(F, "max abs error 0.123\n  at index (0, 1)"), (P, ""), (P, "")]
+    ),
     # ex01 3.33 (both meshes failed: one student, one message group); ex04 0 (values twice, manual error)
-    "bob": results("bob", [F, F, P], [(F, "max abs error 0.456\n  at index (3, 3)"),
-                                      (F, "max abs error 4.5e-07"), (E, "ZeroDivisionError: division by zero")]),
+    "bob": results(
+        "bob",
+        [F, F, P],
+        [
+            (F, "max abs error 0.456\n  at index (3, 3)"),
+            (F, "max abs error 4.5e-07"),
+            (E, "ZeroDivisionError: division by zero"),
+        ],
+    ),
     # ex01 10; ex04 not attempted at all: not counted among ex04's attempts
     "carol": results("carol", [P, P, P], NOT_ATTEMPTED),
     # ex01 10; ex04 values[2dev] timed out: 13.33
-    ODD: results(ODD, [P, P, P], [(T, f"the test ran longer than 60 s {MARKUP}"), (P, ""), (P, "")]),
+    ODD: results(
+        ODD, [P, P, P], [(T, f"the test ran longer than 60 s {MARKUP}"), (P, ""), (P, "")]
+    ),
     # ex01 6.67 (devices failed); ex04 20
     "zed": results("zed", [P, P, F], [(P, ""), (P, ""), (P, "")]),
 }
@@ -71,7 +108,7 @@ FAILED_DETAIL = f"exit status 1: Traceback (most recent call last):\n  {MARKUP}"
 class Node:
     tag: str
     attrs: dict[str, str]
-    children: list = field(default_factory=list)   # Node or str
+    children: list = field(default_factory=list)  # Node or str
 
     @property
     def text(self) -> str:
@@ -82,7 +119,8 @@ class Node:
         for child in self.children:
             if isinstance(child, Node):
                 if (tag is None or child.tag == tag) and all(
-                        child.attrs.get(k.replace("_", "-")) == v for k, v in attrs.items()):
+                    child.attrs.get(k.replace("_", "-")) == v for k, v in attrs.items()
+                ):
                     found.append(child)
                 found += child.all(tag, **attrs)
         return found
@@ -142,9 +180,11 @@ def make_class(out: Path) -> list[StudentOutcome]:
     student_folder(out, "eve").mkdir()
     outcomes.append(StudentOutcome("eve", "failed", 3.0, FAILED_DETAIL))
     student_folder(out, "frank").mkdir()
-    (student_folder(out, "frank") / "report.json").write_text('{"submission": "frank", "exercises": {')
+    (student_folder(out, "frank") / "report.json").write_text(
+        '{"submission": "frank", "exercises": {'
+    )
     outcomes.append(StudentOutcome("frank", "graded", 2.0))
-    return outcomes[::-1]   # the order they finished in: the page sorts them
+    return outcomes[::-1]  # the order they finished in: the page sorts them
 
 
 @pytest.fixture
@@ -163,7 +203,11 @@ def test_the_header_counts_the_class(written):
     assert path.name == "index.html"
     header = page.all("header")[0]
     assert "shardlab class: fall-2026" in header.one("h1").text
-    assert header.one(data_students="7") and header.one(data_graded="5") and header.one(data_not_graded="2")
+    assert (
+        header.one(data_students="7")
+        and header.one(data_graded="5")
+        and header.one(data_not_graded="2")
+    )
     # totals 23.33, 3.33, 10, 23.33, 26.67: mean 17.33, median 23.33
     figures = header.one(data_mean="17.33")
     assert figures.attrs["data-median"] == "23.33" and "of 30 points" in figures.text
@@ -172,38 +216,78 @@ def test_the_header_counts_the_class(written):
 def test_every_student_has_a_row_sorted_by_name(written):
     _, page = written
     rows = [r for r in page.all("tr") if "data-student" in r.attrs]
-    assert [r.attrs["data-student"] for r in rows] == [ODD, "alice", "bob", "carol", "eve", "frank", "zed"]
+    assert [r.attrs["data-student"] for r in rows] == [
+        ODD,
+        "alice",
+        "bob",
+        "carol",
+        "eve",
+        "frank",
+        "zed",
+    ]
     by_name = {r.attrs["data-student"]: r for r in rows}
     cells = [td.text for td in by_name["bob"].all("td")]
     assert cells == ["bob", "3.33/30", "3.33", "0", "graded"]
     assert by_name["zed"].all("td")[-1].text == "graded earlier"
-    assert [td.text for td in by_name["eve"].all("td")][1:] == ["-", "-", "-", "could not be graded"]
+    assert [td.text for td in by_name["eve"].all("td")][1:] == [
+        "-",
+        "-",
+        "-",
+        "could not be graded",
+    ]
     assert by_name["frank"].attrs["data-status"] == "unreadable"
     assert by_name["alice"].attrs["data-total"] == "23.33"
-    assert {td.attrs["data-exercise"]: td.classes() for td in by_name["alice"].all("td")
-            if "data-exercise" in td.attrs} == {EX01: {"num", "full"}, EX04: {"num", "partial"}}
+    assert {
+        td.attrs["data-exercise"]: td.classes()
+        for td in by_name["alice"].all("td")
+        if "data-exercise" in td.attrs
+    } == {EX01: {"num", "full"}, EX04: {"num", "partial"}}
 
 
 def test_names_link_to_their_own_page_relative_and_quoted(written, out):
     _, page = written
     links = {a.text: a.attrs["href"] for a in page.one("table").all("a")}
-    assert links == {ODD: "students/a%22b%3Cc%20d/feedback.html", "alice": "students/alice/feedback.html",
-                     "bob": "students/bob/feedback.html", "zed": "students/zed/feedback.html"}
-    for name, href in links.items():   # each resolves, from OUT, to that student's page
-        assert (out / unquote(href)).resolve() == (student_folder(out, name) / "feedback.html").resolve()
+    assert links == {
+        ODD: "students/a%22b%3Cc%20d/feedback.html",
+        "alice": "students/alice/feedback.html",
+        "bob": "students/bob/feedback.html",
+        "zed": "students/zed/feedback.html",
+    }
+    for name, href in links.items():  # each resolves, from OUT, to that student's page
+        assert (out / unquote(href)).resolve() == (
+            student_folder(out, name) / "feedback.html"
+        ).resolve()
     # carol's page, eve's and frank's do not exist: their names are not links
-    assert {"carol", "eve", "frank"} <= {span.text for span in page.all("span", **{"class": "student"})}
+    assert {"carol", "eve", "frank"} <= {
+        span.text for span in page.all("span", **{"class": "student"})
+    }
 
 
 def test_each_exercise_has_its_histogram_mean_and_attempts(written):
     _, page = written
-    figures = {f.attrs["data-exercise"]: f for f in page.all("figure") if "exercise-stats" in f.classes()}
+    figures = {
+        f.attrs["data-exercise"]: f for f in page.all("figure") if "exercise-stats" in f.classes()
+    }
     assert list(figures) == [EX01, EX04]
     # ex01: 10, 3.33, 10, 10, 6.67 of 10; ex04: 13.33, 0, 0, 13.33, 20 of 20
     assert figures[EX01].one("svg").attrs["data-counts"] == "0,0,0,1,0,0,1,0,0,3"
     assert figures[EX04].one("svg").attrs["data-counts"] == "2,0,0,0,0,0,2,0,0,1"
-    assert [int(r.attrs["data-count"]) for r in figures[EX04].all("rect")] == [2, 0, 0, 0, 0, 0, 2, 0, 0, 1]
-    assert (figures[EX01].attrs["data-attempted"], figures[EX04].attrs["data-attempted"]) == ("5", "4")
+    assert [int(r.attrs["data-count"]) for r in figures[EX04].all("rect")] == [
+        2,
+        0,
+        0,
+        0,
+        0,
+        0,
+        2,
+        0,
+        0,
+        1,
+    ]
+    assert (figures[EX01].attrs["data-attempted"], figures[EX04].attrs["data-attempted"]) == (
+        "5",
+        "4",
+    )
     assert "mean 8/10, attempted by 5 of 5" in figures[EX01].text
     assert "mean 9.33/20, attempted by 4 of 5" in figures[EX04].text
 
@@ -214,33 +298,46 @@ def test_what_to_teach_again_groups_failures_by_function_and_message(written):
     entries = section.all("article")
     # ex04 values: alice, bob, the odd name of 4 attempts (carol did not attempt); manual: bob, exactly a
     # quarter. ex01's two tests are failed by 1 of 5 each (bob twice over the parameters): below a quarter.
-    assert [(e.attrs["data-test"], e.attrs["data-failing"], e.attrs["data-attempted"]) for e in entries] == [
-        (VALUES, "3", "4"), (MANUAL, "1", "4")]
+    assert [
+        (e.attrs["data-test"], e.attrs["data-failing"], e.attrs["data-attempted"]) for e in entries
+    ] == [(VALUES, "3", "4"), (MANUAL, "1", "4")]
     assert entries[0].attrs["data-not-attempted"] == "1" and "carol" not in section.text
     assert "failed by 3 of 4 (75%); 1 did not attempt it" in entries[0].text
     assert "hidden test" in entries[0].text and "hidden test" not in entries[1].text
     groups = [(g.attrs["data-key"], g.attrs["data-count"]) for g in entries[0].all("li")]
     # bob's two failed parameters fall in one group, counted once; the numbers masked
-    assert groups == [("failed: max abs error #", "2"), (f"timeout: the test ran longer than # s {MARKUP}", "1")]
+    assert groups == [
+        ("failed: max abs error #", "2"),
+        (f"timeout: the test ran longer than # s {MARKUP}", "1"),
+    ]
     example = entries[0].all("li")[0].one("pre").text
-    assert example == "failed: max abs error 0.123\n  at index (0, 1)"   # alice's, the first by name, in full
+    assert (
+        example == "failed: max abs error 0.123\n  at index (0, 1)"
+    )  # alice's, the first by name, in full
     assert "at least 25%" in section.text and "at most 20" in section.text
 
 
 def test_the_rule_caps_the_list_and_masks_only_numbers(out):
-    tests = [case(f"tests/exercises/{EX04}/test_hidden.py::test_{i:02d}", "", F, f"wrong {i}") for i in range(25)]
+    tests = [
+        case(f"tests/exercises/{EX04}/test_hidden.py::test_{i:02d}", "", F, f"wrong {i}")
+        for i in range(25)
+    ]
     graded = GradingResults("x", {EX04: score_exercise(catalog.get(EX04), tests)})
     write_report_json(graded, student_folder(out, "x") / "report.json")
     page = parse(class_page(out, [StudentOutcome("x", "graded")]))
     entries = page.one("section", id="teach-again").all("article")
     assert len(entries) == page_module.TEACH_MAX == 20
     assert message_key("max abs error 0.123 at [2dev]\nmore") == "max abs error # at [#dev]"
-    assert message_key("ex04: float32 of shape (8, 4), 0x7f3a") == "ex04: float32 of shape (#, #), #"
+    assert (
+        message_key("ex04: float32 of shape (8, 4), 0x7f3a") == "ex04: float32 of shape (#, #), #"
+    )
 
 
 def test_who_could_not_be_graded_and_why(written):
     _, page = written
-    items = {li.attrs["data-student"]: li for li in page.one("ul", **{"class": "not-graded"}).all("li")}
+    items = {
+        li.attrs["data-student"]: li for li in page.one("ul", **{"class": "not-graded"}).all("li")
+    }
     assert list(items) == ["eve", "frank"]
     assert items["eve"].one("pre").text == FAILED_DETAIL
     assert "report.json cannot be read: JSONDecodeError" in items["frank"].text
@@ -261,7 +358,9 @@ def test_a_refused_student_is_listed_and_never_linked_to_another_folder(out):
     other = student_folder(out, "bob")
     other.mkdir(parents=True)
     (other / "feedback.html").write_text("<!DOCTYPE html><title>bob</title>")
-    page = parse(class_page(out, [StudentOutcome("bob", REFUSED, detail="Bob and bob differ only in case")]))
+    page = parse(
+        class_page(out, [StudentOutcome("bob", REFUSED, detail="Bob and bob differ only in case")])
+    )
     item = page.one("ul", **{"class": "not-graded"}).one("li", data_student="bob")
     assert "not graded" in item.text and "differ only in case" in item.text
     assert not page.one("table").all("a")
@@ -271,9 +370,15 @@ def test_report_text_never_becomes_markup(written):
     path, page = written
     html = path.read_text(encoding="utf-8")
     assert "<script" not in html and "<b>" not in html and "<img" not in html
-    assert html.count("&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;") >= 2   # a message and eve's detail
+    assert (
+        html.count("&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;") >= 2
+    )  # a message and eve's detail
     assert 'data-student="a&quot;b&lt;c d"' in html
-    assert not page.all("script") and not page.all("b") and not any("style" in n.attrs for n in page.all())
+    assert (
+        not page.all("script")
+        and not page.all("b")
+        and not any("style" in n.attrs for n in page.all())
+    )
 
 
 def test_the_same_inputs_give_the_same_bytes(out):
@@ -287,19 +392,30 @@ def test_the_same_inputs_give_the_same_bytes(out):
 
 # `browser` (Chromium launched once, or a skip saying what is missing) and `page_visit` come from conftest.py.
 
-def test_the_page_in_chromium_fetches_nothing_and_links_to_the_students(browser, page_visit, written, out):
+
+def test_the_page_in_chromium_fetches_nothing_and_links_to_the_students(
+    browser, page_visit, written, out
+):
     path, _ = written
     with page_visit(browser, path) as seen:
         page = seen.page
         assert page.title() == "shardlab class: fall-2026"
         links = page.locator("table.students a")
         assert links.count() == 4
-        targets = {links.nth(i).inner_text(): links.nth(i).evaluate("a => a.href") for i in range(4)}
-        bars = {figure.get_attribute("data-exercise"): [int(r.get_attribute("data-count"))
-                                                         for r in figure.locator("rect.bin").all()]
-                for figure in page.locator("figure.exercise-stats").all()}
-        heights = [float(r.get_attribute("height")) for r in page.locator(f"[data-exercise='{EX04}'] rect.bin").all()]
-        page.get_by_text("one message in full").first.click()   # a <details> opens without script
+        targets = {
+            links.nth(i).inner_text(): links.nth(i).evaluate("a => a.href") for i in range(4)
+        }
+        bars = {
+            figure.get_attribute("data-exercise"): [
+                int(r.get_attribute("data-count")) for r in figure.locator("rect.bin").all()
+            ]
+            for figure in page.locator("figure.exercise-stats").all()
+        }
+        heights = [
+            float(r.get_attribute("height"))
+            for r in page.locator(f"[data-exercise='{EX04}'] rect.bin").all()
+        ]
+        page.get_by_text("one message in full").first.click()  # a <details> opens without script
         assert page.locator("#teach-again pre").first.is_visible()
         assert seen.requests == [] and seen.console == [] and seen.errors == []
     for name, url in targets.items():
@@ -313,11 +429,16 @@ def test_the_links_open_the_students_pages(browser, page_visit, written, out):
     """Each link, as Chromium resolves it, opens that student's stand-in feedback.html."""
     path, _ = written
     with page_visit(browser, path) as seen:
-        hrefs = seen.page.locator("table.students a").evaluate_all("links => links.map(a => a.href)")
+        hrefs = seen.page.locator("table.students a").evaluate_all(
+            "links => links.map(a => a.href)"
+        )
     assert len(hrefs) == 4
     for href in hrefs:
         target = Path(unquote(urlparse(href).path))
-        assert target.parent.parent == student_folder(out, "").resolve() and target.name == "feedback.html"
+        assert (
+            target.parent.parent == student_folder(out, "").resolve()
+            and target.name == "feedback.html"
+        )
         with page_visit(browser, target) as opened:
             assert opened.page.title() == str(len(target.parent.name))
             assert opened.requests == [] and opened.errors == []

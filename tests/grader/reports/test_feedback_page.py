@@ -44,7 +44,9 @@ SCRIPT = "<script>alert(1)</script><img src=http://example.com/x.png>"
 
 
 def named(mesh_shape, axes, spec, shape):
-    mesh = jax.make_mesh(mesh_shape, axes, devices=jax.devices()[:int(__import__("math").prod(mesh_shape))])
+    mesh = jax.make_mesh(
+        mesh_shape, axes, devices=jax.devices()[: int(__import__("math").prod(mesh_shape))]
+    )
     return layout_of(shape, jax.NamedSharding(mesh, jax.P(*spec)))
 
 
@@ -54,21 +56,53 @@ ROWS_8 = named((8,), ("data",), ("data", None), (64, 10))
 REPLICATED_8 = named((8,), ("data",), (), (64, 10))
 GRID_2x4 = named((2, 4), ("x", "y"), ("x", "y"), (8, 16))
 PARTIAL_2x4 = named((2, 4), ("x", "y"), ("x", None), (8, 16))
-COLUMNS_2x4 = named((2, 4), ("x", "y"), (None, "x"), (8, 16))   # PARTIAL_2x4's device sets, on columns
+COLUMNS_2x4 = named(
+    (2, 4), ("x", "y"), (None, "x"), (8, 16)
+)  # PARTIAL_2x4's device sets, on columns
 DEEP = named((2, 4), ("x", "y"), (None, "x", "y"), (2, 4, 8))
 VECTOR = named((4,), ("data",), ("data",), (12,))
 
-FIGURES = SpeedFigures(label="layer vs replicated", speedup=2.7, spread=(2.4, 3.1), baseline_s=0.012,
-                       candidate_s=0.0044, repeats=15, threshold=1.5, devices=8, cores=2, platform="cpu",
-                       calibration=3.4, policy="enforce")
-SLOW = SpeedFigures(label="train_step vs one device", speedup=0.8, spread=(0.7, 0.95), baseline_s=0.01,
-                    candidate_s=0.0125, repeats=21, threshold=1.2, devices=4, cores=2, platform="cpu", policy="enforce")
+FIGURES = SpeedFigures(
+    label="layer vs replicated",
+    speedup=2.7,
+    spread=(2.4, 3.1),
+    baseline_s=0.012,
+    candidate_s=0.0044,
+    repeats=15,
+    threshold=1.5,
+    devices=8,
+    cores=2,
+    platform="cpu",
+    calibration=3.4,
+    policy="enforce",
+)
+SLOW = SpeedFigures(
+    label="train_step vs one device",
+    speedup=0.8,
+    spread=(0.7, 0.95),
+    baseline_s=0.01,
+    candidate_s=0.0125,
+    repeats=21,
+    threshold=1.2,
+    devices=4,
+    cores=2,
+    platform="cpu",
+    policy="enforce",
+)
 
 
 def test_result(exercise, name, category, *, hidden=False, message="", **facts) -> TestResult:
     file = "test_hidden" if hidden else "test_visible"
-    return TestResult(nodeid=f"tests/exercises/{exercise.id}/{file}.py::{name}", exercise=exercise.id, hidden=hidden,
-                      weight=1.0, category=str(category), message=message, duration=0.5, **facts)
+    return TestResult(
+        nodeid=f"tests/exercises/{exercise.id}/{file}.py::{name}",
+        exercise=exercise.id,
+        hidden=hidden,
+        weight=1.0,
+        category=str(category),
+        message=message,
+        duration=0.5,
+        **facts,
+    )
 
 
 test_result.__test__ = False
@@ -76,40 +110,116 @@ test_result.__test__ = False
 
 def every_fact() -> GradingResults:
     ex04 = [
-        test_result(EX04, "test_layer_auto", Category.FAILED, message="output: wrong sharding\n  expected ...\n"
-                    "  actual ...\nWhich devices hold each block:\n+---+\n| 0 |\n+---+",
-                    layouts=[LayoutCheck("output", ROWS_8, REPLICATED_8, False)]),
-        test_result(EX04, "test_layer_2d[8dev]", Category.FAILED, message="output: wrong sharding",
-                    layouts=[LayoutCheck("output", GRID_2x4, PARTIAL_2x4, False),
-                             LayoutCheck("hidden_state", PARTIAL_2x4, COLUMNS_2x4, False),
-                             LayoutCheck("params['w']", DEEP, DEEP, True), LayoutCheck("bias", VECTOR, None, False)]),
+        test_result(
+            EX04,
+            "test_layer_auto",
+            Category.FAILED,
+            message="output: wrong sharding\n  expected ...\n"
+            "  actual ...\nWhich devices hold each block:\n+---+\n| 0 |\n+---+",
+            layouts=[LayoutCheck("output", ROWS_8, REPLICATED_8, False)],
+        ),
+        test_result(
+            EX04,
+            "test_layer_2d[8dev]",
+            Category.FAILED,
+            message="output: wrong sharding",
+            layouts=[
+                LayoutCheck("output", GRID_2x4, PARTIAL_2x4, False),
+                LayoutCheck("hidden_state", PARTIAL_2x4, COLUMNS_2x4, False),
+                LayoutCheck("params['w']", DEEP, DEEP, True),
+                LayoutCheck("bias", VECTOR, None, False),
+            ],
+        ),
         test_result(EX04, "test_layer_speedup", Category.PASSED, speedup=FIGURES),
-        test_result(EX04, "test_hidden_speed[4dev]", Category.FAILED, hidden=True, speedup=SLOW,
-                    message=f"speedup 0.80x below 1.20x {SCRIPT}"),
-        test_result(EX04, "test_layer_hidden_values[2dev]", Category.FAILED, hidden=True,
-                    message="max abs error 0.25 at (3, 1)"),
+        test_result(
+            EX04,
+            "test_hidden_speed[4dev]",
+            Category.FAILED,
+            hidden=True,
+            speedup=SLOW,
+            message=f"speedup 0.80x below 1.20x {SCRIPT}",
+        ),
+        test_result(
+            EX04,
+            "test_layer_hidden_values[2dev]",
+            Category.FAILED,
+            hidden=True,
+            message="max abs error 0.25 at (3, 1)",
+        ),
         test_result(EX04, "test_layer_hidden_ok[2dev]", Category.PASSED, hidden=True),
     ]
-    collectives = CollectivesCheck("case3_reducescatter", (
-        Collective("all-reduce", 2, ("x",), "%ar = f32[8,8]{1,0} all-reduce(%f), replica_groups={{0,1}}"),
-        Collective("all-gather", 4, None, "%ag = f32[8,32] all-gather(%g)")),
-        passed=False, present=("reduce-scatter",), absent=("all-reduce",))
-    ex06 = [test_result(EX06, "test_collectives[2dev-case3]", Category.FAILED, message="uses all-reduce x1",
-                        collectives=[collectives]),
-            test_result(EX06, "test_own_rule", Category.PASSED, collectives=[CollectivesCheck("f", (), passed=None)])]
-    ex10 = [test_result(EX10, "test_crash[8dev]", Category.CRASHED, message="the worker died: signal 11 (SIGSEGV)"),
-            test_result(EX10, "test_timeout", Category.TIMEOUT, message="ran past its 10 s limit")]
-    exercises = {EX04.id: score_exercise(EX04, ex04), EX06.id: score_exercise(EX06, ex06),
-                 EX10.id: score_exercise(EX10, ex10),
-                 EX12.id: score_exercise(EX12, [test_result(EX12, "test_join", Category.NOT_ATTEMPTED,
-                                                            message="not attempted: module missing")],
-                                         "module missing: not attempted")}
-    environment = Environment(devices=8, cores=2, timing="enforce", parallel=2,
-                              limits={"test_timeout": None, "worker_memory_bytes": 6 << 30},
-                              time_limits={"source": "calibrated here"},
-                              isolation=IsolationRecord({"level": "bubblewrap", "not_applied": []}))
-    return GradingResults(f"alice {SCRIPT}", exercises, environment, problems=[f"not graded: notes.txt {SCRIPT}"],
-                          duration=42.0)
+    collectives = CollectivesCheck(
+        "case3_reducescatter",
+        (
+            Collective(
+                "all-reduce",
+                2,
+                ("x",),
+                "%ar = f32[8,8]{1,0} all-reduce(%f), replica_groups={{0,1}}",
+            ),
+            Collective("all-gather", 4, None, "%ag = f32[8,32] all-gather(%g)"),
+        ),
+        passed=False,
+        present=("reduce-scatter",),
+        absent=("all-reduce",),
+    )
+    ex06 = [
+        test_result(
+            EX06,
+            "test_collectives[2dev-case3]",
+            Category.FAILED,
+            message="uses all-reduce x1",
+            collectives=[collectives],
+        ),
+        test_result(
+            EX06,
+            "test_own_rule",
+            Category.PASSED,
+            collectives=[CollectivesCheck("f", (), passed=None)],
+        ),
+    ]
+    ex10 = [
+        test_result(
+            EX10,
+            "test_crash[8dev]",
+            Category.CRASHED,
+            message="the worker died: signal 11 (SIGSEGV)",
+        ),
+        test_result(EX10, "test_timeout", Category.TIMEOUT, message="ran past its 10 s limit"),
+    ]
+    exercises = {
+        EX04.id: score_exercise(EX04, ex04),
+        EX06.id: score_exercise(EX06, ex06),
+        EX10.id: score_exercise(EX10, ex10),
+        EX12.id: score_exercise(
+            EX12,
+            [
+                test_result(
+                    EX12,
+                    "test_join",
+                    Category.NOT_ATTEMPTED,
+                    message="not attempted: module missing",
+                )
+            ],
+            "module missing: not attempted",
+        ),
+    }
+    environment = Environment(
+        devices=8,
+        cores=2,
+        timing="enforce",
+        parallel=2,
+        limits={"test_timeout": None, "worker_memory_bytes": 6 << 30},
+        time_limits={"source": "calibrated here"},
+        isolation=IsolationRecord({"level": "bubblewrap", "not_applied": []}),
+    )
+    return GradingResults(
+        f"alice {SCRIPT}",
+        exercises,
+        environment,
+        problems=[f"not graded: notes.txt {SCRIPT}"],
+        duration=42.0,
+    )
 
 
 class Parsed(HTMLParser):
@@ -117,12 +227,12 @@ class Parsed(HTMLParser):
 
     def __init__(self, page: str):
         super().__init__()
-        self.grids: list[dict] = []        # {"role", "check", "test", "blocks": [(devices, label, fill)]}
+        self.grids: list[dict] = []  # {"role", "check", "test", "blocks": [(devices, label, fill)]}
         self.tests: list[dict] = []
         self.charts: list[dict] = []
         self.styles: list[str] = []
         self.scripts = 0
-        self.addresses: list[str] = []     # every href, src, xlink:href, action
+        self.addresses: list[str] = []  # every href, src, xlink:href, action
         self._test = self._check = self._block = None
         self._in_text = self._in_style = False
         self.feed(page)
@@ -131,14 +241,18 @@ class Parsed(HTMLParser):
         a = dict(attrs)
         if tag == "script" or any(k.startswith("on") for k in a) or "style" in a:
             self.scripts += 1
-        self.addresses += [v for k, v in a.items() if k in ("href", "src", "xlink:href", "action", "srcset")]
+        self.addresses += [
+            v for k, v in a.items() if k in ("href", "src", "xlink:href", "action", "srcset")
+        ]
         if tag == "article":
             self._test = a["data-nodeid"]
             self.tests.append(a)
         if tag == "figure" and "layout-check" in a.get("class", ""):
             self._check = a["data-name"]
         if tag == "figure" and a.get("class") == "grid":
-            self.grids.append({"role": a["data-role"], "check": self._check, "test": self._test, "blocks": []})
+            self.grids.append(
+                {"role": a["data-role"], "check": self._check, "test": self._test, "blocks": []}
+            )
         if tag == "g" and a.get("class") == "block":
             self._block = [tuple(map(int, a["data-devices"].split(","))), "", None]
             self.grids[-1]["blocks"].append(self._block)
@@ -182,6 +296,7 @@ def report_layouts(out: Path) -> dict[tuple[str, str], LayoutCheck]:
 
 # -- the HTML ------------------------------------------------------------------------------------------------
 
+
 def test_every_grid_shows_the_devices_report_json_holds(written):
     parsed = Parsed((written / "feedback.html").read_text())
     checks = report_layouts(written)
@@ -205,7 +320,7 @@ def test_every_grid_shows_the_devices_report_json_holds(written):
 
 
 def expand(label: str) -> list[int]:
-    """"0-3,6" -> [0, 1, 2, 3, 6]."""
+    """ "0-3,6" -> [0, 1, 2, 3, 6]."""
     found = []
     for part in label.split(","):
         low, _, high = part.partition("-")
@@ -225,8 +340,10 @@ def test_the_same_devices_have_the_same_colour_in_both_grids(written):
             assert colour.setdefault(devices, fill) == fill
         fills = list(colour.values())
         assert len(set(fills)) == len(fills), "two device sets share a colour"
-        compared += bool(set(d for d, _, _ in expected["blocks"]) & set(d for d, _, _ in actual["blocks"]))
-    assert compared == 2   # rows against columns, and the passed 3-D one, share their device sets
+        compared += bool(
+            set(d for d, _, _ in expected["blocks"]) & set(d for d, _, _ in actual["blocks"])
+        )
+    assert compared == 2  # rows against columns, and the passed 3-D one, share their device sets
 
 
 def test_the_grids_of_a_2d_mesh_and_a_partial_replication():
@@ -235,15 +352,24 @@ def test_the_grids_of_a_2d_mesh_and_a_partial_replication():
     partial = Parsed(pictures.device_grid(PARTIAL_2x4, colours, "actual")).grids[0]["blocks"]
     assert [d for d, _, _ in sharded] == [(i,) for i in range(8)]
     assert [(d, label) for d, label, _ in partial] == [((0, 1, 2, 3), "0-3"), ((4, 5, 6, 7), "4-7")]
-    vector = Parsed(pictures.device_grid(VECTOR, pictures.device_colours([VECTOR]), "expected")).grids[0]["blocks"]
-    assert [d for d, _, _ in vector] == [(0,), (1,), (2,), (3,)]   # one row of four
+    vector = Parsed(
+        pictures.device_grid(VECTOR, pictures.device_colours([VECTOR]), "expected")
+    ).grids[0]["blocks"]
+    assert [d for d, _, _ in vector] == [(0,), (1,), (2,), (3,)]  # one row of four
 
 
 def test_the_speed_chart_carries_the_figures(written):
-    charts = {c["test"].rsplit("::", 1)[1]: c for c in Parsed((written / "feedback.html").read_text()).charts}
+    charts = {
+        c["test"].rsplit("::", 1)[1]: c
+        for c in Parsed((written / "feedback.html").read_text()).charts
+    }
     met, missed = charts["test_layer_speedup"], charts["test_hidden_speed[4dev]"]
     assert (float(met["data-speedup"]), float(met["data-threshold"])) == (2.7, 1.5)
-    assert (float(met["data-low"]), float(met["data-high"]), float(met["data-calibration"])) == (2.4, 3.1, 3.4)
+    assert (float(met["data-low"]), float(met["data-high"]), float(met["data-calibration"])) == (
+        2.4,
+        3.1,
+        3.4,
+    )
     assert "data-calibration" not in missed and float(missed["data-speedup"]) == 0.8
 
 
@@ -252,11 +378,17 @@ def test_nothing_from_a_result_becomes_markup_and_nothing_runs(written):
     parsed = Parsed(page)
     assert parsed.scripts == 0
     assert "<script>" not in page and "<img" not in page and "&lt;script&gt;alert(1)" in page
-    assert parsed.addresses and all(address.startswith("#") for address in parsed.addresses)   # within the page
-    csp = html.unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)[1])
+    assert parsed.addresses and all(
+        address.startswith("#") for address in parsed.addresses
+    )  # within the page
+    csp = html.unescape(
+        re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)[1]
+    )
     assert csp.startswith("default-src 'none'; ")
     digest = base64.b64encode(hashlib.sha256("".join(parsed.styles).encode()).digest()).decode()
-    assert f"style-src 'sha256-{digest}'" in csp   # the one stylesheet, by its hash: nothing else may style
+    assert (
+        f"style-src 'sha256-{digest}'" in csp
+    )  # the one stylesheet, by its hash: nothing else may style
 
 
 def test_the_same_results_give_the_same_bytes(results):
@@ -269,19 +401,27 @@ def test_hidden_tests_follow_the_visibility_policy(results, visibility):
     hidden = [t for t in results.tests() if t.hidden]
     shown = [t for t in Parsed(page).tests if t["data-hidden"] == "true"]
     if visibility == "hidden":
-        assert shown == [] and "max abs error 0.25" not in page and "test_layer_hidden_values" not in page
+        assert (
+            shown == []
+            and "max abs error 0.25" not in page
+            and "test_layer_hidden_values" not in page
+        )
         assert "3 hidden tests, shown to instructors only." in page
-        assert "of 3 visible tests passed" in page   # no per-exercise score that would tell how hidden tests went
+        assert (
+            "of 3 visible tests passed" in page
+        )  # no per-exercise score that would tell how hidden tests went
     else:
         assert len(shown) == len(hidden) and "max abs error 0.25 at (3, 1)" in page
-    assert "def test_" not in page   # names and messages, never code
+    assert "def test_" not in page  # names and messages, never code
 
 
 def test_a_broken_or_partial_result_still_renders():
     empty = GradingResults("empty.zip", {}, problems=["the zip holds no exercise module"])
     page = feedback_page.feedback_page(empty)
     assert "the zip holds no exercise module" in page and "0/0" in page
-    untouched = GradingResults("nothing", {EX12.id: score_exercise(EX12, [], "module missing: not attempted")})
+    untouched = GradingResults(
+        "nothing", {EX12.id: score_exercise(EX12, [], "module missing: not attempted")}
+    )
     assert "module missing: not attempted" in feedback_page.feedback_page(untouched)
     with pytest.raises(ValueError, match="hidden_visibility must be one of"):
         feedback_page.feedback_page(empty, hidden_visibility="later")
@@ -290,24 +430,40 @@ def test_a_broken_or_partial_result_still_renders():
 def test_check_html_writes_the_page_of_the_visible_tests(tmp_path):
     folder = tmp_path / "work"
     folder.mkdir()
-    wrong = catalog.get("ex01").solution_path().read_text().replace(
-        "return jax.device_put(x, NamedSharding(mesh, spec))",
-        "return jax.device_put(x, NamedSharding(mesh, jax.P()))   # forgot the spec")
+    wrong = (
+        catalog.get("ex01")
+        .solution_path()
+        .read_text()
+        .replace(
+            "return jax.device_put(x, NamedSharding(mesh, spec))",
+            "return jax.device_put(x, NamedSharding(mesh, jax.P()))   # forgot the spec",
+        )
+    )
     (folder / catalog.get("ex01").module_file).write_text(wrong)
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "check", "ex01", "--impl", str(folder), "--html"],
-                          capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.cli", "check", "ex01", "--impl", str(folder), "--html"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     page = tmp_path / ".shardlab" / "feedback.html"
     assert done.returncode == 1 and f"Feedback page: {page.relative_to(tmp_path)}" in done.stdout
-    assert "✗ test_place_rows_and_columns  failed" in done.stdout   # the terminal output is as before
+    assert (
+        "✗ test_place_rows_and_columns  failed" in done.stdout
+    )  # the terminal output is as before
     parsed = Parsed(page.read_text())
     assert parsed.tests and all(t["data-hidden"] == "false" for t in parsed.tests)
-    assert any(g["blocks"] for g in parsed.grids) and "Only the visible tests were run" in page.read_text()
+    assert (
+        any(g["blocks"] for g in parsed.grids)
+        and "Only the visible tests were run" in page.read_text()
+    )
     again = tmp_path / "elsewhere.html"
     student.check_command("ex01", impl=folder, html=again)
     assert again.read_text().startswith("<!DOCTYPE html>")
 
 
 # -- in a browser ----------------------------------------------------------------------------------------------
+
 
 def test_the_page_loads_nothing_and_logs_no_error(browser, page_visit, written):
     with page_visit(browser, written / "feedback.html") as seen:
@@ -336,8 +492,9 @@ def test_the_browser_draws_what_report_json_holds(browser, page_visit, written):
             if layout is None:
                 assert grid["blocks"] == []
                 continue
-            assert {b["devices"] for b in grid["blocks"]} <= {",".join(map(str, b.devices)) for b in layout.blocks} \
-                or len(layout.global_shape) > 2
+            assert {b["devices"] for b in grid["blocks"]} <= {
+                ",".join(map(str, b.devices)) for b in layout.blocks
+            } or len(layout.global_shape) > 2
             for block in grid["blocks"]:
                 assert expand(block["label"]) == [int(d) for d in block["devices"].split(",")]
                 assert fills.setdefault(block["devices"], block["fill"]) == block["fill"]
@@ -355,20 +512,27 @@ def test_the_chart_bars_measure_the_figures(browser, page_visit, written):
                     threshold: line.left + line.width / 2 - box.left, low: whisker.left - box.left,
                     high: whisker.right - box.left};
         })""")
-    figures = {t.nodeid: t.speedup for t in GradingResults.from_dict(
-        json.loads((written / "report.json").read_text())).tests() if t.speedup}
+    figures = {
+        t.nodeid: t.speedup
+        for t in GradingResults.from_dict(json.loads((written / "report.json").read_text())).tests()
+        if t.speedup
+    }
     assert len(measured) == len(figures) == 2
     for chart in measured:
         fig = figures[chart["test"]]
-        scale = chart["bar"] / fig.speedup   # px per 1x
+        scale = chart["bar"] / fig.speedup  # px per 1x
         assert chart["threshold"] - chart["origin"] == pytest.approx(fig.threshold * scale, abs=1.5)
         assert chart["low"] - chart["origin"] == pytest.approx(fig.spread[0] * scale, abs=1.5)
         assert chart["high"] - chart["origin"] == pytest.approx(fig.spread[1] * scale, abs=1.5)
 
 
 @pytest.mark.parametrize("visibility", ["hidden", "after_due_date"])
-def test_the_browser_shows_hidden_tests_as_the_policy_says(browser, page_visit, results, tmp_path, visibility):
-    path = feedback_page.write_feedback_html(results, tmp_path / "feedback.html", hidden_visibility=visibility)
+def test_the_browser_shows_hidden_tests_as_the_policy_says(
+    browser, page_visit, results, tmp_path, visibility
+):
+    path = feedback_page.write_feedback_html(
+        results, tmp_path / "feedback.html", hidden_visibility=visibility
+    )
     with page_visit(browser, path) as seen:
         hidden = seen.page.locator("article[data-hidden=true]")
         text = seen.page.locator("body").inner_text()
@@ -378,18 +542,24 @@ def test_the_browser_shows_hidden_tests_as_the_policy_says(browser, page_visit, 
 
 
 def test_a_broken_result_renders_and_prints(browser, page_visit, tmp_path):
-    broken = GradingResults("broken", {EX10.id: every_fact().exercises[EX10.id],
-                                       EX12.id: score_exercise(EX12, [], "module missing: not attempted")},
-                            problems=["the harness died while collecting: exit 1"])
+    broken = GradingResults(
+        "broken",
+        {
+            EX10.id: every_fact().exercises[EX10.id],
+            EX12.id: score_exercise(EX12, [], "module missing: not attempted"),
+        },
+        problems=["the harness died while collecting: exit 1"],
+    )
     path = feedback_page.write_feedback_html(broken, tmp_path / "feedback.html")
     with page_visit(browser, path) as seen:
         assert "the harness died while collecting" in seen.page.locator(".problems").inner_text()
         assert seen.page.locator("article[data-category=crashed]").count() == 1
-        pdf = seen.page.pdf()   # printable: Chromium lays it out on paper
+        pdf = seen.page.pdf()  # printable: Chromium lays it out on paper
     assert pdf.startswith(b"%PDF") and seen.console == []
 
 
 # -- the example submission, graded --------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_grading_the_example_writes_a_page_true_to_its_report(browser, page_visit, tmp_path):
@@ -397,9 +567,28 @@ def test_grading_the_example_writes_a_page_true_to_its_report(browser, page_visi
     collectives, speed figures): the page holds every fact report.json holds, and loads nothing."""
     out = tmp_path / "graded"
     example = paths.REPO_ROOT / "examples" / "submission"
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "grade", str(example), "--out", str(out),
-                           "--exercise", "ex04", "--exercise", "ex06", "--exercise", "ex10",
-                           "--timing", "report", "--quiet"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.cli",
+            "grade",
+            str(example),
+            "--out",
+            str(out),
+            "--exercise",
+            "ex04",
+            "--exercise",
+            "ex06",
+            "--exercise",
+            "ex10",
+            "--timing",
+            "report",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = GradingResults.from_dict(json.loads((out / "report.json").read_text()))
     page = (out / "feedback.html").read_text()
@@ -407,8 +596,17 @@ def test_grading_the_example_writes_a_page_true_to_its_report(browser, page_visi
     assert {t["data-nodeid"] for t in parsed.tests} == {t.nodeid for t in report.tests()}
     assert len(parsed.grids) == 2 * sum(len(t.layouts) for t in report.tests())
     assert len(parsed.charts) == sum(t.speedup is not None for t in report.tests()) > 0
-    assert page.count('class="collectives-check"') == sum(len(t.collectives) for t in report.tests()) > 0
-    assert any(len(layout.mesh_sizes) == 2 for t in report.tests() for c in t.layouts for layout in [c.expected])
+    assert (
+        page.count('class="collectives-check"')
+        == sum(len(t.collectives) for t in report.tests())
+        > 0
+    )
+    assert any(
+        len(layout.mesh_sizes) == 2
+        for t in report.tests()
+        for c in t.layouts
+        for layout in [c.expected]
+    )
     with page_visit(browser, out / "feedback.html") as seen:
         assert seen.page.locator("section.exercise").count() == 3
     assert seen.requests == [] and seen.console == [] and seen.errors == []
@@ -416,11 +614,18 @@ def test_grading_the_example_writes_a_page_true_to_its_report(browser, page_visi
 
 
 def test_the_page_carries_the_hint_of_an_exercise_that_lost_points_and_names_1d_grids():
-    vector = test_result(EX04, "test_bias", Category.FAILED, message="bias: wrong sharding",
-                         layouts=[LayoutCheck("bias", VECTOR, VECTOR, False)])
+    vector = test_result(
+        EX04,
+        "test_bias",
+        Category.FAILED,
+        message="bias: wrong sharding",
+        layouts=[LayoutCheck("bias", VECTOR, VECTOR, False)],
+    )
     lost = GradingResults("s", {EX04.id: score_exercise(EX04, [vector])})
     page = feedback_page.feedback_page(lost)
     assert f"<strong>Hint: </strong>{html.escape(EX04.hint, quote=False)}" in page
     assert "bias: which devices hold each block (blocks along its one dimension)" in page
-    passed = GradingResults("s", {EX04.id: score_exercise(EX04, [test_result(EX04, "test_ok", Category.PASSED)])})
+    passed = GradingResults(
+        "s", {EX04.id: score_exercise(EX04, [test_result(EX04, "test_ok", Category.PASSED)])}
+    )
     assert "Hint: " not in feedback_page.feedback_page(passed)

@@ -29,7 +29,8 @@ pytestmark = pytest.mark.xdist_group("test_confinement")
 MARKER = "shardlab-confinement-daemon-51c2"
 FIRST_UID, LAST_UID = users.FIRST_UID, users.FIRST_UID + users.UID_COUNT
 
-PROBE = textwrap.dedent("""
+PROBE = textwrap.dedent(
+    """
     import json, os, socket, subprocess, sys
     allowed, secret, outside, repo, port, parent = sys.argv[1:7]
     found = {"uid": os.getuid()}
@@ -57,7 +58,9 @@ PROBE = textwrap.dedent("""
     os.wait()
     print(json.dumps(found), flush=True)
     import time; time.sleep(600)
-""" % MARKER)
+"""
+    % MARKER
+)
 
 
 def levels():
@@ -72,8 +75,11 @@ def levels():
 
 def daemons() -> list[int]:
     """The probe's daemons still alive (a zombie has ended; its parent reaps it)."""
-    return [p.pid for p in psutil.process_iter(["cmdline", "status"])
-            if MARKER in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline", "status"])
+        if MARKER in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
 
 
 @pytest.fixture
@@ -94,13 +100,27 @@ def probed(tmp_path, request):
     workdir.mkdir()
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.5)
-    confinement.become_subreaper()   # as the harness is: a daemon that leaves the tree comes back here
+    confinement.become_subreaper()  # as the harness is: a daemon that leaves the tree comes back here
     output = open(tmp_path / "probe.out", "wb")
-    argv = [sys.executable, "-I", str(readable / "probe.py"), str(readable / "allowed.txt"),
-            str(secret / "secret.txt"), str(outside), str(paths.REPO_ROOT), str(listener.getsockname()[1]),
-            str(os.getpid())]
-    process = confinement.spawn_confined(argv, level=level, workdir=workdir, readable=[readable],
-                                         env={"PATH": "/usr/bin:/bin", "HOME": str(workdir)}, stdout=output)
+    argv = [
+        sys.executable,
+        "-I",
+        str(readable / "probe.py"),
+        str(readable / "allowed.txt"),
+        str(secret / "secret.txt"),
+        str(outside),
+        str(paths.REPO_ROOT),
+        str(listener.getsockname()[1]),
+        str(os.getpid()),
+    ]
+    process = confinement.spawn_confined(
+        argv,
+        level=level,
+        workdir=workdir,
+        readable=[readable],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(workdir)},
+        stdout=output,
+    )
     deadline = time.monotonic() + 60
     report = None
     while time.monotonic() < deadline and report is None:
@@ -124,11 +144,17 @@ def test_what_each_level_allows_and_denies(probed):
     assert report["read_allowed"] and report["write_home"], report
     if level in confinement.SANDBOXES:
         assert not report["read_secret"], "the worker read a file outside its allowed folders"
-        assert not report["read_tests"] and not report["read_solutions"], "the worker saw tests/ or solutions/"
-        assert not report["write_outside"] and not (outside / "planted").exists(), "the worker wrote outside"
+        assert not report["read_tests"] and not report["read_solutions"], (
+            "the worker saw tests/ or solutions/"
+        )
+        assert not report["write_outside"] and not (outside / "planted").exists(), (
+            "the worker wrote outside"
+        )
     plan = restrictions.plan(level)
     if plan.network_namespace or (level is Isolation.LANDLOCK and landlock_abi() >= 4):
-        assert not report["connect"] and not report["listener_saw_a_connection"], "the worker reached the network"
+        assert not report["connect"] and not report["listener_saw_a_connection"], (
+            "the worker reached the network"
+        )
     if level is Isolation.BUBBLEWRAP or (level is Isolation.LANDLOCK and landlock_abi() >= 6):
         assert not report["signal_parent"], "the worker could signal the grader"
     if plan.identity is Identity.OWN_UID:
@@ -152,10 +178,20 @@ def test_jax_runs_confined_with_eight_devices(tmp_path):
     (tmp_path / "work").mkdir()
     output = open(tmp_path / "out", "wb")
     code = "import jax; print(jax.device_count(), flush=True)"
-    env = {"PATH": "/usr/bin:/bin", "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+        "JAX_PLATFORMS": "cpu",
+    }
     started = time.monotonic()
-    process = confinement.spawn_confined([sys.executable, "-I", "-c", code], level=level, workdir=tmp_path / "work",
-                                         readable=[], env=env, stdout=output)
+    process = confinement.spawn_confined(
+        [sys.executable, "-I", "-c", code],
+        level=level,
+        workdir=tmp_path / "work",
+        readable=[],
+        env=env,
+        stdout=output,
+    )
     try:
         assert process.popen.wait(timeout=120) == 0, (tmp_path / "out").read_text()
     finally:
@@ -179,19 +215,27 @@ def test_strict_finds_a_sandbox_here_and_a_missing_tool_is_explained(monkeypatch
 
 def test_the_python_installation_and_grader_are_readable_and_the_repository_is_not():
     readable = confinement.python_paths()
-    assert str(Path(confinement.__file__).resolve().parents[1]) in readable   # the grader package
+    assert str(Path(confinement.__file__).resolve().parents[1]) in readable  # the grader package
     assert str(paths.REPO_ROOT) not in readable
     assert not any(str(paths.REPO_ROOT / name) in readable for name in ("tests", "solutions"))
 
 
 # --- what each sandbox holds of its own ---------------------------------------------------------
 
+
 def sandboxes():
     return [level for level in levels() if level in confinement.SANDBOXES]
 
 
-def confined(tmp_path: Path, name: str, level: Isolation, script: str, *args: str, network: bool = False,
-             limits: confinement.WorkerLimits | None = None) -> tuple[confinement.ConfinedProcess, Path]:
+def confined(
+    tmp_path: Path,
+    name: str,
+    level: Isolation,
+    script: str,
+    *args: str,
+    network: bool = False,
+    limits: confinement.WorkerLimits | None = None,
+) -> tuple[confinement.ConfinedProcess, Path]:
     """Start `script` confined at `level` in a folder of its own; its output goes to the returned file. With
     `network`, as a process of a run (ex12): in a run's sandbox, under the filter each process gets on top."""
     folder = tmp_path / name
@@ -201,13 +245,23 @@ def confined(tmp_path: Path, name: str, level: Isolation, script: str, *args: st
     output = folder / "out"
     command = [sys.executable, "-I", str(folder / "script.py"), *args]
     if network and restrictions.plan(level).seccomp:
-        command = [*launcher.launched_with({"cwd": str(folder / "work"), "seccomp": {"profile": "process"}}),
-                   *command]
+        command = [
+            *launcher.launched_with(
+                {"cwd": str(folder / "work"), "seccomp": {"profile": "process"}}
+            ),
+            *command,
+        ]
     with open(output, "wb") as stdout:
-        process = confinement.spawn_confined(command, level=level,
-                                             workdir=folder / "work", readable=[folder], stdout=stdout,
-                                             env={"PATH": "/usr/bin:/bin"}, network=network,
-                                             limits=limits or confinement.WorkerLimits())
+        process = confinement.spawn_confined(
+            command,
+            level=level,
+            workdir=folder / "work",
+            readable=[folder],
+            stdout=stdout,
+            env={"PATH": "/usr/bin:/bin"},
+            network=network,
+            limits=limits or confinement.WorkerLimits(),
+        )
     return process, output
 
 
@@ -270,7 +324,9 @@ def test_a_fork_bomb_fills_its_own_sandbox_budget_and_nothing_of_another(tmp_pat
     bomb, bomb_output = confined(tmp_path, "bomb", level, FILL_THE_BUDGET, limits=limits)
     try:
         filled = first_report(bomb_output)
-        classmate, classmate_output = confined(tmp_path, "classmate", level, START_TWENTY, limits=limits)
+        classmate, classmate_output = confined(
+            tmp_path, "classmate", level, START_TWENTY, limits=limits
+        )
         try:
             assert classmate.popen.wait(timeout=60) == 0, classmate_output.read_text()[-2000:]
             started = first_report(classmate_output)
@@ -279,8 +335,10 @@ def test_a_fork_bomb_fills_its_own_sandbox_budget_and_nothing_of_another(tmp_pat
     finally:
         groups, user = bomb.cgroup, bomb.user
         bomb.kill_tree()
-    print(f"\n{level}: the bomb started {filled['children']} processes of its {limits.processes} "
-          f"({' and '.join(plan.process_budget)})")
+    print(
+        f"\n{level}: the bomb started {filled['children']} processes of its {limits.processes} "
+        f"({' and '.join(plan.process_budget)})"
+    )
     # The budget holds the sandbox's own tasks (bubblewrap's two processes count in its pids group)
     assert limits.processes - 4 <= filled["children"] < limits.processes, filled
     assert started["forked"] == 20
@@ -289,7 +347,9 @@ def test_a_fork_bomb_fills_its_own_sandbox_budget_and_nothing_of_another(tmp_pat
         assert filled["uid"] != started["uid"], "two sandboxes ran as one user"
         assert lock_is_free(filled["uid"]), "the bomb's uid is still held after kill_tree()"
     if groups is not None:
-        assert not any(d.exists() for d in groups.directories.values()), "the bomb's cgroup is still there"
+        assert not any(d.exists() for d in groups.directories.values()), (
+            "the bomb's cgroup is still there"
+        )
     assert user is None or user.lock_fd == -1
 
 
@@ -388,8 +448,16 @@ def test_no_way_out_of_a_sandbox_not_even_as_root(tmp_path, level, network):
     unix.bind(str(unix_folder / "socket"))
     unix.listen()
     unix.setblocking(False)
-    process, output = confined(tmp_path, "escapes", level, ESCAPES, str(port), str(unix_folder / "socket"),
-                               "network" if network else "worker", network=network)
+    process, output = confined(
+        tmp_path,
+        "escapes",
+        level,
+        ESCAPES,
+        str(port),
+        str(unix_folder / "socket"),
+        "network" if network else "worker",
+        network=network,
+    )
     try:
         found = first_report(output)
         assert process.popen.wait(timeout=30) == 0
@@ -401,16 +469,22 @@ def test_no_way_out_of_a_sandbox_not_even_as_root(tmp_path, level, network):
     for sock in (tcp, udp, unix):
         sock.close()
     print(f"\n{level} ({'ex12' if network else 'worker'}): {json.dumps(found)}")
-    escaped = [name for name, value in found.items() if value is True or (name == "udp_to_the_host" and
-                                                                           value == "escaped")]
+    escaped = [
+        name
+        for name, value in found.items()
+        if value is True or (name == "udp_to_the_host" and value == "escaped")
+    ]
     assert escaped == [], found
     if network:
         assert found["among_themselves"] == "hello", found
     assert seen == {"tcp": 0, "unix": 0, "udp": []}, f"the host saw the sandbox: {seen}"
-    assert all(int(found[key], 16) == 0 for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")), found
+    assert all(
+        int(found[key], 16) == 0 for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+    ), found
     assert found["NoNewPrivs"] == "1" and found["Seccomp"] == "2", found
-    assert confinement.describe(level)["not_applied"] == ([] if level in confinement.SANDBOXES else
-                                                          ["a filesystem sandbox (bubblewrap or Landlock)"])
+    assert confinement.describe(level)["not_applied"] == (
+        [] if level in confinement.SANDBOXES else ["a filesystem sandbox (bubblewrap or Landlock)"]
+    )
 
 
 def _accepted(sock: socket.socket) -> int:
@@ -430,24 +504,34 @@ def test_strict_refuses_a_sandbox_that_cannot_contain_the_worker(monkeypatch):
     if Isolation.LANDLOCK not in levels():
         pytest.skip("Landlock does not work here")
     real_plan = restrictions.plan
-    degraded = restrictions.Plan(Identity.GRADER, network_namespace=False, seccomp=True, nproc_per_sandbox=False,
-                                cgroups=())
-    monkeypatch.setattr(restrictions, "plan",
-                        lambda level: degraded if level is Isolation.LANDLOCK else real_plan(level))
-    monkeypatch.setenv("PATH", "/nonexistent")   # no bubblewrap either
+    degraded = restrictions.Plan(
+        Identity.GRADER, network_namespace=False, seccomp=True, nproc_per_sandbox=False, cgroups=()
+    )
+    monkeypatch.setattr(
+        restrictions,
+        "plan",
+        lambda level: degraded if level is Isolation.LANDLOCK else real_plan(level),
+    )
+    monkeypatch.setenv("PATH", "/nonexistent")  # no bubblewrap either
     confinement._probe.cache_clear()
     try:
         with pytest.raises(confinement.IsolationUnavailable) as refused:
             confinement.choose_isolation("strict")
         reason = str(refused.value)
         assert "landlock cannot contain the worker here" in reason
-        assert "a process budget of its own" in reason and "a network namespace of its own" in reason
+        assert (
+            "a process budget of its own" in reason and "a network namespace of its own" in reason
+        )
         assert "apt-get install bubblewrap" in reason
-        assert confinement.choose_isolation("landlock") is Isolation.LANDLOCK   # asked for by name: accepted
+        assert (
+            confinement.choose_isolation("landlock") is Isolation.LANDLOCK
+        )  # asked for by name: accepted
         described = confinement.describe(Isolation.LANDLOCK)
         assert described["not_applied"] and described["process_budget"].startswith("none")
         assert described["network"].startswith("the grader's network"), described
-        assert confinement._probe(Isolation.LANDLOCK).observed.own_network is False   # really started so
+        assert (
+            confinement._probe(Isolation.LANDLOCK).observed.own_network is False
+        )  # really started so
     finally:
         confinement._probe.cache_clear()
 
@@ -477,8 +561,12 @@ def test_what_a_killed_grader_left_is_ended_by_the_next_sweep(tmp_path, level):
     if not cgroups.hierarchies().get("pids"):
         pytest.skip("no pids cgroup here")
     (tmp_path / "work").mkdir()
-    grader = subprocess.Popen([sys.executable, "-c", KILLED_GRADER, level.value, str(tmp_path / "work")],
-                              stdout=subprocess.PIPE, text=True, cwd=paths.REPO_ROOT)
+    grader = subprocess.Popen(
+        [sys.executable, "-c", KILLED_GRADER, level.value, str(tmp_path / "work")],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=paths.REPO_ROOT,
+    )
     held = json.loads(grader.stdout.readline())
     deadline = time.monotonic() + 20
     while not daemons() and time.monotonic() < deadline:
@@ -499,16 +587,25 @@ def test_what_a_killed_grader_left_is_ended_by_the_next_sweep(tmp_path, level):
 def test_a_submissions_harness_and_workers_share_one_memory_limit(tmp_path):
     """Out of memory in a submission's group, the kernel kills a worker (oom_score_adj 1000), not its
     harness; nothing outside the group notices; the group is gone when the grading ends."""
-    hold = ("import sys, time\nblock = bytearray(int(sys.argv[1]) << 20)\n"
-            "block[::4096] = bytes(len(block) // 4096)\nprint('held', flush=True)\ntime.sleep(600)\n")
+    hold = (
+        "import sys, time\nblock = bytearray(int(sys.argv[1]) << 20)\n"
+        "block[::4096] = bytes(len(block) // 4096)\nprint('held', flush=True)\ntime.sleep(600)\n"
+    )
     with cgroups.submission_memory(256 << 20) as memory:
         harness_leaf = memory.harness()
-        command = restrictions.launcher({"cgroups": harness_leaf}, [sys.executable, "-c", hold, "100"])
+        command = restrictions.launcher(
+            {"cgroups": harness_leaf}, [sys.executable, "-c", hold, "100"]
+        )
         harness = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert harness.stdout.readline().strip() == "held"
-        worker = subprocess.Popen(restrictions.launcher({"cgroups": harness_leaf, "oom_score_adj": 1000},
-                                                       [sys.executable, "-c", hold, "200"]),
-                                  stdout=subprocess.PIPE, text=True)
+        worker = subprocess.Popen(
+            restrictions.launcher(
+                {"cgroups": harness_leaf, "oom_score_adj": 1000},
+                [sys.executable, "-c", hold, "200"],
+            ),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert worker.wait(timeout=60) == -9, "the worker outgrew its submission's memory and lived"
         assert harness.poll() is None, "the harness was killed in the worker's place"
         group = memory.group

@@ -28,12 +28,31 @@ MEMORY_CGROUP = "memory" in cgroups.hierarchies()
 
 
 def reference() -> str:
-    return "".join(line for line in EX01.solution_path().read_text().splitlines(keepends=True) if "### " not in line)
+    return "".join(
+        line
+        for line in EX01.solution_path().read_text().splitlines(keepends=True)
+        if "### " not in line
+    )
 
 
 def grade(submission, out, *options: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "grader.cli", "grade", str(submission), "--out", str(out),
-                           "--exercise", "ex01", "--quiet", *options], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.cli",
+            "grade",
+            str(submission),
+            "--out",
+            str(out),
+            "--exercise",
+            "ex01",
+            "--quiet",
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads((out / "report.json").read_text())
 
@@ -44,20 +63,30 @@ def results_of(report: dict) -> list[dict]:
 
 # --- memory ------------------------------------------------------------------------------------------------
 
+
 def test_the_submissions_memory_is_each_harness_allowance_plus_its_workers_limit():
     assert engine.submission_memory_limit(6 * GIB, 2) == 2 * (HARNESS_ALLOWANCE_BYTES + 6 * GIB)
     assert engine.submission_memory_limit(16 * GIB, 1) == HARNESS_ALLOWANCE_BYTES + 16 * GIB
-    assert engine.submission_memory_limit(None, 2) is None   # --memory-limit 0: no limit there either
+    assert (
+        engine.submission_memory_limit(None, 2) is None
+    )  # --memory-limit 0: no limit there either
 
 
-HOLD = ("import sys, time\nblock = bytearray(int(sys.argv[1]) << 20)\n"
-        "block[::4096] = bytes(len(block) // 4096)\nprint('held', flush=True)\ntime.sleep(600)\n")
+HOLD = (
+    "import sys, time\nblock = bytearray(int(sys.argv[1]) << 20)\n"
+    "block[::4096] = bytes(len(block) // 4096)\nprint('held', flush=True)\ntime.sleep(600)\n"
+)
 
 
 @pytest.mark.skipif(not MEMORY_CGROUP, reason="no memory cgroup here")
-@pytest.mark.parametrize("limit, said", [((256 << 20) + 1, "0.2 GiB for the submission in all"),
-                                         (1 << 40, "1024.0 GiB for the submission in all"),
-                                         (None, "no limit for the submission in all")])
+@pytest.mark.parametrize(
+    "limit, said",
+    [
+        ((256 << 20) + 1, "0.2 GiB for the submission in all"),
+        (1 << 40, "1024.0 GiB for the submission in all"),
+        (None, "no limit for the submission in all"),
+    ],
+)
 def test_the_group_holds_its_limit_as_applied_and_none_means_none(limit, said):
     """The limit the report records is the kernel's (rounded to its pages); without one (--memory-limit 0)
     the group is still made, with nothing written: its peak is measured and what it holds ends with it. A
@@ -69,22 +98,28 @@ def test_the_group_holds_its_limit_as_applied_and_none_means_none(limit, said):
             assert memory.applied is None and group.limits == {}
         else:
             assert limit - 4096 < memory.applied <= limit and memory.applied % 4096 == 0
-        holder = subprocess.Popen(restrictions.launcher({"cgroups": memory.harness()},
-                                                       [sys.executable, "-c", HOLD, "200"]),
-                                  stdout=subprocess.PIPE, text=True)
-        assert holder.stdout.readline().strip() == "held"   # 200 MiB: within both
+        holder = subprocess.Popen(
+            restrictions.launcher(
+                {"cgroups": memory.harness()}, [sys.executable, "-c", HOLD, "200"]
+            ),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdout.readline().strip() == "held"  # 200 MiB: within both
     assert holder.wait(timeout=30) == -9, "what the group held outlived it"
     holder.stdout.close()
     assert not any(d.exists() for d in group.directories.values())
     assert memory.peak is not None and memory.peak >= 200 << 20
     described = memory.describe()
     assert described.startswith(said) and "peak" in described, described
-    assert ("more than this machine's" in described) == (limit is not None and limit > psutil.virtual_memory().total)
+    assert ("more than this machine's" in described) == (
+        limit is not None and limit > psutil.virtual_memory().total
+    )
 
 
 # A correct ex01 that builds a 4 GiB table at its first call and keeps it: memory-hungry, but within the
 # default 6 GiB worker. A fixed 4 GiB per harness killed it at every call (0/10).
-HOLDS_4_GIB = textwrap.dedent('''
+HOLDS_4_GIB = textwrap.dedent("""
 
     _TABLE = []
 
@@ -101,7 +136,7 @@ HOLDS_4_GIB = textwrap.dedent('''
 
     for _name in ("make_mesh_2x4", "make_data_mesh", "place", "shard_table"):
         globals()[_name] = _hungry(globals()[_name])
-''')
+""")
 
 
 @pytest.mark.slow
@@ -113,21 +148,31 @@ def test_a_worker_may_hold_what_its_memory_limit_gives_it(tmp_path):
     submission.mkdir()
     (submission / EX01.module_file).write_text(reference() + HOLDS_4_GIB)
     report = grade(submission, tmp_path / "out", "--test-timeout", "60", "--parallel", "1")
-    wrong = [f"{t['nodeid']}: {t['category']} {t['message'][:200]}" for t in results_of(report)
-             if t["category"] != "passed"]
+    wrong = [
+        f"{t['nodeid']}: {t['category']} {t['message'][:200]}"
+        for t in results_of(report)
+        if t["category"] != "passed"
+    ]
     assert not wrong and report["score"] == pytest.approx(EX01.points), "\n".join(wrong[:5])
     limits, memory = report["environment"]["limits"], report["environment"]["isolation"]["memory"]
     assert limits["worker_memory_bytes"] == 6 * GIB
     if MEMORY_CGROUP:
         assert limits["submission_memory_bytes"] == engine.submission_memory_limit(6 * GIB, 1)
-        assert memory.startswith(f"{limits['submission_memory_bytes'] / GIB:.1f} GiB for the submission"), memory
+        assert memory.startswith(
+            f"{limits['submission_memory_bytes'] / GIB:.1f} GiB for the submission"
+        ), memory
         peak = float(re.search(r"peak ([0-9.]+) GiB", memory).group(1))
-        assert 4.0 <= peak <= limits["submission_memory_bytes"] / GIB, memory   # the table was held, in the group
+        assert 4.0 <= peak <= limits["submission_memory_bytes"] / GIB, (
+            memory
+        )  # the table was held, in the group
     else:
-        assert limits["submission_memory_bytes"] is None and memory.startswith("not bounded"), memory
+        assert limits["submission_memory_bytes"] is None and memory.startswith("not bounded"), (
+            memory
+        )
 
 
 # --- the worker's start -------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_the_first_test_of_a_grading_does_not_pay_for_the_workers_start(tmp_path):
@@ -137,9 +182,15 @@ def test_the_first_test_of_a_grading_does_not_pay_for_the_workers_start(tmp_path
     submission = tmp_path / "submission"
     submission.mkdir()
     (submission / EX01.module_file).write_text(reference())
-    report = grade(submission, tmp_path / "out", "--test-timeout", "3", "--parallel", "1", "--timing", "skip")
+    report = grade(
+        submission, tmp_path / "out", "--test-timeout", "3", "--parallel", "1", "--timing", "skip"
+    )
     tests = results_of(report)
-    wrong = [f"{t['nodeid']}: {t['category']} {t['message'][:200]}" for t in tests if t["category"] != "passed"]
+    wrong = [
+        f"{t['nodeid']}: {t['category']} {t['message'][:200]}"
+        for t in tests
+        if t["category"] != "passed"
+    ]
     assert not wrong, "\n".join(wrong[:5])
     assert tests[0]["duration"] < 1.0, tests[0]
 
@@ -151,9 +202,17 @@ def test_a_student_cannot_hide_work_in_the_start_the_first_test_does_not_pay_for
     before the clock, had its import been part of the start) times out there, and earns nothing."""
     submission = tmp_path / "submission"
     submission.mkdir()
-    (submission / EX01.module_file).write_text("import time\n\ntime.sleep(30)   # 'precomputing'\n\n" + reference())
-    report = grade(submission, tmp_path / "out", "--test-timeout", "3", "--parallel", "1", "--timing", "skip")
+    (submission / EX01.module_file).write_text(
+        "import time\n\ntime.sleep(30)   # 'precomputing'\n\n" + reference()
+    )
+    report = grade(
+        submission, tmp_path / "out", "--test-timeout", "3", "--parallel", "1", "--timing", "skip"
+    )
     first, *rest = results_of(report)
-    assert first["category"] == "timeout" and f"importing {EX01.module_file}" in first["message"], first
-    assert first["duration"] < 3.0, first   # stopped by its own limit, not by the start's
-    assert report["score"] == 0 and {t["category"] for t in rest} <= {"timeout"}, {t["category"] for t in rest}
+    assert first["category"] == "timeout" and f"importing {EX01.module_file}" in first["message"], (
+        first
+    )
+    assert first["duration"] < 3.0, first  # stopped by its own limit, not by the start's
+    assert report["score"] == 0 and {t["category"] for t in rest} <= {"timeout"}, {
+        t["category"] for t in rest
+    }

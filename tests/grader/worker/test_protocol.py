@@ -30,8 +30,13 @@ def round_trip(value):
 
 
 def test_plain_data_round_trips():
-    value = {"a": (1, 2.5, None, True, "s"), 3: [slice(1, 8, 2), slice(None)], ("t", 1): float("nan"),
-             "inf": float("-inf"), "dtype": np.dtype("int16")}
+    value = {
+        "a": (1, 2.5, None, True, "s"),
+        3: [slice(1, 8, 2), slice(None)],
+        ("t", 1): float("nan"),
+        "inf": float("-inf"),
+        "dtype": np.dtype("int16"),
+    }
     back = round_trip(value)
     assert back.keys() == value.keys()
     assert back["a"] == value["a"] and back[3] == value[3] and back["dtype"] == np.dtype("int16")
@@ -74,8 +79,11 @@ class Anything:
         return True
 
 
-@pytest.mark.parametrize("value", [Anything(), object(), lambda: 0, np.array(["a"]), np.zeros(2, dtype=object)],
-                         ids=["always-equal", "object", "function", "strings", "objects"])
+@pytest.mark.parametrize(
+    "value",
+    [Anything(), object(), lambda: 0, np.array(["a"]), np.zeros(2, dtype=object)],
+    ids=["always-equal", "object", "function", "strings", "objects"],
+)
 def test_objects_do_not_cross(value):
     with pytest.raises(UnsupportedValue):
         codec.encode(value)
@@ -90,7 +98,12 @@ def test_subclasses_of_plain_types_do_not_cross():
         codec.encode(Sneaky((1,)))
 
 
-ARRAY = {"t": "ndarray", "dtype": "float32", "shape": [2], "data": base64.b64encode(b"\0" * 8).decode()}
+ARRAY = {
+    "t": "ndarray",
+    "dtype": "float32",
+    "shape": [2],
+    "data": base64.b64encode(b"\0" * 8).decode(),
+}
 MALFORMED = {
     "unknown tag": {"t": "pickle", "v": "..."},
     "object dtype": ARRAY | {"dtype": "object"},
@@ -98,20 +111,35 @@ MALFORMED = {
     "negative dimension": ARRAY | {"shape": [-2]},
     "not base64": ARRAY | {"data": "!!!"},
     "device out of range": {"t": "device", "id": 99},
-    "mesh too small": {"t": "mesh", "shape": [2, 2], "devices": [0, 1, 2], "names": ["x", "y"],
-                       "types": ["Auto", "Auto"]},
-    "mesh axis type": {"t": "mesh", "shape": [2], "devices": [0, 1], "names": ["x"], "types": ["Magic"]},
+    "mesh too small": {
+        "t": "mesh",
+        "shape": [2, 2],
+        "devices": [0, 1, 2],
+        "names": ["x", "y"],
+        "types": ["Auto", "Auto"],
+    },
+    "mesh axis type": {
+        "t": "mesh",
+        "shape": [2],
+        "devices": [0, 1],
+        "names": ["x"],
+        "types": ["Magic"],
+    },
     "slice of strings": {"t": "slice", "v": ["a", None, None]},
     "dict key object": {"t": "dict", "v": [[{"t": "list", "v": []}, 1]]},
     "bool as int": {"t": "device", "id": True},
     "not a dict": ["a"],
     # Refused by jax itself, not by the decoder's own checks: a ProtocolError all the same.
-    "spec names no axis of the mesh": {"t": "named_sharding", "spec": {"t": "spec", "v": ["z"]},
-                                       "mesh": {"t": "mesh", "shape": [2], "devices": [0, 1], "names": ["x"],
-                                                "types": ["Auto"]}},
-    "spec names an axis twice": {"t": "named_sharding", "spec": {"t": "spec", "v": ["x", "x"]},
-                                 "mesh": {"t": "mesh", "shape": [2], "devices": [0, 1], "names": ["x"],
-                                          "types": ["Auto"]}},
+    "spec names no axis of the mesh": {
+        "t": "named_sharding",
+        "spec": {"t": "spec", "v": ["z"]},
+        "mesh": {"t": "mesh", "shape": [2], "devices": [0, 1], "names": ["x"], "types": ["Auto"]},
+    },
+    "spec names an axis twice": {
+        "t": "named_sharding",
+        "spec": {"t": "spec", "v": ["x", "x"]},
+        "mesh": {"t": "mesh", "shape": [2], "devices": [0, 1], "names": ["x"], "types": ["Auto"]},
+    },
 }
 
 
@@ -134,10 +162,15 @@ def _framed(body: bytes) -> bytes:
 
 
 N = 16 << 20
-BOMBS = {   # JSON that is well framed, each within the size limit: name -> (message, what refuses it)
+BOMBS = {  # JSON that is well framed, each within the size limit: name -> (message, what refuses it)
     "nested 200,000 deep": (b'{"ok":' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested more than"),
-    "nested just too deep": (b'{"ok":' + b"[" * message_limits.MAX_JSON_DEPTH + b"]" * message_limits.MAX_JSON_DEPTH + b"}",
-                             "nested more than"),
+    "nested just too deep": (
+        b'{"ok":'
+        + b"[" * message_limits.MAX_JSON_DEPTH
+        + b"]" * message_limits.MAX_JSON_DEPTH
+        + b"}",
+        "nested more than",
+    ),
     "5 million empty objects": (b'{"ok":[' + b"{}," * (N // 3 - 4) + b"{}]}", "outside strings"),
     "4 million short strings": (b'{"ok":[' + b'"a",' * (N // 4 - 4) + b'"a"]}', "outside strings"),
     "16 MiB of quotes": (b'"' * N, "outside strings"),
@@ -161,8 +194,8 @@ def test_a_message_is_bounded_before_it_is_parsed(name):
 def test_strings_are_not_structure():
     """Brackets, escaped quotes and backslashes inside strings count for nothing: an 8 MB string of them
     is an ordinary message, read exactly as JSON reads it."""
-    text = '[{"\\' * 2_000_000 + '\\'
-    message = {"ok": {"t": "list", "v": [text, "]", "\\\"", "x" * 10]}, "depth": [[[["a"]]]]}
+    text = '[{"\\' * 2_000_000 + "\\"
+    message = {"ok": {"t": "list", "v": [text, "]", '\\"', "x" * 10]}, "depth": [[[["a"]]]]}
     assert framing.parse(json.dumps(message).encode()) == message
     nested = {"t": "list", "v": []}
     for _ in range(message_limits.MAX_DEPTH - 1):
@@ -190,7 +223,7 @@ def test_a_reader_that_stops_reading_costs_a_writer_only_until_its_deadline():
     os.set_blocking(write, False)
     started = time.monotonic()
     with pytest.raises(TimeoutError):
-        for _ in range(10_000):   # the pipe holds 64 KiB: it fills, and nothing reads
+        for _ in range(10_000):  # the pipe holds 64 KiB: it fills, and nothing reads
             framing.send(write, {"callback": 0, "pad": "x" * 1000}, time.monotonic() + 0.5)
     assert time.monotonic() - started < 3
     for fd in (read, write):
@@ -199,7 +232,9 @@ def test_a_reader_that_stops_reading_costs_a_writer_only_until_its_deadline():
 
 def test_framing_and_the_size_limit():
     read, write = os.pipe()
-    sender = threading.Thread(target=lambda: (framing.send(write, {"ok": "x" * 300_000}), os.close(write)))
+    sender = threading.Thread(
+        target=lambda: (framing.send(write, {"ok": "x" * 300_000}), os.close(write))
+    )
     sender.start()
     assert framing.receive(read) == {"ok": "x" * 300_000}
     sender.join(5)
@@ -213,13 +248,21 @@ def test_framing_and_the_size_limit():
 
 
 def test_student_exceptions_come_back_as_their_builtin_kind():
-    exc = remote_exception({"type": "DuplicateSpecError", "base": "Exception", "message": "axis x twice",
-                            "frames": [{"file": "ex02.py", "line": 3, "function": "f", "code": "raise"}]})
+    exc = remote_exception(
+        {
+            "type": "DuplicateSpecError",
+            "base": "Exception",
+            "message": "axis x twice",
+            "frames": [{"file": "ex02.py", "line": 3, "function": "f", "code": "raise"}],
+        }
+    )
     assert type(exc).__name__ == "DuplicateSpecError" and not isinstance(exc, ValueError)
     assert exc.student_frames[0]["line"] == 3
     error = remote_exception({"type": "MyError", "base": "ValueError", "message": "dimension 1"})
     assert isinstance(error, ValueError) and str(error) == "dimension 1"
-    stub = remote_exception({"type": "NotImplementedError", "base": "NotImplementedError", "message": "ex02: x"})
+    stub = remote_exception(
+        {"type": "NotImplementedError", "base": "NotImplementedError", "message": "ex02: x"}
+    )
     assert isinstance(stub, NotImplementedError)
     odd = remote_exception({"type": "not a name!", "base": "BaseException", "message": 7})
     assert type(odd).__name__ == "Exception" and str(odd) == ""
@@ -238,14 +281,20 @@ def test_an_ordinary_program_is_accepted():
 
 def test_a_program_with_an_unknown_custom_call_is_refused():
     x = jax.ShapeDtypeStruct((3,), jnp.float32)
-    forged = _artifact(lambda v: jax.ffi.ffi_call("shardlab_forged_target", x)(v), x,
-                       disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("shardlab_forged_target")])
+    forged = _artifact(
+        lambda v: jax.ffi.ffi_call("shardlab_forged_target", x)(v),
+        x,
+        disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("shardlab_forged_target")],
+    )
     with pytest.raises(UntrustedProgram, match="shardlab_forged_target"):
         checked_program(forged)
 
 
-@pytest.mark.parametrize("artifact", [base64.b64encode(b"not a program").decode(), "%%%", None],
-                         ids=["garbage", "not-base64", "missing"])
+@pytest.mark.parametrize(
+    "artifact",
+    [base64.b64encode(b"not a program").decode(), "%%%", None],
+    ids=["garbage", "not-base64", "missing"],
+)
 def test_garbage_is_refused(artifact):
     with pytest.raises((UntrustedProgram, ValueError)):
         checked_program(artifact)
@@ -262,11 +311,20 @@ def _module(target: str) -> str:
     }}"""
 
 
-REFUSED_TARGETS = sorted(_export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE - programs.ALLOWED_CUSTOM_CALLS)
+REFUSED_TARGETS = sorted(
+    _export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE - programs.ALLOWED_CUSTOM_CALLS
+)
 
 
-@pytest.mark.parametrize("target", [*REFUSED_TARGETS, "xla_ffi_python_cpu_callback", "xla_python_cpu_callback",
-                                    "shardlab_unknown"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        *REFUSED_TARGETS,
+        "xla_ffi_python_cpu_callback",
+        "xla_python_cpu_callback",
+        "shardlab_unknown",
+    ],
+)
 def test_every_custom_call_the_course_does_not_need_is_refused(target):
     """Every target of jax's own stable list but the partitioner's annotations (lapack_sgetrf_ffi among
     them, which corrupted the harness's heap), and the host callbacks."""
@@ -276,7 +334,9 @@ def test_every_custom_call_the_course_does_not_need_is_refused(target):
 
 @pytest.mark.parametrize("target", sorted(programs.ALLOWED_CUSTOM_CALLS))
 def test_the_partitioners_annotations_are_allowed(target):
-    assert target in _export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE   # nothing jax does not keep stable
+    assert (
+        target in _export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE
+    )  # nothing jax does not keep stable
     assert programs.refusal(programs.module_facts(_module(target))) is None
 
 
@@ -284,11 +344,15 @@ def test_a_program_lowered_with_gspmd_is_accepted():
     """A student's module may turn Shardy off: its shard_map then carries the SPMD annotations."""
     mesh = test_mesh((4,), ("d",), "explicit")
     x = jax.ShapeDtypeStruct((8, 3), jnp.float32, sharding=NamedSharding(mesh, P("d")))
-    body = jax.shard_map(lambda b: jax.lax.psum(b.sum(0), "d"), mesh=mesh, in_specs=P("d"), out_specs=P())
+    body = jax.shard_map(
+        lambda b: jax.lax.psum(b.sum(0), "d"), mesh=mesh, in_specs=P("d"), out_specs=P()
+    )
     with jax_config.use_shardy_partitioner(False):
         artifact = _artifact(body, x)
     exported = checked_program(artifact)
-    assert {"SPMDFullToShardShape", "SPMDShardToFullShape"} <= programs.exported_facts(exported).custom_calls
+    assert {"SPMDFullToShardShape", "SPMDShardToFullShape"} <= programs.exported_facts(
+        exported
+    ).custom_calls
     placed = jax.device_put(np.ones((8, 3), np.float32), NamedSharding(mesh, P("d")))
     np.testing.assert_array_equal(np.asarray(exported.call(placed)), np.full(3, 8.0))
 
@@ -315,15 +379,24 @@ def test_huge_buffers_are_refused_before_anything_is_compiled():
     """One array over the bound, or many arrays each under it that add up to more than a program may
     hold: refused on the program's types (nothing is allocated). The course's largest passes."""
     x = jax.ShapeDtypeStruct((4,), jnp.float32)
-    one = _artifact(lambda v: v + jax.lax.optimization_barrier(jnp.full((96 << 20,), v.sum()))[-1], x)
-    with pytest.raises(UntrustedProgram, match=r"array of 384.0 MiB \(tensor<100663296xf32>\), more than the 64.0 MiB"):
+    one = _artifact(
+        lambda v: v + jax.lax.optimization_barrier(jnp.full((96 << 20,), v.sum()))[-1], x
+    )
+    with pytest.raises(
+        UntrustedProgram,
+        match=r"array of 384.0 MiB \(tensor<100663296xf32>\), more than the 64.0 MiB",
+    ):
         checked_program(one)
+
     def many(v):
-        parts = [jax.lax.optimization_barrier(jnp.full((15 << 20,), v.sum() + i)) for i in range(20)]
+        parts = [
+            jax.lax.optimization_barrier(jnp.full((15 << 20,), v.sum() + i)) for i in range(20)
+        ]
         return v + sum(p[-1] for p in parts)
+
     with pytest.raises(UntrustedProgram, match="GiB in all, more than the 1.00 GiB"):
         checked_program(_artifact(many, x))
-    largest = jax.ShapeDtypeStruct((2048, 1024), jnp.float32)   # ex04's timed layer: 8 MiB
+    largest = jax.ShapeDtypeStruct((2048, 1024), jnp.float32)  # ex04's timed layer: 8 MiB
     assert checked_program(_artifact(lambda w: jnp.tanh(w @ w.T @ w), largest)) is not None
 
 
@@ -347,24 +420,33 @@ def _tests_per_device_function(block):
         return jnp.sum(_secret_helper_of_the_tests(block), axis=0)
 
 
-SECRETS = (b"test_protocol", b"_secret_helper_of_the_tests", b"secret_scope_of_the_tests",
-           b"_tests_per_device_function", b"/tests/", b".py")
+SECRETS = (
+    b"test_protocol",
+    b"_secret_helper_of_the_tests",
+    b"secret_scope_of_the_tests",
+    b"_tests_per_device_function",
+    b"/tests/",
+    b".py",
+)
 
 
 def test_a_program_sent_to_a_worker_names_nothing_of_the_code_traced():
     """The harness's export of a test's function carries the computation and nothing else: no file,
     line, scope or function name (the artifact's bytes and its module's text), and still runs."""
     args = ((jax.ShapeDtypeStruct((4, 3), jnp.float32),), {})
-    plain = base64.b64decode(traced_programs.export_traced(_tests_per_device_function, *args)["artifact"])
-    assert all(secret in plain for secret in SECRETS[:4])   # what there is to strip
+    plain = base64.b64decode(
+        traced_programs.export_traced(_tests_per_device_function, *args)["artifact"]
+    )
+    assert all(secret in plain for secret in SECRETS[:4])  # what there is to strip
     sent = traced_programs.export_traced(_tests_per_device_function, *args, anonymous=True)
     raw = base64.b64decode(sent["artifact"])
     exported = jax.export.deserialize(bytearray(raw))
     text = exported.mlir_module()
     for secret in SECRETS:
         assert secret not in raw and secret.decode() not in text, secret
-    assert "loc(\"" not in text and exported.fun_name == "program"   # no named or file location
+    assert 'loc("' not in text and exported.fun_name == "program"  # no named or file location
     block = np.arange(12, dtype=np.float32).reshape(4, 3)
     layout = codec.decode(sent["out"])
-    np.testing.assert_array_equal(np.asarray(traced_programs.call_exported(exported, layout, [block])),
-                                  3 * block.sum(axis=0))
+    np.testing.assert_array_equal(
+        np.asarray(traced_programs.call_exported(exported, layout, [block])), 3 * block.sum(axis=0)
+    )

@@ -14,7 +14,12 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from grader.checks import collectives_in, compiled, test_mesh
 from grader.sandbox import confinement
 from grader.worker import programs
-from grader.worker.failures import UntrustedProgram, WorkerBrokeProtocol, WorkerCrashed, WorkerTimeout
+from grader.worker.failures import (
+    UntrustedProgram,
+    WorkerBrokeProtocol,
+    WorkerCrashed,
+    WorkerTimeout,
+)
 from grader.worker.stand_in import RemoteModule
 from grader.worker.supervisor import Worker
 
@@ -129,10 +134,16 @@ def test_on_an_auto_mesh_the_traced_program_gets_the_checks_input_layout(module)
     x = jax.device_put(np.ones((16, 32), np.float32), NamedSharding(mesh, P("x", "y")))
 
     def in_process(v):
-        return jax.lax.with_sharding_constraint(v.sum(axis=0), NamedSharding(jax.typeof(v).sharding.mesh, P()))
+        return jax.lax.with_sharding_constraint(
+            v.sum(axis=0), NamedSharding(jax.typeof(v).sharding.mesh, P())
+        )
 
-    assert collectives_in(compiled(module.column_sums_replicated, x)) == collectives_in(compiled(in_process, x))
-    np.testing.assert_array_equal(np.asarray(compiled(module.column_sums_replicated, x)(x)), np.full(32, 16.0))
+    assert collectives_in(compiled(module.column_sums_replicated, x)) == collectives_in(
+        compiled(in_process, x)
+    )
+    np.testing.assert_array_equal(
+        np.asarray(compiled(module.column_sums_replicated, x)(x)), np.full(32, 16.0)
+    )
 
 
 def test_data_produced_while_tracing_comes_back(module):
@@ -153,17 +164,17 @@ def test_data_produced_while_tracing_comes_back(module):
 def test_functions_cross_as_references_both_ways(module):
     mesh = mesh4()
     x = jax.device_put(np.arange(24, dtype=np.float32).reshape(8, 3), NamedSharding(mesh, P("d")))
-    runner = module.per_device(lambda block: jnp.sum(block, axis=0), mesh)   # the tests' function
+    runner = module.per_device(lambda block: jnp.sum(block, axis=0), mesh)  # the tests' function
     expected = np.arange(24, dtype=np.float32).reshape(4, 2, 3).sum(axis=1)
-    np.testing.assert_array_equal(np.asarray(runner(x)), expected)              # called directly
-    np.testing.assert_array_equal(np.asarray(jax.jit(runner)(x)), expected)     # traced
+    np.testing.assert_array_equal(np.asarray(runner(x)), expected)  # called directly
+    np.testing.assert_array_equal(np.asarray(jax.jit(runner)(x)), expected)  # traced
 
 
 def test_exceptions_keep_their_kind_and_the_students_line(module):
     with pytest.raises(ValueError, match="n must be >= 0") as raised:
         module.strict(-1)
     assert raised.value.student_frames[-1]["function"] == "strict"
-    assert module.strict(3) == 3   # the worker lives on
+    assert module.strict(3) == 3  # the worker lives on
     with pytest.raises(TypeError, match="cannot be sent"):
         module.returns_an_object()
     with pytest.raises(AttributeError):
@@ -171,7 +182,7 @@ def test_exceptions_keep_their_kind_and_the_students_line(module):
 
 
 def test_a_hang_costs_the_call_and_the_next_call_gets_a_fresh_worker(module):
-    module.strict(0)   # imported: what hangs next is a call, not the import
+    module.strict(0)  # imported: what hangs next is a call, not the import
     module._worker.deadline = time.monotonic() + 8
     started = time.monotonic()
     with pytest.raises(WorkerTimeout, match="did not finish this call"):
@@ -195,9 +206,11 @@ def test_a_module_that_crashes_or_hangs_at_import_costs_only_itself(tmp_path):
     (folder / "hangs.py").write_text("while True:\n    pass\n")
     (folder / "fine.py").write_text("def f():\n    return 7\n")
     worker = Worker(folder, isolation=confinement.choose_isolation("auto"), scratch=tmp_path)
-    exits, hangs, fine = (RemoteModule(folder / name, worker) for name in ("exits.py", "hangs.py", "fine.py"))
+    exits, hangs, fine = (
+        RemoteModule(folder / name, worker) for name in ("exits.py", "hangs.py", "fine.py")
+    )
     worker.deadline = time.monotonic() + 60
-    for _ in range(2):   # the second time fails at once, without a new worker
+    for _ in range(2):  # the second time fails at once, without a new worker
         with pytest.raises(WorkerCrashed, match="exited with status 3.*while importing exits.py"):
             exits.f()
     worker.deadline = time.monotonic() + 6
@@ -215,13 +228,17 @@ def test_a_module_that_crashes_or_hangs_at_import_costs_only_itself(tmp_path):
 def test_a_module_that_fails_to_import_fails_every_call_alike(tmp_path):
     (tmp_path / "submission").mkdir()
     (tmp_path / "submission" / "broken.py").write_text("raise RuntimeError('no')\n")
-    worker = Worker(tmp_path / "submission", isolation=confinement.choose_isolation("auto"), scratch=tmp_path)
+    worker = Worker(
+        tmp_path / "submission", isolation=confinement.choose_isolation("auto"), scratch=tmp_path
+    )
     worker.deadline = time.monotonic() + 60
     remote = RemoteModule(tmp_path / "submission" / "broken.py", worker)
     from grader.course.implementations import ImplementationImportError
 
     for _ in range(2):
-        with pytest.raises(ImplementationImportError, match="RuntimeError while being imported: no"):
+        with pytest.raises(
+            ImplementationImportError, match="RuntimeError while being imported: no"
+        ):
             remote.anything()
     worker.stop()
 
@@ -232,7 +249,7 @@ def test_an_lu_decomposition_is_refused_with_the_message_the_tests_expect(module
     x = jax.device_put(np.ones(4, np.float32), jax.devices()[0])
     with pytest.raises(UntrustedProgram, match=f"lapack_sgetrf_ffi: {programs.REFUSED}"):
         jax.jit(module.with_lu)(x)
-    assert module.strict(4) == 4   # the worker was not at fault
+    assert module.strict(4) == 4  # the worker was not at fault
 
 
 @jax.jit
@@ -249,19 +266,26 @@ def test_the_program_a_worker_is_given_names_nothing_of_the_tests(module):
     x = jax.device_put(np.ones((8, 3), np.float32), jax.devices()[0])
     texts = module.programs_given(a_function_of_the_tests, x)
     assert texts and all("stablehlo" in text for text in texts)
-    for name in ("test_worker_remote", "_helper_of_the_tests", "a_function_of_the_tests", "a_scope_of_the_tests"):
+    for name in (
+        "test_worker_remote",
+        "_helper_of_the_tests",
+        "a_function_of_the_tests",
+        "a_scope_of_the_tests",
+    ):
         assert not any(name in text for text in texts), name
 
 
-@pytest.mark.parametrize("kind, why", [("huge", "larger than the limit"), ("deep", "nested more than"),
-                                       ("many", "in all")])
+@pytest.mark.parametrize(
+    "kind, why",
+    [("huge", "larger than the limit"), ("deep", "nested more than"), ("many", "in all")],
+)
 def test_a_message_out_of_bounds_costs_the_call_and_the_worker(module, kind, why):
     module.strict(0)
     started = time.monotonic()
     with pytest.raises(WorkerBrokeProtocol, match=why):
         module.breaks_bounds(kind)
     assert time.monotonic() - started < 10
-    assert module.strict(5) == 5   # a fresh worker
+    assert module.strict(5) == 5  # a fresh worker
 
 
 def test_a_worker_that_never_reads_its_programs_costs_the_test_its_time_not_the_harness(module):

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.xdist_group("test_worker_zygote")
 
 MARKER = "shardlab-zygote-daemon-3e9d"
 
-MODULE = textwrap.dedent('''
+MODULE = textwrap.dedent(
+    '''
     import os, resource, signal, sys, time
 
     def add_one(x):
@@ -74,7 +75,9 @@ MODULE = textwrap.dedent('''
         attempt("read_parent_memory", lambda: open(f"/proc/{os.getppid()}/mem", "rb").read(1))
         attempt("read_parent_environment", lambda: open(f"/proc/{os.getppid()}/environ", "rb").read())
         return found
-''' % MARKER)
+'''
+    % MARKER
+)
 
 
 def levels():
@@ -95,14 +98,19 @@ def leftovers(folder) -> list[tuple[int, list[str]]]:
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
         words = process.info["cmdline"] or []
-        if process.info["status"] != psutil.STATUS_ZOMBIE and (MARKER in words or str(folder) in words):
+        if process.info["status"] != psutil.STATUS_ZOMBIE and (
+            MARKER in words or str(folder) in words
+        ):
             found.append((process.pid, words))
     return found
 
 
 def daemons() -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline", "status"])
-            if MARKER in (p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+    return [
+        p
+        for p in psutil.process_iter(["cmdline", "status"])
+        if MARKER in (p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
 
 
 def wait_for(condition, seconds: float = 10.0):
@@ -117,7 +125,7 @@ def folder(tmp_path):
     folder = tmp_path / "submission"
     folder.mkdir()
     (folder / "student.py").write_text(MODULE)
-    confinement.become_subreaper()   # as the harness is
+    confinement.become_subreaper()  # as the harness is
     return folder
 
 
@@ -127,7 +135,9 @@ def start(folder, tmp_path, level=BEST) -> tuple[Worker, RemoteModule]:
     return worker, RemoteModule(folder / "student.py", worker)
 
 
-def test_a_worker_replaced_after_a_hang_is_forked_warm_from_the_same_zygote(folder, tmp_path, capsys):
+def test_a_worker_replaced_after_a_hang_is_forked_warm_from_the_same_zygote(
+    folder, tmp_path, capsys
+):
     worker, module = start(folder, tmp_path)
     try:
         started = time.monotonic()
@@ -143,7 +153,7 @@ def test_a_worker_replaced_after_a_hang_is_forked_warm_from_the_same_zygote(fold
         started = time.monotonic()
         assert module.add_one(2) == 3
         warm = time.monotonic() - started
-        assert "adding one" in capsys.readouterr().out   # the forked worker's output is relayed too
+        assert "adding one" in capsys.readouterr().out  # the forked worker's output is relayed too
         assert module.home_files() == [], "the new worker's private folder is not empty"
         print(f"\n{BEST}: first call from a fresh sandbox {cold:.3f} s, after a hang {warm:.3f} s")
         assert warm < 0.5 * cold
@@ -181,9 +191,12 @@ def test_under_bubblewrap_a_student_can_neither_kill_nor_stop_the_zygote(folder,
     try:
         assert module.add_one(0) == 1
         zygote = worker._zygote
-        module.signal_parent(how)   # the worker's parent is the zygote, the sandbox's init
+        module.signal_parent(how)  # the worker's parent is the zygote, the sandbox's init
         time.sleep(0.2)
-        assert zygote.is_running() and zygote.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE)
+        assert zygote.is_running() and zygote.status() not in (
+            psutil.STATUS_STOPPED,
+            psutil.STATUS_ZOMBIE,
+        )
         worker.deadline = time.monotonic() + 3
         with pytest.raises(WorkerTimeout):
             module.spin()
@@ -206,27 +219,33 @@ def test_a_zygote_killed_or_stopped_is_replaced_by_a_cold_sandbox(folder, tmp_pa
         if level is Isolation.BUBBLEWRAP:
             getattr(zygote, {"SIGKILL": "kill", "SIGSTOP": "suspend"}[how])()
         else:
-            module.signal_parent(how)   # the worker's parent is the zygote
-        if level is Isolation.BUBBLEWRAP and how == "SIGKILL":   # the sandbox ends with its init
+            module.signal_parent(how)  # the worker's parent is the zygote
+        if level is Isolation.BUBBLEWRAP and how == "SIGKILL":  # the sandbox ends with its init
             assert wait_for(lambda: sandbox.popen.poll() is not None)
             with pytest.raises(WorkerCrashed):
                 module.add_one(1)
-        else:   # the worker lives on, out of the zygote's tree if it was killed, until it hangs
+        else:  # the worker lives on, out of the zygote's tree if it was killed, until it hangs
             assert module.add_one(1) == 2
             worker.deadline = time.monotonic() + 3
             with pytest.raises(WorkerTimeout):
                 module.spin()
-        assert not first.is_running() or first.status() == psutil.STATUS_ZOMBIE, "the replaced worker lives on"
+        assert not first.is_running() or first.status() == psutil.STATUS_ZOMBIE, (
+            "the replaced worker lives on"
+        )
         worker.deadline = time.monotonic() + 60
         assert module.add_one(2) == 3
-        assert worker._process is not sandbox, "the worker was forked from the zygote that was signalled"
+        assert worker._process is not sandbox, (
+            "the worker was forked from the zygote that was signalled"
+        )
         assert sandbox.popen.poll() is not None
     finally:
         worker.stop()
     assert leftovers(folder) == []
 
 
-@pytest.mark.parametrize("level", [level for level in levels() if level in confinement.SANDBOXES], ids=str)
+@pytest.mark.parametrize(
+    "level", [level for level in levels() if level in confinement.SANDBOXES], ids=str
+)
 def test_a_forked_worker_is_as_confined_as_a_fresh_one(folder, tmp_path, level):
     secret = tmp_path / "elsewhere"
     secret.mkdir()
@@ -242,14 +261,23 @@ def test_a_forked_worker_is_as_confined_as_a_fresh_one(folder, tmp_path, level):
         with pytest.raises(WorkerCrashed):
             module.die()
         report = module.probe(str(secret / "secret.txt"), str(outside))
-        assert worker._zygote == zygote, "the second worker was not forked from the first one's zygote"
+        assert worker._zygote == zygote, (
+            "the second worker was not forked from the first one's zygote"
+        )
     finally:
         worker.stop()
     assert report["read_module"] and report["write_home"], report
     assert not report["read_secret"], "a forked worker read a file outside its folder"
-    assert not report["write_outside"] and not (outside / "planted").exists(), "a forked worker wrote outside"
-    assert (report["memory_limit"], report["file_limit"]) == (limits.memory_bytes, limits.file_bytes)
-    if restrictions.plan(level.value).identity is Identity.OWN_UID:   # as root: a uid no other sandbox has
+    assert not report["write_outside"] and not (outside / "planted").exists(), (
+        "a forked worker wrote outside"
+    )
+    assert (report["memory_limit"], report["file_limit"]) == (
+        limits.memory_bytes,
+        limits.file_bytes,
+    )
+    if (
+        restrictions.plan(level.value).identity is Identity.OWN_UID
+    ):  # as root: a uid no other sandbox has
         assert users.FIRST_UID <= report["uid"] < users.FIRST_UID + users.UID_COUNT
     # Not the zygote's memory: another user may not read it, nor may root's uid without its capabilities
     assert not report["read_parent_memory"] and not report["read_parent_environment"], report
@@ -261,8 +289,15 @@ def test_suspend_stops_every_process_of_the_sandbox_zygote_included(folder, tmp_
     try:
         module.daemon()
         assert wait_for(daemons), "the daemon did not start"
-        processes = [psutil.Process(worker._process.pid), *psutil.Process(worker._process.pid).children(True)]
-        assert worker._zygote in processes and worker._worker in processes and daemons()[0] in processes
+        processes = [
+            psutil.Process(worker._process.pid),
+            *psutil.Process(worker._process.pid).children(True),
+        ]
+        assert (
+            worker._zygote in processes
+            and worker._worker in processes
+            and daemons()[0] in processes
+        )
         worker.suspend()
         assert wait_for(lambda: all(p.status() == psutil.STATUS_STOPPED for p in processes))
         worker.resume()
@@ -284,15 +319,18 @@ def test_nothing_is_left_after_stop(folder, tmp_path):
     assert leftovers(folder) == [] and daemons() == []
     assert sandbox.popen.poll() is not None
     assert not os.path.exists(output) and not workdir.exists()
-    worker.stop()   # stopping twice is harmless
-    assert module.add_one(1) == 2   # and a stopped worker starts again on the next request
+    worker.stop()  # stopping twice is harmless
+    assert module.add_one(1) == 2  # and a stopped worker starts again on the next request
     worker.stop()
     assert leftovers(folder) == []
 
 
 # --- the worker's start before the first test's clock (grader.harness.session.ready_worker) ----------------
 
-def test_a_warmed_up_worker_answers_a_first_call_whose_time_is_shorter_than_any_start(folder, tmp_path):
+
+def test_a_warmed_up_worker_answers_a_first_call_whose_time_is_shorter_than_any_start(
+    folder, tmp_path
+):
     """A start (a confined Python importing jax) takes from about half a second (every file in the page cache)
     to seconds: a first call given 50 ms times out on a cold worker, and one given half a second is answered
     by a worker warmed up before its clock."""
@@ -312,7 +350,9 @@ def test_a_warmed_up_worker_answers_a_first_call_whose_time_is_shorter_than_any_
         warm.stop()
 
 
-def test_a_start_that_fails_before_the_first_test_is_met_again_by_the_first_call(folder, tmp_path, monkeypatch):
+def test_a_start_that_fails_before_the_first_test_is_met_again_by_the_first_call(
+    folder, tmp_path, monkeypatch
+):
     """warm_up raises nothing: a worker that could not start (here: no time to) is started again by the
     first request, within its test's time, which reports what happens then."""
     from grader.worker import supervisor

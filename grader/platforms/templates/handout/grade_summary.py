@@ -20,7 +20,10 @@ import os
 import sys
 from pathlib import Path
 
-EARNS = ("passed", "skipped")   # a skipped test earns its points when graded (the timing policy's choice)
+EARNS = (
+    "passed",
+    "skipped",
+)  # a skipped test earns its points when graded (the timing policy's choice)
 
 
 def points(value: float) -> str:
@@ -55,31 +58,53 @@ def reachable(report: dict) -> float:
 
 def score_line(report: dict) -> str:
     if report.get("visible_only"):
-        return (f"Visible tests: {points(report['score'])} of the {points(reachable(report))} points they check "
-                f"pass (of {points(report['max_score'])} in all: the hidden tests check the rest when you are graded)")
+        return (
+            f"Visible tests: {points(report['score'])} of the {points(reachable(report))} points they check "
+            f"pass (of {points(report['max_score'])} in all: the hidden tests check the rest when you are graded)"
+        )
     return f"Score: {points(report['score'])} / {points(report['max_score'])} points (all tests)"
 
 
 def exercise_points(report: dict, exercise: dict) -> str:
-    """"visible: 4 of 20 points checked, all pass" after a visible-only run, "15 / 20" after grading."""
+    """ "visible: 4 of 20 points checked, all pass" after a visible-only run, "15 / 20" after grading."""
     if not report.get("visible_only"):
         return f"{points(exercise['score'])} / {points(exercise['max_score'])}"
-    share = f"visible: {points(checked(exercise))} of {points(exercise['max_score'])} points checked"
-    return f"{share}, all pass" if earned_all(exercise) else f"{share}, {points(exercise['score'])} pass"
+    share = (
+        f"visible: {points(checked(exercise))} of {points(exercise['max_score'])} points checked"
+    )
+    return (
+        f"{share}, all pass"
+        if earned_all(exercise)
+        else f"{share}, {points(exercise['score'])} pass"
+    )
 
 
 def exercise_lines(report: dict) -> list[str]:
-    return [f"  {ex['id']}: {exercise_points(report, ex)} ({passed(ex)} of {len(ex['tests'])} tests pass)"
-            for ex in report["exercises"].values()]
+    return [
+        f"  {ex['id']}: {exercise_points(report, ex)} ({passed(ex)} of {len(ex['tests'])} tests pass)"
+        for ex in report["exercises"].values()
+    ]
 
 
 def markdown(report: dict) -> str:
-    rows = [f"| {ex['id']} | {ex['title'].replace('|', '/')} | {exercise_points(report, ex)} "
-            f"| {passed(ex)} of {len(ex['tests'])} |" for ex in report["exercises"].values()]
-    return "\n".join([f"## {score_line(report)}", "", "| exercise | title | points | tests passed |",
-                      "| --- | --- | ---: | ---: |", *rows, "",
-                      "`shardlab check` shows what each failing test expected. The full report is the "
-                      "`graded` artifact of this run.", ""])
+    rows = [
+        f"| {ex['id']} | {ex['title'].replace('|', '/')} | {exercise_points(report, ex)} "
+        f"| {passed(ex)} of {len(ex['tests'])} |"
+        for ex in report["exercises"].values()
+    ]
+    return "\n".join(
+        [
+            f"## {score_line(report)}",
+            "",
+            "| exercise | title | points | tests passed |",
+            "| --- | --- | ---: | ---: |",
+            *rows,
+            "",
+            "`shardlab check` shows what each failing test expected. The full report is the "
+            "`graded` artifact of this run.",
+            "",
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------------- GitHub Classroom
@@ -95,7 +120,7 @@ def hundredths(values: list[float]) -> list[int]:
     exact = [value * 100 for value in values]
     units = [math.floor(x) for x in exact]
     by_remainder = sorted(range(len(units)), key=lambda i: exact[i] - units[i], reverse=True)
-    for i in by_remainder[:max(round(math.fsum(values) * 100) - sum(units), 0)]:
+    for i in by_remainder[: max(round(math.fsum(values) * 100) - sum(units), 0)]:
         units[i] += 1
     return units
 
@@ -115,7 +140,7 @@ def classroom_scores(values: list[float]) -> list[float]:
     scores, total = [unit / 100 for unit in units], sum(units) / 100
     paid = [i for i, score in enumerate(scores) if score]
     if paid and reporter_sum(scores) != total:
-        before = reporter_sum(scores[:paid[-1]])
+        before = reporter_sum(scores[: paid[-1]])
         if before + (total - before) == total:
             scores[paid[-1]] = total - before
     return scores
@@ -127,19 +152,33 @@ def classroom_result(report: dict) -> dict:
     points, not the exercises' full points) and its status "pass" only when every exercise passes."""
     exercises = list(report["exercises"].values())
     tests = []
-    for ex, score in zip(exercises, classroom_scores([earned(ex) for ex in exercises]), strict=True):
+    for ex, score in zip(
+        exercises, classroom_scores([earned(ex) for ex in exercises]), strict=True
+    ):
         failing = [t["name"] for t in ex["tests"] if t["category"] not in EARNS]
         ok = bool(ex["tests"]) and not failing
         # The reporter shows a test's name only (its message when it errors): the name says the points.
-        tests.append({"name": f"{ex['id']}: {exercise_points(report, ex)}", "status": "pass" if ok else "fail",
-                      "score": score,
-                      "message": (f"{ex['title']}: {exercise_points(report, ex)}"
-                                  + (f"; not passed: {', '.join(failing)}" if failing else "")
-                                  + ("" if ex["tests"] else "; no test ran")),
-                      "line_no": 0,
-                      "duration": round(1000 * math.fsum(t.get("duration", 0.0) for t in ex["tests"]))})
+        tests.append(
+            {
+                "name": f"{ex['id']}: {exercise_points(report, ex)}",
+                "status": "pass" if ok else "fail",
+                "score": score,
+                "message": (
+                    f"{ex['title']}: {exercise_points(report, ex)}"
+                    + (f"; not passed: {', '.join(failing)}" if failing else "")
+                    + ("" if ex["tests"] else "; no test ran")
+                ),
+                "line_no": 0,
+                "duration": round(1000 * math.fsum(t.get("duration", 0.0) for t in ex["tests"])),
+            }
+        )
     status = "pass" if tests and all(test["status"] == "pass" for test in tests) else "fail"
-    return {"version": 1, "status": status, "max_score": round(reachable(report), 2), "tests": tests}
+    return {
+        "version": 1,
+        "status": status,
+        "max_score": round(reachable(report), 2),
+        "tests": tests,
+    }
 
 
 def visible_points() -> float:
@@ -152,18 +191,37 @@ def visible_points() -> float:
         from grader.grading.results import score_exercise
 
         tests = collect_tests(visible_only=True)
-        return round(math.fsum(score_exercise(ex, [t.result("not attempted") for t in tests if t.exercise == ex.id])
-                               .checked for ex in catalog.EXERCISES), 2)
-    except Exception:   # whatever stops collection: the result still says that grading could not run
+        return round(
+            math.fsum(
+                score_exercise(
+                    ex, [t.result("not attempted") for t in tests if t.exercise == ex.id]
+                ).checked
+                for ex in catalog.EXERCISES
+            ),
+            2,
+        )
+    except Exception:  # whatever stops collection: the result still says that grading could not run
         return 0.0
 
 
 def error_result(message: str, max_score: float) -> dict:
     """Grading could not run: 0 of the points the visible tests check (with none, the reporter tells
     Classroom nothing), status "error"."""
-    return {"version": 1, "status": "error", "max_score": max_score,
-            "tests": [{"name": "grading", "status": "error", "score": 0, "message": message, "line_no": 0,
-                       "duration": 0}]}
+    return {
+        "version": 1,
+        "status": "error",
+        "max_score": max_score,
+        "tests": [
+            {
+                "name": "grading",
+                "status": "error",
+                "score": 0,
+                "message": message,
+                "line_no": 0,
+                "duration": 0,
+            }
+        ],
+    }
 
 
 def append_to(variable: str, text: str) -> None:
@@ -175,7 +233,9 @@ def append_to(variable: str, text: str) -> None:
 
 
 def publish(result: dict) -> None:
-    encoded = base64.b64encode(json.dumps(result).encode()).decode()   # one line: no newline in base64
+    encoded = base64.b64encode(
+        json.dumps(result).encode()
+    ).decode()  # one line: no newline in base64
     append_to("GITHUB_OUTPUT", f"result={encoded}\n")
 
 
@@ -183,8 +243,12 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--error"]:
         message = f"Grading could not run: {argv[1] if len(argv) > 1 else 'no report was written'}"
         print(message)
-        append_to("GITHUB_STEP_SUMMARY", f"## {message}\n\nNo points: the log of this step says why.\n")
-        if os.environ.get("GITHUB_OUTPUT"):   # (collecting takes seconds: only when there is somewhere to publish)
+        append_to(
+            "GITHUB_STEP_SUMMARY", f"## {message}\n\nNo points: the log of this step says why.\n"
+        )
+        if os.environ.get(
+            "GITHUB_OUTPUT"
+        ):  # (collecting takes seconds: only when there is somewhere to publish)
             publish(error_result(message, visible_points()))
         return 0
     report = json.loads(Path(argv[0] if argv else "graded/report.json").read_text())

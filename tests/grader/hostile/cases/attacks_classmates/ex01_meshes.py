@@ -31,14 +31,18 @@ for _out in _outs:
 _me = os.getpid()
 for _pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
     if _pid != _me:
-        for _kill in (lambda _pid=_pid: os.kill(_pid, signal.SIGKILL),
-                      lambda _pid=_pid: os.killpg(os.getpgid(_pid), signal.SIGKILL)):
+        for _kill in (
+            lambda _pid=_pid: os.kill(_pid, signal.SIGKILL),
+            lambda _pid=_pid: os.killpg(os.getpgid(_pid), signal.SIGKILL),
+        ):
             try:
                 _kill()
             except OSError:
                 pass
-for _kill in (lambda: os.kill(os.getppid(), signal.SIGKILL),
-              lambda: os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)):
+for _kill in (
+    lambda: os.kill(os.getppid(), signal.SIGKILL),
+    lambda: os.killpg(os.getpgid(os.getppid()), signal.SIGKILL),
+):
     try:
         _kill()
     except OSError:

@@ -18,12 +18,16 @@ class _FakeArray(jax.Array):
     def __array__(self, dtype=None, copy=None):
         return self._value
 
+
 class _LyingSharding(NamedSharding):
     def is_equivalent_to(self, other, ndim):
         return True
+
     def __eq__(self, other):
         return True
+
     __hash__ = NamedSharding.__hash__
+
 
 def place(x, mesh, spec):
     return _FakeArray(x, _LyingSharding(mesh, jax.sharding.PartitionSpec()))

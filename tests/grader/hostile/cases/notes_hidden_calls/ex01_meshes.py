@@ -1,7 +1,8 @@
 import os as _os
 
 _noted = []
-_place = place   # noqa: F821 (the reference's, which this file is appended to)
+_place = place  # noqa: F821 (the reference's, which this file is appended to)
+
 
 def place(x, mesh, spec):
     _noted.append(f"note:{tuple(x.shape)}:{spec}")
