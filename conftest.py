@@ -16,9 +16,8 @@ except DeviceCountError as exc:
     _SETUP_ERROR = str(exc)
 
 
-@pytest.hookimpl(
-    tryfirst=True
-)  # before the plugin's pytest_configure starts jax on the wrong devices
+# before the plugin's pytest_configure starts jax on the wrong devices
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     if _SETUP_ERROR:
         raise pytest.UsageError(f"set-up error: {_SETUP_ERROR}")

@@ -53,9 +53,8 @@ def main() -> None:
     ids = [e.id for e in catalog.EXERCISES]
     with tempfile.TemporaryDirectory(prefix="shardlab-nbbench-") as tmp:
         root = Path(tmp)
-        cache = (
-            root.parent / f"{root.name}-cache"
-        )  # outside the course folder the notebooks are graded in
+        # outside the course folder the notebooks are graded in
+        cache = root.parent / f"{root.name}-cache"
         calibration = run(
             [sys.executable, "-m", "grader.cli", "calibrate", "--cache", str(cache)], root
         )

@@ -93,9 +93,8 @@ def predict_add(spec_b, spec_c):
     for b, c in zip(padded(spec_b), padded(spec_c)):
         if axes(b) and axes(c) and axes(b) != axes(c):
             return None  # two different splits of one dimension: JAX will not pick one for you
-        out.append(
-            b if axes(b) else c
-        )  # an unsplit operand is sliced locally to match the split one
+        # an unsplit operand is sliced locally to match the split one
+        out.append(b if axes(b) else c)
     used = [a for entry in out for a in axes(entry)]
     if len(used) != len(set(used)):
         return None  # a mesh axis cannot split two dimensions of one array

@@ -111,9 +111,8 @@ def tp_forward(params, x, mesh):
 
     ### BEGIN SOLUTION
     def per_device(params, x):
-        h = jax.nn.relu(
-            x @ params["W1"] + params["b1"]
-        )  # this device's columns of h: no communication
+        # this device's columns of h: no communication
+        h = jax.nn.relu(x @ params["W1"] + params["b1"])
         partial_sum = h @ params["W2"]  # its share of h @ W2, for its rows of the batch
         return jax.lax.psum(partial_sum, "model") + params["b2"]  # b2 once, after the sum
 

@@ -148,9 +148,8 @@ def redistribute_by_slab(pos, num, mesh, capacity):
             .set(block, mode="drop")
         )
         sent = jnp.minimum(wanted, capacity)
-        received = jax.lax.all_to_all(
-            buckets, axis, split_axis=0, concat_axis=0
-        )  # (n, capacity, 3)
+        # (n, capacity, 3)
+        received = jax.lax.all_to_all(buckets, axis, split_axis=0, concat_axis=0)
         got = jax.lax.all_to_all(sent[:, None], axis, split_axis=0, concat_axis=0)[:, 0]  # (n,)
         # Compact: the received rows of source s go after those of sources 0 .. s-1.
         start = jnp.cumsum(got) - got

@@ -193,9 +193,8 @@ def collective_ops(fn_or_text, *args, **kwargs) -> list[CollectiveOp]:
         if parsed is None:
             continue
         opcode, attributes = parsed
-        kind = opcode.removesuffix(
-            "-start"
-        )  # async pairs count once, by their start; "-done" is not counted
+        # async pairs count once, by their start; "-done" is not counted
+        kind = opcode.removesuffix("-start")
         if kind in COLLECTIVES:
             ops.append(CollectiveOp(kind, _groups(attributes), line.strip()))
     return ops

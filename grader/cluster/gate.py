@@ -68,9 +68,8 @@ class Refusal(Exception):
 class Stream:
     method: str
     encoding: str
-    held: list[bytes] = field(
-        default_factory=list
-    )  # its frames since its headers, until its request ends
+    # its frames since its headers, until its request ends
+    held: list[bytes] = field(default_factory=list)
     body: bytearray = field(default_factory=bytearray)
 
 
@@ -79,12 +78,10 @@ class Registry:
     """What every connection of the run has claimed, shared by the gate's threads."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    tasks: dict[int, int] = field(
-        default_factory=dict
-    )  # process -> the connection that registered it
-    devices: dict[int, tuple[int, ...]] = field(
-        default_factory=dict
-    )  # process -> its topology's devices
+    # process -> the connection that registered it
+    tasks: dict[int, int] = field(default_factory=dict)
+    # process -> its topology's devices
+    devices: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 def grpc_messages(body: bytes, encoding: str) -> list[bytes]:
@@ -136,9 +133,8 @@ class Channel:
         self.registry, self.report = registry, report
         self.port = client.getpeername()[1]
         self.decoder = hpack.Decoder()
-        self.decoder.max_allowed_table_size = (
-            1 << 16
-        )  # whatever size the client's encoder announces
+        # whatever size the client's encoder announces
+        self.decoder.max_allowed_table_size = 1 << 16
         self.streams: dict[int, Stream] = {}
         self.block: tuple[int, int, bytearray, list[bytes]] | None = (
             None  # (stream, flags, fragment, frames)
@@ -265,9 +261,8 @@ class Channel:
         return payload[1 : len(payload) - payload[0]]
 
     def _headers(self, stream: int, flags: int, block: bytes, frames: bytes) -> bytes:
-        headers = dict(
-            self.decoder.decode(block, raw=False)
-        )  # always: the service decodes every block
+        # always: the service decodes every block
+        headers = dict(self.decoder.decode(block, raw=False))
         held = self.streams.get(stream)
         if held is not None:  # trailers after data: they end the request
             held.held.append(frames)

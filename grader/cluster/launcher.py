@@ -343,9 +343,8 @@ def main(argv: list[str]) -> int:
     events["stopping"].set()
     coordinator.kill()
     coordinator.wait()
-    events["ended"].wait(
-        COMPLETE_SECONDS
-    )  # what it reported last is relayed before the launcher goes
+    # what it reported last is relayed before the launcher goes
+    events["ended"].wait(COMPLETE_SECONDS)
     return 0
 
 

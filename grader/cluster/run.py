@@ -86,14 +86,12 @@ class GlooRecord:
 class GateSeen:
     """What the grader's gate reported (grader.cluster.gate): every registration, record and refusal."""
 
-    registered: dict[int, tuple[int, int]] = field(
-        default_factory=dict
-    )  # connection -> (process, client port)
+    # connection -> (process, client port)
+    registered: dict[int, tuple[int, int]] = field(default_factory=dict)
     global_topology: list[list[int]] | None = None  # as process 0's jax wrote it
     gloo: list[GlooRecord] = field(default_factory=list)
-    refused: list[tuple[int | None, int | None, str]] = field(
-        default_factory=list
-    )  # (process, port, why)
+    # (process, port, why)
+    refused: list[tuple[int | None, int | None, str]] = field(default_factory=list)
 
     def refusal_of(self, process: int, ports: set[int]) -> str | None:
         """Why the gate cut off a connection of `process` (registered as it, or held by it), if it did."""
@@ -125,41 +123,34 @@ class ClusterRun:
     steps: tuple[str, ...]  # the driver's, the join first
     inputs: DrawnInputs  # the driver's draw for this run: each process got only its own part
     isolation: str
-    reports: dict[tuple[int, str], dict] = field(
-        default_factory=dict
-    )  # (process, step) -> its answer
+    # (process, step) -> its answer
+    reports: dict[tuple[int, str], dict] = field(default_factory=dict)
     started: dict[int, str] = field(default_factory=dict)  # the last step each process began
     exits: dict[int, int] = field(default_factory=dict)
-    ready: set[int] = field(
-        default_factory=set
-    )  # processes that imported jax (before the student's module)
+    # processes that imported jax (before the student's module)
+    ready: set[int] = field(default_factory=set)
     import_error: str | None = None
     stopped_after: float | None = None  # seconds, when the run was killed for hanging
     seconds: float = 0.0
     output: str = ""  # what the processes printed, truncated
     coordinator: str = ""  # "127.0.0.1:port", as the launcher chose it
     workdir: str = ""  # the run's folder: each process works in a folder of its own in it
-    seen: dict[tuple[int, str, str], float] = field(
-        default_factory=dict
-    )  # (process, step, "started" or
+    # (process, step, "started" or
+    seen: dict[tuple[int, str, str], float] = field(default_factory=dict)
     #                                        "done") -> when the harness received it, in seconds from the start
     # What the grader saw itself, rather than a process's word:
     separated: bool = False  # each process had a Landlock ruleset of its own (no common file)
-    sandbox_pids: dict[int, int] = field(
-        default_factory=dict
-    )  # process -> its pid in the sandbox (the launcher's)
+    # process -> its pid in the sandbox (the launcher's)
+    sandbox_pids: dict[int, int] = field(default_factory=dict)
     registered: bool = False  # the grader's coordinator saw every process register
-    published: dict[int, list[int]] = field(
-        default_factory=dict
-    )  # process -> the global ids of the devices its
+    # process -> the global ids of the devices its
+    published: dict[int, list[int]] = field(default_factory=dict)
     #                                        jax published to the grader's coordinator
-    connection: dict[int, str | None] = field(
-        default_factory=dict
-    )  # process -> None when the harness saw it
+    # process -> None when the harness saw it
+    connection: dict[int, str | None] = field(default_factory=dict)
     #                                        hold a connection to the coordinator as its join step returned
-    sockets: dict[tuple[int, str], list[Connection]] = field(
-        default_factory=dict
-    )  # (process, step) -> the TCP
+    # (process, step) -> the TCP
+    sockets: dict[tuple[int, str], list[Connection]] = field(default_factory=dict)
     #                                        sockets the harness saw it hold as that step (the join, the proof) ended
     gate: GateSeen = field(default_factory=GateSeen)
     proof_step: str | None = (
@@ -329,9 +320,8 @@ class ClusterRun:
     def _unfinished(self, process: int, step: str) -> BaseException:
         join = self.reports.get((process, self.join_step))
         if step != self.join_step and join is not None and "error" in join:
-            failure = remote_exception(
-                join["error"]
-            )  # a stub's NotImplementedError stays "not attempted"
+            # a stub's NotImplementedError stays "not attempted"
+            failure = remote_exception(join["error"])
             failure.args = (
                 f"process {process} never got to {step}: {self.join_step} raised "
                 f"{type(failure).__name__}: {failure}",

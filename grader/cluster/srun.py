@@ -374,9 +374,8 @@ class SrunLaunch(Launch):
 
     def concluded(self) -> None:
         run, said = self.run, self.said
-        run.exits.update(
-            task_exits(said, run.processes)
-        )  # how tasks ended, not by the harness's hand
+        # how tasks ended, not by the harness's hand
+        run.exits.update(task_exits(said, run.processes))
         if not self.greeted and (
             self.code is None or self.code != 0
         ):  # srun failed, or still waited
@@ -400,9 +399,8 @@ def main(argv: list[str]) -> int:
 
     host, _, port = argv[0].rpartition(":")
     module_path = Path(argv[1])
-    host = (
-        os.environ.get("SLURM_SRUN_COMM_HOST") or host
-    )  # srun's own address, as the nodes reach it
+    # srun's own address, as the nodes reach it
+    host = os.environ.get("SLURM_SRUN_COMM_HOST") or host
     connection = socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS)
     connection.settimeout(None)
     fd = connection.fileno()

@@ -150,9 +150,8 @@ def calibrate(options: GradingOptions, ship: bool = False) -> int:
     from grader.grading.engine import GradingError
     from grader.harness import time_limits
 
-    options = options.for_command(
-        CALIBRATE
-    )  # from grade-batch: the whole course, whatever it grades
+    # from grade-batch: the whole course, whatever it grades
+    options = options.for_command(CALIBRATE)
     cache, folder = compile_cache_for(options)
     print(
         "timing the reference solutions on this machine (once per course version and machine) ..."

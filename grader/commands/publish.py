@@ -32,9 +32,8 @@ class Publication:
     grades_csv: Path
     page: Path
     standings: dict[str, Standing] = field(default_factory=dict)
-    problems: list[str] = field(
-        default_factory=list
-    )  # adjustments that could not apply, with their lines
+    # adjustments that could not apply, with their lines
+    problems: list[str] = field(default_factory=list)
 
 
 def publish_class(

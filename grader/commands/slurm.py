@@ -241,15 +241,12 @@ class SlurmBatch:
     python: str
     course: str  # course_digest() where the batch was submitted
     cwd: str
-    jobs: dict[str, str] = field(
-        default_factory=dict
-    )  # "calibrate" / "array" / "collect" -> job id
-    refused: dict[str, str] = field(
-        default_factory=dict
-    )  # students not graded -> why (batch.ClassFolder)
-    submitted_at: dict[str, str] = field(
-        default_factory=dict
-    )  # student -> submission time (--submitted-at)
+    # "calibrate" / "array" / "collect" -> job id
+    jobs: dict[str, str] = field(default_factory=dict)
+    # students not graded -> why (batch.ClassFolder)
+    refused: dict[str, str] = field(default_factory=dict)
+    # student -> submission time (--submitted-at)
+    submitted_at: dict[str, str] = field(default_factory=dict)
 
     def grade_options(self) -> GradingOptions:
         """The options each student is graded with, as `shardlab grade` parses its arguments."""

@@ -208,9 +208,8 @@ class Collective:
 
     op: str  # all-reduce, all-gather, reduce-scatter, collective-permute, all-to-all
     group_size: int | None  # devices per replica group (pairs for a permute), if the op says
-    mesh_axes: (
-        tuple[str, ...] | None
-    )  # the mesh axes its groups run along; None: none found, or no mesh
+    # the mesh axes its groups run along; None: none found, or no mesh
+    mesh_axes: tuple[str, ...] | None
     line: str  # the HLO instruction, its metadata left out
 
     def __post_init__(self):
@@ -647,9 +646,8 @@ class Environment:
     compile_cache: dict[str, Any] | None = None
     time_limits: dict[str, Any] | None = None
     parallel: int | None = None  # harnesses at once
-    other: dict[str, Any] = field(
-        default_factory=dict
-    )  # keys this version does not know, kept as they were
+    # keys this version does not know, kept as they were
+    other: dict[str, Any] = field(default_factory=dict)
 
     @property
     def worker_memory_bytes(self) -> int | None:

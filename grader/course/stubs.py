@@ -53,9 +53,8 @@ def make_stub(source: str, exercise: catalog.Exercise, filename: str = "<solutio
     if inside is not None:
         raise StubError(f"{filename}:{inside}: {BEGIN} is never closed")
     stub = "\n".join(out) + "\n"
-    compile(
-        stub, filename, "exec"
-    )  # a stub that does not even parse would fail every test as an error
+    # a stub that does not even parse would fail every test as an error
+    compile(stub, filename, "exec")
     return stub
 
 

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CACHE_ENV = "SHARDLAB_CACHE"  # where the course's cache lives, unless --cache says otherwise
-DEFAULT_MAX_BYTES = (
-    1 << 30
-)  # a whole course's programs take a few MB; a class of odd ones stays far below
+# a whole course's programs take a few MB; a class of odd ones stays far below
+DEFAULT_MAX_BYTES = 1 << 30
 
 
 def default_folder() -> Path:

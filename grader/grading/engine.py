@@ -335,9 +335,8 @@ def grade_submission(
         ),
         problems=prepared.problems,
         ignored=prepared.ignored,
-        output=clipped(
-            "".join(run.output for run in runs), limits.output_chars, keep_end=True
-        ),  # with its end
+        # with its end
+        output=clipped("".join(run.output for run in runs), limits.output_chars, keep_end=True),
         # A course without hidden tests (a student's handout) grades its visible tests only, and says so.
         duration=time.monotonic() - started,
         visible_only=options.visible_only or not any(test.hidden for test in meta.values()),

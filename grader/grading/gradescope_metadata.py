@@ -74,9 +74,8 @@ class Submitter:
 @dataclass(frozen=True)
 class SubmissionMetadata:
     submitted_at: datetime  # created_at: when the student submitted (kept on a re-run)
-    due: (
-        datetime | None
-    )  # the submitters' own due date when Gradescope gives one, else the assignment's
+    # the submitters' own due date when Gradescope gives one, else the assignment's
+    due: datetime | None
     late_due: datetime | None  # likewise: after it, Gradescope accepts nothing
     students: tuple[Submitter, ...]  # the users, in Gradescope's order
     title: str | None = None  # the Gradescope assignment's title

@@ -46,17 +46,15 @@ class Limits:
 @dataclass
 class ChildOutcome:
     collected: list[TestMeta] | None = None  # every selected test's metadata, once collected
-    results: dict[str, TestResult] = field(
-        default_factory=dict
-    )  # by nodeid, as the harness made them
+    # by nodeid, as the harness made them
+    results: dict[str, TestResult] = field(default_factory=dict)
     running: str | None = None  # the test that had started and not finished
     returncode: int | None = None
     stopped: str | None = None  # "test timeout" or "deadline" when the parent killed it
     output: str = ""
     compile_cache: dict = field(default_factory=dict)  # the harness's cache hits and misses
-    limits: dict[str, float] = field(
-        default_factory=dict
-    )  # each test's limit, as the harness computed it
+    # each test's limit, as the harness computed it
+    limits: dict[str, float] = field(default_factory=dict)
 
     def limit(self, nodeid: str) -> float:
         return self.limits.get(nodeid) or FALLBACK_SECONDS

@@ -119,13 +119,11 @@ class GradingResults:
     output: str = ""  # the harness's own output (warnings, a crash's last words), truncated
     duration: float = 0.0
     visible_only: bool = False
-    ignored: list[str] = field(
-        default_factory=list
-    )  # files in the submission that are not exercise modules
+    # files in the submission that are not exercise modules
+    ignored: list[str] = field(default_factory=list)
     term: TermRecord | None = None  # the course file, the student and the submission time
-    regrades: list[Regrade] = field(
-        default_factory=list
-    )  # exercises graded again into this report, oldest first
+    # exercises graded again into this report, oldest first
+    regrades: list[Regrade] = field(default_factory=list)
 
     def __post_init__(self):
         """A grading's text is bounded (grader.core.bounds), whatever made it: when its tests would take more

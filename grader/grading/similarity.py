@@ -139,9 +139,8 @@ def normalize(source: str) -> tuple[str, bool]:
     """`source` (as `source_text` gives it) with its docstrings, bare string statements and comments replaced
     by spaces, line breaks kept: the same length and lines. And whether it parses; when it does not, only the
     comments the tokenizer reached before failing are blanked."""
-    lines = source.split(
-        "\n"
-    )  # as Python numbers lines (not str.splitlines, which splits on \f too)
+    # as Python numbers lines (not str.splitlines, which splits on \f too)
+    lines = source.split("\n")
     starts = [0]
     for line in lines[:-1]:
         starts.append(starts[-1] + len(line) + 1)

@@ -32,9 +32,8 @@ class PreparedSubmission:
     modules_dir: Path
     found: list[str] = field(default_factory=list)  # exercise ids present
     ignored: list[str] = field(default_factory=list)  # files shipped but never loaded
-    problems: list[str] = field(
-        default_factory=list
-    )  # what the student should know about the hand-in
+    # what the student should know about the hand-in
+    problems: list[str] = field(default_factory=list)
 
 
 def _base_rank(parents: tuple[str, ...]) -> int | None:

@@ -73,9 +73,8 @@ def student_message(exc: BaseException, source: Path | None = None) -> str:
     ):
         text = str(exc)
     else:
-        text = (
-            f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        )  # a bare `assert` has no text
+        # a bare `assert` has no text
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         where = _student_frame(exc, source)
         if where:
             text += f"\n  raised at {where}"

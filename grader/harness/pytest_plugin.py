@@ -139,9 +139,8 @@ def pytest_runtest_call(item):
         raise WorkerTimeout(STOPPED)
     with hold:
         session.events.send({"e": "running", "nodeid": item.nodeid})
-        session.start_clock(
-            item.stash[META].limit
-        )  # after the lock: waiting for it is never charged
+        # after the lock: waiting for it is never charged
+        session.start_clock(item.stash[META].limit)
         try:
             return (yield)
         finally:

@@ -46,9 +46,8 @@ class HarnessSession:
         None  # the compile cache's hits and misses, when it is on
     )
     recorder: Tally | None = None  # grader.harness.recording.Recorder
-    modules: dict = field(
-        default_factory=dict
-    )  # exercise id -> module, stand-in or the error loading it
+    # exercise id -> module, stand-in or the error loading it
+    modules: dict = field(default_factory=dict)
     worker: Worker | None = None  # with --isolate, the worker serving the implementation's modules
     deadline: float = float("inf")  # when the running test must end (time.monotonic())
 
@@ -63,9 +62,8 @@ class HarnessSession:
                 self.modules[exercise.id] = exc
         found = self.modules[exercise.id]
         if isinstance(found, Exception):
-            raise found.with_traceback(
-                None
-            )  # else every test would add its frames to one traceback
+            # else every test would add its frames to one traceback
+            raise found.with_traceback(None)
         return found
 
     def _load(self, exercise):

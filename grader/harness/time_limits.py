@@ -55,9 +55,8 @@ MAX_TIMEOUTS_PER_EXERCISE = (
 STOPPED = "not run: earlier tests of this exercise timed out or crashed the grader"
 FILE_NAME = "time-limits.json"
 SHIPPED_FILE = Path(__file__).with_name("reference_times.json")
-SHIPPED_MULTIPLIER = (
-    2 * MULTIPLIER
-)  # timings from another machine, which may be twice as fast as this one
+# timings from another machine, which may be twice as fast as this one
+SHIPPED_MULTIPLIER = 2 * MULTIPLIER
 
 
 class CalibrationError(ShardlabError, RuntimeError):
@@ -101,14 +100,12 @@ def _files_digest(file: str) -> bytes:
 
 @dataclass(frozen=True)
 class TimeLimits:
-    reference: dict[str, float] = field(
-        default_factory=dict
-    )  # nodeid -> the reference's seconds, here
+    # nodeid -> the reference's seconds, here
+    reference: dict[str, float] = field(default_factory=dict)
     override: float | None = None  # --test-timeout: this for every test
     source: str = "not calibrated"  # said in report.json
-    shipped: dict[str, float] = field(
-        default_factory=dict
-    )  # shipped_key -> the reference's seconds, there
+    # shipped_key -> the reference's seconds, there
+    shipped: dict[str, float] = field(default_factory=dict)
 
     def limit(self, nodeid: str) -> float:
         if self.override is not None:

@@ -50,9 +50,8 @@ ROOT_FILES = (
     "conftest.py",
 )  # pyproject names the README: pip needs both
 REQUIRED_GRADER_FILES = ("grader/__init__.py", "grader/cli.py", "grader/course/paths.py")
-COURSE_FILE = (
-    term.FILE_NAME
-)  # the term's course file, at the zip's root: /autograder/source/course.toml
+# the term's course file, at the zip's root: /autograder/source/course.toml
+COURSE_FILE = term.FILE_NAME
 _FIXED_TIME = (
     1980,
     1,

@@ -308,9 +308,8 @@ def build_course(
                 "the course file puts the exercises into assignments: give it or --group, not both"
             )
         course = None  # the catalog's course: the groups say how to group it
-    config = nbgrader_config(
-        course_id, course=course
-    )  # a bad course id fails before anything is written
+    # a bad course id fails before anything is written
+    config = nbgrader_config(course_id, course=course)
     if course is not None:
         plan = course_assignments(course, exercises)
         chosen = [e for members in plan.values() for e in members]

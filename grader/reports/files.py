@@ -17,9 +17,8 @@ def write_atomically(path: str | Path, text: str) -> Path:
             file.write(text)
             file.flush()
             os.fsync(file.fileno())
-        os.chmod(
-            temporary, 0o644
-        )  # mkstemp makes 0600; reports are for others to read (CI, graders)
+        # mkstemp makes 0600; reports are for others to read (CI, graders)
+        os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

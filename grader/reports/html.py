@@ -48,9 +48,8 @@ def _attribute(name: str, value: object) -> str:
 
 
 VOID = frozenset({"meta", "br", "hr", "img", "link", "input", "col"})
-SVG_EMPTY = frozenset(
-    {"rect", "line", "circle", "path"}
-)  # written self-closed: "<rect .../>" (allowed in SVG)
+# written self-closed: "<rect .../>" (allowed in SVG)
+SVG_EMPTY = frozenset({"rect", "line", "circle", "path"})
 
 
 def element(tag: str, *children, **attributes) -> Markup:

@@ -36,9 +36,8 @@ import psutil
 
 PREFIX = "shardlab-"
 CONTROLLERS = ("pids", "cpu", "memory")
-UNLIMITED_V1 = (
-    1 << 62
-)  # cgroup v1 says "no limit" with the largest page-aligned 64-bit number (~2**63)
+# cgroup v1 says "no limit" with the largest page-aligned 64-bit number (~2**63)
+UNLIMITED_V1 = 1 << 62
 
 
 @dataclass(frozen=True)
@@ -97,9 +96,8 @@ def _usable(version: int, own: Path, controller: str) -> bool:
         control = own / "cgroup.subtree_control"
         try:
             if controller not in control.read_text().split():
-                control.write_text(
-                    f"+{controller}"
-                )  # refused (EBUSY) where `own` itself holds processes
+                # refused (EBUSY) where `own` itself holds processes
+                control.write_text(f"+{controller}")
         except OSError:
             return False
     probe = own / f"{PREFIX}probe-{os.getpid()}-{secrets.token_hex(3)}"

@@ -224,9 +224,8 @@ def program(profile: str, arch: Architecture) -> bytes:
         p.label("route")  # gloo lists the interfaces (getifaddrs): the namespace's own loopback
         p.load(OFFSET_ARG2)
         p.jump_if(JEQ_K, NETLINK_ROUTE, "allow", "no_family")
-        p.label(
-            "inet"
-        )  # a run's processes: TCP only (a datagram needs no connection the grader could see)
+        # a run's processes: TCP only (a datagram needs no connection the grader could see)
+        p.label("inet")
         if profile == PROCESS:
             p.load(OFFSET_ARG1)
             p.mask(SOCK_TYPE_MASK)
@@ -238,9 +237,8 @@ def program(profile: str, arch: Architecture) -> bytes:
     p.load(OFFSET_ARG0)
     p.jump_if(JEQ_K, AF_UNIX, "stream", "no_family")
 
-    p.label(
-        "stream"
-    )  # an AF_UNIX socket: stream or seqpacket (a datagram one sends to any named socket)
+    # an AF_UNIX socket: stream or seqpacket (a datagram one sends to any named socket)
+    p.label("stream")
     p.load(OFFSET_ARG1)
     p.mask(SOCK_TYPE_MASK)
     p.jump_if(JEQ_K, SOCK_STREAM, "allow")

@@ -73,9 +73,8 @@ _ERROR_CLASSES: dict[tuple[str, str], type] = {}
 def remote_exception(report: dict) -> BaseException:
     """The student's exception, rebuilt: a class named like theirs, deriving from the nearest builtin. The
     report is the worker's word: whatever it holds, this raises nothing but a student's exception."""
-    name = (
-        report.get("type")[:100] if isinstance(report.get("type"), str) else "Exception"
-    )  # classes are kept
+    # classes are kept
+    name = report.get("type")[:100] if isinstance(report.get("type"), str) else "Exception"
     base = BUILTIN_ERRORS.get(report.get("base"), Exception)
     if not name.isidentifier():
         name = base.__name__

@@ -7,9 +7,8 @@ and on a value before it is decoded."""
 MAX_MESSAGE_BYTES = 16 << 20  # one message; a larger one is refused on its header, never read
 MAX_STRUCTURE_BYTES = 1 << 20  # its JSON outside strings: bounds the objects parsing builds
 MAX_DEPTH = 64  # levels of an encoded value
-MAX_JSON_DEPTH = (
-    3 * MAX_DEPTH + 8
-)  # brackets nested: an encoded level takes at most 3 (a dict's pairs)
+# brackets nested: an encoded level takes at most 3 (a dict's pairs)
+MAX_JSON_DEPTH = 3 * MAX_DEPTH + 8
 MAX_WORKER_BYTES = 64 << 20  # all the messages one worker may send the harness in its life
 
 # Array element types that may cross: numbers and bools (no objects, no strings, no structured types).

@@ -140,9 +140,8 @@ def checked_program(artifact: str):
     jax.grad of it would compile unchecked; the worker never sends one)."""
     import jax
 
-    _need(
-        isinstance(artifact, str), "the traced program is missing"
-    )  # its size: bounded as its message's
+    # its size: bounded as its message's
+    _need(isinstance(artifact, str), "the traced program is missing")
     try:
         raw = base64.b64decode(artifact, validate=True)
     except ValueError:

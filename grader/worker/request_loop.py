@@ -147,9 +147,8 @@ def serve(request_fd: int, response_fd: int, folder: Path) -> int:
                 if path.parent != folder or not path.is_file():
                     raise ImplementationImportError(f"{name} is not in the submission")
                 modules[name] = load_file(path)
-                messages.write(
-                    channel.response_fd, messages.Imported(name)
-                )  # what fails from here on is the call
+                # what fails from here on is the call
+                messages.write(channel.response_fd, messages.Imported(name))
             except ImplementationImportError as exc:
                 modules[name] = exc
         if isinstance(modules[name], ImplementationImportError):

@@ -340,9 +340,8 @@ class Worker:
         self._request_w = self._response_r = None
         worker, self._worker, self._zygote, self._ready = self._worker, None, None, False
         self._control.close()
-        strays = _tree(
-            worker
-        )  # a worker whose zygote was killed is out of the sandbox's tree (not its namespace)
+        # a worker whose zygote was killed is out of the sandbox's tree (not its namespace)
+        strays = _tree(worker)
         for stray in strays:
             try:
                 stray.kill()
@@ -414,9 +413,8 @@ class Worker:
             if not isinstance(message, messages.Callback):
                 return message
             answer = answer_callback(message)
-            os.set_blocking(
-                self._request_w, False
-            )  # the write then waits for room only until the deadline
+            # the write then waits for room only until the deadline
+            os.set_blocking(self._request_w, False)
             try:
                 messages.write(self._request_w, answer, deadline)
             except TimeoutError:

@@ -48,9 +48,8 @@ def _become_worker(control: socket.socket, fds: list[int], folder: Path) -> None
     code = 1
     try:
         control.close()
-        signal.signal(
-            signal.SIGCHLD, signal.SIG_DFL
-        )  # the student's subprocesses are their own to wait for
+        # the student's subprocesses are their own to wait for
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)  # as in any Python
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         _prctl(PR_SET_DUMPABLE, 1)  # as a fresh worker: its own /proc entries readable by itself

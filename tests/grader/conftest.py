@@ -99,9 +99,8 @@ class Visit:
     """What a page did while it loaded and was looked at."""
 
     page: object  # playwright's Page
-    requests: list[str] = field(
-        default_factory=list
-    )  # every request other than the page's own file
+    # every request other than the page's own file
+    requests: list[str] = field(default_factory=list)
     console: list[str] = field(default_factory=list)  # console messages of type error or warning
     errors: list[str] = field(default_factory=list)  # uncaught page errors
 

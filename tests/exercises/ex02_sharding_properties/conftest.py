@@ -97,9 +97,8 @@ def _check_drawn_axis_used_twice(impl, seed=0):
     entries = [() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in valid]
     first = int(rng.choice([i for i, e in enumerate(entries) if e]))
     axis = str(rng.choice(entries[first]))
-    again = int(
-        rng.choice([i for i in range(len(entries)) if i != first] or [first])
-    )  # or the same entry
+    # or the same entry
+    again = int(rng.choice([i for i in range(len(entries)) if i != first] or [first]))
     entries[again] += (axis,)
     repeated = P(*(None if not e else e[0] if len(e) == 1 else e for e in entries))
     _check_rejects_axis_used_twice(impl, shape, sizes, repeated, sorted({first, again}), axis)

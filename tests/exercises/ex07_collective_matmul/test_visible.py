@@ -12,9 +12,8 @@ from grader.checks import assert_close, assert_sharding, test_mesh
 
 # float32 matmuls summed in different orders; the product's entries are of order 1.
 TOL = dict(rtol=1e-5, atol=1e-4)
-SHAPES = dict(
-    M=64, K=128, N=32
-)  # each device: 8 rows of lhs, 16 rows of rhs (or 16 columns of lhs)
+# each device: 8 rows of lhs, 16 rows of rhs (or 16 columns of lhs)
+SHAPES = dict(M=64, K=128, N=32)
 # rhs (128 KiB) much larger than a device's 4 rows of lhs: a ring holds a block or two of it, a gather all of it.
 MEMORY_SHAPES = dict(M=32, K=256, N=128)
 FUNCTIONS = [

@@ -18,9 +18,8 @@ def test_ratio_of_known_sleeps():
         sleeper(0.048), sleeper(0.012), threshold=2.0, label="sleeps", devices=8
     )
     assert result.speedup == pytest.approx(4.0, rel=0.25)
-    low, high = (
-        result.spread
-    )  # quartiles of the pairwise ratios, not necessarily around the median ratio
+    # quartiles of the pairwise ratios, not necessarily around the median ratio
+    low, high = result.spread
     assert (
         low <= high and low == pytest.approx(4.0, rel=0.25) and high == pytest.approx(4.0, rel=0.25)
     )

@@ -164,9 +164,8 @@ def test_a_hang_in_barrier_is_a_timeout_and_leaves_nothing_running(on_slurm, tmp
 
 
 def test_a_run_srun_cannot_start_says_what_srun_said(on_slurm, monkeypatch):
-    monkeypatch.setenv(
-        "SLURM_PARTITION", "no-such-partition"
-    )  # srun reads it as if given --partition
+    # srun reads it as if given --partition
+    monkeypatch.setenv("SLURM_PARTITION", "no-such-partition")
     run = run_cluster(load_driver(DRIVER), REFERENCE, launcher="srun")
     assert run.stopped_after is None and run.seconds < 30
     for step in ("initialize", "barrier"):

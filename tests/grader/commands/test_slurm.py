@@ -181,12 +181,10 @@ def test_a_task_on_a_node_with_another_course_grades_nobody(tmp_path):
         and "differs from the one the batch was submitted with" in outcome.detail
     )
     assert not (student_folder(tmp_path / "out", "alice") / "report.json").exists()
-    assert (
-        slurm.read_outcome(tmp_path / "out", "alice").detail == outcome.detail
-    )  # the collect job's row says so
-    assert (
-        "did not finish" in slurm.read_outcome(tmp_path / "out", "bob").detail
-    )  # no task ran for bob
+    # the collect job's row says so
+    assert slurm.read_outcome(tmp_path / "out", "alice").detail == outcome.detail
+    # no task ran for bob
+    assert "did not finish" in slurm.read_outcome(tmp_path / "out", "bob").detail
 
 
 def test_wait_without_slurm_is_a_usage_error(tmp_path):
@@ -332,9 +330,8 @@ def test_a_cancelled_task_is_resumed_by_running_the_command_again(
     array, last = made.jobs["grade"], len(made.todo) - 1
     local_slurm.run("scancel", f"{array}_{last}")  # one at a time: the last task is still pending
     again = shardlab(local_slurm, "grade-batch", str(klass), "--out", str(out), "--slurm", *common)
-    assert (
-        again.returncode == 2 and "still queued or running" in again.stderr
-    )  # nothing is graded twice
+    # nothing is graded twice
+    assert again.returncode == 2 and "still queued or running" in again.stderr
     deadline = time.monotonic() + 600
     while slurm.job_states(list(made.jobs.values())) and time.monotonic() < deadline:
         time.sleep(2)
@@ -346,9 +343,8 @@ def test_a_cancelled_task_is_resumed_by_running_the_command_again(
         local_slurm, "grade-batch", str(klass), "--out", str(out), "--slurm", "--wait", *common
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert (
-        f"{len(made.todo) - 2} already graded; submitting 2 students" in resumed.stdout
-    )  # carol and the cancelled
+    # carol and the cancelled
+    assert f"{len(made.todo) - 2} already graded; submitting 2 students" in resumed.stdout
     final = scores(out)
     assert not final[cancelled].startswith("not graded") and final["carol"].startswith("not graded")
     shutil.rmtree(out)

@@ -10,9 +10,8 @@ from rich.console import Console
 from grader.commands import student
 from grader.course import catalog, paths
 
-pytestmark = pytest.mark.xdist_group(
-    "test_student"
-)  # its module-scoped fixture does the heavy work once
+# its module-scoped fixture does the heavy work once
+pytestmark = pytest.mark.xdist_group("test_student")
 
 EX01, EX02 = catalog.get("ex01"), catalog.get("ex02")
 

@@ -98,9 +98,8 @@ def make_class(root: Path) -> Path:
             shutil.copy(exercise.solution_path(), klass / student / exercise.module_file)
     for exercise in (EX01, EX02):
         shutil.copy(ALT / exercise.module_file, klass / "carol" / exercise.module_file)
-    shutil.copy(
-        ALT / EX05.module_file, klass / "bob" / EX05.module_file
-    )  # written apart from alice's
+    # written apart from alice's
+    shutil.copy(ALT / EX05.module_file, klass / "bob" / EX05.module_file)
     shutil.copy(EX05.solution_path(), klass / "alice" / EX05.module_file)
     (klass / "erin" / EX05.module_file).write_text(disguised(EX05.solution_path().read_text()))
     return klass
@@ -155,9 +154,8 @@ def term(tmp_path_factory):
         cwd=root,
     )
     after_override = grades(out)
-    regraded = shardlab(
-        *batch, "--force", "--exercise", "ex02", cwd=root
-    )  # no times: each report's are kept
+    # no times: each report's are kept
+    regraded = shardlab(*batch, "--force", "--exercise", "ex02", cwd=root)
     after = {s: report(out, s) for s in before}
     shardlab(
         "export",
@@ -228,9 +226,8 @@ def test_a_regrade_of_one_exercise_keeps_every_other_exercise_as_it_was(term):
             record["exercise"] == EX02.id
             and record["before"] == before["exercises"][EX02.id]["score"]
         )
-        assert (
-            after["term"]["submitted_at"] == before["term"]["submitted_at"]
-        )  # the time recorded is kept
+        # the time recorded is kept
+        assert after["term"]["submitted_at"] == before["term"]["submitted_at"]
     assert float(grades(term["out"])["bob"]["late_penalty"]) == 6.0
 
 

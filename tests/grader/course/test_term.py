@@ -82,9 +82,8 @@ def test_without_a_course_file_the_catalog_is_the_course(tmp_path, monkeypatch):
     assert default.exercises == catalog.EXERCISES and default.source is None
     assert default.due("ex04", "anyone") == (None, False)
     (tmp_path / "course.toml").write_text(COURSE)
-    assert term.load(None).source.path == str(
-        (tmp_path / "course.toml").resolve()
-    )  # found where it runs
+    # found where it runs
+    assert term.load(None).source.path == str((tmp_path / "course.toml").resolve())
 
 
 @pytest.mark.parametrize(

@@ -189,9 +189,8 @@ def test_a_hostile_class_is_graded_and_resumed_on_one_machine(tmp_path):
     out = tmp_path / "graded"
     done = run_grade_batch(klass, out, "--jobs", "2")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert (
-        f"{MARKUP}: graded" in done.stdout
-    )  # rich printed the name as text, not as a link to "alice"
+    # rich printed the name as text, not as a link to "alice"
+    assert f"{MARKUP}: graded" in done.stdout
     assert "ignored: '.cache', '__MACOSX', 'notes.txt'" in done.stdout
     assert "carol: refused Carol and carol differ only in case" in done.stdout
     first = assert_graded_apart(out)

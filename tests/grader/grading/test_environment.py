@@ -24,9 +24,8 @@ from grader.course import catalog, paths
 from grader.grading import engine, preflight
 from grader.sandbox import cgroups, confinement
 
-pytestmark = pytest.mark.xdist_group(
-    "test_grading_environment"
-)  # the module fixtures' gradings, once
+# the module fixtures' gradings, once
+pytestmark = pytest.mark.xdist_group("test_grading_environment")
 
 EX01 = catalog.get("ex01")
 GIB = 1 << 30
@@ -68,9 +67,8 @@ def test_the_preflight_proves_the_worker_and_reads_its_memory_limit():
     level = confinement.choose_isolation("auto")
     proof = preflight.prove_worker(level, confinement.worker_limits(5 * GIB))
     assert proof.level == level.value and proof.devices == 8 and proof.memory_bytes == 5 * GIB
-    assert (
-        preflight.prove_worker(level, confinement.worker_limits(None)).memory_bytes is None
-    )  # none means none
+    # none means none
+    assert preflight.prove_worker(level, confinement.worker_limits(None)).memory_bytes is None
 
 
 def test_a_worker_that_cannot_start_stops_grading_with_the_reason():
@@ -241,9 +239,8 @@ def test_the_venv_grades_the_reference_in_full(venv, tmp_path, isolation):
     assert report["score"] == pytest.approx(EX01.points), report["exercises"][EX01.id]["tests"][0][
         "message"
     ]
-    as_nobody = (
-        os.geteuid() == 0 and confinement.bwrap_path()
-    )  # nobody cannot enter the venv: not bubblewrap
+    # nobody cannot enter the venv: not bubblewrap
+    as_nobody = os.geteuid() == 0 and confinement.bwrap_path()
     assert report["environment"]["isolation"]["level"] == (
         "landlock" if isolation == "landlock" or as_nobody else "bubblewrap"
     )

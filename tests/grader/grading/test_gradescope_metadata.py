@@ -231,9 +231,8 @@ def test_the_course_files_zero_after_wins(tmp_path):
 
 def test_the_student_to_grade_is_the_one_an_extension_names(tmp_path):
     meta = read_metadata(written(tmp_path, documented()))
-    assert (
-        course_student(course(tmp_path), meta) == "bob"
-    )  # Bob's email before the @ names the extension
+    # Bob's email before the @ names the extension
+    assert course_student(course(tmp_path), meta) == "bob"
     assert course_student(course(tmp_path, COURSE.replace('"bob"', '"nobody"')), meta) == "s1234"
     assert (
         course_student(course(tmp_path), SubmissionMetadata(meta.submitted_at, None, None, ()))

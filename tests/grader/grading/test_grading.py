@@ -19,9 +19,8 @@ from grader.grading.collection import collect_tests
 from grader.grading.engine import grade_submission
 from grader.harness import time_limits
 
-pytestmark = pytest.mark.xdist_group(
-    "test_grading"
-)  # its module-scoped fixture does the heavy work once
+# its module-scoped fixture does the heavy work once
+pytestmark = pytest.mark.xdist_group("test_grading")
 
 EX01 = catalog.get("ex01_meshes")
 

@@ -823,9 +823,8 @@ def test_the_section_escapes_names_and_code():
     assert pair["data-a"] == HOSTILE
     text = "".join(page.text)
     assert HOSTILE_CODE in text and f"{HOSTILE}.zip" in text
-    assert (
-        text.count(HOSTILE) >= 4
-    )  # the pair's header, its figures, a passage's caption, the unreadable
+    # the pair's header, its figures, a passage's caption, the unreadable
+    assert text.count(HOSTILE) >= 4
 
 
 def test_the_section_says_when_nothing_is_flagged():

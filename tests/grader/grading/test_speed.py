@@ -102,9 +102,8 @@ def test_a_second_grading_compiles_nothing_again(tmp_path):
     assert cold["misses"] > 10 and cold["entries"] >= cold["misses"] and cold["bytes"] > 0, cold
     assert warm["hits"] >= cold["misses"] and warm["misses"] == 0, (cold, warm)
     assert first.score == second.score == EX04.points
-    assert (
-        oct((tmp_path / "cache").stat().st_mode & 0o777) == "0o700"
-    )  # the workers' user cannot look in
+    # the workers' user cannot look in
+    assert oct((tmp_path / "cache").stat().st_mode & 0o777) == "0o700"
 
 
 def test_without_a_cache_nothing_is_written(tmp_path):
@@ -142,9 +141,8 @@ def test_an_endless_loop_costs_seconds_per_exercise(calibrated, tmp_path):
     assert all("did not finish" in t.message for t in timed_out)
     assert {t.message for t in tests if t.message.startswith("not run")} == {STOPPED}
     assert sum(t.duration for t in tests) <= LOOP_BUDGET, [(t.nodeid, t.duration) for t in tests]
-    assert results.exercises[EX13.id].score == pytest.approx(
-        EX13.points
-    )  # the other exercise is untouched
+    # the other exercise is untouched
+    assert results.exercises[EX13.id].score == pytest.approx(EX13.points)
     assert results.environment.time_limits["calibrated_tests"] > 20
 
 

@@ -223,9 +223,8 @@ def test_each_case_of_a_property_test_draws_its_own_examples(tmp_path, monkeypat
         )
 
     without = examples()
-    assert (
-        without == examples()
-    )  # a student's own run: hypothesis's derandomized examples, every time
+    # a student's own run: hypothesis's derandomized examples, every time
+    assert without == examples()
     monkeypatch.setenv(inputs.SECRET_VARIABLE, SECRET)
     graded = examples()
     assert graded == examples() and graded["test_property[a]"] != graded["test_property[b]"], graded

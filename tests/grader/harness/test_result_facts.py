@@ -65,9 +65,8 @@ def test_every_sharding_check_records_the_layouts_it_compared(reference):
             assert check.expected.spec is not None and check.expected.sharding == "NamedSharding"
             here = blocks_on_this_host(check.expected)
             assert check.expected.device_ids() == here, test.nodeid
-            assert check.actual.device_ids() == here, (
-                test.nodeid
-            )  # the reference is laid out as asked
+            # the reference is laid out as asked
+            assert check.actual.device_ids() == here, test.nodeid
             assert sorted(d for block in check.actual.blocks for d in block.devices) == sorted(
                 check.expected.mesh_devices
             ), test.nodeid  # every device of the mesh, once
@@ -87,9 +86,8 @@ def test_every_collectives_check_records_what_it_found(reference):
         if "no_collectives" in test.name:
             assert check.found == () and check.exactly == {}, test.nodeid
         if "one_all_reduce" in test.name:
-            n = (
-                int(test.name.split("[", 1)[1].split("dev")[0]) if "[" in test.name else 8
-            )  # visible: 8 devices
+            # visible: 8 devices
+            n = int(test.name.split("[", 1)[1].split("dev")[0]) if "[" in test.name else 8
             [found] = check.found
             assert (found.op, found.group_size, found.mesh_axes) == ("all-reduce", n, ("data",)), (
                 test.nodeid
@@ -103,9 +101,8 @@ def test_every_collectives_check_records_what_it_found(reference):
 def test_every_speed_test_records_its_figures(reference):
     tests = reference.exercises[EX04.id].tests
     timed = [t for t in tests if Rule.SPEEDUP in t.rules]
-    assert (
-        len(timed) == 3
-    )  # the hidden and the visible speed rule, and the report-only figure against one device
+    # the hidden and the visible speed rule, and the report-only figure against one device
+    assert len(timed) == 3
     for test in timed:
         figures = test.speedup
         assert figures is not None and figures.policy == "report", test.nodeid
@@ -124,18 +121,16 @@ def test_every_speed_test_records_its_figures(reference):
         )
         assert figures.met == (figures.speedup >= figures.threshold)
     against_one = next(t for t in timed if "one_device" in t.name)
-    assert (
-        against_one.speedup.calibration is not None
-    )  # its threshold is scaled by the calibration kernel
+    # its threshold is scaled by the calibration kernel
+    assert against_one.speedup.calibration is not None
     assert all(t.speedup is None for t in tests if t not in timed)
 
 
 def test_a_wrong_layout_records_expected_and_actual(wrong_sharding):
     tests = {t.name: t for t in wrong_sharding.exercises[EX04.id].tests}
     test = tests["test_layer_auto"]
-    assert (
-        test.category == "failed" and "output: wrong sharding" in test.message
-    )  # the message as ever
+    # the message as ever
+    assert test.category == "failed" and "output: wrong sharding" in test.message
     [check] = test.layouts
     assert not check.passed
     assert (check.expected.spec, check.actual.spec) == ("P('data', None)", "P()")
@@ -143,9 +138,8 @@ def test_a_wrong_layout_records_expected_and_actual(wrong_sharding):
     assert [block.devices for block in check.actual.blocks] == [
         tuple(sorted(check.actual.mesh_devices))
     ]
-    assert len(check.expected.blocks) == len(
-        check.expected.mesh_devices
-    )  # one row block per device
+    # one row block per device
+    assert len(check.expected.blocks) == len(check.expected.mesh_devices)
 
 
 def test_facts_reach_report_json_and_read_back(reference, tmp_path):
@@ -168,6 +162,5 @@ def test_a_result_with_an_unknown_key_is_refused(reference):
     with pytest.raises(MalformedResult, match="Collective: unknown key.*hlo"):
         TestResult.from_dict(data)
     with pytest.raises(MalformedResult, match="TestResult: unknown key.*name"):
-        TestResult.from_dict(
-            test.to_dict() | {"name": test.name}
-        )  # only a reader that expects it may skip it
+        # only a reader that expects it may skip it
+        TestResult.from_dict(test.to_dict() | {"name": test.name})

@@ -36,9 +36,8 @@ from grader.course import catalog, paths
 from grader.grading.batch import grade_batch, student_folder
 from grader.grading.results import GradingResults
 
-pytestmark = pytest.mark.xdist_group(
-    "test_hostile"
-)  # its module-scoped fixture does the heavy work once
+# its module-scoped fixture does the heavy work once
+pytestmark = pytest.mark.xdist_group("test_hostile")
 
 EX01, EX02, EX03, EX04 = (catalog.get(f"ex0{n}") for n in (1, 2, 3, 4))
 GRADED = [EX01, EX02, EX03, EX04]
@@ -50,6 +49,7 @@ CACHE = (
 )
 PLANTED = "planted-by-a-student-cache"  # an entry's name as jax writes them (<key>-cache)
 CASES_DIR = Path(__file__).parent / "cases"
+SHARED = "_shared/"  # cases/_shared/: attack code several cases append ("_shared/read_secret.py")
 
 
 def source(exercise, stub: bool = False) -> str:
@@ -82,7 +82,8 @@ def wrap(function: str, condition: str, action: str) -> str:
 #       base = "reference" | "stub"   that of the exercise the file is the module of ("### " lines dropped);
 #                                     without it, the file starts empty
 #       replace = {old = new}         edits of the base, each old text found exactly once
-#       append = [file, ...]          files of the case's folder appended (after a blank line if any base)
+#       append = [file, ...]          files of the case's folder appended (after a blank line if any base);
+#                                     "_shared/<file>": one of cases/_shared/, which several cases use
 #       wrap = [{function, when, action}, ...]   `wrap(function, when, the text of the file action)` appended
 #   [expected]    exercise number -> {name prefix -> category or [accepted categories], "*" -> every other
 #                 test}; the first prefix a test's name starts with decides. An exercise not listed: every
@@ -121,7 +122,9 @@ def build(folder: Path, name: str, recipe: dict, used: set[str]) -> str:
         )
         text = text.replace(old, new)
     for part in recipe.get("append", []):
-        text += ("\n" if text else "") + (folder / part).read_text()
+        text += ("\n" if text else "") + (
+            CASES_DIR / part if part.startswith(SHARED) else folder / part
+        ).read_text()
         used.add(part)
     for wrapped in recipe.get("wrap", []):
         assert set(wrapped) == {"function", "when", "action"}, f"{folder.name}/{name}: {wrapped}"
@@ -150,7 +153,7 @@ def load_case(folder: Path) -> Case:
 CASES: dict[str, Case] = {
     folder.name: load_case(folder)
     for folder in sorted(CASES_DIR.iterdir())
-    if folder.is_dir() and folder.name != "__pycache__"
+    if folder.is_dir() and folder.name not in ("__pycache__", SHARED.strip("/"))
 }
 SHIPPED = sorted(set(CASES["ships_conftest_and_site_hooks"].files) - {EX01.module_file})
 
@@ -229,9 +232,8 @@ class Graded(NamedTuple):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """The whole corpus graded as one class, two at a time, as an instructor would."""
-    listener = socket.create_server(
-        ("127.0.0.1", 0)
-    )  # a submission that reaches it was not confined
+    # a submission that reaches it was not confined
+    listener = socket.create_server(("127.0.0.1", 0))
     listener.setblocking(False)
     port = str(listener.getsockname()[1])
     class_dir = tmp_path_factory.mktemp("class")

@@ -283,9 +283,8 @@ def test_an_hlo_line_is_cut_and_says_so(graded):
     )
     assert tests
     for test in tests:
-        assert test.passed, (
-            test.message
-        )  # one all-reduce, the right values: the attribute changes neither
+        # one all-reduce, the right values: the attribute changes neither
+        assert test.passed, test.message
         (check,) = test.collectives
         (reduce,) = check.found
         assert (

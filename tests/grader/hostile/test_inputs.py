@@ -31,9 +31,8 @@ from grader.course import catalog
 from grader.grading.batch import REPORT, grade_batch, student_folder
 from grader.grading.results import GradingResults
 
-pytestmark = pytest.mark.xdist_group(
-    "test_hostile_inputs"
-)  # one grading, shared by the tests below
+# one grading, shared by the tests below
+pytestmark = pytest.mark.xdist_group("test_hostile_inputs")
 
 EX04, EX05 = catalog.get("ex04"), catalog.get("ex05")
 TEST_TIMEOUT = 60

@@ -26,9 +26,8 @@ from grader.grading.engine import grade_submission
 from grader.grading.results import GradingResults
 from grader.worker import programs
 
-pytestmark = pytest.mark.xdist_group(
-    "test_hostile_programs"
-)  # one grading, shared by the tests below
+# one grading, shared by the tests below
+pytestmark = pytest.mark.xdist_group("test_hostile_programs")
 
 EX05, EX11 = catalog.get("ex05"), catalog.get("ex11")
 TEST_TIMEOUT = 10

@@ -40,9 +40,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_hostile_resources"
 
 EX01, EX12 = catalog.get("ex01"), catalog.get("ex12")
 GIB = 1 << 30
-HOG_LIMIT = (
-    2 * GIB
-)  # the bomb's --memory-limit: its submission may hold 4 GiB (grader.grading.engine)
+# the bomb's --memory-limit: its submission may hold 4 GiB (grader.grading.engine)
+HOG_LIMIT = 2 * GIB
 BUDGET = confinement.WorkerLimits().processes
 HOST_PORT = "__SHARDLAB_HOST_PORT__"  # replaced by the port of the test's listeners
 V1_GROUPS = {"pids", "memory"} <= set(cgroups.hierarchies()) and cgroups.hierarchies()[
@@ -174,9 +173,8 @@ FILLS_ITS_BUDGET = code(f"""
 class Watch:
     """What the test saw of the hostile grading's groups, sampled twice a second."""
 
-    samples: list[tuple[float, int, int, int]] = field(
-        default_factory=list
-    )  # (time.monotonic(), tasks in
+    # (time.monotonic(), tasks in
+    samples: list[tuple[float, int, int, int]] = field(default_factory=list)
     #       the bomb's sandbox, bytes its submission's memory group holds, processes the kernel killed there)
     memory_limit: int = 0
     pids_groups: set[Path] = field(default_factory=set)
@@ -327,9 +325,8 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
     )
     assert f"peak {seen.memory_limit / 2**30:.2f} GiB" in bomb["environment"]["isolation"]["memory"]
     assert bomb["environment"]["limits"]["worker_memory_bytes"] == HOG_LIMIT
-    assert (
-        bomb["environment"]["limits"]["submission_memory_bytes"] == seen.memory_limit
-    )  # as the kernel held it
+    # as the kernel held it
+    assert bomb["environment"]["limits"]["submission_memory_bytes"] == seen.memory_limit
     assert not any(group.exists() for group in seen.pids_groups | seen.memory_groups)
     bomb_uids = seen.uids - {0}
     if (
@@ -353,9 +350,8 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
         assert not [p.pid for p in of_uid if not in_another_sandbox(p.pid, seen.pids_groups)]
         lock = os.open(users.lock_folder() / str(uid), os.O_RDWR)
         try:
-            fcntl.flock(
-                lock, fcntl.LOCK_EX | fcntl.LOCK_NB
-            )  # free again: released by the grading's end
+            # free again: released by the grading's end
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             assert of_uid, f"uid {uid} is still locked and no later grading holds it"
         finally:

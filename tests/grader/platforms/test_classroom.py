@@ -125,9 +125,8 @@ def reporter(env: dict[str, str], runners: str) -> Reported:
             continue
         most += result["max_score"]
         for test in result["tests"]:
-            assert isinstance(test["score"], int | float), (
-                test
-            )  # JavaScript would add undefined: NaN
+            # JavaScript would add undefined: NaN
+            assert isinstance(test["score"], int | float), test
             total += test["score"]
     notice = f"Points {js_number(total)}/{js_number(most)}" if most else None
     statuses = [result["status"] for result in results.values()]
@@ -266,9 +265,8 @@ def test_the_workflow_is_wired_as_classroom_reads_it(handout):
     # Classroom's generated workflow's names and permissions.
     assert flow["name"] == "Autograding Tests"
     assert list(flow["jobs"]) == ["run-autograding-tests"]
-    assert (
-        "name" not in flow["jobs"]["run-autograding-tests"]
-    )  # the check run is named by the job id
+    # the check run is named by the job id
+    assert "name" not in flow["jobs"]["run-autograding-tests"]
     assert flow["permissions"] == {"checks": "write", "actions": "read", "contents": "read"}
     assert "push" in flow["on"] and "repository_dispatch" in flow["on"]
     grade, reporter_step = steps(handout)
@@ -297,6 +295,5 @@ def test_reporter_emulation_can_fail():
         reporter({"shardlab_RESULTS": encoded}, "shardlab")
     assert reporter({"SHARDLAB_RESULTS": encoded}, "shardlab").failed is None
     unscored = base64.b64encode(json.dumps(result | {"max_score": 0}).encode()).decode()
-    assert (
-        reporter({"SHARDLAB_RESULTS": unscored}, "shardlab").notice is None
-    )  # nothing for Classroom
+    # nothing for Classroom
+    assert reporter({"SHARDLAB_RESULTS": unscored}, "shardlab").notice is None

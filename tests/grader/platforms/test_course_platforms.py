@@ -294,9 +294,8 @@ def test_a_rebuild_moves_a_due_date_and_a_local_config_chooses_the_gradebook(
     )
     build_course(root, course=moved, exercises=["ex12"], tests=collected)
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
-        assert gradebook.find_assignment("week2").duedate == datetime(
-            2026, 10, 12, 23, 59
-        )  # untouched since
+        # untouched since
+        assert gradebook.find_assignment("week2").duedate == datetime(2026, 10, 12, 23, 59)
     with Gradebook(f"sqlite:///{elsewhere}") as gradebook:
         assert gradebook.find_assignment("week2").duedate == datetime(2026, 10, 14, 12, 0)
 
@@ -350,9 +349,8 @@ def nbgrader(course_dir: Path, *args: str) -> str:
 def test_nbgrader_itself_reads_the_due_dates_and_generate_assignment_keeps_them(
     nbgrader_course, course, tmp_path
 ):
-    root = Path(
-        shutil.copytree(nbgrader_course, tmp_path / "course")
-    )  # its config names its own gradebook
+    # its config names its own gradebook
+    root = Path(shutil.copytree(nbgrader_course, tmp_path / "course"))
     listed = nbgrader(root, "db", "assignment", "list")
     assert "week1 (due: 2026-10-05 21:59:00)" in listed and "practice (due: None)" in listed
     nbgrader(root, "generate_assignment", "week1", "--force")
@@ -468,9 +466,8 @@ def grader_arguments(root: Path, tmp_path: Path, **env: str) -> list[str]:
         env=os.environ | {"SHARDLAB_AUTOGRADER": str(root), "SHARDLAB_PYTHON": str(python)} | env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (
-        json.loads((root / "results" / "results.json").read_text())["score"] == 0
-    )  # the stand-in failed
+    # the stand-in failed
+    assert json.loads((root / "results" / "results.json").read_text())["score"] == 0
     return json.loads(record.read_text())
 
 

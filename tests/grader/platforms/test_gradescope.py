@@ -29,9 +29,8 @@ from markdown_it import MarkdownIt
 from grader.course import catalog, paths, stubs
 from grader.platforms import gradescope, no_secrets
 
-pytestmark = pytest.mark.xdist_group(
-    "test_gradescope"
-)  # its module-scoped fixture does the heavy work once
+# its module-scoped fixture does the heavy work once
+pytestmark = pytest.mark.xdist_group("test_gradescope")
 
 EX01 = catalog.get("ex01_meshes")
 
@@ -116,9 +115,8 @@ def test_no_file_of_the_zip_holds_a_line_of_a_solution(built_zip):
         for path in paths.SOLUTIONS_DIR.glob("*.py")
         for _, line in stubs.solution_lines(path.read_text())
     }
-    assert (
-        len(no_secrets.course_secrets().lines(no_secrets.GRADESCOPE)) > 40
-    )  # the check has something to find
+    # the check has something to find
+    assert len(no_secrets.course_secrets().lines(no_secrets.GRADESCOPE)) > 40
     with zipfile.ZipFile(built_zip) as zf:
         for name in zf.namelist():
             for number, line in enumerate(

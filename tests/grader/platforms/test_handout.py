@@ -28,9 +28,8 @@ from grader.platforms.handout import (
     verify_handout,
 )
 
-pytestmark = pytest.mark.xdist_group(
-    "test_handout"
-)  # its module-scoped fixture does the heavy work once
+# its module-scoped fixture does the heavy work once
+pytestmark = pytest.mark.xdist_group("test_handout")
 
 EX04 = catalog.get("ex04_sharded_layer")
 ALL = [exercise.id for exercise in catalog.EXERCISES]
@@ -122,9 +121,8 @@ def test_verify_flags_a_planted_solution_line(handout_copy):
     stub.write_text(stub.read_text() + f"\n\ndef helper():\n    {line}\n")
     where = len(stub.read_text().splitlines())
     origin = secrets.solution_lines[line]
-    assert origin.startswith(
-        f"solutions/{EX04.module_file}:"
-    )  # where it is written first ("...:77")
+    # where it is written first ("...:77")
+    assert origin.startswith(f"solutions/{EX04.module_file}:")
     assert verify_handout(handout_copy) == [
         f"exercises/{EX04.module_file}:{where}: a line of {origin}: {line[:80]}"
     ]
@@ -270,9 +268,8 @@ def test_workflow_installs_and_runs_the_grade_script(handout):
     runs = [step.get("run") for step in steps]
     assert runs.index("pip install -e .") < runs.index("bash .github/grade.sh graded")
     grade = next(step for step in steps if step.get("run") == "bash .github/grade.sh graded")
-    assert (
-        grade["id"] == "shardlab"
-    )  # the Classroom reporter's runner (tests/grader/platforms/test_classroom.py)
+    # the Classroom reporter's runner (tests/grader/platforms/test_classroom.py)
+    assert grade["id"] == "shardlab"
     setup = next(step for step in steps if step.get("uses", "").startswith("actions/setup-python@"))
     assert setup["with"]["python-version"] == "3.11"
     upload = next(
@@ -340,9 +337,8 @@ def test_grade_summary_publishes_the_score(handout, tmp_path):
         "| ex01_meshes | Devices and meshes | visible: 4 of 10 points checked, all pass | 4 of 4 |"
         in summary.read_text()
     )
-    classroom = classroom_result(
-        outputs
-    )  # the points the visible tests check, not the course's; not all pass
+    # the points the visible tests check, not the course's; not all pass
+    classroom = classroom_result(outputs)
     assert classroom["status"] == "fail" and classroom["max_score"] == checked
     assert sum(test["score"] for test in classroom["tests"]) == 5
     assert [test["status"] for test in classroom["tests"]] == ["pass"] + ["fail"] * (

@@ -29,9 +29,8 @@ from grader.platforms.nbgrader_course import (
     parse_groups,
 )
 
-pytestmark = pytest.mark.xdist_group(
-    "test_nbgrader"
-)  # its module-scoped fixture does the heavy work once
+# its module-scoped fixture does the heavy work once
+pytestmark = pytest.mark.xdist_group("test_nbgrader")
 
 EX01, EX04 = catalog.get("ex01_meshes"), catalog.get("ex04_sharded_layer")
 EX09, EX12 = catalog.get("ex09_fsdp"), catalog.get("ex12_multi_controller")

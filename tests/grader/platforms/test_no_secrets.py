@@ -250,9 +250,8 @@ def test_the_nbgrader_build_runs_the_check_on_the_released_notebooks(
     setup_line = notebooks.SETUP_SOURCE.splitlines().index(SHIPPED) + 1
     cell = f"release/{EX01.id}/{EX01.id}.ipynb#{notebooks.grade_id(EX01, 'setup')}"
     assert [leak.where for leak in raised.value.leaks] == [f"{cell}:{setup_line}"]
-    assert isinstance(
-        raised.value, ValueError
-    )  # what `shardlab nbgrader build` reports, exit status 2
+    # what `shardlab nbgrader build` reports, exit status 2
+    assert isinstance(raised.value, ValueError)
     assert not out.exists()
 
 

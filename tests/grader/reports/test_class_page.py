@@ -311,9 +311,8 @@ def test_what_to_teach_again_groups_failures_by_function_and_message(written):
         (f"timeout: the test ran longer than # s {MARKUP}", "1"),
     ]
     example = entries[0].all("li")[0].one("pre").text
-    assert (
-        example == "failed: max abs error 0.123\n  at index (0, 1)"
-    )  # alice's, the first by name, in full
+    # alice's, the first by name, in full
+    assert example == "failed: max abs error 0.123\n  at index (0, 1)"
     assert "at least 25%" in section.text and "at most 20" in section.text
 
 

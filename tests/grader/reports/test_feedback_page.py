@@ -56,9 +56,8 @@ ROWS_8 = named((8,), ("data",), ("data", None), (64, 10))
 REPLICATED_8 = named((8,), ("data",), (), (64, 10))
 GRID_2x4 = named((2, 4), ("x", "y"), ("x", "y"), (8, 16))
 PARTIAL_2x4 = named((2, 4), ("x", "y"), ("x", None), (8, 16))
-COLUMNS_2x4 = named(
-    (2, 4), ("x", "y"), (None, "x"), (8, 16)
-)  # PARTIAL_2x4's device sets, on columns
+# PARTIAL_2x4's device sets, on columns
+COLUMNS_2x4 = named((2, 4), ("x", "y"), (None, "x"), (8, 16))
 DEEP = named((2, 4), ("x", "y"), (None, "x", "y"), (2, 4, 8))
 VECTOR = named((4,), ("data",), ("data",), (12,))
 
@@ -386,9 +385,8 @@ def test_nothing_from_a_result_becomes_markup_and_nothing_runs(written):
     )
     assert csp.startswith("default-src 'none'; ")
     digest = base64.b64encode(hashlib.sha256("".join(parsed.styles).encode()).digest()).decode()
-    assert (
-        f"style-src 'sha256-{digest}'" in csp
-    )  # the one stylesheet, by its hash: nothing else may style
+    # the one stylesheet, by its hash: nothing else may style
+    assert f"style-src 'sha256-{digest}'" in csp
 
 
 def test_the_same_results_give_the_same_bytes(results):
@@ -407,9 +405,8 @@ def test_hidden_tests_follow_the_visibility_policy(results, visibility):
             and "test_layer_hidden_values" not in page
         )
         assert "3 hidden tests, shown to instructors only." in page
-        assert (
-            "of 3 visible tests passed" in page
-        )  # no per-exercise score that would tell how hidden tests went
+        # no per-exercise score that would tell how hidden tests went
+        assert "of 3 visible tests passed" in page
     else:
         assert len(shown) == len(hidden) and "max abs error 0.25 at (3, 1)" in page
     assert "def test_" not in page  # names and messages, never code
@@ -448,9 +445,8 @@ def test_check_html_writes_the_page_of_the_visible_tests(tmp_path):
     )
     page = tmp_path / ".shardlab" / "feedback.html"
     assert done.returncode == 1 and f"Feedback page: {page.relative_to(tmp_path)}" in done.stdout
-    assert (
-        "✗ test_place_rows_and_columns  failed" in done.stdout
-    )  # the terminal output is as before
+    # the terminal output is as before
+    assert "✗ test_place_rows_and_columns  failed" in done.stdout
     parsed = Parsed(page.read_text())
     assert parsed.tests and all(t["data-hidden"] == "false" for t in parsed.tests)
     assert (

@@ -523,15 +523,13 @@ def test_strict_refuses_a_sandbox_that_cannot_contain_the_worker(monkeypatch):
             "a process budget of its own" in reason and "a network namespace of its own" in reason
         )
         assert "apt-get install bubblewrap" in reason
-        assert (
-            confinement.choose_isolation("landlock") is Isolation.LANDLOCK
-        )  # asked for by name: accepted
+        # asked for by name: accepted
+        assert confinement.choose_isolation("landlock") is Isolation.LANDLOCK
         described = confinement.describe(Isolation.LANDLOCK)
         assert described["not_applied"] and described["process_budget"].startswith("none")
         assert described["network"].startswith("the grader's network"), described
-        assert (
-            confinement._probe(Isolation.LANDLOCK).observed.own_network is False
-        )  # really started so
+        # really started so
+        assert confinement._probe(Isolation.LANDLOCK).observed.own_network is False
     finally:
         confinement._probe.cache_clear()
 

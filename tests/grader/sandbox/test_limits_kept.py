@@ -67,9 +67,8 @@ def results_of(report: dict) -> list[dict]:
 def test_the_submissions_memory_is_each_harness_allowance_plus_its_workers_limit():
     assert engine.submission_memory_limit(6 * GIB, 2) == 2 * (HARNESS_ALLOWANCE_BYTES + 6 * GIB)
     assert engine.submission_memory_limit(16 * GIB, 1) == HARNESS_ALLOWANCE_BYTES + 16 * GIB
-    assert (
-        engine.submission_memory_limit(None, 2) is None
-    )  # --memory-limit 0: no limit there either
+    # --memory-limit 0: no limit there either
+    assert engine.submission_memory_limit(None, 2) is None
 
 
 HOLD = (
@@ -162,9 +161,8 @@ def test_a_worker_may_hold_what_its_memory_limit_gives_it(tmp_path):
             f"{limits['submission_memory_bytes'] / GIB:.1f} GiB for the submission"
         ), memory
         peak = float(re.search(r"peak ([0-9.]+) GiB", memory).group(1))
-        assert 4.0 <= peak <= limits["submission_memory_bytes"] / GIB, (
-            memory
-        )  # the table was held, in the group
+        # the table was held, in the group
+        assert 4.0 <= peak <= limits["submission_memory_bytes"] / GIB, memory
     else:
         assert limits["submission_memory_bytes"] is None and memory.startswith("not bounded"), (
             memory

@@ -334,9 +334,8 @@ def test_every_custom_call_the_course_does_not_need_is_refused(target):
 
 @pytest.mark.parametrize("target", sorted(programs.ALLOWED_CUSTOM_CALLS))
 def test_the_partitioners_annotations_are_allowed(target):
-    assert (
-        target in _export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE
-    )  # nothing jax does not keep stable
+    # nothing jax does not keep stable
+    assert target in _export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE
     assert programs.refusal(programs.module_facts(_module(target))) is None
 
 

@@ -1,23 +1,4 @@
-import jax
-import numpy as _np
-
-
-class _FakeArray(jax.Array):
-    is_fully_addressable = True
-    addressable_shards = ()
-
-    def __init__(self, value, sharding):
-        self._value, self._sharding = _np.asarray(value), sharding
-
-    sharding = property(lambda self: self._sharding)
-    shape = property(lambda self: self._value.shape)
-    dtype = property(lambda self: self._value.dtype)
-    ndim = property(lambda self: self._value.ndim)
-
-    def __array__(self, dtype=None, copy=None):
-        return self._value
-
-
+# ruff: noqa: F821 (_shared/fake_array.py, appended before this file, defines the names it uses)
 class _AnySharding:
     def is_equivalent_to(self, other, ndim):
         return True
