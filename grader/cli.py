@@ -61,21 +61,8 @@ def _add_nbgrader_commands(commands, handout: bool = False) -> None:
     build.set_defaults(func=_handler("builds", "nbgrader_build_command"))
 
 
-def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
-    """The command line; in a student's handout (handout=True) the help shows only what works there."""
-    parser = argparse.ArgumentParser(
-        prog="shardlab",
-        description="A self-grading course in JAX parallelism. Students: `shardlab check` runs "
-        "the visible tests of your next exercise, `shardlab list` shows where you are.",
-    )
-    shown = IN_A_HANDOUT + (() if handout else STAFF_ONLY)  # in the order they are added below
-    commands = parser.add_subparsers(
-        dest="command",
-        required=True,
-        metavar="{" + ",".join(shown) + "}",
-        title="commands (students: check and list; the others are for course staff)",
-    )
-
+def _add_student_commands(commands, handout: bool) -> None:
+    """Check and list: what a student runs."""
     check = commands.add_parser(
         "check",
         help="run the visible tests of your next pending exercise, of "
@@ -121,6 +108,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     )
     listing.set_defaults(func=_handler("student", "list_from_args"))
 
+
+def _add_grading_commands(commands, handout: bool) -> None:
+    """Grade, grade-batch and calibrate."""
     grade = commands.add_parser(
         "grade",
         help="grade one submission (a folder or a .zip of exNN_name.py modules); "
@@ -221,6 +211,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     add_arguments(calibrate, CALIBRATE)
     calibrate.set_defaults(func=_handler("grading", "calibrate_command"))
 
+
+def _add_release_commands(commands, handout: bool) -> None:
+    """Stubs and release: the course's files for students."""
     stubs = commands.add_parser(
         "stubs",
         **_staff(
@@ -254,6 +247,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     )
     release.set_defaults(func=_handler("builds", "release_command"))
 
+
+def _add_term_commands(commands, handout: bool) -> None:
+    """Course check, override and export: a term over a graded class."""
     course = commands.add_parser(
         "course", **_staff(handout, "course staff: the term's course file")
     )
@@ -326,6 +322,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     add_arguments(export, "export")
     export.set_defaults(func=_handler("term", "export_command"))
 
+
+def _add_platform_commands(commands, handout: bool) -> None:
+    """Nbgrader build and gradescope build."""
     _add_nbgrader_commands(commands, handout)
 
     gradescope = commands.add_parser(
@@ -342,6 +341,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     add_arguments(gradescope_build, "gradescope build")
     gradescope_build.set_defaults(func=_handler("builds", "gradescope_build_command"))
 
+
+def _add_dev_check(commands, handout: bool) -> None:
+    """Dev-check: the course's self-check."""
     dev = commands.add_parser(
         "dev-check",
         **_staff(
@@ -353,6 +355,29 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     )
     dev.add_argument("--no-tests", action="store_true", help="skip the two test runs")
     dev.set_defaults(func=_handler("devcheck", "dev_check_command"))
+
+
+def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
+    """The command line; in a student's handout (handout=True) the help shows only what works there."""
+    parser = argparse.ArgumentParser(
+        prog="shardlab",
+        description="A self-grading course in JAX parallelism. Students: `shardlab check` runs "
+        "the visible tests of your next exercise, `shardlab list` shows where you are.",
+    )
+    shown = IN_A_HANDOUT + (() if handout else STAFF_ONLY)  # in the order they are added below
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="{" + ",".join(shown) + "}",
+        title="commands (students: check and list; the others are for course staff)",
+    )
+
+    _add_student_commands(commands, handout)
+    _add_grading_commands(commands, handout)
+    _add_release_commands(commands, handout)
+    _add_term_commands(commands, handout)
+    _add_platform_commands(commands, handout)
+    _add_dev_check(commands, handout)
     return parser
 
 
