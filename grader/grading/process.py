@@ -212,23 +212,22 @@ def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float)
             return
 
 
-def _apply_event(event: dict, outcome: ChildOutcome) -> bool:
+def _apply_event(event: events.Event, outcome: ChildOutcome) -> bool:
     """Update the outcome; True when a test's clock starts (again)."""
-    kind = event.get("e")
-    if kind == "collected":
-        outcome.collected = [TestMeta.from_dict(test) for test in event["tests"]]
-        outcome.limits = {test.nodeid: test.limit for test in outcome.collected}
-    elif kind == "start":
-        outcome.running = event["nodeid"]
-        return True
-    elif kind == "running":
-        return True  # the timing lock was acquired: waiting for it does not count
-    elif (
-        kind == runner.RESULT_EVENT
-    ):  # a malformed result is the grader's own bug: it stops grading
-        result = runner.read_result_event(event)  # (MalformedResult)
-        outcome.results[result.nodeid] = result
-        outcome.running = None
-    elif kind == "compile_cache":
-        outcome.compile_cache = {k: v for k, v in event.items() if k != "e"}
+    match event:
+        case events.Collected(tests):
+            outcome.collected = [TestMeta.from_dict(test) for test in tests]
+            outcome.limits = {test.nodeid: test.limit for test in outcome.collected}
+        case events.Started(nodeid):
+            outcome.running = nodeid
+            return True
+        case events.Running():
+            return True  # the timing lock was acquired: waiting for it does not count
+        case events.Finished():
+            # A malformed result is the grader's own bug (MalformedResult): it stops grading.
+            result = runner.read_result_event(event)
+            outcome.results[result.nodeid] = result
+            outcome.running = None
+        case events.CacheCounts(hits, misses):
+            outcome.compile_cache = {"hits": hits, "misses": misses}
     return False

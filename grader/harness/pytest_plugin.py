@@ -26,7 +26,7 @@ from grader.course import catalog
 from grader.course.devices import DeviceCountError, verify_host_devices
 from grader.course.implementations import resolve_source
 from grader.harness import compile_counts, timing_lock
-from grader.harness.events import EventStream
+from grader.harness.events import EventStream, Running
 from grader.harness.session import META, SESSION, HarnessSession, session_of
 from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits
 
@@ -138,7 +138,7 @@ def pytest_runtest_call(item):
 
         raise WorkerTimeout(STOPPED)
     with hold:
-        session.events.send({"e": "running", "nodeid": item.nodeid})
+        session.events.send(Running(item.nodeid))
         # after the lock: waiting for it is never charged
         session.start_clock(item.stash[META].limit)
         try:

