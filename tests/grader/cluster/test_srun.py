@@ -30,8 +30,9 @@ pytestmark = pytest.mark.xdist_group("test_cluster_srun")
 MODULE = "ex12_multi_controller.py"
 REFERENCE = paths.SOLUTIONS_DIR / MODULE
 DRIVER = paths.EXERCISE_TESTS_DIR / "ex12_multi_controller" / "driver.py"
-JOIN = """    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
-                               process_id=process_id)
+JOIN = """    jax.distributed.initialize(
+        coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id
+    )
 """
 BARRIER = "    multihost_utils.sync_global_devices(name)\n"
 # The venv's executables, found beside the Python running the tests (.ci/run does not activate the venv).
