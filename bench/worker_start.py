@@ -52,9 +52,8 @@ def series(level: confinement.Isolation, runs: int, scratch: Path) -> None:
     module = RemoteModule(folder / "student.py", worker)
     worker._spawn()
     try:
-        for _ in range(
-            runs
-        ):  # one Worker: replace its worker as after a crash, then ask for the next
+        # one Worker: replace its worker as after a crash, then ask for the next
+        for _ in range(runs):
             module.first_jax_call()
             zygote = worker._zygote
             begun = time.perf_counter()

@@ -57,9 +57,8 @@ def launcher_pid(root: int) -> int | None:
             command = process.cmdline()
         except psutil.Error:  # unreadable for a moment: its children may still be the ones
             command = []
-        if "-m" in command and command[command.index("-m") + 1 :][:1] == [
-            LAUNCHER
-        ]:  # not one that starts it
+        # not one that starts it
+        if "-m" in command and command[command.index("-m") + 1 :][:1] == [LAUNCHER]:
             return pid
         try:
             queue.extend(child.pid for child in process.children())

@@ -136,9 +136,8 @@ class Channel:
         # whatever size the client's encoder announces
         self.decoder.max_allowed_table_size = 1 << 16
         self.streams: dict[int, Stream] = {}
-        self.block: tuple[int, int, bytearray, list[bytes]] | None = (
-            None  # (stream, flags, fragment, frames)
-        )
+        # (stream, flags, fragment, frames)
+        self.block: tuple[int, int, bytearray, list[bytes]] | None = None
         self.task: int | None = None
         self.incarnation: int | None = None
 
@@ -179,11 +178,8 @@ class Channel:
                     "process": self.task,
                 }
             )
-        except (
-            hpack.HPACKError,
-            Refused,
-            UnicodeDecodeError,
-        ) as exc:  # Refused: a header out of place
+        # Refused: a header out of place
+        except (hpack.HPACKError, Refused, UnicodeDecodeError) as exc:
             self.report(
                 {
                     "refused": f"it broke the HTTP/2 protocol ({type(exc).__name__}: {exc})"[:300],

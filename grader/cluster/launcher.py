@@ -54,13 +54,11 @@ from grader.worker import framing, protocol_errors
 
 REPORT_LIMIT = 1 << 20  # a process's report holds a few small arrays; anything larger is dropped
 LISTEN_SECONDS = 120.0  # how long the processes wait for the coordinator before trying anyway
-COMPLETE_SECONDS = (
-    5.0  # once the coordinator has ended, how long its last reports may take to relay
-)
+# once the coordinator has ended, how long its last reports may take to relay
+COMPLETE_SECONDS = 5.0
 HOLD_SECONDS = 10.0  # then how long the harness may take to read every report before they leave
-UNUSED_BIND_ADDRESS = (
-    "127.0.0.1:0"  # where the student's process 0 starts jax's service, which no one joins
-)
+# where the student's process 0 starts jax's service, which no one joins
+UNUSED_BIND_ADDRESS = "127.0.0.1:0"
 
 
 def free_port() -> int:
@@ -119,9 +117,8 @@ def start_coordinator(address: str, processes: int, relay: Relay) -> tuple[subpr
                     Service({"failed": f"the coordinator ended (exit status {coordinator.wait()})"})
                 )
         events["ended"].set()
-        events[
-            "listening"
-        ].set()  # the processes are not kept waiting for a coordinator that is gone
+        # the processes are not kept waiting for a coordinator that is gone
+        events["listening"].set()
         os.close(read_fd)
 
     threading.Thread(target=forward, daemon=True).start()
@@ -336,9 +333,8 @@ def main(argv: list[str]) -> int:
     os.close(release_w)
     for thread in threads:
         thread.join()
-    for (
-        child
-    ) in children:  # the processes' last words (a daemon of theirs may hold the pipe: not for long)
+    # the processes' last words (a daemon of theirs may hold the pipe: not for long)
+    for child in children:
         child.copy.join(timeout=2)
     events["stopping"].set()
     coordinator.kill()

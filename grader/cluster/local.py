@@ -69,9 +69,8 @@ def read_relay(fd: int, into: queue.Queue) -> None:
         while True:
             try:
                 into.put(messages.receive(fd, messages.RELAYED, REPORT_BYTES))
-            except (
-                messages.Malformed
-            ):  # not a message of the relay: ignored, as it can only cost the student
+            # not a message of the relay: ignored, as it can only cost the student
+            except messages.Malformed:
                 pass
     except (EOFError, protocol_errors.ProtocolError, RecursionError, OSError):
         pass

@@ -46,9 +46,8 @@ class Task(Message):
     coordinator: str | None  # None under srun: jax finds it in Slurm's environment
     inputs: Any  # the harness's draw for this process, a codec tree
     driver: DriverSource
-    census: tuple[
-        str, ...
-    ] = ()  # the steps after which the harness looks at the process's connections
+    # the steps after which the harness looks at the process's connections
+    census: tuple[str, ...] = ()
 
 
 class Spec(Message):

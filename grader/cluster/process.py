@@ -40,9 +40,8 @@ from types import ModuleType
 from grader.cluster import messages
 from grader.cluster.messages import Task
 
-CENSUS_SECONDS = (
-    10.0  # the longest a process waits for the harness's census before it goes on regardless
-)
+# the longest a process waits for the harness's census before it goes on regardless
+CENSUS_SECONDS = 10.0
 
 
 def _frames(exc: BaseException, module_path: Path) -> list[dict]:

@@ -78,9 +78,8 @@ def record_report(run: ClusterRun, process: int, report, when: float) -> str | N
         and isinstance(devices, list)
         and all(type(d) is int for d in devices)
     ):
-        run.published[process] = (
-            devices  # its own word: only where no coordinator of the grader's saw them
-        )
+        # its own word: only where no coordinator of the grader's saw them
+        run.published[process] = devices
         return None
     if isinstance(message.get("import_error"), str) and run.import_error is None:
         run.import_error = message["import_error"]

@@ -135,38 +135,31 @@ class ClusterRun:
     output: str = ""  # what the processes printed, truncated
     coordinator: str = ""  # "127.0.0.1:port", as the launcher chose it
     workdir: str = ""  # the run's folder: each process works in a folder of its own in it
-    # (process, step, "started" or
+    # (process, step, "started" or "done") -> when the harness received it, in seconds from the start
     seen: dict[tuple[int, str, str], float] = field(default_factory=dict)
-    #                                        "done") -> when the harness received it, in seconds from the start
     # What the grader saw itself, rather than a process's word:
     separated: bool = False  # each process had a Landlock ruleset of its own (no common file)
     # process -> its pid in the sandbox (the launcher's)
     sandbox_pids: dict[int, int] = field(default_factory=dict)
     registered: bool = False  # the grader's coordinator saw every process register
-    # process -> the global ids of the devices its
+    # process -> the global ids of the devices its jax published to the grader's coordinator
     published: dict[int, list[int]] = field(default_factory=dict)
-    #                                        jax published to the grader's coordinator
-    # process -> None when the harness saw it
+    # process -> None when the harness saw it hold a connection to the coordinator as its join step
+    # returned
     connection: dict[int, str | None] = field(default_factory=dict)
-    #                                        hold a connection to the coordinator as its join step returned
-    # (process, step) -> the TCP
+    # (process, step) -> the TCP sockets the harness saw it hold as that step (the join, the proof) ended
     sockets: dict[tuple[int, str], list[Connection]] = field(default_factory=dict)
-    #                                        sockets the harness saw it hold as that step (the join, the proof) ended
     gate: GateSeen = field(default_factory=GateSeen)
-    proof_step: str | None = (
-        None  # the driver's collective of the grader's (none: nothing to prove)
-    )
-    service_error: str | None = (
-        None  # the grader's coordinator failed (the grader's fault, not the student's)
-    )
+    # the driver's collective of the grader's (none: nothing to prove)
+    proof_step: str | None = None
+    # the grader's coordinator failed (the grader's fault, not the student's)
+    service_error: str | None = None
     launcher: str = "local"  # or "srun" (grader.cluster.srun)
-    observed_joins: bool = (
-        True  # False under srun: no coordinator of the grader's, published is each
-    )
-    #                                        process's own report and not_joined() sees nothing
-    launch_error: str | None = (
-        None  # srun started no process: it failed, or waited too long (what it said)
-    )
+    # False under srun: no coordinator of the grader's, published is each process's own report and
+    # not_joined() sees nothing
+    observed_joins: bool = True
+    # srun started no process: it failed, or waited too long (what it said)
+    launch_error: str | None = None
 
     @property
     def join_step(self) -> str:
@@ -291,9 +284,8 @@ class ClusterRun:
         the sockets open on its coordinator's port. Both empty once run_cluster has returned."""
         inside = self.workdir + os.sep
 
-        def of_run(
-            info: dict,
-        ) -> bool:  # under srun, the tasks are told their run (they work elsewhere)
+        # under srun, the tasks are told their run (they work elsewhere)
+        def of_run(info: dict) -> bool:
             if self.launcher == "srun":
                 return (info["environ"] or {}).get(RUN_VARIABLE) == self.workdir
             return info["cwd"] == self.workdir or (info["cwd"] or "").startswith(inside)

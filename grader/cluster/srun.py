@@ -376,9 +376,8 @@ class SrunLaunch(Launch):
         run, said = self.run, self.said
         # how tasks ended, not by the harness's hand
         run.exits.update(task_exits(said, run.processes))
-        if not self.greeted and (
-            self.code is None or self.code != 0
-        ):  # srun failed, or still waited
+        # srun failed, or still waited
+        if not self.greeted and (self.code is None or self.code != 0):
             lines = [line for line in said.splitlines() if line.startswith("srun:")][-OUTPUT_LINES:]
             run.launch_error = (
                 (

@@ -191,9 +191,8 @@ def grade_batch_command(args) -> int:
     except ShardlabError as exc:
         print(f"shardlab grade-batch: {exc}", file=sys.stderr)
         return 2
-    if (
-        course.source is not None
-    ):  # each student's grading (a child, a Slurm task) reads the same file
+    # each student's grading (a child, a Slurm task) reads the same file
+    if course.source is not None:
         options = dataclasses.replace(options, course=Path(course.source.path))
     if args.slurm or args.slurm_dry_run:
         return grade_batch_on_slurm(args, options, term)

@@ -232,9 +232,8 @@ class SlurmBatch:
 
     name: str
     out: str
-    students: dict[
-        str, str
-    ]  # every student of the class -> their submission (the collect job's rows)
+    # every student of the class -> their submission (the collect job's rows)
+    students: dict[str, str]
     todo: list[str]  # array index -> student
     grade_arguments: list[str]  # `shardlab grade` options, as on one machine
     timeout: float  # one grading, before grade_one kills it

@@ -144,10 +144,8 @@ def syntax_error(path: Path) -> str:
             if exc.offset and exc.offset > 0:
                 shown.append("    " + " " * (exc.offset - 1) + "^")
         return "\n".join(shown)
-    except (
-        OSError,
-        ValueError,
-    ):  # missing: the tests say "not attempted"; NUL bytes: Python says it below
+    # missing: the tests say "not attempted"; NUL bytes: Python says it below
+    except (OSError, ValueError):
         return ""
     return ""
 
@@ -162,9 +160,8 @@ def check_exercises(
     """Run these exercises' visible tests against the modules in `source`, in one pytest process
     stopped after `seconds_each` per exercise (a student's endless loop ends the check, not the shell).
     launcher: how a multi-process exercise starts its processes ("srun": one Slurm step)."""
-    digests = [
-        module_hash(e.stub_path(source)) for e in exercises
-    ]  # before the run: what was checked
+    # before the run: what was checked
+    digests = [module_hash(e.stub_path(source)) for e in exercises]
     broken = {e.id: problem for e in exercises if (problem := syntax_error(e.stub_path(source)))}
     if broken:  # each broken module said once; the others run as usual
         rest = [e for e in exercises if e.id not in broken]

@@ -17,17 +17,15 @@ MESSAGE_CHARS = 4_000  # a test's message: what its failure says
 OUTPUT_CHARS = 2_000  # what a test's code printed
 NAME_CHARS = 200  # one name in a fact: a mesh axis, a check, an op, a spec as written, a label
 LINE_CHARS = 2_000  # one HLO instruction
-TEST_FACTS_CHARS = (
-    48_000  # all one test's facts (as text_size counts them), each name already cut ...
-)
-AROUND_A_FACT = 200  # ... and this much for each (a check, a collective found): the markup and the
-# indentation reports put around it, as much again as a collective's own text
-GRADING_CHARS = (
-    4_000_000  # a grading's tests in all: their messages, outputs and facts, counted alike
-)
-PROBLEM_CHARS = (
-    1_000  # one line about the submission as a whole (it may name a file of the student's)
-)
+# all one test's facts (as text_size counts them), each name already cut ...
+TEST_FACTS_CHARS = 48_000
+# ... and this much for each (a check, a collective found): the markup and the indentation reports put
+# around it, as much again as a collective's own text
+AROUND_A_FACT = 200
+# a grading's tests in all: their messages, outputs and facts, counted alike
+GRADING_CHARS = 4_000_000
+# one line about the submission as a whole (it may name a file of the student's)
+PROBLEM_CHARS = 1_000
 PROBLEMS = 50  # ... and how many of them (a zip of many bad entries)
 
 
@@ -39,9 +37,8 @@ def clipped(text: str, limit: int, *, keep_end: bool = False) -> str:
     if len(text) <= limit:
         return text
     kept, note = limit, ""
-    for _ in range(
-        3
-    ):  # the note takes room, so more is cut, which may lengthen the note by a digit
+    # the note takes room, so more is cut, which may lengthen the note by a digit
+    for _ in range(3):
         note = _cut_note(len(text) - kept, keep_end, "\n" if "\n" in text else " ")
         if kept == max(limit - len(note), 0):
             break

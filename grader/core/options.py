@@ -289,9 +289,8 @@ class GradingOptions:
     unset: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def __post_init__(self):
-        if not isinstance(
-            self.exercises, tuple
-        ):  # a list given by a caller: kept as an immutable tuple
+        # a list given by a caller: kept as an immutable tuple
+        if not isinstance(self.exercises, tuple):
             object.__setattr__(self, "exercises", tuple(self.exercises or ()))
 
     @property

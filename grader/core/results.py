@@ -303,9 +303,8 @@ class SpeedMeasurement:
     cores: int
     platform: str
     near_threshold: bool = False  # the spread still straddled the threshold after the extra repeats
-    calibration: float | None = (
-        None  # what the calibration kernel achieved, when the threshold is scaled
-    )
+    # what the calibration kernel achieved, when the threshold is scaled
+    calibration: float | None = None
 
     def __post_init__(self):
         _bound(self, NAME_CHARS, "label", "platform")

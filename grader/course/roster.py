@@ -31,13 +31,14 @@ from grader.course.term import Course
 
 COLUMNS = ("student", "name", "lms_id", "sis_user_id", "sis_login_id", "section", "email")
 REQUIRED = ("student", "name")
+# the columns of Canvas's gradebook export, as this roster names them
 CANVAS_NAMES = {
     "Student": "name",
     "ID": "lms_id",
     "SIS User ID": "sis_user_id",
     "SIS Login ID": "sis_login_id",
     "Section": "section",
-}  # the columns of Canvas's gradebook export, as this roster names them
+}
 
 
 class RosterError(FileProblems):

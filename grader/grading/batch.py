@@ -60,9 +60,8 @@ class StudentOutcome:
     # REFUSED (not graded: detail says why)
     seconds: float = 0.0
     detail: str = ""
-    standing: Standing | None = (
-        None  # the student's grade, from report.json as it was written (grades.csv's row)
-    )
+    # the student's grade, from report.json as it was written (grades.csv's row)
+    standing: Standing | None = None
 
 
 @dataclass
@@ -280,12 +279,10 @@ def grade_batch(
     klass = find_submissions(Path(submissions_dir))
     confinement.become_subreaper()  # a killed grader's children come back to us to be reaped
     keep = {child.pid for child in psutil.Process().children()}
-    env = dict(os.environ) | {
-        "PYTHONDONTWRITEBYTECODE": "1"
-    }  # grading writes nothing into the checkout
-    if (
-        jobs > 1
-    ):  # a lock already set (several batches, or a test suite, sharing the machine) is kept
+    # grading writes nothing into the checkout
+    env = dict(os.environ) | {"PYTHONDONTWRITEBYTECODE": "1"}
+    # a lock already set (several batches, or a test suite, sharing the machine) is kept
+    if jobs > 1:
         env.setdefault(timing_lock.LOCK_DIR, str(out / TIMING_LOCK))
     if options.parallel is None:
         options = dataclasses.replace(options, parallel=max(1, cores() // max(1, jobs)))

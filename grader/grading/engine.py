@@ -169,9 +169,8 @@ class _Run:
     def run(self, deadline: float) -> None:
         while self.meta is None or len(self.done) < len(self.meta):
             if time.monotonic() > deadline:
-                if (
-                    self.meta is None
-                ):  # listing the tests is the grader's work, not the submission's time
+                # listing the tests is the grader's work, not the submission's time
+                if self.meta is None:
                     tests = collect_tests(
                         self.exercises, visible_only=self.harness.options.visible_only
                     )
@@ -193,9 +192,8 @@ class _Run:
             )
             self.output += outcome.output
             self.cache_counts.update(outcome.compile_cache)
-            if (
-                self.meta is None
-            ):  # collection runs no student code: without it, grading itself failed
+            # collection runs no student code: without it, grading itself failed
+            if self.meta is None:
                 if outcome.collected is None:
                     raise GradingError(
                         "the tests could not be collected:\n" + outcome.output[-3000:]

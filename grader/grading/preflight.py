@@ -24,9 +24,8 @@ from grader.core.errors import ShardlabError
 from grader.sandbox import confinement
 from grader.sandbox.restrictions import Isolation
 
-PROBE_SECONDS = (
-    120.0  # jax's import and backend start take 1-3 s; a loaded machine, many times that
-)
+# jax's import and backend start take 1-3 s; a loaded machine, many times that
+PROBE_SECONDS = 120.0
 
 # What a worker and its zygote import (grader.worker.zygote), then work on every host device.
 _PROBE = """

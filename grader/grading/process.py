@@ -36,9 +36,8 @@ class Limits:
     """The harness process's own limits: the grader's, whatever the grading options (those, the test
     timeout and the worker's memory included, are grader.core.options.GradingOptions)."""
 
-    harness_memory_bytes: int | None = (
-        HARNESS_MEMORY_BYTES  # its address space (grader.core.options)
-    )
+    # its address space (grader.core.options)
+    harness_memory_bytes: int | None = HARNESS_MEMORY_BYTES
     file_bytes: int = 256 << 20  # largest file the child may write (pytest's capture included)
     output_chars: int = 20_000  # how much of the child's own stdout/stderr is kept
 
@@ -118,9 +117,8 @@ def run_pytest_child(
     cwd.mkdir(parents=True, exist_ok=True)
     events_r, events_w = os.pipe()
     # Results travel as events (runner.read_result_event), not in a results file: see grader.harness.runner.
-    extra = [
-        "--tb=no"
-    ]  # messages travel as events; tracebacks would show hidden tests' source in the output
+    # messages travel as events; tracebacks would show hidden tests' source in the output
+    extra = ["--tb=no"]
     extra += [f"--time-limits={time_limits}"] if time_limits is not None else []
     extra += [f"--prior-timeouts={exercise}" for exercise in prior_timeouts]
     extra += [f"--deselect={nodeid}" for nodeid in deselect]
@@ -140,9 +138,8 @@ def run_pytest_child(
             targets, impl=modules_dir, options=options, isolate=True, extra=extra
         ),
     ]
-    if (
-        cgroups
-    ):  # joined by the launcher, before the harness runs anything: all it starts is counted there
+    # joined by the launcher, before the harness runs anything: all it starts is counted there
+    if cgroups:
         command = launcher({"cgroups": list(cgroups)}, command)
     child_env = _child_environment(workdir, {**(env or {}), events.EVENTS_FD: str(events_w)})
     output_path = workdir / "child-output.txt"

@@ -32,9 +32,8 @@ class ExerciseResult:
     tests: list[TestResult] = field(default_factory=list)
     note: str = ""  # e.g. "module missing: not attempted"
     bonus: bool = False  # extra credit: its score counts, its max_score does not
-    late: Lateness | None = (
-        None  # when it came in against its due date, and what that costs (the course file)
-    )
+    # when it came in against its due date, and what that costs (the course file)
+    late: Lateness | None = None
 
     @property
     def score(self) -> float:
@@ -68,12 +67,10 @@ class TermRecord:
     course_file: str | None = None  # None: no course file, the catalog's course
     course_digest: str | None = None  # sha256 of the course file's bytes
     student: str | None = None  # as extensions and adjustments name them
-    submitted_at: str | None = (
-        None  # ISO 8601 with its offset; None: not known, no late policy applied
-    )
-    submitted_from: str | None = (
-        None  # where that time came from: the flag, a times file, git, Gradescope
-    )
+    # ISO 8601 with its offset; None: not known, no late policy applied
+    submitted_at: str | None = None
+    # where that time came from: the flag, a times file, git, Gradescope
+    submitted_from: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -249,13 +246,8 @@ def read_report(path: Path) -> GradingResults | None:
     that means: not graded yet, or nothing earlier to keep)."""
     try:
         return GradingResults.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
-    except (
-        OSError,
-        ValueError,
-        KeyError,
-        TypeError,
-        AttributeError,
-    ):  # MalformedResult is a ValueError
+    # MalformedResult is a ValueError
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

@@ -52,9 +52,8 @@ STUB_ONLY = "too little code of its own beside the stub's"
 @dataclass(frozen=True)
 class SimilarityThresholds:
     similarity: float = 0.65  # either student's own code covered at least this much by the other's
-    min_shared: int = (
-        200  # and at least this many filtered characters shared (about 5 lines of code)
-    )
+    # and at least this many filtered characters shared (about 5 lines of code)
+    min_shared: int = 200
     noise: int = 25  # copydetect's k: the shortest match counted, in filtered characters
     top: int = 5  # pairs reported per exercise, most similar first
     passages: int = 4  # shared passages shown per pair, longest first
@@ -111,9 +110,8 @@ class ExerciseSimilarity:
 @dataclass(frozen=True)
 class ClassSimilarity:
     exercises: tuple[ExerciseSimilarity, ...]
-    unreadable: tuple[
-        tuple[str, str], ...
-    ]  # (student, why): their submission could not be read at all
+    # (student, why): their submission could not be read at all
+    unreadable: tuple[tuple[str, str], ...]
     thresholds: SimilarityThresholds
 
 
@@ -154,12 +152,8 @@ def normalize(source: str) -> tuple[str, bool]:
     spans = []
     try:
         tree = ast.parse(source)
-    except (
-        SyntaxError,
-        ValueError,
-        RecursionError,
-        MemoryError,
-    ):  # ValueError: NUL bytes (Python 3.11)
+    # ValueError: NUL bytes (Python 3.11)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         parsed = False
     else:
         parsed = True
@@ -201,9 +195,8 @@ def read_modules(
                     for e in ids
                     if e in prepared.found
                 }
-        except (
-            Exception
-        ) as exc:  # one submission, whatever is wrong with it, never stops the others
+        # one submission, whatever is wrong with it, never stops the others
+        except Exception as exc:
             unreadable[student] = f"{type(exc).__name__}: {exc}"
             continue
         for exercise_id, text in texts.items():
@@ -291,10 +284,8 @@ def _passages(
     k = fa.k
     _, _, (raw_a, raw_b) = compare_files(fa, fb)  # the stretches in each module's own characters
     idx_a, idx_b = find_fingerprint_overlap(fa.hashes, fb.hashes, fa.hash_idx, fb.hash_idx)
-    filtered_a, filtered_b = (
-        get_copied_slices(idx_a, k),
-        get_copied_slices(idx_b, k),
-    )  # same order as raw_*
+    # same order as raw_*
+    filtered_a, filtered_b = (get_copied_slices(idx_a, k), get_copied_slices(idx_b, k))
     if len(raw_a) == 0 or len(raw_a[0]) == 0:
         return ()
     votes: Counter = Counter()

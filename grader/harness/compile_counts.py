@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-HIT, MISS = (
-    "/jax/compilation_cache/cache_hits",
-    "/jax/compilation_cache/cache_misses",
-)  # a miss: compiled and written
+# a miss: compiled and written
+HIT, MISS = ("/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses")
 
 
 class Counter:

@@ -39,12 +39,10 @@ class HarnessSession:
     events: EventStream  # to the grading process, when there is one
     limits: TimeLimits
     isolation: Isolation | None = None  # the worker's confinement level with --isolate, else None
-    worker_memory: int | None = (
-        None  # --worker-memory: the worker's address space (None: its default)
-    )
-    cache_counts: compile_counts.Counter | None = (
-        None  # the compile cache's hits and misses, when it is on
-    )
+    # --worker-memory: the worker's address space (None: its default)
+    worker_memory: int | None = None
+    # the compile cache's hits and misses, when it is on
+    cache_counts: compile_counts.Counter | None = None
     recorder: Tally | None = None  # grader.harness.recording.Recorder
     # exercise id -> module, stand-in or the error loading it
     modules: dict = field(default_factory=dict)
@@ -56,9 +54,8 @@ class HarnessSession:
         if exercise.id not in self.modules:
             try:
                 self.modules[exercise.id] = self._load(exercise)
-            except (
-                Exception
-            ) as exc:  # NotAttempted, ImplementationImportError: every test reports it
+            # NotAttempted, ImplementationImportError: every test reports it
+            except Exception as exc:
                 self.modules[exercise.id] = exc
         found = self.modules[exercise.id]
         if isinstance(found, Exception):
@@ -132,9 +129,8 @@ class HarnessSession:
 
 
 SESSION = pytest.StashKey[HarnessSession]()
-META = pytest.StashKey[
-    "TestMeta"
-]()  # what the grader must know of a test before it runs (grader.core.results)
+# what the grader must know of a test before it runs (grader.core.results)
+META = pytest.StashKey["TestMeta"]()
 
 
 def session_of(config) -> HarnessSession:

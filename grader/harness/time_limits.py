@@ -49,9 +49,8 @@ from grader.course.devices import cores
 FLOOR_SECONDS = 10.0
 MULTIPLIER = 5.0
 FALLBACK_SECONDS = 120.0
-MAX_TIMEOUTS_PER_EXERCISE = (
-    2  # after two tests of an exercise timed out (or crashed the harness), the rest is not run
-)
+# after two tests of an exercise timed out (or crashed the harness), the rest is not run
+MAX_TIMEOUTS_PER_EXERCISE = 2
 STOPPED = "not run: earlier tests of this exercise timed out or crashed the grader"
 FILE_NAME = "time-limits.json"
 SHIPPED_FILE = Path(__file__).with_name("reference_times.json")

@@ -44,22 +44,13 @@ from grader.platforms import no_secrets
 
 TEMPLATES = Path(__file__).with_name("gradescope_templates")
 SCRIPTS = ("setup.sh", "run_autograder")  # at the zip's root, executable: Gradescope's entry points
-ROOT_FILES = (
-    "pyproject.toml",
-    "README.md",
-    "conftest.py",
-)  # pyproject names the README: pip needs both
+# pyproject names the README: pip needs both
+ROOT_FILES = ("pyproject.toml", "README.md", "conftest.py")
 REQUIRED_GRADER_FILES = ("grader/__init__.py", "grader/cli.py", "grader/course/paths.py")
 # the term's course file, at the zip's root: /autograder/source/course.toml
 COURSE_FILE = term.FILE_NAME
-_FIXED_TIME = (
-    1980,
-    1,
-    1,
-    0,
-    0,
-    0,
-)  # the earliest a zip can hold: the same course gives the same bytes
+# the earliest a zip can hold: the same course gives the same bytes
+_FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 class GradescopeBuildError(ShardlabError, RuntimeError):

@@ -46,15 +46,10 @@ TEMPLATE_FILES = {
     "grade.sh": ".github/grade.sh",
     "grade_summary.py": ".github/grade_summary.py",
 }
-SUBSTITUTED = {
-    "README.md",
-    "pyproject.toml.in",
-}  # the others are shipped verbatim ($ is bash's there)
-INSTRUCTOR_ONLY = {
-    "nbgrader",
-    "nbformat",
-    "copydetect",
-}  # dependencies the students' commands never import
+# the others are shipped verbatim ($ is bash's there)
+SUBSTITUTED = {"README.md", "pyproject.toml.in"}
+# dependencies the students' commands never import
+INSTRUCTOR_ONLY = {"nbgrader", "nbformat", "copydetect"}
 # What the handout's course.toml may hold: what students may know of the term.
 STUDENT_KEYS = frozenset({"name", "timezone", "points", "late", "assignment"})
 # Course trees a handout must never be written into (nor the course itself be inside the handout).

@@ -63,14 +63,12 @@ NBGRADER_RELEASE = Policy("a released nbgrader notebook", hidden_tests=False)
 class CourseSecrets:
     """What must not ship, as found in one course tree; each line stripped, with where it is written."""
 
-    solution_lines: dict[
-        str, str
-    ]  # line -> "solutions/ex01_meshes.py:77", distinctive and not public
+    # line -> "solutions/ex01_meshes.py:77", distinctive and not public
+    solution_lines: dict[str, str]
     hidden_lines: dict[str, str]  # line -> "tests/exercises/<id>/test_hidden.py:12", likewise
     hidden_names: frozenset[str]  # test functions and classes only the hidden tests define
-    test_folder_lines: frozenset[
-        str
-    ]  # every line of the exercises' test folders (Gradescope ships them)
+    # every line of the exercises' test folders (Gradescope ships them)
+    test_folder_lines: frozenset[str]
 
     def lines(self, policy: Policy) -> dict[str, str]:
         """The lines no file may hold under `policy`, with where each is written."""

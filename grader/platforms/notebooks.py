@@ -129,9 +129,8 @@ class ModuleParts:
     """A reference module as notebook cells: its docstring, then given code and solution functions in order."""
 
     docstring: str
-    cells: list[
-        tuple[str, str, str]
-    ]  # (role, name, source): ("given", "1", ...) or ("solution", fn, ...)
+    # (role, name, source): ("given", "1", ...) or ("solution", fn, ...)
+    cells: list[tuple[str, str, str]]
 
 
 def solution_parts(source: str) -> ModuleParts:
@@ -195,9 +194,8 @@ def function_points(
         if test.exercise == exercise.id:
             key = (Path(test.nodeid.partition("::")[0]).name, function_name(test.nodeid))
             weights[key] = weights.get(key, 0.0) + test.weight
-    weights = {
-        key: round(weight, 9) for key, weight in weights.items()
-    }  # sums of cases' float shares
+    # sums of cases' float shares
+    weights = {key: round(weight, 9) for key, weight in weights.items()}
     total = sum(weights.values())
     if not total:
         raise ValueError(f"{exercise.id}: no tests were collected")
@@ -339,9 +337,8 @@ def role_of(cell) -> tuple[str, str]:
 
 # ---- running test cells in the kernel --------------------------------------------------------------
 
-_setups: dict[
-    str, dict[str, str]
-] = {}  # exercise id -> {file name: source}, from the tests-setup cell
+# exercise id -> {file name: source}, from the tests-setup cell
+_setups: dict[str, dict[str, str]] = {}
 _namespace: types.SimpleNamespace | None = None  # what the `impl` fixture returns during a run
 
 IMPL_CONFTEST = '''"""The implementation under test is the notebook itself."""

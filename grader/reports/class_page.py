@@ -34,9 +34,8 @@ from grader.reports.text import points, printable, signed_points, verdict
 
 FILE_NAME = "index.html"
 FAILING = frozenset({Category.FAILED, Category.ERROR, Category.TIMEOUT, Category.CRASHED})
-TEACH_SHARE = (
-    0.25  # a test failed by at least this share of the students who attempted its exercise
-)
+# a test failed by at least this share of the students who attempted its exercise
+TEACH_SHARE = 0.25
 TEACH_MAX = 20  # tests listed at most
 GROUPS_SHOWN = 8  # message groups shown per test; the rest are counted
 # A number on its own (not the digits of a name such as "ex04" or "float32"): "max abs error 0.123" and
@@ -98,9 +97,8 @@ class TestTally:
     """One test function over the class: who did not earn it, who did not attempt it, and what they read."""
 
     exercise: str
-    function: (
-        str  # grader.core.results.function_id: "tests/exercises/ex04_x/test_hidden.py::test_y"
-    )
+    # grader.core.results.function_id: "tests/exercises/ex04_x/test_hidden.py::test_y"
+    function: str
     hidden: bool = False
     failing: int = 0  # students with a failed, error, timeout or crashed instance
     not_attempted: int = 0  # students for whom every instance was not attempted

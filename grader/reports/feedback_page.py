@@ -50,9 +50,8 @@ from grader.reports.text import (
 
 FILE_NAME = "feedback.html"
 _ATTENTION = frozenset(COUNTED) - {Category.PASSED, Category.SKIPPED}  # shown open, first
-_HEAD_LINES = (
-    3  # of a message whose facts are drawn: the rest (a grid as text) goes under <details>
-)
+# of a message whose facts are drawn: the rest (a grid as text) goes under <details>
+_HEAD_LINES = 3
 
 
 def css_class(category: str) -> str:
@@ -264,9 +263,8 @@ def exercise_section(
     visible = [t for t in exercise.tests if not t.hidden]
     hidden = [t for t in exercise.tests if t.hidden]
     show_hidden = hidden_visibility != "hidden"
-    if (
-        visible_only
-    ):  # how much of the exercise its visible tests check, never a score out of them alone
+    # how much of the exercise its visible tests check, never a score out of them alone
+    if visible_only:
         score = element(
             "span", visible_share(exercise), class_=score_class(exercise.score, exercise.checked)
         )
@@ -321,9 +319,8 @@ def summary_table(results: GradingResults, hidden_visibility: str) -> Markup:
     ]
     for exercise in results.exercises.values():
         tests = exercise.tests if show_hidden else [t for t in exercise.tests if not t.hidden]
-        if show_hidden or len(tests) == len(
-            exercise.tests
-        ):  # a visible-only run has no hidden test
+        # a visible-only run has no hidden test
+        if show_hidden or len(tests) == len(exercise.tests):
             score = element(
                 "td",
                 score_text(exercise, results.visible_only),

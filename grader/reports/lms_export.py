@@ -53,6 +53,7 @@ from grader.grading.standing import ExerciseStanding, Standing
 
 CANVAS_STUDENT_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CANVAS_POINTS_ROW = "    Points Possible"  # as Canvas's export writes it
+# headers the importer skips
 CANVAS_TOTALS = (
     "Current Score",
     "Current Points",
@@ -63,7 +64,7 @@ CANVAS_TOTALS = (
     "Override Score",
     "Override Grade",
     "Override Status",
-)  # headers the importer skips
+)
 CANVAS_DECIMALS = 2
 LONG_COLUMNS = (
     "student",

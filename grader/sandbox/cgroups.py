@@ -300,9 +300,8 @@ def peak_memory(group: Cgroup) -> int | None:
 def sweep() -> list[str]:
     """Remove the groups of ours whose owner has ended, killing what is still in them. Returns their names."""
     removed: list[str] = []
-    for _ in range(
-        3
-    ):  # a group's processes may own others' groups (a harness, its sandboxes): again once ended
+    # a group's processes may own others' groups (a harness, its sandboxes): again once ended
+    for _ in range(3):
         before = len(removed)
         for hierarchy in hierarchies().values():
             for directory in _ours(hierarchy.own):

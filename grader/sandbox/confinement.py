@@ -166,9 +166,8 @@ def _rlimits(limits: WorkerLimits, plan: restrictions.Plan) -> dict[str, int]:
     values = {"FSIZE": limits.file_bytes, "CORE": 0}
     if limits.memory_bytes:
         values["AS"] = limits.memory_bytes
-    if (
-        plan.nproc_per_sandbox
-    ):  # else it would count the grader's user's other tasks too (and root is exempt)
+    # else it would count the grader's user's other tasks too (and root is exempt)
+    if plan.nproc_per_sandbox:
         values["NPROC"] = limits.processes
     return values
 
@@ -459,9 +458,8 @@ def describe(level: Isolation) -> dict:
 class ConfinedProcess:
     popen: subprocess.Popen
     level: Isolation
-    siblings: frozenset[
-        int
-    ]  # the parent's other children when this one started: never ours to kill
+    # the parent's other children when this one started: never ours to kill
+    siblings: frozenset[int]
     user: users.SandboxUser | None = None  # its uid, as root: released once all its processes ended
     cgroup: cgroups.Cgroup | None = None  # its pids and cpu groups: removed with it
 

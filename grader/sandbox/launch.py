@@ -31,9 +31,8 @@ import sys
 
 try:  # imported now: once the user has changed, Python's own files may be out of its reach
     from grader.sandbox import seccomp
-except (
-    ImportError
-):  # run by its path without site (grader.sandbox.restrictions.launcher): its folder is sys.path[0]
+# run by its path without site (grader.sandbox.restrictions.launcher): its folder is sys.path[0]
+except ImportError:
     import seccomp
 
 # Landlock (linux/landlock.h); the syscall numbers are the same on x86_64 and aarch64.
@@ -65,9 +64,8 @@ READ_RIGHTS = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 REFUSED_EXIT = 126
 
 
-class LaunchRefused(
-    OSError
-):  # not a ShardlabError: this file runs as a script, importing nothing of grader
+# not a ShardlabError: this file runs as a script, importing nothing of grader
+class LaunchRefused(OSError):
     """A confinement step that was asked for could not be applied."""
 
 

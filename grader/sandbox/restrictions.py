@@ -149,9 +149,8 @@ def seccomp_filters() -> bool:
 def plan(level: Isolation) -> Plan:
     """The plan for a level on this machine."""
     groups = tuple(c for c in ("pids", "cpu") if c in cgroups.hierarchies())
-    if (
-        level == Isolation.BUBBLEWRAP
-    ):  # as root no user namespace (its uid is switched inside); else bwrap makes one
+    # as root no user namespace (its uid is switched inside); else bwrap makes one
+    if level == Isolation.BUBBLEWRAP:
         identity = Identity.OWN_UID if is_root() else Identity.USER_NAMESPACE
         return Plan(identity, True, seccomp_filters(), True, groups)
     if is_root() and unprivileged_reaches_python():

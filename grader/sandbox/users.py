@@ -78,9 +78,8 @@ def _in_use(uid: int) -> bool:
 def allocate() -> SandboxUser:
     """A uid no other live sandbox holds, locked until release()."""
     folder = lock_folder()
-    for uid in range(
-        FIRST_UID, FIRST_UID + UID_COUNT
-    ):  # the lowest free: as many lock files as sandboxes at once
+    # the lowest free: as many lock files as sandboxes at once
+    for uid in range(FIRST_UID, FIRST_UID + UID_COUNT):
         fd = os.open(
             folder / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
         )

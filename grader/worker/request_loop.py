@@ -127,10 +127,8 @@ def serve(request_fd: int, response_fd: int, folder: Path) -> int:
     grader's modules are imported already: here (main) or in the zygote this worker was forked from."""
     from grader.course.implementations import ImplementationImportError, load_file
 
-    for fd in (
-        request_fd,
-        response_fd,
-    ):  # a program the student's code runs must not keep the pipes open
+    # a program the student's code runs must not keep the pipes open
+    for fd in (request_fd, response_fd):
         os.set_inheritable(fd, False)
     channel = Channel(request_fd, response_fd)
     messages.write(channel.response_fd, messages.Ready())

@@ -121,15 +121,13 @@ class RemoteModule:
         self._name = Path(module_path).name
         self._worker = worker
         self._functions = _harness_functions(worker)
-        self._fatal: BaseException | None = (
-            None  # an import that failed, crashed or hung: every call fails alike
-        )
+        # an import that failed, crashed or hung: every call fails alike
+        self._fatal: BaseException | None = None
         self._programs: dict[str, tuple] = {}  # exported programs by request, traced once
 
     def __getattr__(self, name: str):
-        if name.startswith(
-            "_"
-        ):  # never an exercise function; asked for by tools (hypothesis' _repr_pretty_)
+        # never an exercise function; asked for by tools (hypothesis' _repr_pretty_)
+        if name.startswith("_"):
             raise AttributeError(name)
         return RemoteFunction(self, {"name": name})
 

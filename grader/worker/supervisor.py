@@ -36,9 +36,8 @@ from grader.worker.framing import Budget
 from grader.worker.protocol_errors import ProtocolError
 
 STARTUP_SECONDS = 120.0  # a confined Python importing jax (a new zygote)
-WARM_STARTUP_SECONDS = (
-    10.0  # a worker forked from a ready zygote: later than this, start a new sandbox
-)
+# a worker forked from a ready zygote: later than this, start a new sandbox
+WARM_STARTUP_SECONDS = 10.0
 REPLACE_SECONDS = 2.0  # for the zygote to reap a replaced worker's processes, once killed
 EXIT_STATUS_SECONDS = 2.0  # for the zygote to report how a worker that closed its pipe ended
 OUTPUT_CHARS_PER_CALL = 4000
@@ -131,10 +130,8 @@ class Worker:
         test's time, and reports it."""
         if self._ready:
             return
-        deadline, self.deadline = (
-            self.deadline,
-            float("inf"),
-        )  # the start's own limit, STARTUP_SECONDS
+        # the start's own limit, STARTUP_SECONDS
+        deadline, self.deadline = (self.deadline, float("inf"))
         try:
             self._spawn()
         except (WorkerFailure, ProtocolError):
@@ -190,9 +187,8 @@ class Worker:
                     min(self.deadline, time.monotonic() + WARM_STARTUP_SECONDS)
                 )
             except (WorkerFailure, ProtocolError):
-                if (
-                    time.monotonic() >= self.deadline
-                ):  # the test's time is up, not the zygote's: it is kept
+                # the test's time is up, not the zygote's: it is kept
+                if time.monotonic() >= self.deadline:
                     raise
                 self.stop()
         if self._process is None:
@@ -394,9 +390,8 @@ class Worker:
         what = "this call" if module in self._imported else f"importing {module}"
         try:
             answer = self._receive(self.deadline, what, answer_callback)
-            if isinstance(
-                answer, messages.Imported
-            ):  # the worker imported the module (first use): now the call runs
+            # the worker imported the module (first use): now the call runs
+            if isinstance(answer, messages.Imported):
                 self._imported.add(module)
                 answer = self._receive(self.deadline, "this call", answer_callback)
         finally:

@@ -84,9 +84,8 @@ def serve_forks(control: socket.socket, folder: Path) -> int:
             if pid == 0:
                 return
             number = workers.pop(pid, None)
-            if (
-                number is not None
-            ):  # never block here: a harness that does not read loses the wording only
+            # never block here: a harness that does not read loses the wording only
+            if number is not None:
                 try:
                     control.send(
                         f"exit {number} {os.waitstatus_to_exitcode(status)}".encode(),
@@ -111,10 +110,8 @@ def serve_forks(control: socket.socket, folder: Path) -> int:
             for fd in fds:
                 os.close(fd)
             continue
-        for stream in (
-            sys.stdout,
-            sys.stderr,
-        ):  # else the child would print the zygote's buffer again
+        # else the child would print the zygote's buffer again
+        for stream in (sys.stdout, sys.stderr):
             stream.flush()
         # SIGCHLD waits until the pid is recorded: a worker that ends at once still has its status sent.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
@@ -125,9 +122,8 @@ def serve_forks(control: socket.socket, folder: Path) -> int:
             workers[pid] = int(message)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-            for (
-                fd
-            ) in fds:  # the worker holds them now; ours would keep its pipes open after it died
+            # the worker holds them now; ours would keep its pipes open after it died
+            for fd in fds:
                 os.close(fd)
 
 

@@ -42,10 +42,8 @@ STEPS = (
 )
 BARRIER_NAME = "shardlab-ex12"
 ROWS_PER_PROCESS = 8
-LATENESS = (
-    1.0,
-    2.0,
-)  # seconds the late process comes to the barrier after the others, drawn per run
+# seconds the late process comes to the barrier after the others, drawn per run
+LATENESS = (1.0, 2.0)
 
 
 @dataclass(frozen=True)
@@ -53,9 +51,8 @@ class Inputs:
     """What the harness drew for one run: the checks read it, each process gets only its own part."""
 
     rows: list[np.ndarray]  # each process's rows for global_from_local; the harness's secret
-    given_rows: list[
-        np.ndarray
-    ]  # each process's rows of the grader's array (global_sum, gather_to_host)
+    # each process's rows of the grader's array (global_sum, gather_to_host)
+    given_rows: list[np.ndarray]
     late_process: int  # arrives `lateness` seconds late at the barrier
     lateness: float
 

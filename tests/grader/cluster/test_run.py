@@ -235,10 +235,8 @@ def test_a_run_that_hangs_is_stopped_and_says_where_each_process_stood(tmp_path)
         ClusterTimeout, match=r"process 0 was still in global_sum\(\) and never finished global_sum"
     ):
         run.result(0, "global_sum")
-    assert run.result(1, "global_sum") == {
-        "type": "float",
-        "value": 0.0,
-    }  # it returned; the gather then waits
+    # it returned; the gather then waits
+    assert run.result(1, "global_sum") == {"type": "float", "value": 0.0}
     with pytest.raises(ClusterTimeout, match=r"process 1 was still in gather_to_host\(\)"):
         run.result(1, "gather_to_host")
     with pytest.raises(ClusterTimeout):

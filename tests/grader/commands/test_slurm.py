@@ -147,9 +147,8 @@ def test_a_dry_run_prints_the_scripts_and_a_calibration_first(tmp_path):
         "# --- grade.sbatch ---",
         "# --- collect.sbatch ---",
     ]
-    assert (
-        "#SBATCH --time=00:40:00" in done.stdout
-    )  # the grading's 1800 s time limit and 10 minutes
+    # the grading's 1800 s time limit and 10 minutes
+    assert "#SBATCH --time=00:40:00" in done.stdout
     assert not (tmp_path / "out").exists()
 
 

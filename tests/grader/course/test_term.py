@@ -231,18 +231,11 @@ def test_a_standing_applies_test_adjustments_then_lateness_then_exercise_adjustm
     append(path, adjustments.Adjustment("al", "ex01_meshes", None, 0.0, None, "not bob", "Ann"))
     mine = standing(graded, adjustments.load(path), "bob")
     ex04, ex01 = mine.exercise("ex04_sharded_layer"), mine.exercise("ex01_meshes")
-    assert (ex04.raw, ex04.penalty, ex04.final) == (
-        15.0,
-        pytest.approx(2.1),
-        pytest.approx(18.9),
-    )  # (15+6) x 0.9
+    # (15+6) x 0.9
+    assert (ex04.raw, ex04.penalty, ex04.final) == (15.0, pytest.approx(2.1), pytest.approx(18.9))
     assert ex04.override == pytest.approx(6.0)
-    assert (ex01.raw, ex01.penalty, ex01.override, ex01.final) == (
-        10.0,
-        1.0,
-        1.0,
-        10.0,
-    )  # 9 + 2, capped at 10
+    # 9 + 2, capped at 10
+    assert (ex01.raw, ex01.penalty, ex01.override, ex01.final) == (10.0, 1.0, 1.0, 10.0)
     assert mine.final == pytest.approx(mine.raw - mine.penalty + mine.override)
     assert "by hand" in " ".join(mine.adjusted) and "10% off" in " ".join(mine.late)
     # Never written into the raw results.

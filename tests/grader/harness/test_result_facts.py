@@ -67,9 +67,10 @@ def test_every_sharding_check_records_the_layouts_it_compared(reference):
             assert check.expected.device_ids() == here, test.nodeid
             # the reference is laid out as asked
             assert check.actual.device_ids() == here, test.nodeid
+            # every device of the mesh, once
             assert sorted(d for block in check.actual.blocks for d in block.devices) == sorted(
                 check.expected.mesh_devices
-            ), test.nodeid  # every device of the mesh, once
+            ), test.nodeid
     for test in tests:
         if Rule.LAYOUTS not in test.rules:
             assert test.layouts == [], test.nodeid

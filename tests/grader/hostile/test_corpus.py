@@ -44,9 +44,8 @@ GRADED = [EX01, EX02, EX03, EX04]
 TEST_TIMEOUT = 10
 MARKER = "shardlab-hostile-daemon-7f3a"  # in the daemon's command line, to find it afterwards
 PORT = "__SHARDLAB_LISTENER_PORT__"  # replaced by the port of a listener the fixture opens
-CACHE = (
-    "__SHARDLAB_COMPILE_CACHE__"  # replaced by the graders' compile cache folder (SHARDLAB_CACHE)
-)
+# replaced by the graders' compile cache folder (SHARDLAB_CACHE)
+CACHE = "__SHARDLAB_COMPILE_CACHE__"
 PLANTED = "planted-by-a-student-cache"  # an entry's name as jax writes them (<key>-cache)
 CASES_DIR = Path(__file__).parent / "cases"
 SHARED = "_shared/"  # cases/_shared/: attack code several cases append ("_shared/read_secret.py")

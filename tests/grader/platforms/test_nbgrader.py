@@ -532,9 +532,8 @@ def test_feedback_hides_hidden_test_code_and_export_has_the_scores(course):
     page = (root / "feedback/partial" / exercise.id / f"{exercise.id}.html").read_text()
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     secret = hidden_lines(exercise)
-    assert [
-        line for line in secret if line in autograded
-    ]  # nbgrader's own feedback would show them
+    # nbgrader's own feedback would show them
+    assert [line for line in secret if line in autograded]
     assert not [line for line in secret if line in text]
     for name in notebooks.test_file_parts(
         (exercise.tests_dir() / "test_hidden.py").read_text()
@@ -599,9 +598,8 @@ def test_the_fast_path_records_the_grades_autograde_gives(course, tmp_path, caps
             )
             compared += 1
     assert compared == sum(1 for key in cells if not key[0].startswith("fast-"))
-    assert not [
-        key for key in cells if key[0] == "fast-partial" and key[1] == EX09.id
-    ]  # never submitted
+    # never submitted
+    assert not [key for key in cells if key[0] == "fast-partial" and key[1] == EX09.id]
     with capsys.disabled():
         print(f"\nfast path (shardlab grade --gradebook), three students at once: {seconds:.1f} s")
 

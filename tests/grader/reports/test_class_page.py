@@ -369,9 +369,8 @@ def test_report_text_never_becomes_markup(written):
     path, page = written
     html = path.read_text(encoding="utf-8")
     assert "<script" not in html and "<b>" not in html and "<img" not in html
-    assert (
-        html.count("&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;") >= 2
-    )  # a message and eve's detail
+    # a message and eve's detail
+    assert html.count("&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;") >= 2
     assert 'data-student="a&quot;b&lt;c d"' in html
     assert (
         not page.all("script")

@@ -377,9 +377,8 @@ def test_nothing_from_a_result_becomes_markup_and_nothing_runs(written):
     parsed = Parsed(page)
     assert parsed.scripts == 0
     assert "<script>" not in page and "<img" not in page and "&lt;script&gt;alert(1)" in page
-    assert parsed.addresses and all(
-        address.startswith("#") for address in parsed.addresses
-    )  # within the page
+    # within the page
+    assert parsed.addresses and all(address.startswith("#") for address in parsed.addresses)
     csp = html.unescape(
         re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)[1]
     )

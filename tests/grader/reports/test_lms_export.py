@@ -250,10 +250,8 @@ def test_formula_like_names_are_neutralized_in_every_csv(tmp_path, course, stand
     standings["=evil"] = Standing("=evil", standings["bob"].exercises)
     canvas = lms_export.canvas_csv(standings, course, hostile, tmp_path / "canvas.csv").path
     long = lms_export.long_csv(standings, course, hostile, tmp_path / "long.csv")
-    for path, names in (
-        (canvas, HOSTILE_NAMES),
-        (long, [*HOSTILE_NAMES, "=evil"]),
-    ):  # (Canvas's: no folders)
+    # (Canvas's: no folders)
+    for path, names in ((canvas, HOSTILE_NAMES), (long, [*HOSTILE_NAMES, "=evil"])):
         cells = [cell for row in read(path) for cell in row]
         for name in names:
             assert name not in cells and "'" + name in cells, (path.name, name)
@@ -275,11 +273,8 @@ def test_the_long_csv_has_a_row_per_student_and_exercise_and_its_scores_add_up(
     assert tuple(rows[0]) == lms_export.LONG_COLUMNS
     records = [dict(zip(rows[0], row, strict=True)) for row in rows[1:]]
     assert len(records) == sum(len(s.exercises) for s in standings.values())
-    assert [r["student"] for r in records[::4]] == [
-        "alice",
-        "bob",
-        "carol",
-    ]  # roster order, then the others
+    # roster order, then the others
+    assert [r["student"] for r in records[::4]] == ["alice", "bob", "carol"]
     for record in records:
         raw, penalty, override, final = (
             float(record[k]) for k in ("raw", "penalty", "override", "final")

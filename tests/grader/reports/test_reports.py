@@ -577,10 +577,8 @@ def test_gradescope_summary_says_what_the_visible_tests_check(results):
         rows["ex09_fsdp (Fully sharded data parallelism)"]
         == "visible: 2.5 of 20 points checked, all pass (2 passed)"
     )
-    assert [t["max_score"] for t in visible["tests"][:2]] == [
-        1.0,
-        1.5,
-    ]  # each test's points are its weight
+    # each test's points are its weight
+    assert [t["max_score"] for t in visible["tests"][:2]] == [1.0, 1.5]
     assert visible["score"] == 12 * 2.5 + 1 <= catalog.total_points()
 
 
@@ -688,9 +686,8 @@ def test_a_message_with_backticks_cannot_close_its_code_block():
     # longer than the longest run (5)
     assert output.startswith("``````\n") and output.endswith("\n``````")
     html = html_of(output)
-    assert code_blocks_of(html) == [
-        f"error: {message.removesuffix(chr(27) + '[31m')}\n"
-    ]  # whole, colour dropped
+    # whole, colour dropped
+    assert code_blocks_of(html) == [f"error: {message.removesuffix(chr(27) + '[31m')}\n"]
     assert (
         html.count("<pre>") == 1
         and "<h1" not in html
@@ -1111,10 +1108,8 @@ def test_summary_of_a_clean_run_fits_the_terminal_uncut(width):
 def test_summary_lists_submission_problems_below_the_table_literally(results):
     lines = rendered(results)
     total = lines.index(next(line for line in lines if line.startswith("│ Total")))
-    assert lines[total + 2 :] == [
-        "Problems with the submission:",
-        f"  - {PROBLEM}",
-    ]  # markup shown, not applied
+    # markup shown, not applied
+    assert lines[total + 2 :] == ["Problems with the submission:", f"  - {PROBLEM}"]
     assert lines[0].strip() == "shardlab: alice"
 
 

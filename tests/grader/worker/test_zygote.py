@@ -275,9 +275,8 @@ def test_a_forked_worker_is_as_confined_as_a_fresh_one(folder, tmp_path, level):
         limits.memory_bytes,
         limits.file_bytes,
     )
-    if (
-        restrictions.plan(level.value).identity is Identity.OWN_UID
-    ):  # as root: a uid no other sandbox has
+    # as root: a uid no other sandbox has
+    if restrictions.plan(level.value).identity is Identity.OWN_UID:
         assert users.FIRST_UID <= report["uid"] < users.FIRST_UID + users.UID_COUNT
     # Not the zygote's memory: another user may not read it, nor may root's uid without its capabilities
     assert not report["read_parent_memory"] and not report["read_parent_environment"], report

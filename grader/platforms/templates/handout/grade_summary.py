@@ -20,10 +20,8 @@ import os
 import sys
 from pathlib import Path
 
-EARNS = (
-    "passed",
-    "skipped",
-)  # a skipped test earns its points when graded (the timing policy's choice)
+# a skipped test earns its points when graded (the timing policy's choice)
+EARNS = ("passed", "skipped")
 
 
 def points(value: float) -> str:
@@ -233,9 +231,8 @@ def append_to(variable: str, text: str) -> None:
 
 
 def publish(result: dict) -> None:
-    encoded = base64.b64encode(
-        json.dumps(result).encode()
-    ).decode()  # one line: no newline in base64
+    # one line: no newline in base64
+    encoded = base64.b64encode(json.dumps(result).encode()).decode()
     append_to("GITHUB_OUTPUT", f"result={encoded}\n")
 
 
@@ -246,9 +243,8 @@ def main(argv: list[str]) -> int:
         append_to(
             "GITHUB_STEP_SUMMARY", f"## {message}\n\nNo points: the log of this step says why.\n"
         )
-        if os.environ.get(
-            "GITHUB_OUTPUT"
-        ):  # (collecting takes seconds: only when there is somewhere to publish)
+        # (collecting takes seconds: only when there is somewhere to publish)
+        if os.environ.get("GITHUB_OUTPUT"):
             publish(error_result(message, visible_points()))
         return 0
     report = json.loads(Path(argv[0] if argv else "graded/report.json").read_text())
