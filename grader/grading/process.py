@@ -25,7 +25,7 @@ import psutil
 from grader.core.bounds import clipped
 from grader.core.options import HARNESS_MEMORY_BYTES, GradingOptions
 from grader.core.results import TestMeta, TestResult
-from grader.harness import events, runner, timing_lock
+from grader.harness import events, phase_profile, runner, timing_lock
 from grader.harness.time_limits import FALLBACK_SECONDS
 from grader.sandbox.confinement import reap_orphans
 from grader.sandbox.restrictions import launcher
@@ -86,6 +86,8 @@ def _child_environment(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
     }
     if timing_lock.LOCK_DIR in os.environ:  # grade-batch's lock must reach the tests that take it
         env[timing_lock.LOCK_DIR] = os.environ[timing_lock.LOCK_DIR]
+    if phase_profile.folder():  # the grader's own benchmark profiles its harnesses
+        env[phase_profile.PROFILE_DIR] = phase_profile.folder()
     return env | extra
 
 

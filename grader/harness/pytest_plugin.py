@@ -25,7 +25,7 @@ import pytest
 from grader.course import catalog
 from grader.course.devices import DeviceCountError, verify_host_devices
 from grader.course.implementations import resolve_source
-from grader.harness import compile_counts, timing_lock
+from grader.harness import compile_counts, phase_profile, timing_lock
 from grader.harness.events import EventStream, Running
 from grader.harness.session import META, SESSION, HarnessSession, session_of
 from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits
@@ -91,6 +91,11 @@ def pytest_configure(config):
         cache_counts=counts,
     )
     session.recorder = Recorder(session.events, config.getoption("--prior-timeouts"), counts)
+    if phase_profile.folder():  # the grader's own benchmark (bench/grading_phases.py)
+        profile = phase_profile.PhasePlugin.start(
+            phase_profile.folder(), None if isolation is not None else impl
+        )
+        config.pluginmanager.register(profile, "shardlab-phase-profile")
     config.stash[SESSION] = session
     config.pluginmanager.register(session.recorder, "shardlab-recorder")
     if (
