@@ -9,8 +9,10 @@ import time
 import pytest
 
 from grader.course import catalog
+from grader.harness import timing_lock
+from grader.harness.events import Running
 from grader.harness.selection import exercise_of
-from grader.harness.session import session_of
+from grader.harness.session import META, session_of
 
 
 @pytest.fixture
@@ -97,24 +99,32 @@ def run_processes(request):
 def speedup(request):
     """check(baseline, candidate, threshold=..., label=..., devices=...) under the session's policy
     (report_only=True never fails); the figures go into the test's output and its recorded
-    properties whatever the outcome. `calibration` may be a function, measured only when timing is on."""
+    properties whatever the outcome. `calibration` may be a function, measured only when timing is on.
+    A test that measures speed compiles everything fully optimized (grader.checks.compile_policy), from
+    its start: the program it times is the very one whose values it checks."""
     import jax
 
+    from grader.checks.compile_policy import optimized_compiles
     from grader.checks.speedup import TimingPolicy, judge, measure_speedup, record
 
     policy = TimingPolicy(request.config.getoption("--timing"))
     session = session_of(request.config)
 
+    def restart_clock():
+        session.events.send(Running(request.node.nodeid))
+        session.start_clock(request.node.stash[META].limit)
+
     def check(baseline, candidate, *, report_only: bool = False, **kwargs):
         if policy is TimingPolicy.SKIP:
             pytest.skip("timing checks are off (--timing=skip)")
-        if callable(kwargs.get("calibration")):
-            kwargs["calibration"] = kwargs["calibration"]()
-        # Any tracing happens now (with --isolate the worker exports the student's program), then the
-        # worker is stopped while the harness times its own copy.
+        # Any tracing and compiling happens now, beside other tests (with --isolate the worker exports the
+        # student's program); then the cores are this measurement's alone, the worker stopped while the
+        # harness times its own copy.
         jax.block_until_ready(baseline())
         jax.block_until_ready(candidate())
-        with session.worker_paused():
+        with timing_lock.alone(restart_clock), session.worker_paused():
+            if callable(kwargs.get("calibration")):
+                kwargs["calibration"] = kwargs["calibration"]()
             result = measure_speedup(baseline, candidate, **kwargs)
         applied = TimingPolicy.REPORT if report_only else policy
         figures = record(result, applied)  # the test's result carries them (grader.core.facts)
@@ -123,4 +133,5 @@ def speedup(request):
         judge(result, applied)
         return result
 
-    return check
+    with optimized_compiles():
+        yield check

@@ -29,9 +29,9 @@ INTERVAL_SECONDS = 0.002
 OUTSIDE_TESTS = "(no test)"
 
 # The phases, in the order tables show them.
-PROCESS_START = (
-    "process start"  # from the process's creation to the harness's configuration (imports)
-)
+# from the process's creation to the harness's configuration (imports)
+PROCESS_START = "process start"
+TIMING_LOCK = "waiting for a speed measurement"  # the timing lock, held by another's measurement
 COLLECTION = "collection"
 WORKER_START = "worker start"  # the fork server and the worker, waited for before the first test
 WORKER_CALLS = "worker: student's calls"  # a direct call, answered with data
@@ -50,6 +50,7 @@ OTHER = "pytest, harness"
 
 PHASES = (
     PROCESS_START,
+    TIMING_LOCK,
     COLLECTION,
     WORKER_START,
     WORKER_CALLS,
@@ -85,6 +86,8 @@ _MARKERS = {
     ("worker/stand_in.py", "answer"): CALLBACKS,
     ("worker/programs.py", "checked_program"): DESERIALIZE,
     ("_pytest/main.py", "perform_collect"): COLLECTION,
+    ("harness/timing_lock.py", "hold"): TIMING_LOCK,
+    ("harness/timing_lock.py", "alone"): TIMING_LOCK,
     ("cluster/run_cluster.py", "run_cluster"): CLUSTER_RUNS,
 }
 _WAITING = ("worker/supervisor.py", "request")  # the worker's answer, waited for
@@ -92,6 +95,7 @@ _EXPORTING = ("worker/stand_in.py", "_traced_call")  # a traced program asked fo
 _MARKER_FILES = {m[0] for m in (*_MARKERS, _WAITING, _EXPORTING)}
 # Precedence among the marked phases (and those found otherwise): the first present decides.
 PRECEDENCE = (
+    TIMING_LOCK,
     SPEED,
     WORKER_START,
     CALLBACKS,

@@ -22,6 +22,7 @@ import os
 
 import pytest
 
+from grader.checks.compile_policy import compile_quickly
 from grader.course import catalog
 from grader.course.devices import DeviceCountError, verify_host_devices
 from grader.course.implementations import resolve_source
@@ -58,6 +59,7 @@ def pytest_configure(config):
         verify_host_devices()
     except DeviceCountError as exc:
         raise pytest.UsageError(f"set-up error: {exc}") from None
+    compile_quickly()  # every program but a timed one (grader.checks.compile_policy)
     try:
         impl = resolve_source(config.getoption("--impl"))
     except FileNotFoundError as exc:
@@ -127,17 +129,14 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    """Speedup tests measure alone: other graders sharing the machine wait at their next test. Only
+    """Every exercise test holds the timing lock shared; a speed measurement takes it alone (the speedup
+    fixture), so other graders sharing the machine wait at their next test while it measures. Only
     exercise tests take the lock: a test of the grader itself may start a grader whose tests take it."""
     from grader.harness.selection import exercise_of
 
     session = session_of(item.config)
     exercise = exercise_of(item.path)
-    hold = (
-        timing_lock.hold(exclusive="speedup" in item.fixturenames)
-        if exercise
-        else contextlib.nullcontext()
-    )
+    hold = timing_lock.hold(exclusive=False) if exercise else contextlib.nullcontext()
     if exercise is not None and session.recorder.timeouts[exercise.id] >= MAX_TIMEOUTS_PER_EXERCISE:
         from grader.worker.failures import WorkerTimeout
 

@@ -125,8 +125,10 @@ def main(argv: list[str]) -> int:
 def serve(request_fd: int, response_fd: int, folder: Path) -> int:
     """Say "ready", then answer requests on these pipes until the harness closes them. jax and the
     grader's modules are imported already: here (main) or in the zygote this worker was forked from."""
+    from grader.checks.compile_policy import compile_quickly
     from grader.course.implementations import ImplementationImportError, load_file
 
+    compile_quickly()  # the worker's programs are checked for their values, never timed
     # a program the student's code runs must not keep the pipes open
     for fd in (request_fd, response_fd):
         os.set_inheritable(fd, False)

@@ -92,7 +92,46 @@ def test_a_measurement_waits_for_running_tests_and_blocks_new_ones(monkeypatch, 
     ]
 
 
+def test_a_speedup_test_measures_alone_but_compiles_beside_others(monkeypatch, tmp_path):
+    """A speedup test holds the lock shared like any test; only its measurement waits for the others'
+    running tests to end and keeps new ones out, and its clock starts again once it is alone."""
+    monkeypatch.setenv(timing_lock.LOCK_DIR, str(tmp_path))
+    log, setting_up = [], threading.Event()
+
+    def speedup_test():
+        with timing_lock.hold(exclusive=False):
+            log.append("speedup test compiles")
+            setting_up.set()
+            time.sleep(0.2)
+            with timing_lock.alone(lambda: log.append("clock restarted")):
+                log.append("measure start")
+                time.sleep(0.2)
+                log.append("measure end")
+            log.append("speedup test checks")
+
+    def ordinary(name, hold_for):
+        with timing_lock.hold(exclusive=False):
+            log.append(f"{name} start")
+            time.sleep(hold_for)
+            log.append(f"{name} end")
+
+    tester = threading.Thread(target=speedup_test)
+    tester.start()
+    setting_up.wait(5)
+    beside = threading.Thread(target=ordinary, args=("beside", 0.4))
+    beside.start()  # runs while the speedup test compiles, and holds the measurement back
+    time.sleep(0.3)
+    later = threading.Thread(target=ordinary, args=("later", 0.0))
+    later.start()  # comes while the measurement waits: it waits for the measurement
+    for thread in (tester, beside, later):
+        thread.join(5)
+    assert log.index("beside start") < log.index("measure start")
+    assert log.index("beside end") < log.index("clock restarted") < log.index("measure start")
+    assert log.index("measure end") < log.index("later start")
+
+
 def test_without_the_variable_nothing_is_locked(monkeypatch):
     monkeypatch.delenv(timing_lock.LOCK_DIR, raising=False)
     with timing_lock.hold(exclusive=True), timing_lock.hold(exclusive=True):
-        pass
+        with timing_lock.alone():
+            pass
