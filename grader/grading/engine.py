@@ -257,13 +257,15 @@ def grade_submission(
     limits = process.Limits()
     cache = cache or CompileCache(None)
     time_limits = time_limits or time_limits_module.load(cache.folder, options.test_timeout)
+    # Before anything is written there (the preflight's proof is): never where the student's code can read.
+    _refuse_a_visible_cache(cache, [Path(submission)])
     try:  # chosen once here, so every exercise's workers run at the same, recorded level
         level = confinement.choose_isolation(options.isolation)
     except confinement.IsolationUnavailable as exc:
         raise GradingError(str(exc)) from None
     try:  # before the first student: a worker that cannot start here would give every test 0
         proof = preflight.prove_worker(
-            level, confinement.worker_limits(options.worker_memory_bytes)
+            level, confinement.worker_limits(options.worker_memory_bytes), cache.folder
         )
     except preflight.PreflightError as exc:
         raise GradingError(str(exc)) from None
@@ -346,15 +348,19 @@ def _harness_environment(
 ) -> dict[str, str]:
     """The compile cache (never where the student's code can read it) and, for harnesses running side by
     side, a timing lock of their own unless a batch's is already set."""
-    if cache.folder is not None:
-        try:
-            refuse_if_visible(cache.folder, [prepared.modules_dir])
-        except ValueError as exc:
-            raise GradingError(str(exc)) from None
+    _refuse_a_visible_cache(cache, [prepared.modules_dir])
     env = cache.environment()
     if parallel > 1 and timing_lock.LOCK_DIR not in os.environ:
         env[timing_lock.LOCK_DIR] = str(workdir / "timing-lock")
     return env
+
+
+def _refuse_a_visible_cache(cache: CompileCache, readable: list[Path]) -> None:
+    if cache.folder is not None:
+        try:
+            refuse_if_visible(cache.folder, readable)
+        except ValueError as exc:
+            raise GradingError(str(exc)) from None
 
 
 def _share(

@@ -10,8 +10,12 @@ the reason when that fails.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import json
+import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +25,7 @@ from pathlib import Path
 
 from grader.core.bounds import last_lines
 from grader.core.errors import ShardlabError
+from grader.course.devices import HOST_DEVICES
 from grader.sandbox import confinement
 from grader.sandbox.restrictions import Isolation
 
@@ -54,13 +59,72 @@ class WorkerProof:
     memory_bytes: int | None  # the address-space limit in force in the worker; None: none
     devices: int
     seconds: float
+    reused: bool = False  # kept from an earlier grading in this environment (prove_worker)
+
+
+def prove_worker(
+    level: Isolation, limits: confinement.WorkerLimits, folder: Path | None = None
+) -> WorkerProof:
+    """Start a worker's Python at `level` with `limits`, as grader.worker.supervisor.Worker does, and have it
+    import jax and the grader and compute on the host devices; raise PreflightError saying why it could
+    not. Once per process for each level and limits (a failure is tried again); and with `folder` (the
+    course's cache folder, which no worker sees), once per environment: a proof is kept there under a key
+    of everything it depends on (environment_key), so a batch's gradings, each a process of its own, and
+    every later grading on this machine reuse it until any of that changes."""
+    if folder is None:
+        return _proved(level, limits)
+    kept = Path(folder) / "preflight" / f"{environment_key(level, limits)}.json"
+    try:
+        return WorkerProof(**{**json.loads(kept.read_text()), "reused": True})
+    except (OSError, ValueError, TypeError):
+        pass  # none yet, or unreadable: proved again
+    proof = _proved(level, limits)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    partial = kept.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(dataclasses.asdict(proof)))
+    os.replace(partial, kept)
+    return proof
+
+
+def environment_key(level: Isolation, limits: confinement.WorkerLimits) -> str:
+    """A digest of what a worker's start depends on: the machine as booted, the level and limits, the host
+    devices, this Python, every folder a worker reads of Python (a package installed or removed changes its
+    folder) and the grader's own files."""
+    import grader
+
+    package = Path(grader.__file__).resolve().parent
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = ""
+    facts = {
+        "host": socket.gethostname(),
+        "boot": boot,
+        "uid": os.geteuid(),
+        "level": level.value,
+        "limits": dataclasses.asdict(limits),
+        "devices": HOST_DEVICES,
+        "python": [os.path.realpath(sys.executable), sys.version],
+        "paths": [(p, _stamp(p)) for p in confinement.python_paths()],
+        "grader": sorted(
+            (str(p.relative_to(package)), _stamp(p))
+            for p in package.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        ),
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _stamp(path) -> tuple[int, int]:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return (0, 0)
+    return (found.st_size, found.st_mtime_ns)
 
 
 @functools.cache
-def prove_worker(level: Isolation, limits: confinement.WorkerLimits) -> WorkerProof:
-    """Start a worker's Python at `level` with `limits`, as grader.worker.supervisor.Worker does, and have it
-    import jax and the grader and compute on the host devices; raise PreflightError saying why it could
-    not. Once per process for each level and limits (a failure is tried again)."""
+def _proved(level: Isolation, limits: confinement.WorkerLimits) -> WorkerProof:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="shardlab-preflight-") as tmp:
         workdir, output_path = Path(tmp) / "work", Path(tmp) / "output.txt"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import grader
 from grader.core.options import HARNESS_MEMORY_BYTES
 from grader.course import catalog, paths
 from grader.grading import engine, preflight
@@ -69,6 +70,26 @@ def test_the_preflight_proves_the_worker_and_reads_its_memory_limit():
     assert proof.level == level.value and proof.devices == 8 and proof.memory_bytes == 5 * GIB
     # none means none
     assert preflight.prove_worker(level, confinement.worker_limits(None)).memory_bytes is None
+
+
+def test_a_proof_is_kept_for_its_environment_and_only_for_it(tmp_path, monkeypatch):
+    """With the course's cache folder, the preflight runs once per environment: a second grading reuses the
+    proof; different limits, or a grader file changed, prove again. A failure is never kept."""
+    level = confinement.choose_isolation("auto")
+    limits = confinement.worker_limits(5 * GIB)
+    first = preflight.prove_worker(level, limits, tmp_path)
+    again = preflight.prove_worker(level, limits, tmp_path)
+    assert not first.reused and again.reused and again.memory_bytes == first.memory_bytes
+    key = preflight.environment_key(level, limits)
+    assert key != preflight.environment_key(level, confinement.worker_limits(4 * GIB))
+    stamps = {}
+    real_stamp = preflight._stamp
+    monkeypatch.setattr(preflight, "_stamp", lambda p: stamps.get(str(p)) or real_stamp(p))
+    stamps[str(Path(grader.__file__).resolve())] = (1, 1)  # the grader changed
+    assert preflight.environment_key(level, limits) != key
+    with pytest.raises(preflight.PreflightError):
+        preflight.prove_worker(level, confinement.worker_limits(1 * GIB), tmp_path)
+    assert len(list((tmp_path / "preflight").glob("*.json"))) == 1
 
 
 def test_a_worker_that_cannot_start_stops_grading_with_the_reason():
