@@ -31,12 +31,18 @@ from grader.core.results import Category, Environment, IsolationRecord, TestResu
 from grader.course import catalog, paths, stubs, term
 from grader.course.devices import HOST_DEVICES, cores
 from grader.course.implementations import resolve_source
+from grader.grading.compile_cache import CompileCache
 from grader.grading.results import ExerciseResult, GradingResults, score_exercise
 from grader.harness.runner import RunFailed, run_tests
 from grader.reports.feedback_page import write_feedback_html
 from grader.reports.text import visible_share
 
 STATUS_FILE = Path(".shardlab") / "status.json"
+# XLA's compiled programs, kept between checks beside the status file: a check compiles again only what changed
+# (the student's own programs); the tests' references and baselines, and what did not change, load in
+# milliseconds. The student's own machine and cache: nothing else reads it.
+COMPILE_CACHE = Path(".shardlab") / "compile-cache"
+COMPILE_CACHE_BYTES = 256 << 20
 FEEDBACK_FILE = Path(".shardlab") / "feedback.html"  # `check --html`'s page, beside the status file
 OK_CATEGORIES = {Category.PASSED.value, Category.SKIPPED.value}  # a skipped test blocks nothing
 SECONDS_PER_EXERCISE = 300.0  # the visible tests of one exercise take seconds; minutes mean a hang
@@ -177,6 +183,7 @@ def check_exercises(
             ExerciseCheck(e, [], digest, syntax_error=broken[e.id]) if e.id in broken else ran[e.id]
             for e, digest in zip(exercises, digests)
         ]
+    cache = CompileCache(source.parent / COMPILE_CACHE, max_bytes=COMPILE_CACHE_BYTES)
     try:
         run = run_tests(
             source,
@@ -184,6 +191,7 @@ def check_exercises(
             visible_only=True,
             timeout=seconds_each * len(exercises),
             extra_args=("--launcher", launcher) if launcher != "local" else (),
+            env=cache.environment(),
         )
     except RunFailed as exc:
         if len(exercises) > 1:  # one module took the process down: run each alone to find which

@@ -13,6 +13,7 @@ when it kills the harness, and a killed harness writes no file."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from grader.harness.events import Finished
 # The grading options a run without --isolate takes: the others (isolation, test timeout, worker memory)
 # are the confined worker's.
 IN_PROCESS_OPTIONS = ("timing", "visible_only")
+HYPOTHESIS_PLUGIN = "_hypothesis_pytestplugin"  # the module of hypothesis's pytest11 entry point
 
 
 def pytest_arguments(
@@ -54,6 +56,11 @@ def pytest_arguments(
         "--no-header",
         "-p",
         "no:cacheprovider",
+        # No pytest plugin the environment happens to have takes part (jupyter's anyio plugin alone cost a
+        # tenth of a second per run, and a plugin has no say in a verdict): only hypothesis's own.
+        "--disable-plugin-autoload",
+        "-p",
+        HYPOTHESIS_PLUGIN,
     ]
     for plugin in plugins:
         arguments += ["-p", plugin]
@@ -102,8 +109,10 @@ def run_tests(
     slow: bool = False,
     extra_args: tuple[str, ...] = (),
     timeout: float | None = None,
+    env: dict[str, str] | None = None,
 ) -> TestRun:
-    """pytest in a subprocess, from the repo root, on `tests` (default: every exercise's tests)."""
+    """pytest in a subprocess, from the repo root, on `tests` (default: every exercise's tests); env: added
+    to its environment (a compile cache's)."""
     targets = tests or [paths.EXERCISE_TESTS_DIR]
     options = GradingOptions(timing=timing, visible_only=visible_only)
     with tempfile.TemporaryDirectory(prefix="shardlab-run-") as tmp:
@@ -119,6 +128,7 @@ def run_tests(
             done = subprocess.run(
                 [sys.executable, "-m", "pytest", *arguments],
                 cwd=paths.REPO_ROOT,
+                env={**os.environ, **(env or {})},
                 capture_output=True,
                 text=True,
                 timeout=timeout,
