@@ -71,6 +71,7 @@ GROUPS = {
     "compile": (phase_profile.COMPILE,),
     "run+place": (phase_profile.RUN, phase_profile.DEVICE_PUT),
     "checks": (phase_profile.CHECKS,),
+    "lock": (phase_profile.TIMING_LOCK,),
     "other": (phase_profile.TEST_CODE, phase_profile.OTHER),
 }
 
@@ -139,6 +140,7 @@ def read_profiles(folder: Path) -> dict:
     jax_seconds: dict[str, Counter] = defaultdict(Counter)
     grading: Counter = Counter()
     processes = 0
+    spans = []  # each process's lifetime and exercises
     for path in sorted(folder.glob("*.json")):
         found = json.loads(path.read_text())
         if found["role"] == "grading":
@@ -147,6 +149,14 @@ def read_profiles(folder: Path) -> dict:
         if set(found["seconds"]) == {phase_profile.OUTSIDE_TESTS}:
             continue  # ran no test: pytest-xdist's controller
         processes += 1
+        spans.append(
+            {
+                "seconds": found["ended"] - found["created"],
+                "exercises": sorted(
+                    {exercise_of(n) for n in found["seconds"]} - {phase_profile.OUTSIDE_TESTS}
+                ),
+            }
+        )
         for key, into in (
             ("seconds", seconds),
             ("jax_counts", counts),
@@ -156,6 +166,7 @@ def read_profiles(folder: Path) -> dict:
                 into[nodeid].update(phases)
     return {
         "processes": processes,
+        "spans": spans,
         "seconds": seconds,
         "jax_counts": counts,
         "jax_seconds": jax_seconds,
@@ -180,6 +191,10 @@ def print_phase_totals(runs: dict[str, dict], walls: dict[str, float]) -> None:
             print(phase.ljust(40) + "".join(f"{totals[n][phase]:>10.1f}" for n in names))
     print("all".ljust(40) + "".join(f"{sum(totals[n].values()):>10.1f}" for n in names))
     print("processes".ljust(40) + "".join(f"{runs[n]['processes']:>10}" for n in names))
+    for n in names:
+        for span in runs[n]["spans"]:
+            ids = ", ".join(e.split("_")[0] for e in span["exercises"])
+            print(f"  {n}: a process of {span['seconds']:.1f} s: {ids}")
     grading_phases = sorted({p for n in names for p in runs[n]["grading"]})
     print("\nthe grading process (main thread)")
     for phase in grading_phases:

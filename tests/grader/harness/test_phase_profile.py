@@ -48,13 +48,14 @@ def test_the_students_code_in_process_is_its_own_phase(tmp_path):
     assert namespace["where"](Classifier().phase) == phase_profile.OTHER
 
 
-def run_ex01_visible(tmp_path, **env):
+def run_ex03_visible(tmp_path, **env):
+    """ex03's visible tests: sin_layer compiles inside the reference's own code, for tens of milliseconds."""
     return subprocess.run(
         [
             sys.executable,
             "-m",
             "pytest",
-            str(catalog.get("ex01").tests_dir() / "test_visible.py"),
+            str(catalog.get("ex03").tests_dir() / "test_visible.py"),
             "--impl=reference",
             "-q",
             "-p",
@@ -71,13 +72,14 @@ def run_ex01_visible(tmp_path, **env):
 def test_a_profiled_run_says_where_each_tests_time_went(tmp_path):
     folder = tmp_path / "profile"
     folder.mkdir()
-    done = run_ex01_visible(tmp_path, **{phase_profile.PROFILE_DIR: str(folder)})
+    done = run_ex03_visible(tmp_path, **{phase_profile.PROFILE_DIR: str(folder)})
     assert done.returncode == 0, done.stdout[-2000:]
     (path,) = folder.glob("harness-*.json")
     profile = json.loads(path.read_text())
     tests = {k: v for k, v in profile["seconds"].items() if k != phase_profile.OUTSIDE_TESTS}
     assert tests and all(
-        k.startswith("tests/exercises/ex01_meshes/test_visible.py::") for k in tests
+        k.startswith("tests/exercises/ex03_computation_follows_data/test_visible.py::")
+        for k in tests
     )
     assert all(set(phases) <= set(phase_profile.PHASES) for phases in profile["seconds"].values())
     outside = profile["seconds"][phase_profile.OUTSIDE_TESTS]
@@ -85,6 +87,12 @@ def test_a_profiled_run_says_where_each_tests_time_went(tmp_path):
     # the reference's code ran in this process, and it is where the tests' time mostly went
     student = sum(p.get(phase_profile.STUDENT_IN_PROCESS, 0.0) for p in tests.values())
     assert student > 0
+    # jax's own count of what it compiled, the reference's compiles named as the student's code's
+    compiled = sum(
+        c.get(f"compiling ({phase_profile.STUDENT_IN_PROCESS})", 0)
+        for c in profile["jax_counts"].values()
+    )
+    assert compiled >= 1
 
 
 def test_unprofiled_nothing_samples():

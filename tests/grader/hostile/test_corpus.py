@@ -137,7 +137,7 @@ def load_case(folder: Path) -> Case:
     assert set(case) <= {"submission", "expected", "messages"}, f"{folder.name}: {sorted(case)}"
     used: set[str] = set()
     files = {name: build(folder, name, recipe, used) for name, recipe in case["submission"].items()}
-    unused = {p.name for p in folder.iterdir()} - used - {"case.toml"}
+    unused = {p.name for p in folder.iterdir()} - used - {"case.toml", "__pycache__"}
     assert not unused, f"{folder.name}: files no recipe uses: {sorted(unused)}"
     by_id = {
         catalog.get(number).id: categories(table) for number, table in case["expected"].items()
