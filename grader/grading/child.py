@@ -13,9 +13,13 @@ Setting the limits here, rather than in a preexec_fn between fork and exec, keep
 spawn children safely while it has threads of its own.
 """
 
+import os
 import resource
 import signal
 import sys
+
+from grader.course.devices import force_host_devices
+from grader.grading.compile_cache import BYTECODE_ENV
 
 USAGE = "usage: python -m grader.grading.child HARNESS_MEMORY WORKER_MEMORY FILE_BYTES -- PYTEST_ARGS..."
 
@@ -42,9 +46,27 @@ def main(argv: list[str]) -> int:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails instead of killing
 
+    keep_bytecode(os.environ.get(BYTECODE_ENV))
     import pytest
 
     return pytest.main(pytest_args)
+
+
+def keep_bytecode(folder: str | None) -> None:
+    """The grader's and the tests' modules compiled once into `folder` (the compile cache's), not at every
+    harness start (about half a second), and nothing written into the checkout. The packages installed
+    beside Python keep their own bytecode: they are imported first, from it, and only what is imported
+    later (the grader, the tests, what jax loads lazily) goes through `folder`."""
+    if not folder:
+        return
+    force_host_devices()  # before jax is imported, as the root conftest would
+    import hypothesis  # noqa: F401
+    import jax  # noqa: F401
+    import numpy  # noqa: F401
+    import pytest  # noqa: F401
+
+    sys.pycache_prefix = folder
+    sys.dont_write_bytecode = False
 
 
 if __name__ == "__main__":

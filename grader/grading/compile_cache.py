@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CACHE_ENV = "SHARDLAB_CACHE"  # where the course's cache lives, unless --cache says otherwise
+# Where a harness keeps the bytecode of the grader and the tests (grader.grading.child), in the cache folder.
+BYTECODE_ENV = "SHARDLAB_BYTECODE_DIR"
 # a whole course's programs take a few MB; a class of odd ones stays far below
 DEFAULT_MAX_BYTES = 1 << 30
 
@@ -57,6 +59,10 @@ class CompileCache:
             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
             "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
             "JAX_COMPILATION_CACHE_MAX_SIZE": str(self.max_bytes),
+            # Grading writes no bytecode into the checkout (its harnesses run python -B): the grader's and
+            # the tests' modules, compiled once, are kept here instead, where no worker can look (the
+            # hidden tests' bytecode is among them), and read by every later harness.
+            BYTECODE_ENV: str(self.folder / "pycache"),
         }
 
     def describe(self, counts: dict) -> dict:

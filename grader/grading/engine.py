@@ -257,8 +257,9 @@ def grade_submission(
     limits = process.Limits()
     cache = cache or CompileCache(None)
     time_limits = time_limits or time_limits_module.load(cache.folder, options.test_timeout)
-    # Before anything is written there (the preflight's proof is): never where the student's code can read.
-    _refuse_a_visible_cache(cache, [Path(submission)])
+    # Before anything is written there (the preflight's proof is): never inside what every worker reads
+    # (Python, the system, the grader); the submission's own copy is checked once it is made.
+    _refuse_a_visible_cache(cache, [])
     try:  # chosen once here, so every exercise's workers run at the same, recorded level
         level = confinement.choose_isolation(options.isolation)
     except confinement.IsolationUnavailable as exc:

@@ -18,7 +18,8 @@ import pytest
 
 from grader.course import catalog, paths
 
-pytestmark = pytest.mark.slow
+# One worker builds the graded term once, for every test here.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_term_class")]
 
 EX01, EX02, EX05 = (catalog.get(n) for n in ("ex01", "ex02", "ex05"))
 ALT = paths.REPO_ROOT / "tests" / "grader" / "submissions" / "alt_correct"

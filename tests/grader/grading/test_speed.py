@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import grader
-from grader.course import catalog
+from grader.course import catalog, paths
 from grader.grading.batch import student_folder
 from grader.grading.calibration import calibrate
 from grader.grading.compile_cache import CompileCache
@@ -104,6 +104,28 @@ def test_a_second_grading_compiles_nothing_again(tmp_path):
     assert first.score == second.score == EX04.points
     # the workers' user cannot look in
     assert oct((tmp_path / "cache").stat().st_mode & 0o777) == "0o700"
+    # The harnesses' bytecode of the grader and the tests is kept there too, none in the checkout.
+    kept = tmp_path / "cache" / "pycache" / str(paths.REPO_ROOT).lstrip("/")
+    assert list((kept / "grader" / "harness").glob("pytest_plugin.*.pyc"))
+    assert list((kept / "tests" / "exercises" / EX04.id).glob("test_hidden.*.pyc"))
+
+
+def test_a_harness_keeps_bytecode_only_in_the_folder_given(tmp_path):
+    """The child's keep_bytecode: modules imported after it go to the folder, never beside their source."""
+    module = tmp_path / "source" / "some_module.py"
+    module.parent.mkdir()
+    module.write_text("VALUE = 1\n")
+    script = (
+        "import sys; from grader.grading.child import keep_bytecode; "
+        f"keep_bytecode({str(tmp_path / 'kept')!r}); sys.path.insert(0, {str(module.parent)!r}); "
+        "import some_module"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-B", "-c", script], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert list((tmp_path / "kept").rglob("some_module.*.pyc"))
+    assert not (module.parent / "__pycache__").exists()
 
 
 def test_without_a_cache_nothing_is_written(tmp_path):

@@ -3,7 +3,10 @@ reference gets every test; each wrong one fails exactly the tests of the rule it
 (tests/grader/submissions/expectations).
 
 Each is run both ways: in-process (a student's `shardlab check`) and isolated (the module in a confined
-worker, as grading runs it); honest code must get the same verdict on every test both ways.
+worker, as grading runs it); honest code must get the same verdict both ways. A student's check runs the
+visible tests only, so a wrong submission's in-process route runs those (every visible verdict must be
+grading's); the isolated route runs every test, where each must fail exactly what its expectations name.
+The honest alternative (alt_correct) runs every test both ways.
 
 The two routes run side by side with the timing checks off (`--timing=skip`: a speed test still checks
 its values, then skips), so that neither measures under the other's load. Whether the speed thresholds
@@ -63,6 +66,9 @@ ROUTES = {"in-process": (), "isolated": ("--isolate",)}
 
 
 def check_expectations(folder: str, run, expected: dict[str, set[str]]) -> list[str]:
+    """The run's failures are exactly the expected ones among the tests it ran."""
+    ran = {(r.exercise, r.function) for r in run.results}
+    expected = {ex: {n for n in names if (ex, n) in ran} for ex, names in expected.items()}
     failed_names: dict[str, set[str]] = {ex: set() for ex in expected}
     problems = []
     for result in run.results:
@@ -88,9 +94,17 @@ def test_submission_scores_as_expected_both_ways(folder):
     # The reference's in-process verdicts are this session's own tests/exercises run (and dev-check's):
     # all passed. So here it runs isolated only, where it must pass everything too.
     routes = {"isolated": ROUTES["isolated"]} if folder == "reference" else ROUTES
+    visible_only = {"in-process": folder != "alt_correct", "isolated": False}
     with ThreadPoolExecutor(len(routes)) as pool:
         futures = {
-            route: pool.submit(run_tests, source, tests=tests, timing="skip", extra_args=args)
+            route: pool.submit(
+                run_tests,
+                source,
+                tests=tests,
+                timing="skip",
+                visible_only=visible_only[route],
+                extra_args=args,
+            )
             for route, args in routes.items()
         }
     runs = {route: future.result() for route, future in futures.items()}
@@ -103,9 +117,10 @@ def test_submission_scores_as_expected_both_ways(folder):
             route: {r.nodeid: r.category for r in run.results} for route, run in runs.items()
         }
         inside, isolated = verdicts["in-process"], verdicts["isolated"]
+        assert inside and set(inside) <= set(isolated)
         problems += [
-            f"{nodeid}: {inside[nodeid]} in-process, {isolated.get(nodeid)} isolated"
+            f"{nodeid}: {inside[nodeid]} in-process, {isolated[nodeid]} isolated"
             for nodeid in inside
-            if inside[nodeid] != isolated.get(nodeid)
+            if inside[nodeid] != isolated[nodeid]
         ]
     assert not problems, "\n".join(problems)
