@@ -259,6 +259,32 @@ def print_exercises(name: str, profile: dict, slowest: int) -> None:
             print(row(nodeid.replace("tests/exercises/", ""), phases, 60))
 
 
+def markdown(runs: dict[str, dict], walls: dict[str, float]) -> str:
+    """The tables docs/measurements.md shows: phases by run, and the cold run by exercise."""
+    names = list(runs)
+    totals = {n: by_phase(runs[n]) for n in names}
+    lines = ["| phase | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for phase in phase_profile.PHASES:
+        if any(totals[n][phase] >= 0.05 for n in names):
+            cells = " | ".join(f"{totals[n][phase]:.1f}" for n in names)
+            lines.append(f"| {phase} | {cells} |")
+    cells = " | ".join(f"{sum(totals[n].values()):.1f}" for n in names)
+    lines.append(f"| all (the harnesses' main threads) | {cells} |")
+    lines.append(
+        "| wall time, the whole process | " + " | ".join(f"{walls[n]:.1f}" for n in names) + " |"
+    )
+    if "cold" in runs:
+        exercises = by_exercise(runs["cold"])
+        lines += ["", "| exercise (cold) | " + " | ".join(GROUPS) + " | all |"]
+        lines.append("|---" * (len(GROUPS) + 2) + "|")
+        for label in [e.id for e in catalog.EXERCISES] + [phase_profile.OUTSIDE_TESTS]:
+            cells = [sum(exercises[label][p] for p in group) for group in GROUPS.values()]
+            lines.append(
+                f"| {label} | " + " | ".join(f"{c:.1f}" for c in cells) + f" | {sum(cells):.1f} |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--profiled-grade"]:
         return profiled_grade(argv[1:])
@@ -268,6 +294,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--slowest", type=int, default=0, help="list this many slowest tests per run"
     )
+    parser.add_argument("--markdown", action="store_true", help="also print the tables as Markdown")
     args = parser.parse_args(argv)
     wanted = args.runs.split(",")
     runs, walls = {}, {}
@@ -301,6 +328,8 @@ def main(argv: list[str]) -> int:
         print_exercises(name, runs[name], args.slowest)
     if args.json:
         args.json.write_text(json.dumps({"walls": walls, "runs": runs}, indent=1))
+    if args.markdown:
+        print("\n" + markdown(runs, walls))
     return 0
 
 

@@ -22,7 +22,6 @@ import os
 
 import pytest
 
-from grader.checks.compile_policy import compile_quickly
 from grader.course import catalog
 from grader.course.devices import DeviceCountError, verify_host_devices
 from grader.course.implementations import resolve_source
@@ -59,7 +58,6 @@ def pytest_configure(config):
         verify_host_devices()
     except DeviceCountError as exc:
         raise pytest.UsageError(f"set-up error: {exc}") from None
-    compile_quickly()  # every program but a timed one (grader.checks.compile_policy)
     try:
         impl = resolve_source(config.getoption("--impl"))
     except FileNotFoundError as exc:
