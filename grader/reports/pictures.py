@@ -194,6 +194,31 @@ def speed_chart(figures: SpeedFigures) -> Markup:
     def x(value: float) -> str:
         return number(_CHART_LEFT + value * scale)
 
+    def marker(value: float, name: str, colour: str, ys: tuple, width: float, dashes: str):
+        """A dashed line across the bar at `value`, named above or below it: ys = (top, bottom, text)."""
+        top, bottom, text_y = ys
+        line = element(
+            "line",
+            x1=x(value),
+            x2=x(value),
+            y1=top,
+            y2=bottom,
+            stroke=colour,
+            stroke_width=width,
+            stroke_dasharray=dashes,
+            class_=name,
+        )
+        label = element(
+            "text",
+            f"{name} {value:.2f}x",
+            x=x(value),
+            y=text_y,
+            text_anchor="middle",
+            font_size=10,
+            fill=colour,
+        )
+        return [line, label]
+
     parts = [
         element("title", f"speedup {figures.speedup:.2f}x, threshold {figures.threshold:.2f}x")
     ]
@@ -234,55 +259,9 @@ def speed_chart(figures: SpeedFigures) -> Markup:
             class_="iqr",
         )
     )
-    parts.append(
-        element(
-            "line",
-            x1=x(figures.threshold),
-            x2=x(figures.threshold),
-            y1=14,
-            y2=66,
-            stroke="#9a6700",
-            stroke_width=2,
-            stroke_dasharray="5 3",
-            class_="threshold",
-        )
-    )
-    parts.append(
-        element(
-            "text",
-            f"threshold {figures.threshold:.2f}x",
-            x=x(figures.threshold),
-            y=11,
-            text_anchor="middle",
-            font_size=10,
-            fill="#9a6700",
-        )
-    )
+    parts += marker(figures.threshold, "threshold", "#9a6700", (14, 66, 11), width=2, dashes="5 3")
     if figures.calibration is not None:
-        parts.append(
-            element(
-                "line",
-                x1=x(figures.calibration),
-                x2=x(figures.calibration),
-                y1=22,
-                y2=58,
-                stroke="#0969da",
-                stroke_width=1.5,
-                stroke_dasharray="2 2",
-                class_="calibration",
-            )
-        )
-        parts.append(
-            element(
-                "text",
-                f"calibration {figures.calibration:.2f}x",
-                x=x(figures.calibration),
-                y=68,
-                text_anchor="middle",
-                font_size=10,
-                fill="#0969da",
-            )
-        )
+        parts += marker(figures.calibration, "calibration", "#0969da", (22, 58, 68), 1.5, "2 2")
     parts.append(
         element(
             "text",
