@@ -14,4 +14,7 @@ GRADING = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     # No "explain" phase: it costs seconds per failing test and tells a student nothing the example does not.
     phases=[Phase.explicit, Phase.generate, Phase.shrink],
+    # The first failure, shrunk, is the verdict and the message: searching on for other distinct failures
+    # (and shrinking each) doubled a wrong submission's time in ex13, and their group read as an error.
+    report_multiple_bugs=False,
 )

@@ -113,3 +113,22 @@ def test_the_tests_own_assertion_stays_a_failure_with_its_message(tmp_path: Path
     exc = raised(lambda: exec("assert 1 == 2, 'output: wrong values'", {}))
     assert categorize(exc, tmp_path) is Category.FAILED
     assert student_message(exc, tmp_path) == "output: wrong values"
+
+
+def test_a_property_test_failing_two_ways_reports_one_failure():
+    """grader.checks.properties.GRADING: the search stops at the first failure, shrunk, which is the test's
+    verdict and message; a group of every distinct failure would read as an error and cost a second search."""
+    from hypothesis import given, strategies as st
+
+    from grader.checks.properties import GRADING
+
+    @GRADING
+    @given(st.integers(0, 1000))
+    def prop(n):
+        if n % 2:
+            raise ValueError("odd")
+        assert n < 10, "even and large"
+
+    exc = raised(prop)
+    assert not isinstance(exc, BaseExceptionGroup), exc
+    assert isinstance(exc, (AssertionError, ValueError))
