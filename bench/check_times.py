@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,11 +36,14 @@ GOAL_EX12_SECONDS = 6.0
 GOAL_ALL_SECONDS = 12.0
 
 
+@dataclass(frozen=True)
 class Route:
     """Where `shardlab check` runs: a shardlab executable, the folder it runs in, and its arguments."""
 
-    def __init__(self, name: str, shardlab: Path, cwd: Path, extra: list[str]):
-        self.name, self.shardlab, self.cwd, self.extra = name, shardlab, cwd, extra
+    name: str
+    shardlab: Path
+    cwd: Path
+    extra: list[str]
 
     def check(self, *args: str, bytecode: bool = True) -> tuple[float, int]:
         dropped = ("VIRTUAL_ENV", "PYTHONPATH", *(("PYTHONDONTWRITEBYTECODE",) if bytecode else ()))

@@ -52,28 +52,29 @@ def alone(on_acquired=lambda: None):
     for the block (its place is given up meanwhile, then taken again); outside any, an exclusive hold.
     on_acquired: called once the lock is held, before the block (the test's clock starts again there:
     waiting for other tests to end is never charged)."""
-    if not os.environ.get(LOCK_DIR):
-        on_acquired()
-        yield
-        return
     held = getattr(_state, "held", None)
-    if held is not None and held[2]:  # already alone
+    if not os.environ.get(LOCK_DIR) or (held is not None and held[2]):  # no lock, or alone already
+        lock = contextlib.nullcontext()
+    elif held is None:
+        lock = hold(exclusive=True)
+    else:
+        lock = _upgraded(held)
+    with lock:
         on_acquired()
         yield
-        return
-    if held is None:
-        with hold(exclusive=True):
-            on_acquired()
-            yield
-        return
+
+
+@contextlib.contextmanager
+def _upgraded(held):
     turnstile, cores, _ = held
     fcntl.flock(cores, fcntl.LOCK_UN)
     fcntl.flock(turnstile, fcntl.LOCK_EX)
     fcntl.flock(cores, fcntl.LOCK_EX)
+    _state.held = (turnstile, cores, True)
     try:
-        on_acquired()
         yield
     finally:
+        _state.held = held
         # Shared again, through the turnstile like any test that starts.
         fcntl.flock(cores, fcntl.LOCK_SH)
         fcntl.flock(turnstile, fcntl.LOCK_UN)
