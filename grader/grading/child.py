@@ -1,8 +1,13 @@
 """The grading child's entry point: apply the limits to this process, then run pytest.
 
-    python -I -m grader.grading.child HARNESS_MEMORY WORKER_MEMORY FILE_BYTES -- PYTEST_ARGS...
+    python -I -m grader.grading.child HARNESS_MEMORY WORKER_MEMORY FILE_BYTES LEVEL FOLDER -- PYTEST_ARGS...
 
 PYTEST_ARGS are the runner's (grader.harness.runner.pytest_arguments), as grader.grading.process builds them.
+
+LEVEL and FOLDER (- and - for none) are the isolation level and the student's folder of the worker the
+harness will start: its zygote is started here, first, so that it imports jax while the harness imports
+jax, pytest and the tests (about a second each); the harness's session takes it over
+(grader.worker.supervisor.Worker.take_early), or stops it and starts its own if it asks for another.
 
 HARNESS_MEMORY is this process's address space (its soft limit); the hard limit stays at WORKER_MEMORY
 when that is larger (0: no limit), so that the worker this harness starts can be given its own limit
@@ -17,15 +22,20 @@ import os
 import resource
 import signal
 import sys
+from pathlib import Path
 
 from grader.course.devices import force_host_devices
 from grader.grading.compile_cache import BYTECODE_ENV
 
-USAGE = "usage: python -m grader.grading.child HARNESS_MEMORY WORKER_MEMORY FILE_BYTES -- PYTEST_ARGS..."
+USAGE = (
+    "usage: python -m grader.grading.child HARNESS_MEMORY WORKER_MEMORY FILE_BYTES LEVEL FOLDER -- "
+    "PYTEST_ARGS..."
+)
+NO_WORKER = "-"  # LEVEL and FOLDER when the harness starts no worker
 
 
 def main(argv: list[str]) -> int:
-    harness_memory, worker_memory, file_bytes, separator, *pytest_args = argv
+    harness_memory, worker_memory, file_bytes, level, folder, separator, *pytest_args = argv
     assert separator == "--", USAGE
     if int(harness_memory):
         ceiling = (
@@ -46,10 +56,33 @@ def main(argv: list[str]) -> int:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails instead of killing
 
-    keep_bytecode(os.environ.get(BYTECODE_ENV))
-    import pytest
+    if level != NO_WORKER:
+        start_worker_early(level, Path(folder), int(worker_memory))
+    try:
+        keep_bytecode(os.environ.get(BYTECODE_ENV))
+        import pytest
 
-    return pytest.main(pytest_args)
+        return pytest.main(pytest_args)
+    finally:
+        if level != NO_WORKER:
+            from grader.worker import supervisor
+
+            supervisor.stop_early()
+
+
+def start_worker_early(level: str, folder: Path, worker_memory: int) -> None:
+    """The worker's zygote, started as the harness's plugin would at its configuration (the host devices
+    forced, this process a subreaper), only sooner; nothing when the folder holds no exercise module."""
+    if not any(folder.glob("ex[0-9][0-9]_*.py")):
+        return
+    force_host_devices()
+    from grader.sandbox import confinement
+    from grader.worker import supervisor
+
+    confinement.become_subreaper()
+    supervisor.start_early(
+        folder, isolation=confinement.Isolation(level), memory_bytes=worker_memory or None
+    )
 
 
 def keep_bytecode(folder: str | None) -> None:

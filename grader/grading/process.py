@@ -25,10 +25,11 @@ import psutil
 from grader.core.bounds import clipped
 from grader.core.options import HARNESS_MEMORY_BYTES, GradingOptions
 from grader.core.results import TestMeta, TestResult
+from grader.grading import child
 from grader.harness import events, phase_profile, runner, timing_lock
 from grader.harness.time_limits import FALLBACK_SECONDS
 from grader.sandbox.confinement import reap_orphans
-from grader.sandbox.restrictions import launcher
+from grader.sandbox.restrictions import Isolation, launcher
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,13 @@ def run_pytest_child(
     extra += [f"--prior-timeouts={exercise}" for exercise in prior_timeouts]
     extra += [f"--deselect={nodeid}" for nodeid in deselect]
     extra += ["--collect-only"] if collect_only else []
-    # The child lowers its own RLIMIT_AS to the harness's and keeps the worker's as its hard limit.
+    # The child lowers its own RLIMIT_AS to the harness's and keeps the worker's as its hard limit, and starts
+    # the worker's zygote before anything else (a level chosen already: the engine's, never "auto").
+    early = (
+        [options.isolation, str(modules_dir)]
+        if not collect_only and options.isolation in {level.value for level in Isolation}
+        else [child.NO_WORKER, child.NO_WORKER]
+    )
     command = [
         sys.executable,
         "-I",
@@ -135,6 +142,7 @@ def run_pytest_child(
         str(limits.harness_memory_bytes or 0),
         str(options.worker_memory_bytes or 0),
         str(limits.file_bytes),
+        *early,
         "--",
         *runner.pytest_arguments(
             targets, impl=modules_dir, options=options, isolate=True, extra=extra

@@ -90,7 +90,9 @@ class HarnessSession:
         if self.worker is None:
             from grader.worker.supervisor import Worker
 
-            self.worker = Worker(self.impl, isolation=self.isolation, limits=self.worker_limits)
+            self.worker = Worker.take_early(
+                self.impl, isolation=self.isolation, limits=self.worker_limits
+            )
         return self.worker
 
     def ready_worker(self, items: list) -> None:

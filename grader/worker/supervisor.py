@@ -80,6 +80,29 @@ _NOT_SERVING = (
 )
 
 
+# A zygote started by the harness's entry point (grader.grading.child) before the harness imports jax,
+# pytest and the tests, so that the two imports overlap: the session takes it over (Worker.take_early).
+_EARLY: Worker | None = None
+
+
+def start_early(
+    folder: Path, *, isolation: confinement.Isolation, memory_bytes: int | None
+) -> None:
+    """Prestart the worker the harness will ask for (its folder, level and memory limit, as the harness's
+    session will compute them), as the first thing the harness process does."""
+    global _EARLY
+    _EARLY = Worker(folder, isolation=isolation, limits=confinement.worker_limits(memory_bytes))
+    _EARLY.prestart()
+
+
+def stop_early() -> None:
+    """Stop an early zygote no session took over (a harness that ended before asking for its worker)."""
+    global _EARLY
+    early, _EARLY = _EARLY, None
+    if early is not None:
+        early.stop()
+
+
 class Worker:
     """One confined worker process serving the student's modules in one folder, started on first use
     (or early: prestart, then warm_up before the first test) and started again after it crashed or hung.
@@ -111,6 +134,23 @@ class Worker:
         self._ready = False
         self._output = None  # what the sandbox prints, read back after each call
         self.deadline = float("inf")  # time.monotonic() by which the current test must end
+        self.started_early = False  # taken over from the harness's entry point (take_early)
+
+    @classmethod
+    def take_early(
+        cls, folder: Path, *, isolation: confinement.Isolation, limits: confinement.WorkerLimits
+    ) -> Worker:
+        """The worker for `folder` at `isolation` with `limits`: the early one (start_early) when it was
+        started for exactly these, else a new one (an early one that differs is stopped)."""
+        global _EARLY
+        early, _EARLY = _EARLY, None
+        wanted = (Path(folder).resolve(), isolation, limits)
+        if early is not None and (early.folder, early.isolation, early._limits) == wanted:
+            early.started_early = True
+            return early
+        if early is not None:
+            early.stop()
+        return cls(folder, isolation=isolation, limits=limits)
 
     # What the worker now serving may still send, and which worker (self._forked) that is.
     _budget: Budget | None = None

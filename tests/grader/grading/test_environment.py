@@ -321,6 +321,8 @@ def test_harness_limits_leave_room_for_the_workers(tmp_path):
                 str(6 * GIB),
                 str(worker),
                 str(1 << 28),
+                "-",
+                "-",
                 "--",
                 str(probe),
                 "-q",
@@ -334,3 +336,68 @@ def test_harness_limits_leave_room_for_the_workers(tmp_path):
         )
     seen = [json.loads(line) for line in (tmp_path / "limits.json").read_text().splitlines()]
     assert seen == [[6 * GIB, 8 * GIB], [6 * GIB, 6 * GIB], [6 * GIB, -1]]
+
+
+def _zygotes_of(folder: Path) -> list:
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        line = process.info["cmdline"] or []
+        if "grader.worker.zygote" in line and str(folder) in line:
+            found.append(process)
+    return found
+
+
+@pytest.mark.parametrize("asked_memory", [4 * GIB, 5 * GIB], ids=["same", "other"])
+def test_the_harness_takes_over_the_zygote_its_entry_point_started(tmp_path, asked_memory):
+    """The grading child starts the worker's zygote before importing anything heavy; the harness's session
+    serves from it when it asks for the same worker (folder, level, limits), and stops it and starts its
+    own when it asks for another. Nothing is left running either way."""
+    folder = tmp_path / "student"
+    folder.mkdir()
+    shutil.copy(catalog.get("ex01").solution_path(), folder)
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(
+        textwrap.dedent(f"""
+        import json
+        from grader.harness.session import session_of
+        def test_worker(pytestconfig):
+            worker = session_of(pytestconfig).the_worker()
+            worker.warm_up()
+            with open({str(tmp_path / "seen.json")!r}, "w") as out:
+                json.dump(worker.started_early, out)
+    """)
+    )
+    level = confinement.choose_isolation("auto")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-m",
+            "grader.grading.child",
+            str(6 * GIB),
+            str(4 * GIB),
+            str(1 << 28),
+            level.value,
+            str(folder),
+            "--",
+            str(probe),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--rootdir={tmp_path}",
+            "-p",
+            "grader.harness.pytest_plugin",
+            f"--impl={folder}",
+            "--isolate",
+            f"--isolation={level.value}",
+            f"--worker-memory={asked_memory}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((tmp_path / "seen.json").read_text()) == (asked_memory == 4 * GIB)
+    assert _zygotes_of(folder) == []
