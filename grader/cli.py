@@ -187,7 +187,7 @@ def _add_grading_commands(commands, handout: bool) -> None:
         "default: a git clone's last commit, else none (no late penalty)",
     )
     add_arguments(batch, GRADE_BATCH)
-    from grader.commands.slurm import add_slurm_arguments
+    from grader.commands.slurm_request import add_slurm_arguments
 
     add_slurm_arguments(batch)
     batch.set_defaults(func=_handler("grading", "grade_batch_command"))
