@@ -56,10 +56,11 @@ def main(argv: list[str]) -> int:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails instead of killing
 
+    bytecode = os.environ.get(BYTECODE_ENV)
     if level != NO_WORKER:
-        start_worker_early(level, Path(folder), int(worker_memory))
+        start_worker_early(level, Path(folder), int(worker_memory), bytecode)
     try:
-        keep_bytecode(os.environ.get(BYTECODE_ENV))
+        keep_bytecode(bytecode)
         import pytest
 
         return pytest.main(pytest_args)
@@ -70,14 +71,24 @@ def main(argv: list[str]) -> int:
             supervisor.stop_early()
 
 
-def start_worker_early(level: str, folder: Path, worker_memory: int) -> None:
+def start_worker_early(level: str, folder: Path, worker_memory: int, bytecode: str | None) -> None:
     """The worker's zygote, started as the harness's plugin would at its configuration (the host devices
-    forced, this process a subreaper), only sooner; nothing when the folder holds no exercise module."""
+    forced, this process a subreaper), only sooner; nothing when the folder holds no exercise module.
+    The grader's modules it takes are imported through the bytecode folder too (keep_bytecode), the
+    installed packages they use first, from their own bytecode."""
     if not any(folder.glob("ex[0-9][0-9]_*.py")):
         return
     force_host_devices()
-    from grader.sandbox import confinement
-    from grader.worker import supervisor
+    import msgspec  # noqa: F401
+    import numpy  # noqa: F401
+    import psutil  # noqa: F401
+
+    sys.pycache_prefix, sys.dont_write_bytecode = bytecode, not bytecode
+    try:
+        from grader.sandbox import confinement
+        from grader.worker import supervisor
+    finally:  # the installed packages the harness imports next keep their own bytecode
+        sys.pycache_prefix, sys.dont_write_bytecode = None, True
 
     confinement.become_subreaper()
     supervisor.start_early(
