@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,30 @@ from grader.harness.events import Finished
 # are the confined worker's.
 IN_PROCESS_OPTIONS = ("timing", "visible_only")
 HYPOTHESIS_PLUGIN = "_hypothesis_pytestplugin"  # the module of hypothesis's pytest11 entry point
+# A test module or conftest that imports one of these has property tests (hypothesis, directly or through
+# the grader's settings for it).
+_PROPERTY_IMPORT = re.compile(
+    r"^\s*(?:from|import)\s+(?:hypothesis|grader\.checks\.properties)\b", re.MULTILINE
+)
+
+
+def has_property_tests(targets: Sequence[str | Path], rootdir: Path = paths.REPO_ROOT) -> bool:
+    """Whether any test module under `targets` (folders, files or node ids), or a conftest.py above them,
+    imports hypothesis: only then does a run load hypothesis's pytest plugin, whose import is about 0.3 s
+    of every run's start. A target that cannot be read counts as having them."""
+    for target in targets:
+        path = Path(str(target).split("::", 1)[0])
+        path = path if path.is_absolute() else rootdir / path
+        try:
+            files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+            files += [parent / "conftest.py" for parent in path.parents]
+            if any(f.is_file() and _PROPERTY_IMPORT.search(f.read_text()) for f in files):
+                return True
+            if not path.exists():
+                return True
+        except (OSError, UnicodeDecodeError):
+            return True
+    return False
 
 
 def pytest_arguments(
@@ -57,11 +82,12 @@ def pytest_arguments(
         "-p",
         "no:cacheprovider",
         # No pytest plugin the environment happens to have takes part (jupyter's anyio plugin alone cost a
-        # tenth of a second per run, and a plugin has no say in a verdict): only hypothesis's own.
+        # tenth of a second per run, and a plugin has no say in a verdict): only hypothesis's own, where
+        # the tests run have property tests.
         "--disable-plugin-autoload",
-        "-p",
-        HYPOTHESIS_PLUGIN,
     ]
+    if has_property_tests(targets, rootdir):
+        arguments += ["-p", HYPOTHESIS_PLUGIN]
     for plugin in plugins:
         arguments += ["-p", plugin]
     arguments += [f"--rootdir={rootdir}", "-c", str(config), f"--impl={impl}"]

@@ -11,7 +11,7 @@ from pathlib import Path
 from grader.core.options import GradingOptions
 from grader.core.results import Category, SpeedFigures, TestResult
 from grader.course import catalog, paths
-from grader.grading import process
+from grader.grading import child, process
 from grader.harness import events, runner
 from grader.platforms import notebooks
 
@@ -60,6 +60,28 @@ def test_the_arguments_carry_the_shared_flags_and_the_options_a_route_takes(tmp_
     assert f"--rootdir={tmp_path}" in kernel and kernel[kernel.index("-c") + 1] == str(
         tmp_path / "pytest.ini"
     )
+
+
+def test_hypothesis_plugin_is_loaded_only_for_property_tests(tmp_path):
+    """Its import is about 0.3 s of every run's start: a run loads it when a module it collects, or a
+    conftest above one, imports hypothesis (or the grader's settings for it), and when it cannot tell."""
+
+    def loads(*targets) -> bool:
+        return runner.HYPOTHESIS_PLUGIN in runner.pytest_arguments(list(targets), impl="m")
+
+    ex01, ex13 = (catalog.get(n).tests_dir() for n in ("ex01", "ex13"))
+    assert not loads(ex01) and not loads(ex13 / "test_visible.py")
+    assert loads(ex13) and loads(f"{ex13 / 'test_hidden.py'}::test_x") and loads(ex01, ex13)
+    assert loads(paths.EXERCISE_TESTS_DIR)  # every exercise: ex02, ex11 and ex13 have them
+    above = tmp_path / "course"
+    (above / "ex99").mkdir(parents=True)
+    (above / "ex99" / "test_plain.py").write_text("def test_one():\n    pass\n")
+    assert not loads(above / "ex99")
+    (above / "conftest.py").write_text("from grader.checks.properties import GRADING\n")
+    assert loads(above / "ex99")
+    assert loads(tmp_path / "missing")
+    # the harness's entry point imports hypothesis ahead (for its bytecode) on the same sign
+    assert child.HYPOTHESIS_PLUGIN == runner.HYPOTHESIS_PLUGIN
 
 
 def test_a_result_reads_back_the_same_from_the_results_file_and_from_its_event(tmp_path):
