@@ -69,8 +69,13 @@ def pytest_configure(config):
 
         inputs.use_secret()  # before the tests are imported: what they draw, the student cannot foresee
 
+        from grader.worker import supervisor
+
+        requested = config.getoption("--isolation")
         try:
-            isolation = confinement.choose_isolation(config.getoption("--isolation"))
+            isolation = supervisor.early_isolation(requested) or confinement.choose_isolation(
+                requested
+            )
         except confinement.IsolationUnavailable as exc:
             raise pytest.UsageError(str(exc)) from None
         confinement.become_subreaper()  # a worker's daemon comes back here to be killed

@@ -95,6 +95,15 @@ def start_early(
     _EARLY.prestart()
 
 
+def early_isolation(requested: str) -> confinement.Isolation | None:
+    """The level of the early zygote when it is the one `requested`: the grading process chose it and
+    proved it (grader.grading.preflight), and the zygote is starting at it, so the harness need not probe
+    it again (about 0.2 s of its start)."""
+    if _EARLY is not None and _EARLY.isolation.value == requested:
+        return _EARLY.isolation
+    return None
+
+
 def stop_early() -> None:
     """Stop an early zygote no session took over (a harness that ended before asking for its worker)."""
     global _EARLY

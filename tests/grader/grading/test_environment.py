@@ -353,7 +353,8 @@ def _zygotes_of(folder: Path) -> list:
 def test_the_harness_takes_over_the_zygote_its_entry_point_started(tmp_path, asked_memory):
     """The grading child starts the worker's zygote before importing anything heavy; the harness's session
     serves from it when it asks for the same worker (folder, level, limits), and stops it and starts its
-    own when it asks for another. Nothing is left running either way."""
+    own when it asks for another. Nothing is left running either way, and the level the grading process
+    chose and proved is not probed again."""
     folder = tmp_path / "student"
     folder.mkdir()
     shutil.copy(catalog.get("ex01").solution_path(), folder)
@@ -362,11 +363,13 @@ def test_the_harness_takes_over_the_zygote_its_entry_point_started(tmp_path, ask
         textwrap.dedent(f"""
         import json
         from grader.harness.session import session_of
+        from grader.sandbox import confinement
         def test_worker(pytestconfig):
+            probed = confinement._probe.cache_info().misses  # the level: the early zygote's, not probed
             worker = session_of(pytestconfig).the_worker()
             worker.warm_up()
             with open({str(tmp_path / "seen.json")!r}, "w") as out:
-                json.dump(worker.started_early, out)
+                json.dump([worker.started_early, probed], out)
     """)
     )
     level = confinement.choose_isolation("auto")
@@ -399,5 +402,5 @@ def test_the_harness_takes_over_the_zygote_its_entry_point_started(tmp_path, ask
         text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads((tmp_path / "seen.json").read_text()) == (asked_memory == 4 * GIB)
+    assert json.loads((tmp_path / "seen.json").read_text()) == [asked_memory == 4 * GIB, 0]
     assert _zygotes_of(folder) == []
