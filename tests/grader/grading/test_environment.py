@@ -300,6 +300,35 @@ def test_a_worker_that_cannot_read_its_jax_stops_grading_with_exit_2(venv, tmp_p
     assert not (tmp_path / "out" / "report.json").exists()
 
 
+def harness_child(
+    rootdir: Path,
+    test_file: Path,
+    *,
+    worker_memory: int,
+    early: tuple[str, str] = ("-", "-"),
+    pytest_args: list[str] = (),
+) -> list[str]:
+    """The grading child's command (grader.grading.child) running `test_file` with a 6 GiB harness; early:
+    the level and folder of the worker whose zygote it starts first."""
+    return [
+        sys.executable,
+        "-I",
+        "-m",
+        "grader.grading.child",
+        str(6 * GIB),
+        str(worker_memory),
+        str(1 << 28),
+        *early,
+        "--",
+        str(test_file),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--rootdir={rootdir}",
+        *pytest_args,
+    ]
+
+
 def test_harness_limits_leave_room_for_the_workers(tmp_path):
     """The harness's own limit is its soft limit; the hard one is the worker's when larger, or none."""
     probe = tmp_path / "test_limits.py"
@@ -313,23 +342,7 @@ def test_harness_limits_leave_room_for_the_workers(tmp_path):
     )
     for worker in (8 * GIB, 3 * GIB, 0):
         subprocess.run(
-            [
-                sys.executable,
-                "-I",
-                "-m",
-                "grader.grading.child",
-                str(6 * GIB),
-                str(worker),
-                str(1 << 28),
-                "-",
-                "-",
-                "--",
-                str(probe),
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                f"--rootdir={tmp_path}",
-            ],
+            harness_child(tmp_path, probe, worker_memory=worker),
             cwd=tmp_path,
             capture_output=True,
             check=True,
@@ -374,29 +387,20 @@ def test_the_harness_takes_over_the_zygote_its_entry_point_started(tmp_path, ask
     )
     level = confinement.choose_isolation("auto")
     done = subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            "-m",
-            "grader.grading.child",
-            str(6 * GIB),
-            str(4 * GIB),
-            str(1 << 28),
-            level.value,
-            str(folder),
-            "--",
-            str(probe),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--rootdir={tmp_path}",
-            "-p",
-            "grader.harness.pytest_plugin",
-            f"--impl={folder}",
-            "--isolate",
-            f"--isolation={level.value}",
-            f"--worker-memory={asked_memory}",
-        ],
+        harness_child(
+            tmp_path,
+            probe,
+            worker_memory=4 * GIB,
+            early=(level.value, str(folder)),
+            pytest_args=[
+                "-p",
+                "grader.harness.pytest_plugin",
+                f"--impl={folder}",
+                "--isolate",
+                f"--isolation={level.value}",
+                f"--worker-memory={asked_memory}",
+            ],
+        ),
         cwd=tmp_path,
         capture_output=True,
         text=True,
