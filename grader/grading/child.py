@@ -61,7 +61,12 @@ def main(argv: list[str]) -> int:
 
     bytecode = os.environ.get(BYTECODE_ENV)
     if level != NO_WORKER:
-        start_worker_early(level, Path(folder), int(worker_memory), bytecode)
+        try:
+            start_worker_early(level, Path(folder), int(worker_memory), bytecode)
+        except (
+            Exception
+        ):  # only time is lost: the harness starts its own, and reports what fails there
+            pass
     try:
         keep_bytecode(bytecode, property_tests=HYPOTHESIS_PLUGIN in pytest_args)
         import pytest
