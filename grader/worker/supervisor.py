@@ -91,8 +91,11 @@ def start_early(
     """Prestart the worker the harness will ask for (its folder, level and memory limit, as the harness's
     session will compute them), as the first thing the harness process does."""
     global _EARLY
-    _EARLY = Worker(folder, isolation=isolation, limits=confinement.worker_limits(memory_bytes))
-    _EARLY.prestart()
+    worker = Worker(folder, isolation=isolation, limits=confinement.worker_limits(memory_bytes))
+    worker.prestart()
+    _EARLY = (
+        worker  # only once started: a failed start leaves the harness to probe and start its own
+    )
 
 
 def early_isolation(requested: str) -> confinement.Isolation | None:
