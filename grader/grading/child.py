@@ -61,11 +61,10 @@ def main(argv: list[str]) -> int:
 
     bytecode = os.environ.get(BYTECODE_ENV)
     if level != NO_WORKER:
+        # Only time is lost if it fails: the harness starts its own, and reports what fails there.
         try:
             start_worker_early(level, Path(folder), int(worker_memory), bytecode)
-        except (
-            Exception
-        ):  # only time is lost: the harness starts its own, and reports what fails there
+        except Exception:
             pass
     try:
         keep_bytecode(bytecode, property_tests=HYPOTHESIS_PLUGIN in pytest_args)

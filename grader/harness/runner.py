@@ -47,12 +47,12 @@ def has_property_tests(targets: Sequence[str | Path], rootdir: Path = paths.REPO
     for target in targets:
         path = Path(str(target).split("::", 1)[0])
         path = path if path.is_absolute() else rootdir / path
+        if not path.exists():
+            return True
         try:
             files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
             files += [parent / "conftest.py" for parent in path.parents]
             if any(f.is_file() and _PROPERTY_IMPORT.search(f.read_text()) for f in files):
-                return True
-            if not path.exists():
                 return True
         except (OSError, UnicodeDecodeError):
             return True
