@@ -68,9 +68,9 @@ def main(argv: list[str]) -> int:
             pass
     try:
         keep_bytecode(bytecode, property_tests=HYPOTHESIS_PLUGIN in pytest_args)
-        import pytest
+        from grader.harness import pytest_main
 
-        return pytest.main(pytest_args)
+        return pytest_main.main(pytest_args)
     finally:
         if level != NO_WORKER:
             from grader.worker import supervisor

@@ -1,7 +1,7 @@
 """The one runner of pytest on the exercise tests: the arguments of a run, and its results read back as
 TestResults. Three routes use it: `shardlab check`, dev-check and the suite run pytest in a subprocess
-here (run_tests); grading runs it in a supervised child with limits (grader.grading.process); a notebook
-runs it in its kernel (grader.platforms.notebooks).
+here (run_tests, through grader.harness.pytest_main); grading runs it in a supervised child with limits
+(grader.grading.process); a notebook runs it in its kernel (grader.platforms.notebooks).
 
 Every route reads a test's result in the one form the plugin records it (grader.harness.recording):
 TestResult.to_dict, read back by `read_result`. It travels two ways. A run that ends by itself (a check,
@@ -85,6 +85,11 @@ def pytest_arguments(
         # tenth of a second per run, and a plugin has no say in a verdict): only hypothesis's own, where
         # the tests run have property tests.
         "--disable-plugin-autoload",
+        # Nor pytest's unraisable-exception plugin: it turns an exception raised in a __del__ into a warning,
+        # which no route shows or grades, and makes five full gc.collect() passes as the session ends (about
+        # 0.3 s of every run with jax loaded; in a kernel, where it was first found, 0.6 s a cell).
+        "-p",
+        "no:unraisableexception",
     ]
     if has_property_tests(targets, rootdir):
         arguments += ["-p", HYPOTHESIS_PLUGIN]
@@ -152,7 +157,7 @@ def run_tests(
         )
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "pytest", *arguments],
+                [sys.executable, "-m", "grader.harness.pytest_main", *arguments],
                 cwd=paths.REPO_ROOT,
                 env={**os.environ, **(env or {})},
                 capture_output=True,

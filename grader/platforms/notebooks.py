@@ -433,15 +433,14 @@ def run_tests(
             (root / f"{exercise_id}.py").write_text(module_source)
         (root / "pytest.ini").write_text(PYTEST_INI)
         results = root / "results.json"
-        # No faulthandler (the kernel keeps its own), no unraisable-exception plugin: its five gc.collect()
-        # passes at the end of every session cost 0.6 s per cell with jax loaded.
+        # No faulthandler: the kernel keeps its own.
         args = runner.pytest_arguments(
             [folder],
             impl=root,
             results=results,
             rootdir=root,
             config=root / "pytest.ini",
-            plugins=("grader.harness.pytest_plugin", "no:faulthandler", "no:unraisableexception"),
+            plugins=("grader.harness.pytest_plugin", "no:faulthandler"),
         )
         before = set(sys.modules)
         output = io.StringIO()

@@ -5,6 +5,8 @@ back the one way, so the same tests give the same typed results on every route."
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -56,7 +58,15 @@ def test_the_arguments_carry_the_shared_flags_and_the_options_a_route_takes(tmp_
     # No plugin the environment has is loaded by itself: hypothesis's, and the ones a route names.
     assert "--disable-plugin-autoload" in kernel and "--timing=enforce" not in kernel
     loaded = [kernel[i + 1] for i, a in enumerate(kernel) if a == "-p"]
-    assert loaded == ["no:cacheprovider", runner.HYPOTHESIS_PLUGIN, "grader.harness.pytest_plugin"]
+    assert loaded == [
+        "no:cacheprovider",
+        "no:unraisableexception",
+        runner.HYPOTHESIS_PLUGIN,
+        "grader.harness.pytest_plugin",
+    ]
+    # Every route leaves out the unraisable-exception plugin (its gc passes as a session ends).
+    for route in (plain, isolated):
+        assert route[route.index("no:unraisableexception") - 1] == "-p"
     assert f"--rootdir={tmp_path}" in kernel and kernel[kernel.index("-c") + 1] == str(
         tmp_path / "pytest.ini"
     )
@@ -154,3 +164,35 @@ def test_the_three_routes_give_the_same_results_for_the_same_tests(tmp_path):
     for route, results in routes.items():
         assert verdicts(results) == expected, route
     assert cell.earned == 1.0
+
+
+def test_a_pytest_process_ends_as_pytest_says_with_its_exit_handlers_run(tmp_path):
+    """grader.harness.pytest_main freezes what is left out of the collector's sight as the process ends:
+    pytest's exit code, its output, its report file and the exit handlers are as with `python -m pytest`."""
+    (tmp_path / "test_one.py").write_text(
+        "import atexit, pathlib\n"
+        f"atexit.register(pathlib.Path({str(tmp_path / 'ended')!r}).write_text, 'ran')\n"
+        "def test_passes():\n    pass\n"
+        "def test_fails():\n    assert 1 == 2\n"
+    )
+    report = tmp_path / "junit.xml"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.harness.pytest_main",
+            str(tmp_path),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={report}",
+        ],
+        cwd=paths.REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 failed, 1 passed" in done.stdout
+    assert 'tests="2"' in report.read_text() and 'failures="1"' in report.read_text()
+    assert (tmp_path / "ended").read_text() == "ran"
