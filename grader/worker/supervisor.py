@@ -93,9 +93,8 @@ def start_early(
     global _EARLY
     worker = Worker(folder, isolation=isolation, limits=confinement.worker_limits(memory_bytes))
     worker.prestart()
-    _EARLY = (
-        worker  # only once started: a failed start leaves the harness to probe and start its own
-    )
+    # kept only once started: a failed start leaves the harness to probe and start its own
+    _EARLY = worker
 
 
 def early_isolation(requested: str) -> confinement.Isolation | None:
