@@ -12,16 +12,15 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from grader.core.errors import ShardlabError
 from grader.course.term import Course
+from grader.grading import git_clone
 from grader.grading.results import GradingResults, TermRecord
-
-GIT_SECONDS = 20
 
 
 class SubmissionTimeError(ShardlabError, ValueError):
@@ -82,35 +81,20 @@ def read_times(path: Path) -> dict[str, datetime]:
 
 
 def from_git(submission: Path) -> SubmissionTime | None:
-    """The committer time of the last commit of a submission that is a git clone; None when it is not one."""
-    if not (Path(submission) / ".git").exists():
+    """The committer time of the last commit of a submission that is a git clone; None when it is not one,
+    or when its last commit cannot be read (said on stderr: it is graded without a time, so without a late
+    penalty). Read without running git (grader.grading.git_clone says why)."""
+    found = git_clone.last_commit_time(Path(submission))
+    if found is None:
         return None
-    try:
-        # safe.directory: the clone belongs to whoever collected it, maybe not to the grader's user.
-        out = subprocess.run(
-            [
-                "git",
-                "-c",
-                f"safe.directory={Path(submission).resolve()}",
-                "-C",
-                str(submission),
-                "log",
-                "-1",
-                "--format=%cI",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=GIT_SECONDS,
-            stdin=subprocess.DEVNULL,
-            check=False,
+    if found.at is None:
+        print(
+            f"shardlab: {submission}: {found.problem}: graded without a submission time, "
+            "so without a late penalty",
+            file=sys.stderr,
         )
-    except (OSError, subprocess.TimeoutExpired):
         return None
-    if out.returncode != 0 or not out.stdout.strip():
-        return None
-    return SubmissionTime(
-        datetime.fromisoformat(out.stdout.strip()), "the last commit of the git clone"
-    )
+    return SubmissionTime(found.at, "the last commit of the git clone")
 
 
 def with_term(

@@ -126,6 +126,12 @@ def _hidden(parts: tuple[str, ...]) -> bool:
     )
 
 
+def _head(path: Path, limit: int) -> bytes:
+    """At most limit + 1 bytes of `path`: enough to tell it is too large without reading a huge file whole."""
+    with path.open("rb") as file:
+        return file.read(limit + 1)
+
+
 def _from_folder(folder: Path, prepared: PreparedSubmission) -> None:
     files = {}
     for path in sorted(folder.rglob("*")):
@@ -140,7 +146,7 @@ def _from_folder(folder: Path, prepared: PreparedSubmission) -> None:
     notebooks = {}
     for parts, path in files.items():
         if parts[:-1] == base and parts[-1] in MODULE_NAMES:
-            _copy_module(parts[-1], path.read_bytes(), prepared, "/".join(parts))
+            _copy_module(parts[-1], _head(path, MAX_MODULE_BYTES), prepared, "/".join(parts))
         elif _notebook_exercise(parts) and path.stat().st_size <= MAX_NOTEBOOK_BYTES:
             notebooks[parts] = path.read_bytes()
         else:

@@ -49,7 +49,7 @@ TEMPLATE_FILES = {
 # the others are shipped verbatim ($ is bash's there)
 SUBSTITUTED = {"README.md", "pyproject.toml.in"}
 # dependencies the students' commands never import
-INSTRUCTOR_ONLY = {"nbgrader", "nbformat", "copydetect"}
+INSTRUCTOR_ONLY = {"nbgrader", "nbformat", "copydetect", "dulwich"}
 # What the handout's course.toml may hold: what students may know of the term.
 STUDENT_KEYS = frozenset({"name", "timezone", "points", "late", "assignment"})
 # Course trees a handout must never be written into (nor the course itself be inside the handout).

@@ -133,3 +133,20 @@ def test_unreadable_submissions_raise_a_clear_error(tmp_path, name, content, mes
 def test_a_missing_path_is_named(tmp_path):
     with pytest.raises(SubmissionError, match="neither a folder nor a .zip"):
         prepare_submission(tmp_path / "nope", tmp_path / "work")
+
+
+def test_a_huge_module_in_a_folder_is_refused_without_being_read_whole(tmp_path):
+    import tracemalloc
+
+    folder = tmp_path / "alice"
+    folder.mkdir()
+    with (folder / "ex01_meshes.py").open("wb") as module:
+        module.truncate(8 << 30)  # sparse: 8 GiB to read, nothing on disk
+    tracemalloc.start()
+    try:
+        prepared = prepare_submission(folder, tmp_path / "work")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert prepared.found == [] and any("larger than 1 MiB" in p for p in prepared.problems)
+    assert peak < 4 * MAX_MODULE_BYTES
