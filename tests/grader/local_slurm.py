@@ -7,7 +7,15 @@ cores it asked for. Without slurmdbd, `sacct` does not work here: job state come
     with started() as cluster:            # after missing() said nothing is missing
         cluster.run("sbatch", ...)        # Slurm's commands need cluster.env (SLURM_CONF)
 
-Loaded by file path (tests/grader/conftest.py's `local_slurm` fixture; bench/slurm_class.py)."""
+Loaded by file path (tests/grader/conftest.py's `local_slurm` fixture; bench/slurm_class.py).
+
+Nothing outlives the caller, however it ends: slurmd and slurmstepd run in sessions of their own (so a
+terminal's SIGINT never reaches them) and slurmstepd ignores SIGTERM, so a reaper process started first waits
+for the caller's end of a pipe to close (its exit, SIGINT or SIGKILL alike) and then kills every process of
+the cluster and removes its folder. Measured before: an interrupted run left slurmd and slurmstepd running.
+
+    python tests/grader/local_slurm.py --reap-on-eof     # the reaper; its folder comes on its first line
+"""
 
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -25,6 +34,7 @@ from pathlib import Path
 import psutil
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
+REAP = "--reap-on-eof"
 COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "srun", "sinfo")
 START_SECONDS = 30.0
 
@@ -97,11 +107,66 @@ def config(folder: Path, cpus: int) -> str:
     )
 
 
+def cluster_processes(folder: Path) -> list[psutil.Process]:
+    """Every process of the cluster in `folder`: its daemons (their command lines name the folder), its jobs
+    (their environment names its slurm.conf), double-forked ones included, and its step daemons, which rewrite
+    their command line and environment as their title ("slurmstepd: [1.batch]") but keep slurmd's log in the
+    folder open."""
+    conf, found = str(folder / "slurm.conf"), []
+    for process in psutil.process_iter():
+        try:
+            if process.pid != os.getpid() and (
+                str(folder) in " ".join(process.cmdline())
+                or process.environ().get("SLURM_CONF") == conf
+                or any(path.startswith(f"{folder}/") for path in _open_paths(process.pid))
+            ):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def _open_paths(pid: int) -> list[str]:
+    """What `pid` holds open, deleted files included (psutil's open_files leaves those out)."""
+    fds = f"/proc/{pid}/fd"
+    try:
+        return [os.readlink(f"{fds}/{fd}") for fd in os.listdir(fds)]
+    except OSError:
+        return []
+
+
+def reap(folder: Path) -> None:
+    for process in cluster_processes(folder):
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def start_reaper(folder: Path) -> int:
+    """The reaper, in a session of its own: it reaps `folder`'s cluster once the returned pipe end closes."""
+    read, write = os.pipe()
+    subprocess.Popen(
+        [sys.executable, __file__, REAP], stdin=read, start_new_session=True, close_fds=True
+    )
+    os.close(read)
+    os.write(write, f"{folder}\n".encode())
+    return write
+
+
+def reaper_main() -> None:
+    folder = Path(sys.stdin.readline().strip())
+    sys.stdin.read()  # until the caller's end closes, however the caller ended
+    reap(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @contextmanager
 def started() -> Iterator[LocalSlurm]:
     # munged refuses a socket folder any parent of which is not searchable by all; pytest's tmp_path is 0700.
     folder = Path(tempfile.mkdtemp(prefix="shardlab-slurm-"))
     folder.chmod(0o755)
+    reaper = start_reaper(folder)
     for sub in ("state", "spool"):
         (folder / sub).mkdir()
     key = folder / "munge.key"
@@ -166,16 +231,11 @@ def started() -> Iterator[LocalSlurm]:
             if daemon.poll() is None:
                 daemon.kill()
             daemon.wait()
-        # What the jobs left, double-forked ones included: every process of one of this cluster's jobs, and the
-        # step daemons (which carry slurmd's environment, our SLURM_CONF).
-        for process in psutil.process_iter():
-            try:
-                found = process.environ()
-                if found.get("SLURM_CONF") == env["SLURM_CONF"] and (
-                    "SLURM_JOB_ID" in found or process.name() == "slurmstepd"
-                ):
-                    process.kill()
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                pass
+        reap(folder)  # what the jobs left, and the step daemons
         logs.close()
         shutil.rmtree(folder, ignore_errors=True)
+        os.close(reaper)
+
+
+if __name__ == "__main__" and sys.argv[1:] == [REAP]:
+    reaper_main()

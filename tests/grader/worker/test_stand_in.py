@@ -216,10 +216,12 @@ def test_a_module_that_crashes_or_hangs_at_import_costs_only_itself(tmp_path):
     worker.deadline = time.monotonic() + 6
     with pytest.raises(WorkerTimeout, match="importing hangs.py"):
         hangs.f()
-    started = time.monotonic()
+    forked = worker._forked
     with pytest.raises(WorkerTimeout):
         hangs.f()
-    assert time.monotonic() - started < 1
+    assert (
+        worker._forked == forked
+    )  # the import's hang is remembered: no new worker waits for it again
     worker.deadline = time.monotonic() + 60
     assert fine.f() == 7
     worker.stop()

@@ -140,9 +140,7 @@ def test_a_worker_replaced_after_a_hang_is_forked_warm_from_the_same_zygote(
 ):
     worker, module = start(folder, tmp_path)
     try:
-        started = time.monotonic()
         assert module.add_one(1) == 2
-        cold = time.monotonic() - started
         sandbox, zygote = worker._process, worker._zygote
         module.leave_a_file()
         worker.deadline = time.monotonic() + 3
@@ -150,13 +148,14 @@ def test_a_worker_replaced_after_a_hang_is_forked_warm_from_the_same_zygote(
             module.spin()
         capsys.readouterr()
         worker.deadline = time.monotonic() + 60
-        started = time.monotonic()
+        forked = worker._forked
         assert module.add_one(2) == 3
-        warm = time.monotonic() - started
         assert "adding one" in capsys.readouterr().out  # the forked worker's output is relayed too
         assert module.home_files() == [], "the new worker's private folder is not empty"
-        print(f"\n{BEST}: first call from a fresh sandbox {cold:.3f} s, after a hang {warm:.3f} s")
-        assert warm < 0.5 * cold
+        # Warm: one more worker forked from the same zygote in the same sandbox, which imported jax once. How
+        # much faster that is, bench/worker_start.py measures (a ratio of times has no place in a test that
+        # must pass on a busy machine: 0.59 s against 1.09 s failed one).
+        assert worker._forked == forked + 1
         assert worker._process is sandbox and worker._zygote == zygote and zygote.is_running()
     finally:
         worker.stop()
