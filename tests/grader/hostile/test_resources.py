@@ -19,10 +19,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -34,7 +36,7 @@ import pytest
 
 from grader.course import catalog
 from grader.grading import engine
-from grader.sandbox import cgroups, confinement, users
+from grader.sandbox import cgroups, confinement, disk, users
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_hostile_resources")]
 
@@ -356,6 +358,115 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
             assert of_uid, f"uid {uid} is still locked and no later grading holds it"
         finally:
             os.close(lock)
+
+
+# --- a student who fills the disk ----------------------------------------------------------------
+
+DISK_BOUND = confinement.WorkerLimits().disk_bytes
+# At import: four files of 256 MiB (RLIMIT_FSIZE's most) in its folder, and a thread that goes on writing
+# files there, in TMPDIR and in /tmp, whatever fails: 1 GiB and more, the host's whole disk if it could.
+FILLS_THE_DISK = code("""
+    import os as _os, tempfile as _tempfile, threading as _threading, time as _time
+
+    def _write(path, mib):
+        try:
+            with open(path, "wb") as f:
+                for _ in range(mib):
+                    f.write(b"x" * (1 << 20))
+        except OSError:
+            pass
+
+    for _n in range(4):
+        _write(f"import-{_n}.bin", 256)
+
+    def _forever():
+        n = 0
+        while True:
+            for folder in (".", _tempfile.gettempdir(), "/tmp"):
+                _write(_os.path.join(folder, f"loop-{n}.bin"), 64)
+                n += 1
+            _time.sleep(0.01)
+
+    _threading.Thread(target=_forever, daemon=True).start()
+""")
+
+
+def host_disk_used(path: Path) -> int:
+    usage = shutil.disk_usage(path)
+    return usage.total - usage.free
+
+
+def watch_disk(
+    roots: list[Path], into: list[tuple[int, int]], points: set[str], stop: threading.Event
+) -> None:
+    """Sample the host's disk below `roots` and the most any sandbox's tmpfs holds, until `stop`."""
+    while not stop.wait(0.2):
+        held = 0
+        for point, _ in disk._our_mounts():
+            points.add(point)
+            try:
+                held = max(held, disk.used(point))
+            except OSError:
+                pass
+        into.append((max(host_disk_used(root) for root in roots), held))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a tmpfs per sandbox needs the grader to run as root")
+def test_a_student_who_fills_the_disk_is_stopped_at_the_bound_and_the_classmate_keeps_every_point(
+    tmp_path,
+):
+    hostile, honest = tmp_path / "hostile", tmp_path / "honest"
+    hostile.mkdir()
+    honest.mkdir()
+    (hostile / EX01.module_file).write_text(source(EX01) + FILLS_THE_DISK)
+    (honest / EX01.module_file).write_text(source(EX01))
+    roots = [tmp_path, Path(tempfile.gettempdir())]
+    before = max(host_disk_used(root) for root in roots)
+    samples: list[tuple[int, int]] = []
+    points: set[str] = set()  # the sandboxes' tmpfs mounts seen
+    stop = threading.Event()
+    sampler = threading.Thread(target=watch_disk, args=(roots, samples, points, stop), daemon=True)
+    sampler.start()
+    attacker = classmate = None
+    try:
+        attacker = grade(hostile, tmp_path / "out-hostile", "--exercise", "ex01")
+        classmate = grade(honest, tmp_path / "out-honest", "--exercise", "ex01")
+        classmate_log, _ = classmate.communicate(timeout=600)
+        attacker_log, _ = attacker.communicate(timeout=600)
+    finally:
+        stop.set()
+        sampler.join(timeout=10)
+        for process in (attacker, classmate):
+            if process is not None and process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    grown = max(used for used, _ in samples) - before
+    held = max(tmpfs for _, tmpfs in samples)
+    print(
+        f"\nhost disk grew by at most {grown / 2**20:.0f} MiB while a student wrote 1 GiB and on; "
+        f"the fullest sandbox tmpfs held {held / 2**20:.0f} MiB of its {DISK_BOUND >> 20} MiB"
+    )
+    # The classmate graded beside it keeps every point.
+    assert classmate.returncode == 0, classmate_log[-3000:]
+    graded = report(tmp_path / "out-honest")
+    assert graded["score"] == pytest.approx(EX01.points) and categories(graded) == {"passed"}
+    # The writer's grading went on to its end, each of its tests told why it earned nothing.
+    assert attacker.returncode == 0, attacker_log[-3000:]
+    filled = report(tmp_path / "out-hostile")
+    tests = [t for exercise in filled["exercises"].values() for t in exercise["tests"]]
+    assert filled["score"] == 0 and {t["category"] for t in tests} == {"crashed"}
+    said = f"your code wrote more than {DISK_BOUND >> 20} MiB to disk (its folder"
+    assert all(said in t["message"] for t in tests), [t["message"][:300] for t in tests]
+    print(tests[0]["message"][:400])
+    assert filled["environment"]["limits"]["worker_disk_bytes"] == DISK_BOUND
+    # Its writes went to a tmpfs of the bound's size (seen five times a second: it fills in a moment and is
+    # emptied when stopped, so the peak itself is seen as the folder found full, in the message), never to
+    # the host's disk (others share the disk: anything under the bound is their noise; 1 GiB was written
+    # before the bound).
+    assert 0 < held <= DISK_BOUND
+    assert grown < DISK_BOUND, f"the host's disk grew by {grown} bytes"
+    # and nothing of them is left mounted once the gradings ended
+    assert points and not points & {point for point, _ in disk._our_mounts()}
 
 
 # --- Landlock as root ------------------------------------------------------------------------------
