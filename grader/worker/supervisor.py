@@ -462,7 +462,8 @@ class Worker:
         self.stop()
         raise WorkerFilledDisk(
             f"crashed: your code wrote more than {self._limits.disk_bytes >> 20} MiB to disk ("
-            f"{' and '.join(filled)}, the most a worker may hold there) while {what}; the worker was "
+            f"{' and '.join(filled)}, the most a worker may hold there) while "
+            f"{what if what.startswith('importing') else 'running ' + what}; the worker was "
             "stopped and what it wrote deleted",
             what.startswith("importing"),
         )

@@ -18,7 +18,7 @@ import pytest
 
 from grader.cluster import launcher
 from grader.course import paths
-from grader.sandbox import cgroups, confinement, restrictions, users
+from grader.sandbox import cgroups, confinement, disk, restrictions, users
 from grader.sandbox.launch import landlock_abi
 from grader.sandbox.restrictions import Identity, Isolation
 
@@ -555,7 +555,8 @@ time.sleep(600)
 @pytest.mark.parametrize("level", sandboxes(), ids=str)
 def test_what_a_killed_grader_left_is_ended_by_the_next_sweep(tmp_path, level):
     """A grader killed with SIGKILL (a batch's timeout, say) cannot clean up: the next grading's sweep (or
-    the batch's, after each student) kills what is left in its groups, removes them, and its uid is free."""
+    the batch's, after each student) kills what is left in its groups, removes them, and its uid is free; the
+    tmpfs on its sandbox's folder (as root) is unmounted by the next grading's disk sweep."""
     if not cgroups.hierarchies().get("pids"):
         pytest.skip("no pids cgroup here")
     (tmp_path / "work").mkdir()
@@ -570,6 +571,9 @@ def test_what_a_killed_grader_left_is_ended_by_the_next_sweep(tmp_path, level):
     while not daemons() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert daemons(), "the sandbox's daemon did not start"
+    work = os.path.realpath(tmp_path / "work")
+    assert disk.is_bounded(work) == disk.can_bound()
+    assert work not in disk.sweep()  # its owner lives: kept
     grader.kill()
     grader.wait()
     grader.stdout.close()
@@ -579,6 +583,8 @@ def test_what_a_killed_grader_left_is_ended_by_the_next_sweep(tmp_path, level):
     assert not any(Path(d).exists() for d in held["groups"])
     if held["uid"] is not None:
         assert lock_is_free(held["uid"])
+    assert (work in disk.sweep()) == disk.can_bound()
+    assert not disk.is_bounded(work)
 
 
 @pytest.mark.skipif("memory" not in cgroups.hierarchies(), reason="no memory cgroup here")
