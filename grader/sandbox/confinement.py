@@ -13,7 +13,8 @@ At every level, and whoever runs the grader (grader.sandbox.restrictions says wh
 allows): a user of its own per sandbox (as root a uid no other sandbox holds; else, or where that uid
 cannot reach Python, a user namespace of its own), so its process budget is its own; no capability;
 a network namespace of its own; a seccomp filter on sockets; a pids and a cpu cgroup of its own where
-the machine has them (grader.sandbox.cgroups). `strict` also refuses a sandbox that lacks one of these.
+the machine has them (grader.sandbox.cgroups); as root, its folder a tmpfs of its own
+(grader.sandbox.disk). `strict` also refuses a sandbox that lacks one of these.
 The launcher (grader.sandbox.launch) applies from inside what must be applied before the worker starts.
 """
 
@@ -573,7 +574,8 @@ def spawn_confined(
     pid_1: bool = False,
 ) -> ConfinedProcess:
     """Start argv (a Python command) confined at `level`: it reads only Python, the system and
-    `readable`, writes only `workdir` (its cwd, HOME and TMPDIR), and gets `env` and `pass_fds` only.
+    `readable`, writes only `workdir` (its cwd, HOME and TMPDIR; as root a tmpfs of `limits.disk_bytes`
+    mounted on it), and gets `env` and `pass_fds` only.
     kill_tree() ends it and gives back what it held (its uid, its cgroup).
 
     network: the processes it starts talk to each other over TCP (a multi-controller run). Their
