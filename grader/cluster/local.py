@@ -216,6 +216,8 @@ class LocalLaunch(Launch):
             self.proved.add(process)
 
     def stop(self) -> None:
+        if filled := self.sandbox.filled():  # seen while its processes still hold its /tmp
+            self.run.filled_disk = (filled, (self.limits or confinement.WorkerLimits()).disk_bytes)
         self.sandbox.kill_tree()  # whatever is left of the run, the sandbox's loopback with it
         self.reader.join(timeout=10)
         os.close(self.report_r)

@@ -68,6 +68,10 @@ class ClusterCrashed(WorkerCrashed):
     """This process died before it finished this step."""
 
 
+class ClusterFilledDisk(ClusterCrashed):
+    """The run's processes filled a writable place of their sandbox (grader.sandbox.disk)."""
+
+
 class NotJoined(ShardlabError, AssertionError):
     """The step returned, but the grader did not see this process join the others."""
 
@@ -131,6 +135,8 @@ class ClusterRun:
     ready: set[int] = field(default_factory=set)
     import_error: str | None = None
     stopped_after: float | None = None  # seconds, when the run was killed for hanging
+    # its sandbox's writable places found full as it ended (grader.sandbox.disk), with their bound
+    filled_disk: tuple[list[str], int] | None = None
     seconds: float = 0.0
     output: str = ""  # what the processes printed, truncated
     coordinator: str = ""  # "127.0.0.1:port", as the launcher chose it
@@ -257,6 +263,13 @@ class ClusterRun:
             )
         if self.import_error is not None:
             raise ImplementationImportError(self.import_error)
+        if self.filled_disk is not None:
+            places, size = self.filled_disk
+            raise ClusterFilledDisk(
+                f"crashed: your code wrote more than {size >> 20} MiB to disk ({' and '.join(places)} of "
+                f"the run of {self.processes} processes, the most they may hold there): nothing the run "
+                "reported counts"
+            )
         report = self.reports.get((process, step))
         if report is not None and "error" in report:
             raise remote_exception(report["error"])

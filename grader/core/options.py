@@ -43,6 +43,12 @@ MIN_WORKER_MEMORY_BYTES = 2 << 30
 # Measured: one harness grading the reference's whole course, its worker and ex12's processes included,
 # peaked at 0.92 GiB.
 HARNESS_ALLOWANCE_BYTES = 2 << 30
+# What each writable place of a sandbox may hold (its private folder; under bubblewrap its /tmp too): a
+# tmpfs of this size (grader.sandbox.disk), 512 MiB a sandbox under bubblewrap, as RLIMIT_FSIZE allows one file.
+SANDBOX_DISK_BYTES = 256 << 20
+# A tmpfs is memory, charged to the submission's memory cgroup: one harness's sandboxes (its worker's and
+# ex12's run's, each a folder and a /tmp) may hold this much there, on top of HARNESS_ALLOWANCE_BYTES.
+SANDBOX_DISK_PER_HARNESS_BYTES = 4 * SANDBOX_DISK_BYTES
 MAX_PARALLEL = 4  # harnesses per submission: more than the cores only adds start-up work
 
 TIMINGS = ("enforce", "report", "skip")
@@ -192,7 +198,9 @@ class GradingOptions:
         f"{MIN_WORKER_MEMORY_BYTES / GIB:g}, 0 for none (default 6); the grader's own "
         f"harness keeps {HARNESS_MEMORY_BYTES / GIB:g} GiB. Where the machine has a memory "
         f"cgroup, a submission's harnesses and workers together hold at most this plus "
-        f"{HARNESS_ALLOWANCE_BYTES / GIB:g} GiB per harness (0: no limit there either)",
+        f"{(HARNESS_ALLOWANCE_BYTES + SANDBOX_DISK_PER_HARNESS_BYTES) / GIB:g} GiB per harness (its own "
+        f"{HARNESS_ALLOWANCE_BYTES / GIB:g} GiB, and its sandboxes' disk: a tmpfs is memory; 0: no limit "
+        f"there either)",
         commands=EVERY_COMMAND,
         type=memory_gib,
         metavar="GIB",

@@ -37,7 +37,7 @@ from grader.grading import lateness, spreadsheet
 from grader.grading.results import GradingResults, read_report
 from grader.grading.standing import Standing, standing
 from grader.harness import timing_lock
-from grader.sandbox import cgroups, confinement
+from grader.sandbox import cgroups, confinement, disk
 
 # OUT's layout, declared once: the batch's own files at the top, every student's files below STUDENTS.
 STUDENTS = "students"
@@ -320,6 +320,7 @@ def grade_batch(
             except Exception as exc:  # the batch goes on whatever one student's grading does
                 outcome = StudentOutcome(student, "failed", detail=f"{type(exc).__name__}: {exc}")
             cgroups.sweep()  # a grading killed on timeout leaves its groups, its harnesses still in them
+            disk.sweep()  # and its sandboxes' tmpfs, once no process of it is left
             if outcome.status == "failed":
                 failures[student] = outcome.detail
             else:

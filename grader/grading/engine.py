@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from grader.core.bounds import clipped, last_lines
-from grader.core.options import HARNESS_ALLOWANCE_BYTES, GradingOptions
+from grader.core.options import (
+    HARNESS_ALLOWANCE_BYTES,
+    SANDBOX_DISK_PER_HARNESS_BYTES,
+    GradingOptions,
+)
 from grader.core.results import Category, Environment, IsolationRecord, TestMeta, TestResult
 from grader.course import catalog
 from grader.course.devices import HOST_DEVICES, cores
@@ -40,7 +44,7 @@ from grader.grading.results import GradingResults, score_exercise
 from grader.grading.submission import PreparedSubmission, cleanup, prepare_submission
 from grader.harness import time_limits as time_limits_module, timing_lock
 from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits
-from grader.sandbox import cgroups, confinement
+from grader.sandbox import cgroups, confinement, disk
 from grader.worker.failures import describe_death
 
 DEADLINE_REACHED = "not run: the submission's time limit was reached"
@@ -51,10 +55,13 @@ def submission_memory_limit(worker_memory_bytes: int | None, harnesses: int) -> 
     where the machine has one; the workers are killed first): per harness, its own allowance and all its
     worker may hold (its address-space limit), so that the student's worker really gets --memory-limit
     (a fixed 4 GiB per harness gave a worker that held 4 GiB under the default 6 GiB limit 0/10, every call
-    killed). None (--memory-limit 0: no worker limit): no limit either."""
+    killed); and what its sandboxes may write, on tmpfs charged to the group (grader.sandbox.disk). None
+    (--memory-limit 0: no worker limit): no limit either."""
     if worker_memory_bytes is None:
         return None
-    return harnesses * (HARNESS_ALLOWANCE_BYTES + worker_memory_bytes)
+    return harnesses * (
+        HARNESS_ALLOWANCE_BYTES + SANDBOX_DISK_PER_HARNESS_BYTES + worker_memory_bytes
+    )
 
 
 def environment(
@@ -64,6 +71,7 @@ def environment(
     worker_memory_bytes: int | None = None,
     submission_memory_bytes: int | None = None,
     *,
+    worker_disk_bytes: int | None = None,
     compile_cache: dict[str, Any] | None = None,
     time_limits: dict[str, Any] | None = None,
     parallel: int | None = None,
@@ -72,7 +80,8 @@ def environment(
     applied. worker_memory_bytes: the worker's address-space limit as read inside a confined worker
     (grader.grading.preflight); the harness's is the one its child process applies;
     submission_memory_bytes: the submission's memory cgroup's limit as the kernel holds it (None: no limit,
-    or no memory cgroup here: environment.isolation.memory says which)."""
+    or no memory cgroup here: environment.isolation.memory says which); worker_disk_bytes: the size of the
+    tmpfs the preflight's worker found as its folder (None: its folder is on the host's disk)."""
     versions = {}
     for package in ("shardlab", "jax", "jaxlib", "numpy", "pytest", "hypothesis"):
         try:
@@ -84,6 +93,7 @@ def environment(
         "worker_memory_bytes": worker_memory_bytes,
         "harness_memory_bytes": limits.harness_memory_bytes,
         "submission_memory_bytes": submission_memory_bytes,
+        "worker_disk_bytes": worker_disk_bytes,
     }
     timing, limits_applied, visibility = (
         described.pop(key, None) for key in ("timing", "limits", "hidden_visibility")
@@ -272,6 +282,7 @@ def grade_submission(
         raise GradingError(str(exc)) from None
     options = dataclasses.replace(options, isolation=level.value)
     confinement.become_subreaper()
+    disk.sweep()  # the tmpfs that gradings killed with SIGKILL left (their groups: submission_memory)
     course = course or default_course()
     chosen = (
         [course.exercise(name) for name in options.exercises]
@@ -330,6 +341,7 @@ def grade_submission(
             confinement.describe(level) | {"memory": memory.describe()},
             proof.memory_bytes,
             memory.applied,
+            worker_disk_bytes=proof.disk_bytes,
             compile_cache=cache.describe(counts),
             time_limits=time_limits.describe(),
             parallel=len(runs),

@@ -34,7 +34,7 @@ PROBE_SECONDS = 120.0
 
 # What a worker and its zygote import (grader.worker.zygote), then work on every host device.
 _PROBE = """
-import json, resource
+import json, os, resource
 from grader.course.devices import force_host_devices
 force_host_devices()
 import jax, jax.numpy as jnp
@@ -42,8 +42,13 @@ import grader.course.implementations, grader.worker.request_loop, grader.worker.
 mesh = jax.make_mesh((jax.device_count(),), ("d",))
 x = jax.device_put(jnp.arange(8.0 * jax.device_count()), jax.NamedSharding(mesh, jax.P("d")))
 total = float(jax.jit(lambda a: (2 * a).sum())(x))
+here = os.getcwd()  # its folder: a tmpfs of its own where the grader could bound it (grader.sandbox.disk)
+tmpfs = any(f[4] == here and l.split(" - ")[1].split()[0] == "tmpfs"
+            for l in open("/proc/self/mountinfo") for f in [l.split()])
+seen = os.statvfs(here)
 print(json.dumps({"devices": jax.device_count(), "total": total,
-                  "memory_bytes": resource.getrlimit(resource.RLIMIT_AS)[0], "grader": grader.__file__}))
+                  "memory_bytes": resource.getrlimit(resource.RLIMIT_AS)[0], "grader": grader.__file__,
+                  "disk_bytes": seen.f_blocks * seen.f_frsize if tmpfs else None}))
 """
 
 
@@ -59,6 +64,9 @@ class WorkerProof:
     memory_bytes: int | None  # the address-space limit in force in the worker; None: none
     devices: int
     seconds: float
+    disk_bytes: int | None = (
+        None  # the size of the tmpfs it found as its folder; None: the host's disk
+    )
     reused: bool = False  # kept from an earlier grading in this environment (prove_worker)
 
 
@@ -162,7 +170,11 @@ def _proved(level: Isolation, limits: confinement.WorkerLimits) -> WorkerProof:
         raise PreflightError(_explain(level, limits, why, text))
     memory = report["memory_bytes"]
     return WorkerProof(
-        level.value, None if memory < 0 else memory, report["devices"], time.monotonic() - started
+        level.value,
+        None if memory < 0 else memory,
+        report["devices"],
+        time.monotonic() - started,
+        report.get("disk_bytes"),
     )
 
 

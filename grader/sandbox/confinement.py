@@ -13,7 +13,8 @@ At every level, and whoever runs the grader (grader.sandbox.restrictions says wh
 allows): a user of its own per sandbox (as root a uid no other sandbox holds; else, or where that uid
 cannot reach Python, a user namespace of its own), so its process budget is its own; no capability;
 a network namespace of its own; a seccomp filter on sockets; a pids and a cpu cgroup of its own where
-the machine has them (grader.sandbox.cgroups). `strict` also refuses a sandbox that lacks one of these.
+the machine has them (grader.sandbox.cgroups); as root, its folder a tmpfs of its own
+(grader.sandbox.disk). `strict` also refuses a sandbox that lacks one of these.
 The launcher (grader.sandbox.launch) applies from inside what must be applied before the worker starts.
 """
 
@@ -36,8 +37,8 @@ from pathlib import Path
 import psutil
 
 from grader.core.errors import ShardlabError
-from grader.core.options import DEFAULTS as GRADING_DEFAULTS
-from grader.sandbox import cgroups, restrictions, users
+from grader.core.options import DEFAULTS as GRADING_DEFAULTS, SANDBOX_DISK_BYTES
+from grader.sandbox import cgroups, disk, restrictions, users
 from grader.sandbox.launch import landlock_abi
 from grader.sandbox.restrictions import Identity, Isolation
 
@@ -61,6 +62,8 @@ class WorkerLimits:
     # RLIMIT_AS (jax on 8 forced host devices runs in 4 GiB): --memory-limit's default, declared once there.
     memory_bytes: int | None = GRADING_DEFAULTS.worker_memory_bytes
     file_bytes: int = 256 << 20  # RLIMIT_FSIZE
+    # Each writable place (its folder; under bubblewrap its /tmp too): a tmpfs of this size (grader.sandbox.disk).
+    disk_bytes: int = SANDBOX_DISK_BYTES
     # Tasks (threads included) per sandbox: RLIMIT_NPROC where the sandbox has a user or a user namespace
     # of its own (it counts that user's tasks in that namespace: this sandbox's only), and its pids
     # cgroup's pids.max. A jax worker on 8 host devices runs about 40 threads, ex12's run of several
@@ -173,7 +176,7 @@ def _rlimits(limits: WorkerLimits, plan: restrictions.Plan) -> dict[str, int]:
 
 
 def _bwrap_command(
-    argv: list[str], workdir: Path, readable: list[Path], pid_1: bool = False
+    argv: list[str], workdir: Path, readable: list[Path], disk_bytes: int, pid_1: bool = False
 ) -> list[str]:
     # As root, no user namespace: inside it the launcher's switch to the sandbox's uid would be refused,
     # and a uid mapped through one is root outside. As anyone else, a user namespace is what lets bwrap run.
@@ -194,6 +197,8 @@ def _bwrap_command(
         "/proc",
         "--dev",
         "/dev",
+        "--size",
+        str(disk_bytes),
         "--tmpfs",
         "/tmp",
     ]
@@ -312,6 +317,8 @@ def not_applied(level: Isolation) -> list[str]:
     missing = []
     if level is Isolation.PROCESS:
         missing.append("a filesystem sandbox (bubblewrap or Landlock)")
+    if not disk.can_bound():
+        missing.append("a bound on its disk (a tmpfs on its folder: the grader must run as root)")
     if seen is None or not seen.no_capabilities:
         missing.append("dropping every capability (and no_new_privs)")
     if not plan.process_budget:
@@ -396,6 +403,21 @@ def _capabilities(seen: Observed | None) -> str:
     )
 
 
+def _disk(level: Isolation) -> str:
+    size = f"{WorkerLimits().disk_bytes / (1 << 20):g} MiB"
+    if not disk.can_bound():
+        return (
+            f"not bounded: its folder is on the host's disk, each file at most "
+            f"{WorkerLimits().file_bytes >> 20} MiB (a tmpfs needs the grader to run as root)"
+            + (f"; its /tmp a tmpfs of {size}" if level is Isolation.BUBBLEWRAP else "")
+        )
+    places = "its folder and its /tmp each" if level is Isolation.BUBBLEWRAP else "its folder"
+    return (
+        f"{places} a tmpfs of {size}, charged to the submission's memory; a worker that fills one "
+        "is stopped and its test says so"
+    )
+
+
 def describe(level: Isolation) -> dict:
     """What the level in force applies to each sandbox here, for report.json (as a probe process found it)."""
     plan, seen = restrictions.plan(level), _probe(level).observed
@@ -425,6 +447,7 @@ def describe(level: Isolation) -> dict:
         "route netlink); no io_uring, bpf, keyrings, perf events, userfaultfd or new user namespace"
         if plan.seccomp
         else "not filtered (no seccomp here)",
+        "disk": _disk(level),
         "not_applied": not_applied(level),
     }
     own_network = (
@@ -462,10 +485,40 @@ class ConfinedProcess:
     siblings: frozenset[int]
     user: users.SandboxUser | None = None  # its uid, as root: released once all its processes ended
     cgroup: cgroups.Cgroup | None = None  # its pids and cpu groups: removed with it
+    # its folder, as root a tmpfs of its own (grader.sandbox.disk): unmounted with it
+    disk: Path | None = None
 
     @property
     def pid(self) -> int:
         return self.popen.pid
+
+    def filled(self, inside: int | None = None) -> list[str]:
+        """Its writable places that are full ("its folder", and under bubblewrap "/tmp", seen through a
+        process `inside` its mount namespace, found in its tree when not given). Empty where its folder is
+        not a tmpfs of its own (grader.sandbox.disk): a full host disk is not the sandbox's doing."""
+        if self.disk is None:
+            return []
+        places = {"its folder": str(self.disk)}
+        if self.level is Isolation.BUBBLEWRAP:
+            inside = inside or self._inside()
+            if inside is not None:
+                places["/tmp"] = f"/proc/{inside}/root/tmp"
+        return [name for name, place in places.items() if disk.full(place)]
+
+    def _inside(self) -> int | None:
+        """A process of its tree in a mount namespace other than ours (bwrap's own first process is not)."""
+        ours = os.readlink("/proc/self/ns/mnt")
+        try:
+            tree = [psutil.Process(self.pid), *psutil.Process(self.pid).children(recursive=True)]
+        except psutil.Error:
+            return None
+        for process in tree:
+            try:
+                if os.readlink(f"/proc/{process.pid}/ns/mnt") != ours:
+                    return process.pid
+            except OSError:
+                continue
+        return None
 
     def kill_tree(self) -> None:
         """Kill the worker and everything it started (a double-forked daemon that left the tree comes
@@ -491,6 +544,9 @@ class ConfinedProcess:
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
+        if self.disk is not None:
+            disk.release(self.disk)
+            self.disk = None
         if self.user is not None:
             self.user.release()
             self.user = None
@@ -518,7 +574,8 @@ def spawn_confined(
     pid_1: bool = False,
 ) -> ConfinedProcess:
     """Start argv (a Python command) confined at `level`: it reads only Python, the system and
-    `readable`, writes only `workdir` (its cwd, HOME and TMPDIR), and gets `env` and `pass_fds` only.
+    `readable`, writes only `workdir` (its cwd, HOME and TMPDIR; as root a tmpfs of `limits.disk_bytes`
+    mounted on it), and gets `env` and `pass_fds` only.
     kill_tree() ends it and gives back what it held (its uid, its cgroup).
 
     network: the processes it starts talk to each other over TCP (a multi-controller run). Their
@@ -531,11 +588,15 @@ def spawn_confined(
     sandbox's orphans, and no process in the sandbox can signal it but through a handler it installed
     (a worker's zygote, which its workers must not end). Other levels ignore it."""
     plan = restrictions.plan(level)
-    user = group = None
+    user = group = bounded = None
     try:
         if plan.identity is Identity.OWN_UID:
             user = users.allocate()
             os.chown(workdir, user.uid, user.gid)
+        if disk.can_bound():
+            owner = (user.uid, user.gid) if user else (os.geteuid(), os.getegid())
+            disk.bound(workdir, limits.disk_bytes, *owner)
+            bounded = workdir
         group = cgroups.create("sandbox", {"pids": {"pids.max": limits.processes}, "cpu": {}})
         outer = {"cgroups": group.join if group else [], "oom_score_adj": OOM_SCORE_ADJ}
         inner = {
@@ -548,7 +609,9 @@ def spawn_confined(
         if level is Isolation.BUBBLEWRAP:
             inside = restrictions.launcher(inner, argv, as_module=True)
             command = restrictions.joining(
-                outer["cgroups"], OOM_SCORE_ADJ, _bwrap_command(inside, workdir, readable, pid_1)
+                outer["cgroups"],
+                OOM_SCORE_ADJ,
+                _bwrap_command(inside, workdir, readable, limits.disk_bytes, pid_1),
             )
         else:
             if plan.network_namespace:
@@ -584,10 +647,12 @@ def spawn_confined(
     except BaseException:
         if group is not None:
             group.remove()
+        if bounded is not None:
+            disk.release(bounded)
         if user is not None:
             user.release()
         raise
-    process = ConfinedProcess(popen, level, siblings, user, group)
+    process = ConfinedProcess(popen, level, siblings, user, group, bounded)
     _LIVE.add(process)
     return process
 

@@ -22,6 +22,10 @@ class WorkerCrashed(WorkerFailure):
     """The worker process died (exit, signal, out of memory) while serving a call."""
 
 
+class WorkerFilledDisk(WorkerCrashed):
+    """The worker filled a writable place of its sandbox (grader.sandbox.disk): it was stopped."""
+
+
 class WorkerTimeout(WorkerFailure):
     """The worker did not answer before the test's time ran out."""
 

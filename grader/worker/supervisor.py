@@ -29,6 +29,7 @@ from grader.worker.failures import (
     WorkerBrokeProtocol,
     WorkerCrashed,
     WorkerFailure,
+    WorkerFilledDisk,
     WorkerTimeout,
     describe_death,
 )
@@ -447,7 +448,25 @@ class Worker:
                 answer = self._receive(self.deadline, "this call", answer_callback)
         finally:
             self._relay_output()
+        self._refuse_if_filled(what)
         return answer
+
+    def _refuse_if_filled(self, what: str) -> None:
+        """Stop the sandbox, and say so, when the call filled one of its writable places: what it wrote
+        there is then dropped with it, and the next worker starts with all of its disk."""
+        if self._process is None:
+            return
+        filled = self._process.filled(self._zygote.pid if self._zygote is not None else None)
+        if not filled:
+            return
+        self.stop()
+        raise WorkerFilledDisk(
+            f"crashed: your code wrote more than {self._limits.disk_bytes >> 20} MiB to disk ("
+            f"{' and '.join(filled)}, the most a worker may hold there) while "
+            f"{what if what.startswith('importing') else 'running ' + what}; the worker was "
+            "stopped and what it wrote deleted",
+            what.startswith("importing"),
+        )
 
     def _receive(
         self, deadline: float, what: str, answer_callback: AnswerCallback

@@ -24,6 +24,7 @@ from grader.core.options import (
     GRADE_BATCH,
     HARNESS_ALLOWANCE_BYTES,
     HARNESS_MEMORY_BYTES,
+    SANDBOX_DISK_PER_HARNESS_BYTES,
     GradingOptions,
     add_arguments,
 )
@@ -164,6 +165,7 @@ def test_report_json_records_the_options_under_todays_keys():
         {"level": "process"},
         worker_memory_bytes=12345,
         submission_memory_bytes=67890,
+        worker_disk_bytes=4321,
         parallel=2,
     )
     assert (
@@ -175,18 +177,18 @@ def test_report_json_records_the_options_under_todays_keys():
         "test_timeout": 7.5,
         "worker_memory_bytes": 12345,  # as the worker read it
         "harness_memory_bytes": HARNESS_MEMORY_BYTES,
-        "submission_memory_bytes": 67890,
-    }  # as the kernel holds it
+        "submission_memory_bytes": 67890,  # as the kernel holds it
+        "worker_disk_bytes": 4321,  # as the worker found its folder
+    }
 
 
 def test_the_memory_limits_help_says_what_the_submissions_memory_group_holds():
     parser = argparse.ArgumentParser()
     add_arguments(parser, GRADE)
     text = " ".join(parser.format_help().split())
-    assert (
-        f"at most this plus {HARNESS_ALLOWANCE_BYTES / GIB:g} GiB per harness (0: no limit there either)"
-        in text
-    )
+    per_harness = (HARNESS_ALLOWANCE_BYTES + SANDBOX_DISK_PER_HARNESS_BYTES) / GIB
+    assert f"at most this plus {per_harness:g} GiB per harness (its own" in text
+    assert "its sandboxes' disk: a tmpfs is memory; 0: no limit there either)" in text
 
 
 # --- nothing spells an option by hand where it should be derived -------------------------------------------

@@ -165,6 +165,9 @@ def test_the_memory_limit_is_the_workers_and_report_json_records_both(graded_wit
         engine.submission_memory_limit(applied, 1) if "memory" in cgroups.hierarchies() else None
     )
     assert report["environment"]["limits"]["submission_memory_bytes"] == group
+    # and the tmpfs its folder is, as root (grader.sandbox.disk); elsewhere the host's disk, unbounded
+    disk = confinement.WorkerLimits().disk_bytes if os.geteuid() == 0 else None
+    assert report["environment"]["limits"]["worker_disk_bytes"] == disk
 
 
 def test_a_bare_assert_in_student_code_says_what_and_where(graded_with_a_memory_limit):

@@ -12,6 +12,10 @@ read the grader's source.
   reads its capabilities, tries to raise its limits back and to use a capability; so do ex12's
   processes, which may use TCP among themselves. A stub-based module that turns any success into a
   distinctive error: every test must stay "not attempted", and the listeners see nothing.
+- A reference module that fills the disk (1 GiB in four files at import and a thread writing on, or the
+  thread alone), graded beside an honest classmate under bubblewrap and Landlock as root: each test that
+  found its folder full crashes saying it wrote more than the bound, the host's disk does not grow by the
+  bound, and the classmate keeps every point; ex12's processes doing the same have every result refused.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -32,15 +38,18 @@ from pathlib import Path
 import psutil
 import pytest
 
+from grader.cluster.driver import load_driver
+from grader.cluster.run import ClusterFilledDisk
+from grader.cluster.run_cluster import run_cluster
 from grader.course import catalog
 from grader.grading import engine
-from grader.sandbox import cgroups, confinement, users
+from grader.sandbox import cgroups, confinement, disk, users
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_hostile_resources")]
 
 EX01, EX12 = catalog.get("ex01"), catalog.get("ex12")
 GIB = 1 << 30
-# the bomb's --memory-limit: its submission may hold 4 GiB (grader.grading.engine)
+# the bomb's --memory-limit: its submission may hold 5 GiB (grader.grading.engine)
 HOG_LIMIT = 2 * GIB
 BUDGET = confinement.WorkerLimits().processes
 HOST_PORT = "__SHARDLAB_HOST_PORT__"  # replaced by the port of the test's listeners
@@ -356,6 +365,164 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
             assert of_uid, f"uid {uid} is still locked and no later grading holds it"
         finally:
             os.close(lock)
+
+
+# --- a student who fills the disk ----------------------------------------------------------------
+
+DISK_BOUND = confinement.WorkerLimits().disk_bytes
+# A thread started at import that goes on writing files of 64 MiB in its folder, in TMPDIR and in /tmp,
+# whatever fails: the host's whole disk if it could.
+WRITES_FROM_A_THREAD = code("""
+    import os as _os, tempfile as _tempfile, threading as _threading, time as _time
+
+    def _write(path, mib):
+        try:
+            with open(path, "wb") as f:
+                for _ in range(mib):
+                    f.write(b"x" * (1 << 20))
+        except OSError:
+            pass
+
+    def _forever():
+        n = 0
+        while True:
+            for folder in (".", _tempfile.gettempdir(), "/tmp"):
+                _write(_os.path.join(folder, f"loop-{n}.bin"), 64)
+                n += 1
+            _time.sleep(0.01)
+
+    _threading.Thread(target=_forever, daemon=True).start()
+""")
+# And first, at import: four files of 256 MiB (RLIMIT_FSIZE's most) in its folder, 1 GiB.
+FILLS_THE_DISK = WRITES_FROM_A_THREAD + code("""
+    for _n in range(4):
+        _write(f"import-{_n}.bin", 256)
+""")
+
+
+def host_disk_used(path: Path) -> int:
+    usage = shutil.disk_usage(path)
+    return usage.total - usage.free
+
+
+def watch_disk(
+    roots: list[Path], into: list[tuple[int, int]], points: set[str], stop: threading.Event
+) -> None:
+    """Sample the host's disk below `roots` and the most any sandbox's tmpfs holds, until `stop`."""
+    while not stop.wait(0.2):
+        held = 0
+        for point, _ in disk._our_mounts():
+            points.add(point)
+            try:
+                held = max(held, disk.used(point))
+            except OSError:
+                pass
+        into.append((max(host_disk_used(root) for root in roots), held))
+
+
+ROOT_ONLY = pytest.mark.skipif(
+    os.geteuid() != 0, reason="a tmpfs per sandbox needs the grader to run as root"
+)
+SANDBOXES = ("bubblewrap", "landlock")
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("level", SANDBOXES)
+@pytest.mark.parametrize("attack", ["at_import", "from_a_thread"])
+def test_a_student_who_fills_the_disk_is_stopped_at_the_bound_and_the_classmate_keeps_every_point(
+    tmp_path, level, attack
+):
+    hostile, honest = tmp_path / "hostile", tmp_path / "honest"
+    hostile.mkdir()
+    honest.mkdir()
+    attack_code = FILLS_THE_DISK if attack == "at_import" else WRITES_FROM_A_THREAD
+    (hostile / EX01.module_file).write_text(source(EX01) + attack_code)
+    (honest / EX01.module_file).write_text(source(EX01))
+    roots = [tmp_path, Path(tempfile.gettempdir())]
+    before = max(host_disk_used(root) for root in roots)
+    samples: list[tuple[int, int]] = []
+    points: set[str] = set()  # the sandboxes' tmpfs mounts seen
+    stop = threading.Event()
+    sampler = threading.Thread(target=watch_disk, args=(roots, samples, points, stop), daemon=True)
+    sampler.start()
+    attacker = classmate = None
+    try:
+        attacker = grade(
+            hostile, tmp_path / "out-hostile", "--exercise", "ex01", "--isolation", level
+        )
+        classmate = grade(
+            honest, tmp_path / "out-honest", "--exercise", "ex01", "--isolation", level
+        )
+        classmate_log, _ = classmate.communicate(timeout=600)
+        attacker_log, _ = attacker.communicate(timeout=600)
+    finally:
+        stop.set()
+        sampler.join(timeout=10)
+        for process in (attacker, classmate):
+            if process is not None and process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    grown = max(used for used, _ in samples) - before
+    held = max(tmpfs for _, tmpfs in samples)
+    print(
+        f"\nhost disk grew by at most {grown / 2**20:.0f} MiB while a student wrote 1 GiB and on; "
+        f"the fullest sandbox tmpfs held {held / 2**20:.0f} MiB of its {DISK_BOUND >> 20} MiB"
+    )
+    # The classmate graded beside it keeps every point.
+    assert classmate.returncode == 0, classmate_log[-3000:]
+    graded = report(tmp_path / "out-honest")
+    assert graded["score"] == pytest.approx(EX01.points) and categories(graded) == {"passed"}
+    # The writer's grading went on to its end, each test that found its folder full told so. Written at
+    # import, every test (each imports it again); from a thread, the tests during which it filled up (the
+    # reference's work of the others is done, and counts).
+    assert attacker.returncode == 0, attacker_log[-3000:]
+    filled = report(tmp_path / "out-hostile")
+    tests = [t for exercise in filled["exercises"].values() for t in exercise["tests"]]
+    said = f"your code wrote more than {DISK_BOUND >> 20} MiB to disk (its folder"
+    refused = [t for t in tests if t["category"] != "passed"]
+    assert refused and all(t["category"] == "crashed" and said in t["message"] for t in refused), [
+        t["message"][:300] for t in refused
+    ]
+    if attack == "at_import":
+        assert filled["score"] == 0 and len(refused) == len(tests)
+    print(f"{len(refused)} of {len(tests)} tests refused: {refused[0]['message'][:400]}")
+    assert filled["environment"]["limits"]["worker_disk_bytes"] == DISK_BOUND
+    assert filled["environment"]["isolation"]["level"] == level
+    # Its writes went to a tmpfs of the bound's size (seen five times a second: it fills in a moment and is
+    # emptied when stopped, so the peak itself is seen as the folder found full, in the message), never to
+    # the host's disk (others share the disk: anything under the bound is their noise; 1 GiB was written
+    # before the bound).
+    assert 0 < held <= DISK_BOUND
+    assert grown < DISK_BOUND, f"the host's disk grew by {grown} bytes"
+    # and nothing of them is left mounted once the gradings ended
+    assert points and not points & {point for point, _ in disk._our_mounts()}
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("level", SANDBOXES)
+def test_ex12s_processes_that_fill_their_disk_have_every_result_refused(tmp_path, level):
+    """ex12's run is one sandbox: its processes' folders share one tmpfs of the bound's size."""
+    (tmp_path / EX12.module_file).write_text(source(EX12) + FILLS_THE_DISK)
+    tmp_path.chmod(0o755)  # the sandbox's user must reach it
+    driver = load_driver(EX12.tests_dir() / "driver.py")
+    level = confinement.choose_isolation(level)
+    grown, before = [], host_disk_used(Path(tempfile.gettempdir()))
+    stop = threading.Event()
+    sampler = threading.Thread(
+        target=watch_disk, args=([Path(tempfile.gettempdir())], grown, set(), stop), daemon=True
+    )
+    sampler.start()
+    try:
+        run = run_cluster(driver, tmp_path / EX12.module_file, isolation=level, quiet_seconds=6)
+    finally:
+        stop.set()
+        sampler.join(timeout=10)
+    assert run.filled_disk == (["its folder"], DISK_BOUND), (level, run.filled_disk)
+    for process in range(run.processes):
+        for step in run.steps:
+            with pytest.raises(ClusterFilledDisk, match=f"wrote more than {DISK_BOUND >> 20} MiB"):
+                run.result(process, step)
+    assert max(used for used, _ in grown) - before < DISK_BOUND
 
 
 # --- Landlock as root ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 
 from grader.cluster import launcher
 from grader.course import paths
-from grader.sandbox import cgroups, confinement, restrictions, users
+from grader.sandbox import cgroups, confinement, disk, restrictions, users
 from grader.sandbox.launch import landlock_abi
 from grader.sandbox.restrictions import Identity, Isolation
 
@@ -555,7 +555,8 @@ time.sleep(600)
 @pytest.mark.parametrize("level", sandboxes(), ids=str)
 def test_what_a_killed_grader_left_is_ended_by_the_next_sweep(tmp_path, level):
     """A grader killed with SIGKILL (a batch's timeout, say) cannot clean up: the next grading's sweep (or
-    the batch's, after each student) kills what is left in its groups, removes them, and its uid is free."""
+    the batch's, after each student) kills what is left in its groups, removes them, and its uid is free; the
+    tmpfs on its sandbox's folder (as root) is unmounted by the next grading's disk sweep."""
     if not cgroups.hierarchies().get("pids"):
         pytest.skip("no pids cgroup here")
     (tmp_path / "work").mkdir()
@@ -570,6 +571,9 @@ def test_what_a_killed_grader_left_is_ended_by_the_next_sweep(tmp_path, level):
     while not daemons() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert daemons(), "the sandbox's daemon did not start"
+    work = os.path.realpath(tmp_path / "work")
+    assert disk.is_bounded(work) == disk.can_bound()
+    assert work not in disk.sweep()  # its owner lives: kept
     grader.kill()
     grader.wait()
     grader.stdout.close()
@@ -579,6 +583,8 @@ def test_what_a_killed_grader_left_is_ended_by_the_next_sweep(tmp_path, level):
     assert not any(Path(d).exists() for d in held["groups"])
     if held["uid"] is not None:
         assert lock_is_free(held["uid"])
+    assert (work in disk.sweep()) == disk.can_bound()
+    assert not disk.is_bounded(work)
 
 
 @pytest.mark.skipif("memory" not in cgroups.hierarchies(), reason="no memory cgroup here")
@@ -614,3 +620,66 @@ def test_a_submissions_harness_and_workers_share_one_memory_limit(tmp_path):
     assert not any(d.exists() for d in group.directories.values())
     assert memory.peak is not None and memory.peak >= 0.9 * (256 << 20), memory.peak
     assert "for the submission in all" in memory.describe() and "peak" in memory.describe()
+
+
+# What a sandbox writes: at each level (as root), where the folder is a tmpfs of its own and where not.
+WRITES_ALL_IT_CAN = """
+import json, os
+def fill(path):
+    written = 0
+    try:
+        with open(path, "wb") as f:
+            while True:
+                written += f.write(b"x" * (1 << 20))
+    except OSError as exc:
+        return [written, exc.errno]
+print(json.dumps({"folder": fill("a"), "again": fill("b"), "tmp": fill("/tmp/c")}))
+"""
+
+
+@pytest.mark.skipif(
+    not disk.can_bound(), reason="a tmpfs per sandbox needs the grader to run as root"
+)
+@pytest.mark.parametrize("level", [*sandboxes(), Isolation.PROCESS], ids=str)
+def test_a_sandboxs_folder_holds_its_disk_bound_and_is_gone_with_it(tmp_path, level):
+    """Its folder takes `disk_bytes` in all (ENOSPC past it, whatever the files), nothing of it on the
+    host's disk; unmounted when the sandbox ends. Under bubblewrap as root its /tmp is not its to write;
+    at the process level the host's /tmp is (per file only: RLIMIT_FSIZE)."""
+    import errno
+
+    work, out = tmp_path / "work", tmp_path / "out.txt"
+    work.mkdir()
+    limits = confinement.WorkerLimits(disk_bytes=8 << 20)
+    with open(out, "wb") as output:
+        process = confinement.spawn_confined(
+            [sys.executable, "-I", "-c", WRITES_ALL_IT_CAN],
+            level=level,
+            workdir=work,
+            readable=[],
+            env=confinement.sandbox_environment(work),
+            limits=limits,
+            stdout=output,
+        )
+    try:
+        assert process.popen.wait(timeout=60) == 0
+        assert disk.is_bounded(work) and process.filled() == ["its folder"]
+        seen = json.loads(out.read_text().splitlines()[-1])
+    finally:
+        process.kill_tree()
+    assert seen["folder"][1] == errno.ENOSPC and seen["folder"][0] <= 8 << 20
+    assert seen["again"] == [0, errno.ENOSPC]  # the bound is the folder's, not a file's
+    if level is Isolation.PROCESS:
+        assert seen["tmp"][1] == errno.EFBIG  # the host's /tmp: RLIMIT_FSIZE only
+        os.unlink("/tmp/c")
+    else:
+        assert seen["tmp"] == [0, errno.EACCES]  # nothing else is writable
+    assert not disk.is_bounded(work) and not any(work.iterdir())
+
+
+def test_without_root_the_disk_bound_is_said_missing(monkeypatch):
+    monkeypatch.setattr(disk, "can_bound", lambda: False)
+    level = confinement.choose_isolation("auto")
+    assert any("a bound on its disk" in m for m in confinement.not_applied(level))
+    assert confinement.describe(level)["disk"].startswith(
+        "not bounded: its folder is on the host's disk"
+    )

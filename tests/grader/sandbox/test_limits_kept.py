@@ -17,7 +17,7 @@ import textwrap
 import psutil
 import pytest
 
-from grader.core.options import HARNESS_ALLOWANCE_BYTES
+from grader.core.options import HARNESS_ALLOWANCE_BYTES, SANDBOX_DISK_PER_HARNESS_BYTES
 from grader.course import catalog
 from grader.grading import engine
 from grader.sandbox import cgroups, restrictions
@@ -65,8 +65,11 @@ def results_of(report: dict) -> list[dict]:
 
 
 def test_the_submissions_memory_is_each_harness_allowance_plus_its_workers_limit():
-    assert engine.submission_memory_limit(6 * GIB, 2) == 2 * (HARNESS_ALLOWANCE_BYTES + 6 * GIB)
-    assert engine.submission_memory_limit(16 * GIB, 1) == HARNESS_ALLOWANCE_BYTES + 16 * GIB
+    own = (
+        HARNESS_ALLOWANCE_BYTES + SANDBOX_DISK_PER_HARNESS_BYTES
+    )  # the harness, its sandboxes' tmpfs
+    assert engine.submission_memory_limit(6 * GIB, 2) == 2 * (own + 6 * GIB)
+    assert engine.submission_memory_limit(16 * GIB, 1) == own + 16 * GIB
     # --memory-limit 0: no limit there either
     assert engine.submission_memory_limit(None, 2) is None
 
