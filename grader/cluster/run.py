@@ -17,9 +17,13 @@ service over a connection of its own (held by it when its join step returned), i
 topology there and process 0's the cluster's, and, after the join, that its jax took part with every
 other process in the grader's own collective (the driver's PROOF_STEP): gloo, jax's CPU collectives,
 met at the service for devices of every process, and each process held a connection to the others'
-gloo. The gate forwards nothing jax itself would not write, so the service's key-value store carries no
-rows; the processes share no writable file, no UNIX or datagram socket and no System V memory, so what
-one learned of another's inputs came over TCP; the exercise's checks judge the answers against the draw
+gloo. The gate forwards only records of jax's shapes, every byte jax's or canonical, so what the store
+can carry is what a writer chooses within those shapes (docs/trust-model.md counts it: which
+collectives its gloo records name, how its pair numbers fall, its port); the processes share no writable
+file, no UNIX or datagram socket and no System V memory, so the rest of what one learned of another's
+inputs came over TCP, which the grader does not read: rows over sockets of the processes' own, and a
+cluster made by hand that writes jax's records and connects at the ports it wrote, still earn every
+point (tests/grader/hostile/test_cluster.py). The exercise's checks judge the answers against the draw
 (ClusterRun.inputs).
 
 launcher="srun" (`shardlab check --launcher srun`, never with isolation): the processes are one srun step's

@@ -30,6 +30,13 @@ global_from_local). Issue 24's attacks, graded for real under bubblewrap before 
 no_cluster (registers by hand, rows through the key-value store) 15 / 15, then 0 (also under Landlock);
 hand_made_cluster (registers and writes every topology, the cluster's too, by hand; rows over sockets of
 its own) 15 / 15, then 0; registers_for_all 3.75 / 15, then 0. The reference 15 / 15 throughout.
+
+Issue 39's attacks (the red team's), graded for real under bubblewrap before the gate judged every byte of
+a record and after it (after: Landlock too, the same): gloo_records_carry_rows (a) 15 / 15, then 0;
+joins_then_sockets (b) 15 / 15, then 15 / 15; hand_made_gloo (c) 15 / 15, then 15 / 15. (b) and (c) are
+what still earns points (docs/trust-model.md): their cases pass every test, so that closing them shows
+here. The by-hand attacks above now write their topology byte for byte as jax does (the gate refuses any
+other), so each is still judged on what it tried.
 """
 
 from __future__ import annotations
@@ -72,7 +79,7 @@ HELD_OUT = (
 ).read_text()
 
 HEAD = code("""
-    import glob, os, pickle, socket, sys, time
+    import glob, os, pickle, socket, sys, threading, time
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -199,9 +206,15 @@ BY_HAND = code("""
     def _field(number, payload):
         return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
-    def _topology(node, local):
-        devices = b"".join(_field(3, _varint(4 << 3) + _varint(node * 2048 + j)) for j in range(local))
-        return _varint(1 << 3) + _varint(node) + devices
+    def _topology(node, local):  # byte for byte jax's (its boot id read as jax reads it)
+        boot = open("/proc/sys/kernel/random/boot_id").read().strip().encode()
+        devices = b""
+        for j in range(local):
+            d = node * 2048 + j
+            device = ((_varint(1 << 3) + _varint(j) if j else b"") + (_varint(4 << 3) + _varint(d) if d else b"")
+                      + _field(8, b"cpu") + _field(9, f"CpuDevice(id={d})".encode()) + _field(10, f"cpu:{d}".encode()))
+            devices += _field(3, device)
+        return (_varint(1 << 3) + _varint(node) if node else b"") + _field(2, boot) + devices
 
     def _register(coordinator_address, num_processes, process_id):
         client = _jax.get_distributed_runtime_client(coordinator_address, process_id, init_timeout=60)
@@ -415,6 +428,175 @@ FORGED_LAYOUT = (
     + FORGED_REPORTS
 )
 
+OWN_ROWS = code("""
+    def _own_rows(arr):
+        shards = sorted(arr.addressable_shards, key=lambda s: s.index[0].start or 0)
+        return np.concatenate([np.asarray(s.data) for s in shards])
+""")
+
+# The red team's attacks on the gate (issue 39). (a): an honest join, then rows through extra records in
+# gloo's format, in the bytes the gate read but did not judge (the socket address's tail, a clique of
+# devices no process has, the host name).
+GLOO_RECORDS = (
+    HEAD
+    + JOINS
+    + OWN_ROWS
+    + code("""
+    import struct
+    from jax._src import distributed as _distributed
+
+    def _record(payload):
+        host = socket.gethostname().encode()
+        address = (struct.pack("<H", 2) + struct.pack(">H", 40000) + bytes([127, 0, 0, 1]) + bytes(8)
+                   + payload.ljust(112, b"\\0") + struct.pack("<q", -1))
+        return (struct.pack("<Q", len(host)) + host + struct.pack("<Q", len(address)) + address
+                + struct.pack("<QQ", 0, 1))
+
+    def _key(process, k):  # a collective with a device no process has, free to name
+        return f"cpu:gloo/{process * 2048},{900_000_000 + _me['seq'] * 10_000 + k}/0"
+
+    def _all(prefix, mine):
+        client = _distributed.global_state.client
+        _me["seq"] = _me.get("seq", 0) + 1
+        data = pickle.dumps(mine)
+        chunks = [data[k:k + 112] for k in range(0, len(data), 112)]
+        client.key_value_set_bytes(_key(_me["id"], 0), _record(struct.pack("<I", len(chunks))))
+        for k, chunk in enumerate(chunks, 1):
+            client.key_value_set_bytes(_key(_me["id"], k), _record(chunk))
+
+        def read(process, k):
+            value = client.blocking_key_value_get_bytes(_key(process, k), 60_000)
+            at = 8 + struct.unpack_from("<Q", value)[0] + 8 + 16
+            return value[at:at + 112]
+
+        every = []
+        for i in range(_me["n"]):
+            count = struct.unpack_from("<I", read(i, 0))[0]
+            every.append(pickle.loads(b"".join(read(i, k) for k in range(1, count + 1))))
+        return every
+""")
+    + THROUGH_FILES
+    + FORGED_REPORTS
+)
+
+# A hub over TCP sockets of the processes' own: process 0 listens, the others connect; each sends its value
+# and gets every process's back.
+HUB = code("""
+    import struct
+    _HUB = 47_011
+
+    def _exact(sock, count):
+        data = b""
+        while len(data) < count:
+            chunk = sock.recv(count - len(data))
+            if not chunk:
+                raise EOFError("the hub went away")
+            data += chunk
+        return data
+
+    def _send(sock, value):
+        data = pickle.dumps(value)
+        sock.sendall(struct.pack(">I", len(data)) + data)
+
+    def _receive(sock):
+        return pickle.loads(_exact(sock, struct.unpack(">I", _exact(sock, 4))[0]))
+
+    def _hub(num_processes, process_id, server=None):
+        if process_id == 0:
+            server = server or socket.create_server(("127.0.0.1", _HUB))
+            _me["peers"] = [server.accept()[0] for _ in range(num_processes - 1)]
+        else:
+            for _ in range(500):
+                try:
+                    _me["hub"] = socket.create_connection(("127.0.0.1", _HUB), timeout=60)
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+    def _all(prefix, mine):
+        if _me["id"] == 0:
+            got = {0: mine}
+            for peer in _me["peers"]:
+                process, value = _receive(peer)
+                got[process] = value
+            every = [got[i] for i in range(_me["n"])]
+            for peer in _me["peers"]:
+                _send(peer, every)
+            return every
+        _send(_me["hub"], (_me["id"], mine))
+        return _receive(_me["hub"])
+""")
+
+# (b): an honest join, then every row over the hub, past jax's collectives.
+JOINS_THEN_SOCKETS = (
+    HEAD
+    + JOINS
+    + OWN_ROWS
+    + HUB
+    + code("""
+    _join = initialize
+
+    def initialize(coordinator_address, num_processes, process_id):
+        _join(coordinator_address, num_processes, process_id)
+        _hub(num_processes, process_id)
+""")
+    + THROUGH_FILES
+    + FORGED_REPORTS
+)
+
+# (c): no jax cluster at all. Each process registers by hand and writes its topology as jax would, byte for
+# byte, process 0 the cluster's; each writes gloo's rendezvous for its devices' ranks of a collective over
+# every device, canonical (this host, 127.0.0.1, zeros, its pairs numbered as gloo numbers them) at a port
+# it listens on, and connects to every other process's there. The grader's collective runs on each
+# process's own devices only; every row crosses a hub of its own.
+HAND_MADE_GLOO = (
+    HEAD
+    + BY_HAND
+    + HUB
+    + code("""
+    def _gloo(port, pairs):
+        host = socket.gethostname().encode()
+        address = (struct.pack("<H", 2) + struct.pack(">H", port) + bytes([127, 0, 0, 1]) + bytes(120)
+                   + struct.pack("<q", -1))
+        return (struct.pack("<Q", len(host)) + host + struct.pack("<Q", len(address)) + address
+                + b"".join(struct.pack("<Q", p) for p in pairs))
+
+    def initialize(coordinator_address, num_processes, process_id):
+        client = _jax.get_distributed_runtime_client(coordinator_address, process_id, init_timeout=60)
+        client.connect()
+        local = len(jax.local_devices())
+        _me.update(client=client, id=process_id, n=num_processes, local=local,
+                   devices=[process_id * 2048 + j for j in range(local)])
+        client.key_value_set_bytes(f"cpu:local_topology/cpu/{process_id}", _topology(process_id, local))
+        if process_id == 0:
+            nodes = [client.blocking_key_value_get_bytes(f"cpu:local_topology/cpu/{i}", 60_000)
+                     for i in range(num_processes)]
+            client.key_value_set_bytes("cpu:global_topology/cpu", b"".join(_field(1, node) for node in nodes))
+        client.blocking_key_value_get_bytes("cpu:global_topology/cpu", 60_000)
+        server = socket.create_server(("127.0.0.1", 0))  # "gloo's" listener
+        port = server.getsockname()[1]
+        accepted = _me.setdefault("accepted", [])
+        threading.Thread(target=lambda: [accepted.append(server.accept()[0]) for _ in range(num_processes - 1)],
+                         daemon=True).start()
+        clique = [p * 2048 + j for p in range(num_processes) for j in range(local)]
+        name = ",".join(map(str, clique))
+        for k in range(local):
+            rank = process_id * local + k
+            pairs = range(k * len(clique), (k + 1) * len(clique))
+            client.key_value_set_bytes(f"cpu:gloo/{name}/{rank}", _gloo(port, pairs))
+        links = []
+        for p in range(num_processes):  # a connection to every other process's "gloo", as gloo holds
+            value = client.blocking_key_value_get_bytes(f"cpu:gloo/{name}/{p * local}", 60_000)
+            at = 8 + struct.unpack_from("<Q", value)[0] + 8
+            if p != process_id:
+                links.append(socket.create_connection(("127.0.0.1", struct.unpack_from(">H", value, at + 2)[0])))
+        _me.update(server=server, links=links)
+        _hub(num_processes, process_id)
+""")
+    + THROUGH_FILES
+    + FORGED_REPORTS
+)
+
 STEP_TESTS = (
     "test_initialize",
     "test_process_summary",
@@ -448,6 +630,11 @@ CASES = {
     "joins_then_files": Case(
         JOINS_THEN_FILES, ("test_initialize", "test_process_summary"), (), "stopped after"
     ),
+    # (a): refused at its first record of a collective over a device no process has; its rows never go
+    "gloo_records_carry_rows": Case(GLOO_RECORDS, (), (), "devices no process's jax published"),
+    # (b) and (c): what still earns points (docs/trust-model.md): every test, as the red team found
+    "joins_then_sockets": Case(JOINS_THEN_SOCKETS, STEP_TESTS, STEP_TESTS),
+    "hand_made_gloo": Case(HAND_MADE_GLOO, STEP_TESTS, STEP_TESTS),
     "forged_layout": Case(
         FORGED_LAYOUT,
         tuple(t for t in STEP_TESTS if t != "test_global_from_local"),
@@ -456,7 +643,15 @@ CASES = {
     ),
 }
 LEVELS = ("bubblewrap", "landlock")
-GRADED = ("reference", "held_out", "no_cluster")  # graded for real at each level
+# graded for real at each level
+GRADED = (
+    "reference",
+    "held_out",
+    "no_cluster",
+    "gloo_records_carry_rows",
+    "joins_then_sockets",
+    "hand_made_gloo",
+)
 RUN_ONLY = tuple(case for case in CASES if case not in GRADED)
 QUIET = 6.0  # seconds of silence that stop a run (grading's is 10): a faker's wait for a file ends sooner
 
