@@ -547,3 +547,54 @@ def test_the_red_team_s_header_block_costs_the_gate_no_memory(tmp_path):
     finally:
         gate.kill()
         gate.wait()
+
+
+def test_a_gloo_record_on_ipv6_s_loopback_is_read_and_its_tail_zeroed():
+    address = (
+        struct.pack("<H", records.AF_INET6)
+        + struct.pack(">H", 40633)
+        + bytes(4)  # flow info
+        + bytes(15)
+        + b"\x01"
+        + bytes(4)  # scope id
+        + b"\xf0" * 100
+        + struct.pack("<q", -1)
+    )
+    value = struct.pack("<Q", 2) + b"vm" + struct.pack("<Q", len(address)) + address
+    value += struct.pack("<QQ", 4, 5)
+    gloo = records.record("cpu:gloo/0,2048/1", value, MACHINE)
+    assert (gloo.port, gloo.pairs) == (40633, (4, 5))
+    assert gloo.canonical == value.replace(b"\xf0" * 100, bytes(100))
+    scoped = (
+        value[: 8 + 2 + 8 + 24] + b"\x07" + value[8 + 2 + 8 + 25 :]
+    )  # a scope id of its choosing
+    with pytest.raises(Refused, match="127.0.0.1 or ::1"):
+        records.record("cpu:gloo/0,2048/1", scoped, MACHINE)
+
+
+def test_only_so_many_connections_at_once(tmp_path):
+    service = socket.socket(socket.AF_UNIX)
+    service.bind(str(tmp_path / "s.sock"))
+    service.listen()
+    held: list = []
+    threading.Thread(
+        target=lambda: [held.append(service.accept()) for _ in range(10)], daemon=True
+    ).start()
+    seen: list[dict] = []
+    gate = Gate("127.0.0.1:0", str(tmp_path / "s.sock"), seen.append, processes=1)
+    threading.Thread(target=gate.serve, daemon=True).start()
+    port = gate.listener.getsockname()[1]
+    clients = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+    clients[2].settimeout(5)
+    assert clients[2].recv(1) == b""  # the third is closed at once
+    assert any("over 2 connections at once" in refusal for refusal in refusals(seen))
+    clients[0].close()  # one goes: another may come
+    time.sleep(0.5)
+    again = socket.create_connection(("127.0.0.1", port), timeout=5)
+    again.settimeout(0.5)
+    with pytest.raises(TimeoutError):
+        again.recv(1)  # held open, waiting for its preface
+    assert sum("over 2 connections" in refusal for refusal in refusals(seen)) == 1
+    for sock in (*clients, again):
+        sock.close()
+    gate.listener.close()
