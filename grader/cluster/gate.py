@@ -21,9 +21,9 @@ in the store: which collectives (of published devices, in any order) its records
 numbers fall between its records, and its port; docs/trust-model.md says what that is worth.
 
 Bounds, as gRPC's own: a frame of at most 16 KiB, a header block (HEADERS and its CONTINUATIONs) of at
-most 16 KiB, refused as it comes (never held); a request of at most MAX_MESSAGE, and at most MAX_HELD
-bytes of unfinished requests per connection; at most CONNECTIONS_PER_PROCESS connections per process
-open at once.
+most 16 KiB, refused as it comes (never held), and at most 16 KiB decoded; a request of at most
+MAX_MESSAGE, and at most MAX_HELD bytes of unfinished requests per connection; at most
+CONNECTIONS_PER_PROCESS connections per process open at once.
 
 Reported, through `report`: {"registered": process, "connection": n, "port": the client's port};
 {"wrote": {"topology": node, "devices": [...]} | {"global": [[devices] per process]} |
@@ -189,7 +189,9 @@ class Channel:
         self.registry, self.report = registry, report
         self.processes, self.machine = processes, machine
         self.port = client.getpeername()[1]
-        self.decoder = hpack.Decoder()
+        # a header list decoded past gRPC's bound is refused as it is decoded (an HPACK block that
+        # names one large table entry many times)
+        self.decoder = hpack.Decoder(max_header_list_size=MAX_HEADER_BLOCK)
         # whatever size the client's encoder announces
         self.decoder.max_allowed_table_size = 1 << 16
         self.streams: dict[int, Stream] = {}

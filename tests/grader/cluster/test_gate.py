@@ -598,3 +598,16 @@ def test_only_so_many_connections_at_once(tmp_path):
     for sock in (*clients, again):
         sock.close()
     gate.listener.close()
+
+
+def test_a_header_block_that_decodes_past_grpc_s_bound_is_refused():
+    """Small on the wire, large decoded: one 3000-byte header put in HPACK's table, then named ten times
+    (a byte each): about 30 KiB decoded, past gRPC's 16 KiB (and under hpack's own default, 64 KiB)."""
+    encoder = hpack.Encoder()
+    block = encoder.encode([(":method", "POST"), (":path", SERVICE + "Heartbeat")])
+    block += encoder.encode([("x-rows", "r" * 3000)])  # a literal, indexed at 62
+    block += bytes([0x80 | 62]) * 10
+    assert len(block) < 4096
+    received, seen = cut_off(frame(1, 0x4, 1, block))
+    assert any("OversizedHeaderListError" in refusal for refusal in refusals(seen)), refusals(seen)
+    assert received == PREFACE
