@@ -16,10 +16,12 @@ processes might share, through jax's coordination service's key-value store, or 
 own; and, for joining, by never calling jax.distributed at all, by opening plain TCP connections to the
 coordinator's port, by registering and writing its topology by hand through jaxlib's own client, or by
 having one process register for the others. What defeats them (grader.cluster.run): the grader's gate
-before jax's coordination service (grader.cluster.gate) lets through only what jax itself writes
-and says which connection wrote it; the grader looks at each process's connections itself; nothing a
-process reports counts unless its jax took part, through gloo, in the grader's own collective with every
-other process; the processes share no writable folder and cannot read each other's; the array
+before jax's coordination service (grader.cluster.gate) lets through only records of jax's shapes, every
+byte of them jax's or made canonical, and says which connection wrote it; the grader looks at each
+process's connections itself; nothing a process reports counts unless gloo's rendezvous for the
+grader's own collective was written whole, each rank by its device's process, and the processes held
+connections with each other at those ports (which a cluster made by hand can also do: hand_made_gloo);
+the processes share no writable folder and cannot read each other's; the array
 global_from_local returns is judged on rows drawn for that call only, which the grader gathers from it in
 every process.
 
