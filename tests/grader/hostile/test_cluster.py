@@ -35,6 +35,8 @@ its own) 15 / 15, then 0; registers_for_all 3.75 / 15, then 0. The reference 15 
 
 Issue 39's attacks (the red team's), graded for real under bubblewrap before the gate judged every byte of
 a record and after it (after: Landlock too, the same): gloo_records_carry_rows (a) 15 / 15, then 0;
+gloo_padding_carries_rows (a, within jax's shapes) 15 / 15, then 3.75 (its real initialize and
+process_summary);
 joins_then_sockets (b) 15 / 15, then 15 / 15; hand_made_gloo (c) 15 / 15, then 15 / 15. (b) and (c) are
 what still earns points (docs/trust-model.md): their cases pass every test, so that closing them shows
 here. The by-hand attacks above now write their topology byte for byte as jax does (the gate refuses any
@@ -481,6 +483,64 @@ GLOO_RECORDS = (
     + FORGED_REPORTS
 )
 
+# (a) within jax's shapes: every record canonical but for the socket address's tail (112 bytes the gate
+# cannot tell from the stack's), which carries the rows: collectives of published devices, one each, at the
+# process's own gloo port (read from its real record), its pair numbers going on from its real ones.
+GLOO_PADDING = (
+    HEAD
+    + JOINS
+    + OWN_ROWS
+    + code("""
+    import itertools, struct
+    from jax._src import distributed as _distributed
+
+    _CHUNKS = 4
+
+    def _clique(process, j):
+        devices = sorted(d.id for d in jax.devices())
+        mine = devices[process * _me["local"]]
+        others = [d for d in devices if d != mine]
+        return (mine, *list(itertools.permutations(others, 2))[j])
+
+    def _record(port, pairs, payload):
+        host = socket.gethostname().encode()
+        address = (struct.pack("<H", 2) + struct.pack(">H", port) + bytes([127, 0, 0, 1]) + bytes(8)
+                   + payload.ljust(112, b"\\0") + struct.pack("<q", -1))
+        return (struct.pack("<Q", len(host)) + host + struct.pack("<Q", len(address)) + address
+                + b"".join(struct.pack("<Q", p) for p in pairs))
+
+    def _tail(value):
+        at = 8 + struct.unpack_from("<Q", value)[0] + 8
+        return value[at + 16:at + 128]
+
+    def _all(prefix, mine):
+        client = _distributed.global_state.client
+        devices = sorted(d.id for d in jax.devices())
+        if "port" not in _me:  # its real gloo record, from the grader's collective
+            real = client.blocking_key_value_get_bytes(
+                f"cpu:gloo/{','.join(map(str, devices))}/{_me['id'] * _me['local']}", 60_000)
+            at = 8 + struct.unpack_from("<Q", real)[0] + 8
+            _me.update(port=struct.unpack_from(">H", real, at + 2)[0], pair=_me["local"] * len(devices), seq=0)
+        data = pickle.dumps(mine).ljust(112 * _CHUNKS, b"\\0")
+        seq = _me["seq"]
+        _me["seq"] += 1
+        for k in range(_CHUNKS):
+            clique = _clique(_me["id"], seq * _CHUNKS + k)
+            pairs = range(_me["pair"], _me["pair"] + len(clique))
+            _me["pair"] += len(clique)
+            client.key_value_set_bytes(f"cpu:gloo/{','.join(map(str, clique))}/0",
+                                       _record(_me["port"], pairs, data[112 * k:112 * (k + 1)]))
+        every = []
+        for i in range(_me["n"]):
+            keys = [f"cpu:gloo/{','.join(map(str, _clique(i, seq * _CHUNKS + k)))}/0" for k in range(_CHUNKS)]
+            every.append(pickle.loads(b"".join(_tail(client.blocking_key_value_get_bytes(key, 60_000))
+                                               for key in keys)))
+        return every
+""")
+    + THROUGH_FILES
+    + FORGED_REPORTS
+)
+
 # A hub over TCP sockets of the processes' own: process 0 listens, the others connect; each sends its value
 # and gets every process's back.
 HUB = code("""
@@ -634,6 +694,11 @@ CASES = {
     ),
     # (a): refused at its first record of a collective over a device no process has; its rows never go
     "gloo_records_carry_rows": Case(GLOO_RECORDS, (), (), "devices no process's jax published"),
+    # (a) within jax's shapes: the tail reaches the other process zeroed, so what it reads is no rows; its
+    # own initialize and process_summary are real
+    "gloo_padding_carries_rows": Case(
+        GLOO_PADDING, ("test_initialize", "test_process_summary"), (), "UnpicklingError"
+    ),
     # (b) and (c): what still earns points (docs/trust-model.md): every test, as the red team found
     "joins_then_sockets": Case(JOINS_THEN_SOCKETS, STEP_TESTS, STEP_TESTS),
     "hand_made_gloo": Case(HAND_MADE_GLOO, STEP_TESTS, STEP_TESTS),
@@ -651,6 +716,7 @@ GRADED = (
     "held_out",
     "no_cluster",
     "gloo_records_carry_rows",
+    "gloo_padding_carries_rows",
     "joins_then_sockets",
     "hand_made_gloo",
 )
