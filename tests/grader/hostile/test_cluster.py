@@ -48,9 +48,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import textwrap
+import threading
 from pathlib import Path
 from typing import NamedTuple
 
+import psutil
 import pytest
 
 from grader.cluster.driver import load_driver
@@ -837,3 +839,80 @@ def test_run_and_judged_each_earns_only_what_it_did(case, tmp_path):
         reason for p in range(run.processes) if (reason := run.not_joined(p)) is not None
     )
     check_case(case, f"{level} run", judged(run, exercise_checks()), reasons=reasons)
+
+
+# Attack (d), from inside a run: the reference, whose processes, once joined, each send the gate one header
+# block of 256 CONTINUATION frames of 1 MiB over a second connection.
+HEADER_BOMB = REFERENCE + code("""
+    _joins = initialize
+
+    def initialize(coordinator_address, num_processes, process_id):
+        _joins(coordinator_address, num_processes, process_id)
+        import socket
+        host, port = coordinator_address.rsplit(":", 1)
+        def frame(kind, payload):
+            return len(payload).to_bytes(3, "big") + bytes([kind, 0]) + (1).to_bytes(4, "big") + payload
+        block = frame(9, b"a" * (1 << 20))
+        try:
+            with socket.create_connection((host, int(port)), timeout=30) as bomb:
+                bomb.sendall(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + frame(1, b"\\x82"))
+                for _ in range(256):
+                    bomb.sendall(block)
+        except OSError:
+            pass
+""")
+
+
+def coordinator_peak(run) -> tuple[dict[int, int], threading.Event]:
+    """The peak resident memory (KiB) of every coordinator of grader.cluster's seen while `run()` runs."""
+    peaks: dict[int, int] = {}
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.05):
+            for process in psutil.process_iter(["cmdline"]):
+                if "grader.cluster.coordinator" in (process.info["cmdline"] or ()):
+                    try:
+                        with open(f"/proc/{process.pid}/status") as status:
+                            for line in status:
+                                if line.startswith("VmHWM:"):
+                                    peaks[process.pid] = max(
+                                        peaks.get(process.pid, 0), int(line.split()[1])
+                                    )
+                    except OSError:
+                        pass
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = run()
+    finally:
+        done.set()
+        watcher.join()
+    return result, peaks
+
+
+def test_a_header_block_bomb_from_the_processes_costs_the_gate_nothing(tmp_path):
+    """Measured before the gate's bounds (bubblewrap, 2 x 4): the coordinator's peak resident memory was
+    936 MiB with the bomb, 107 MiB without; with them 108 MiB, as without. The processes keep what they
+    did honestly (the bomb's connection is refused, not theirs to jax)."""
+    level = confinement.choose_isolation("auto")
+    peaks = {}
+    for name, source in (("honest", REFERENCE), ("bomb", HEADER_BOMB)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / EX12.module_file).write_text(source)
+        folder.chmod(0o755)
+        run, seen = coordinator_peak(
+            lambda folder=folder: run_cluster(
+                DRIVER, folder / EX12.module_file, isolation=level, quiet_seconds=QUIET
+            )
+        )
+        assert seen, "no coordinator was seen"
+        peaks[name] = max(seen.values())
+        outcomes = judged(run, exercise_checks())
+        print(f"{name} [{level}]: the coordinator's peak RSS {peaks[name] >> 10} MiB; {outcomes}")
+        assert all(category == "passed" for _, category, _ in outcomes), outcomes
+        if name == "bomb":
+            assert any("an HTTP/2 frame of 1048576 bytes" in why for *_, why in run.gate.refused)
+    assert peaks["bomb"] - peaks["honest"] < 32 << 10
