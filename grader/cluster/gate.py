@@ -13,12 +13,13 @@ every later request speaks as that process (the incarnation in its header); it w
 topology (byte for byte jax's, grader.cluster.records), process 0 also the global one (every process's
 as written, in order), and gloo's rendezvous for devices of its own; it never overwrites, increments or
 deletes a key; it calls only the service's methods jax uses. What it may read is not limited: every
-key in the store is jax's. A gloo record goes to the service with the bytes jax leaves unspecified
+key in the store is of jax's shapes. A gloo record goes to the service with the bytes jax leaves unspecified
 zeroed (rewritten in as many bytes, gzip'd as jax's client sends it); across a process's records its
 gloo listens on one port, its pair numbers are new and within what its gloo can have counted out, and
 it names at most MAX_CLIQUES collectives, each over published devices. What a writer can still choose
 in the store: which collectives (of published devices, in any order) its records name, how its pair
-numbers fall between its records, and its port; docs/trust-model.md says what that is worth.
+numbers fall between its records, and its port: by count enough to carry a process's rows
+(docs/trust-model.md), which no test has shown an attack doing.
 
 Bounds, as gRPC's own: a frame of at most 16 KiB, a header block (HEADERS and its CONTINUATIONs) of at
 most 16 KiB, refused as it comes (never held), and at most 16 KiB decoded; a request of at most

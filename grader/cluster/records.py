@@ -11,11 +11,12 @@ jax 0.10's processes keep three kinds of record in the service's key-value store
 
 `record(key, value, machine)` reads one of them into a typed value, or raises Refused, naming why, for
 anything else: the grader's gate (grader.cluster.gate) lets only these through. Every byte a record holds
-is what jax writes on this machine or refused, so a record carries nothing of the writer's choosing but
-what the gate judges across records (grader.cluster.gate): a topology is byte for byte the one jax builds
-for that many devices (its boot id this machine's); a gloo record names this machine's host name and
-127.0.0.1 or ::1, and the bytes of its socket address that jax leaves as its stack held them are
-returned zeroed (GlooAddress.canonical), which is what the gate forwards.
+is what jax writes on this machine or refused, but for what jax's protocol leaves to the writer: a gloo
+record's collective, pair numbers and port, which the gate bounds across records (and docs/trust-model.md
+counts). A topology is byte for byte the one jax builds for that many devices (its boot id this
+machine's); a gloo record names this machine's host name and 127.0.0.1 or ::1, and the bytes of its
+socket address that jax leaves as its stack held them are returned zeroed (GlooAddress.canonical),
+which is what the gate forwards.
 """
 
 from __future__ import annotations
