@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
         from jaxlib import _jax
 
         service = _jax.get_distributed_runtime_service(f"unix:{service_path}", processes + 1)
-        gate = Gate(address, service_path, lambda seen: report({"gate": seen}))
+        gate = Gate(address, service_path, lambda seen: report({"gate": seen}), processes=processes)
     except Exception as exc:  # the port taken, say: the run cannot be observed
         report({"failed": f"the coordination service could not start at {address}: {exc}"[:500]})
         return 1

@@ -9,19 +9,24 @@ jax 0.10's processes keep three kinds of record in the service's key-value store
     cpu:gloo/<device ids>/<rank>     gloo's rendezvous for a collective over those devices: where the
                                      process holding device ids[rank] listens, and its pairs' numbers
 
-`record(key, value)` reads one of them into a typed value, or raises Refused, naming why, for anything
-else: the grader's gate (grader.cluster.gate) lets only these through, so the store cannot carry a
-process's rows to another. The parsers are strict about structure and sizes; they do not judge what jax
-leaves unspecified (the bytes of a socket address past its port and host, which jax fills with whatever
-its stack held).
+`record(key, value, machine)` reads one of them into a typed value, or raises Refused, naming why, for
+anything else: the grader's gate (grader.cluster.gate) lets only these through. Every byte a record holds
+is what jax writes on this machine or refused, but for what jax's protocol leaves to the writer: a gloo
+record's collective, pair numbers and port, which the gate bounds across records (and docs/trust-model.md
+counts). A topology is byte for byte the one jax builds for that many devices (its boot id this
+machine's); a gloo record names this machine's host name and 127.0.0.1 or ::1, and the bytes of its
+socket address that jax leaves as its stack held them are returned zeroed (GlooAddress.canonical),
+which is what the gate forwards.
 """
 
 from __future__ import annotations
 
 import re
+import socket
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 LOCAL_TOPOLOGY = re.compile(r"cpu:local_topology/cpu/(\d{1,4})")
 GLOBAL_TOPOLOGY = "cpu:global_topology/cpu"
@@ -31,11 +36,28 @@ MAX_HOSTNAME = 255
 GLOO_ADDRESS_BYTES = 136  # gloo's tcp Address: a sockaddr_storage (128 bytes) and a sequence number
 MAX_PAIR = 1 << 20  # a pair's number: gloo counts them from 0 in each process
 AF_INET, AF_INET6 = 2, 10
+SOCKADDR_BYTES = {AF_INET: 16, AF_INET6: 28}  # what of the sockaddr_storage the family uses
+LOOPBACK = {AF_INET: b"\x7f\x00\x00\x01", AF_INET6: bytes(15) + b"\x01"}
+# jax's CPU client numbers a process's devices from node * 2048 (measured: 0..3 and 2048..2051 in 2 x 4)
+DEVICE_IDS_PER_NODE = 2048
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 VARINT, FIXED64, BYTES, FIXED32 = 0, 1, 2, 5
 
 
 class Refused(ValueError):
     """Not a record jax writes (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What jax writes of the machine it runs on: every process of a run shares it with the gate."""
+
+    host: bytes  # gethostname(), which gloo names as where it listens
+    boot_id: str  # the kernel's, which jax puts in a topology
+
+    @classmethod
+    def here(cls) -> Machine:
+        return cls(socket.gethostname().encode(), BOOT_ID.read_text().strip())
 
 
 @dataclass(frozen=True)
@@ -57,6 +79,10 @@ class GlooAddress:
     clique: tuple[int, ...]  # the collective's devices (global ids), in rank order
     rank: int
     port: int
+    pairs: tuple[int, ...]  # gloo's number for its pair with each rank, in rank order
+    canonical: (
+        bytes  # the record with the bytes jax leaves unspecified zeroed: what the service gets
+    )
 
     @property
     def device(self) -> int:
@@ -142,6 +168,45 @@ def read_local_topology(data: bytes) -> LocalTopology:
     return LocalTopology(node, tuple(devices))
 
 
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        if not value:
+            return bytes(out + bytes([byte]))
+        out.append(byte | 0x80)
+
+
+def _field(number: int, wire: int, value: int | bytes) -> bytes:
+    if wire == VARINT:
+        return _varint(number << 3 | VARINT) + _varint(value) if value else b""
+    return _varint(number << 3 | BYTES) + _varint(len(value)) + value
+
+
+def jax_local_topology(node: int, devices: int, boot_id: str) -> bytes:
+    """The LocalTopologyProto jax 0.10's CPU client writes for process `node` with `devices` devices, byte
+    for byte (fields at 0 left out, as protobuf does): its node id, the boot id, and each device's local
+    ordinal (1), global id (4), vendor (8), name (9) and kind (10)."""
+    listed = b""
+    for ordinal in range(devices):
+        device = node * DEVICE_IDS_PER_NODE + ordinal
+        listed += _field(
+            3,
+            BYTES,
+            _field(1, VARINT, ordinal)
+            + _field(4, VARINT, device)
+            + _field(8, BYTES, b"cpu")
+            + _field(9, BYTES, f"CpuDevice(id={device})".encode())
+            + _field(10, BYTES, f"cpu:{device}".encode()),
+        )
+    return _field(1, VARINT, node) + _field(2, BYTES, boot_id.encode()) + listed
+
+
+def jax_global_topology(nodes: list[bytes]) -> bytes:
+    """The GlobalTopologyProto process 0's jax writes: every process's topology, as written, in order."""
+    return b"".join(_field(1, BYTES, node) for node in nodes)
+
+
 def read_global_topology(data: bytes) -> GlobalTopology:
     nodes = []
     for number, wire, value in fields(data):
@@ -155,7 +220,9 @@ def read_global_topology(data: bytes) -> GlobalTopology:
     return GlobalTopology(tuple(nodes))
 
 
-def read_gloo_address(clique: tuple[int, ...], rank: int, data: bytes) -> GlooAddress:
+def read_gloo_address(
+    clique: tuple[int, ...], rank: int, data: bytes, machine: Machine
+) -> GlooAddress:
     """gloo's rendezvous record (gloo::rendezvous's Rank): the hostname and the tcp Address, each behind its
     length (8 bytes, little-endian), then one 8-byte number per pair (one per member of the collective)."""
 
@@ -179,34 +246,53 @@ def read_gloo_address(clique: tuple[int, ...], rank: int, data: bytes) -> GlooAd
     host = data[8 : 8 + host_length]
     if not all(0x21 <= byte < 0x7F for byte in host):
         raise Refused("a gloo record's hostname is not printable")
+    if host != machine.host:
+        raise Refused(
+            f"a gloo record names the host {host.decode()!r}, not this machine's "
+            f"({machine.host.decode()!r}, which gloo names)"
+        )
     family = struct.unpack_from("<H", data, address_at)[0]
     port = struct.unpack_from(">H", data, address_at + 2)[0]
-    if family == AF_INET:
-        loopback = data[address_at + 4] == 127
-    elif family == AF_INET6:  # ::1, or 127.x as ::ffff:127.x
-        ip = data[address_at + 8 : address_at + 24]
-        loopback = ip == bytes(15) + b"\x01" or (
-            ip[:12] == bytes(10) + b"\xff\xff" and ip[12] == 127
-        )
-    else:
+    if family not in SOCKADDR_BYTES:
         raise Refused(f"a gloo record's address of family {family}")
-    if not loopback or port == 0:
-        raise Refused("a gloo record whose address is not a port of the loopback")
+    # sockaddr_in: the address, then 8 bytes of zeros; sockaddr_in6: flow info, address, scope id
+    used = data[address_at + 4 : address_at + SOCKADDR_BYTES[family]]
+    expected = (
+        LOOPBACK[AF_INET] + bytes(8)
+        if family == AF_INET
+        else bytes(4) + LOOPBACK[AF_INET6] + bytes(4)
+    )
+    if used != expected or port == 0:
+        raise Refused(
+            "a gloo record whose address is not a port of 127.0.0.1 or ::1, as gloo writes it"
+        )
     if struct.unpack_from("<q", data, address_at + 128)[0] != -1:
         raise Refused("a gloo record whose address names a pair (jax's name none)")
-    if any(number(at) >= MAX_PAIR for at in range(pairs_at, len(data), 8)):
+    pairs = tuple(number(at) for at in range(pairs_at, len(data), 8))
+    if any(pair >= MAX_PAIR for pair in pairs):
         raise Refused("a gloo record's pair numbers out of gloo's range")
-    return GlooAddress(clique, rank, port)
+    # one thread of gloo's numbers a rank's pairs in rank order, from the process's one counter
+    if any(a >= b for a, b in zip(pairs, pairs[1:], strict=False)):
+        raise Refused("a gloo record's pair numbers are not increasing, as gloo numbers them")
+    tail_at = address_at + SOCKADDR_BYTES[family]
+    canonical = data[:tail_at] + bytes(address_at + 128 - tail_at) + data[address_at + 128 :]
+    return GlooAddress(clique, rank, port, pairs, canonical)
 
 
-def record(key: str, value: bytes) -> Record:
-    """What jax wrote under `key`: its topology or gloo's rendezvous, read; Refused otherwise."""
+def record(key: str, value: bytes, machine: Machine) -> Record:
+    """What jax wrote under `key` on `machine`: its topology or gloo's rendezvous, read; Refused otherwise
+    (the global topology is read here and compared with what each process wrote by the gate)."""
     if key == GLOBAL_TOPOLOGY:
         return read_global_topology(value)
     if match := LOCAL_TOPOLOGY.fullmatch(key):
         topology = read_local_topology(value)
         if topology.node != int(match[1]):
             raise Refused(f"{key} holds the topology of process {topology.node}")
+        if value != jax_local_topology(topology.node, len(topology.devices), machine.boot_id):
+            raise Refused(
+                f"{key} is not the topology jax writes for {len(topology.devices)} devices on this "
+                f"machine (a field, a device's id or name, or the boot id differs)"
+            )
         return topology
     if match := GLOO.fullmatch(key):
         clique, rank = tuple(int(d) for d in match[1].split(",")), int(match[2])
@@ -214,5 +300,5 @@ def record(key: str, value: bytes) -> Record:
             raise Refused(f"{key} names a device twice")
         if rank >= len(clique):
             raise Refused(f"{key} names rank {rank} of a collective of {len(clique)}")
-        return read_gloo_address(clique, rank, value)
+        return read_gloo_address(clique, rank, value, machine)
     raise Refused("jax writes no such key (only its topology and gloo's rendezvous)")

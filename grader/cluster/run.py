@@ -12,15 +12,19 @@ when no process has reported anything for `quiet_seconds`. Nothing here knows an
 What the verdicts rest on. A process's reports are data from the student's side (the student's code can
 rewrite the driver and the reporting code), so they pass only by being the right answer, and the harness
 checks what it can see itself (ClusterRun.not_joined), through the grader's gate before jax's
-coordination service (grader.cluster.gate) and from /proc: that each process registered with the
-service over a connection of its own (held by it when its join step returned), its jax wrote its own
-topology there and process 0's the cluster's, and, after the join, that its jax took part with every
-other process in the grader's own collective (the driver's PROOF_STEP): gloo, jax's CPU collectives,
-met at the service for devices of every process, and each process held a connection to the others'
-gloo. The gate forwards nothing jax itself would not write, so the service's key-value store carries no
-rows; the processes share no writable file, no UNIX or datagram socket and no System V memory, so what
-one learned of another's inputs came over TCP; the exercise's checks judge the answers against the draw
-(ClusterRun.inputs).
+coordination service (grader.cluster.gate) and from /proc: that each process registered with the service
+over a connection of its own (held by it when its join step returned), its topology was written there as
+jax writes it and process 0's the cluster's, and, after the join, that it took part with every other
+process in the grader's own collective (the driver's PROOF_STEP) as far as can be seen: gloo's
+rendezvous, jax's CPU collectives', met at the service for devices of every process, and each process
+held a connection to the others' gloo ports. The gate forwards only records of jax's shapes, every byte
+jax's or canonical, so what the store can carry is what a writer chooses within those shapes
+(docs/trust-model.md counts it: which collectives its gloo records name, how its pair numbers fall, its
+port); the processes share no writable file, no UNIX or datagram socket and no System V memory, so the
+rest of what one learned of another's inputs came over TCP, which the grader does not read: rows over
+sockets of the processes' own, and a cluster made by hand that writes jax's records and connects at the
+ports it wrote, still earn every point (tests/grader/hostile/test_cluster.py). The exercise's checks
+judge the answers against the draw (ClusterRun.inputs).
 
 launcher="srun" (`shardlab check --launcher srun`, never with isolation): the processes are one srun step's
 tasks instead (grader.cluster.srun), each joining through jax's own reading of Slurm's environment.
@@ -177,8 +181,10 @@ class ClusterRun:
 
     def not_joined(self, process: int) -> str | None:
         """None when the grader saw `process` join the others through jax's coordination service and take
-        part, through jax, in the grader's own collective with every other process; else why not (always
-        None when the run had no coordinator of the grader's to watch: observed_joins is False)."""
+        part in the grader's own collective with every other process, as far as the gate and /proc show
+        (records of jax's shapes and connections at their ports, which a cluster made by hand can also
+        make: docs/trust-model.md); else why not (always None when the run had no coordinator of the
+        grader's to watch: observed_joins is False)."""
         if not self.observed_joins:
             return None
         where = f"the coordinator at {self.coordinator}"

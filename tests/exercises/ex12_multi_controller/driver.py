@@ -1,15 +1,16 @@
 """ex12's driver (grader.cluster.driver says what a driver is): what the harness gives each of the
 run's processes, and what each process does with the student's module.
 
-Every process calls initialize, then takes part in the grader's own collective over every device of every
-process (PROOF_STEP: the harness sees, at jax's coordination service and in /proc, whether it went through
-jax's collectives), then calls process_summary, global_from_local, global_sum, gather_to_host and barrier,
-in that order, then the grader's own use of the array global_from_local returned (USE_STEP).
+Every process calls initialize, then takes part in the grader's own collective over every device of
+every process (PROOF_STEP: the harness looks, at jax's coordination service and in /proc, for gloo's
+rendezvous and connections between the processes at its ports), then calls process_summary,
+global_from_local, global_sum, gather_to_host and barrier, in that order, then the grader's own use of
+the array global_from_local returned (USE_STEP).
 Each process is given only its own rows, drawn per run: separate rows for global_from_local and for the
-grader's array passed to global_sum and gather_to_host, so a sum or a gather right in every process came
-through the processes' collectives, and the rows of global_from_local's array reach a process only
-through that array. One process, told only here, comes late to the barrier: a barrier that really waits
-holds the others until it comes.
+grader's array passed to global_sum and gather_to_host, so a sum or a gather right in every process took
+rows from the other processes (over TCP: docs/trust-model.md says how far the grader sees which way),
+and the rows of global_from_local's array are given for that call only. One process, told only here,
+comes late to the barrier: a barrier that really waits holds the others until it comes.
 
 Trusted course code: the harness reads this file and hands its source to every process (which cannot read
 tests/). It ships to students with the visible tests; its top level runs in the harness too, so jax is

@@ -16,10 +16,12 @@ processes might share, through jax's coordination service's key-value store, or 
 own; and, for joining, by never calling jax.distributed at all, by opening plain TCP connections to the
 coordinator's port, by registering and writing its topology by hand through jaxlib's own client, or by
 having one process register for the others. What defeats them (grader.cluster.run): the grader's gate
-before jax's coordination service (grader.cluster.gate) lets through only what jax itself writes
-and says which connection wrote it; the grader looks at each process's connections itself; nothing a
-process reports counts unless its jax took part, through gloo, in the grader's own collective with every
-other process; the processes share no writable folder and cannot read each other's; the array
+before jax's coordination service (grader.cluster.gate) lets through only records of jax's shapes, every
+byte of them jax's or made canonical, and says which connection wrote it; the grader looks at each
+process's connections itself; nothing a process reports counts unless gloo's rendezvous for the
+grader's own collective was written whole, each rank by its device's process, and the processes held
+connections with each other at those ports (which a cluster made by hand can also do: hand_made_gloo);
+the processes share no writable folder and cannot read each other's; the array
 global_from_local returns is judged on rows drawn for that call only, which the grader gathers from it in
 every process.
 
@@ -30,6 +32,15 @@ global_from_local). Issue 24's attacks, graded for real under bubblewrap before 
 no_cluster (registers by hand, rows through the key-value store) 15 / 15, then 0 (also under Landlock);
 hand_made_cluster (registers and writes every topology, the cluster's too, by hand; rows over sockets of
 its own) 15 / 15, then 0; registers_for_all 3.75 / 15, then 0. The reference 15 / 15 throughout.
+
+Issue 39's attacks (the red team's), graded for real under bubblewrap before the gate judged every byte of
+a record and after it (after: Landlock too, the same): gloo_records_carry_rows (a) 15 / 15, then 0;
+gloo_padding_carries_rows (a, within jax's shapes) 15 / 15, then 3.75 (its real initialize and
+process_summary);
+joins_then_sockets (b) 15 / 15, then 15 / 15; hand_made_gloo (c) 15 / 15, then 15 / 15. (b) and (c) are
+what still earns points (docs/trust-model.md): their cases pass every test, so that closing them shows
+here. The by-hand attacks above now write their topology byte for byte as jax does (the gate refuses any
+other), so each is still judged on what it tried.
 """
 
 from __future__ import annotations
@@ -37,9 +48,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import textwrap
+import threading
 from pathlib import Path
 from typing import NamedTuple
 
+import psutil
 import pytest
 
 from grader.cluster.driver import load_driver
@@ -72,7 +85,7 @@ HELD_OUT = (
 ).read_text()
 
 HEAD = code("""
-    import glob, os, pickle, socket, sys, time
+    import glob, os, pickle, socket, sys, threading, time
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -199,9 +212,15 @@ BY_HAND = code("""
     def _field(number, payload):
         return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
-    def _topology(node, local):
-        devices = b"".join(_field(3, _varint(4 << 3) + _varint(node * 2048 + j)) for j in range(local))
-        return _varint(1 << 3) + _varint(node) + devices
+    def _topology(node, local):  # byte for byte jax's (its boot id read as jax reads it)
+        boot = open("/proc/sys/kernel/random/boot_id").read().strip().encode()
+        devices = b""
+        for j in range(local):
+            d = node * 2048 + j
+            device = ((_varint(1 << 3) + _varint(j) if j else b"") + (_varint(4 << 3) + _varint(d) if d else b"")
+                      + _field(8, b"cpu") + _field(9, f"CpuDevice(id={d})".encode()) + _field(10, f"cpu:{d}".encode()))
+            devices += _field(3, device)
+        return (_varint(1 << 3) + _varint(node) if node else b"") + _field(2, boot) + devices
 
     def _register(coordinator_address, num_processes, process_id):
         client = _jax.get_distributed_runtime_client(coordinator_address, process_id, init_timeout=60)
@@ -415,6 +434,233 @@ FORGED_LAYOUT = (
     + FORGED_REPORTS
 )
 
+OWN_ROWS = code("""
+    def _own_rows(arr):
+        shards = sorted(arr.addressable_shards, key=lambda s: s.index[0].start or 0)
+        return np.concatenate([np.asarray(s.data) for s in shards])
+""")
+
+# The red team's attacks on the gate (issue 39). (a): an honest join, then rows through extra records in
+# gloo's format, in the bytes the gate read but did not judge (the socket address's tail, a clique of
+# devices no process has, the host name).
+GLOO_RECORDS = (
+    HEAD
+    + JOINS
+    + OWN_ROWS
+    + code("""
+    import struct
+    from jax._src import distributed as _distributed
+
+    def _record(payload):
+        host = socket.gethostname().encode()
+        address = (struct.pack("<H", 2) + struct.pack(">H", 40000) + bytes([127, 0, 0, 1]) + bytes(8)
+                   + payload.ljust(112, b"\\0") + struct.pack("<q", -1))
+        return (struct.pack("<Q", len(host)) + host + struct.pack("<Q", len(address)) + address
+                + struct.pack("<QQ", 0, 1))
+
+    def _key(process, k):  # a collective with a device no process has, free to name
+        return f"cpu:gloo/{process * 2048},{900_000_000 + _me['seq'] * 10_000 + k}/0"
+
+    def _all(prefix, mine):
+        client = _distributed.global_state.client
+        _me["seq"] = _me.get("seq", 0) + 1
+        data = pickle.dumps(mine)
+        chunks = [data[k:k + 112] for k in range(0, len(data), 112)]
+        client.key_value_set_bytes(_key(_me["id"], 0), _record(struct.pack("<I", len(chunks))))
+        for k, chunk in enumerate(chunks, 1):
+            client.key_value_set_bytes(_key(_me["id"], k), _record(chunk))
+
+        def read(process, k):
+            value = client.blocking_key_value_get_bytes(_key(process, k), 60_000)
+            at = 8 + struct.unpack_from("<Q", value)[0] + 8 + 16
+            return value[at:at + 112]
+
+        every = []
+        for i in range(_me["n"]):
+            count = struct.unpack_from("<I", read(i, 0))[0]
+            every.append(pickle.loads(b"".join(read(i, k) for k in range(1, count + 1))))
+        return every
+""")
+    + THROUGH_FILES
+    + FORGED_REPORTS
+)
+
+# (a) within jax's shapes: every record canonical but for the socket address's tail (112 bytes the gate
+# cannot tell from the stack's), which carries the rows: collectives of published devices, one each, at the
+# process's own gloo port (read from its real record), its pair numbers going on from its real ones.
+GLOO_PADDING = (
+    HEAD
+    + JOINS
+    + OWN_ROWS
+    + code("""
+    import itertools, struct
+    from jax._src import distributed as _distributed
+
+    _CHUNKS = 4
+
+    def _clique(process, j):
+        devices = sorted(d.id for d in jax.devices())
+        mine = devices[process * _me["local"]]
+        others = [d for d in devices if d != mine]
+        return (mine, *list(itertools.permutations(others, 2))[j])
+
+    def _record(port, pairs, payload):
+        host = socket.gethostname().encode()
+        address = (struct.pack("<H", 2) + struct.pack(">H", port) + bytes([127, 0, 0, 1]) + bytes(8)
+                   + payload.ljust(112, b"\\0") + struct.pack("<q", -1))
+        return (struct.pack("<Q", len(host)) + host + struct.pack("<Q", len(address)) + address
+                + b"".join(struct.pack("<Q", p) for p in pairs))
+
+    def _tail(value):
+        at = 8 + struct.unpack_from("<Q", value)[0] + 8
+        return value[at + 16:at + 128]
+
+    def _all(prefix, mine):
+        client = _distributed.global_state.client
+        devices = sorted(d.id for d in jax.devices())
+        if "port" not in _me:  # its real gloo record, from the grader's collective
+            real = client.blocking_key_value_get_bytes(
+                f"cpu:gloo/{','.join(map(str, devices))}/{_me['id'] * _me['local']}", 60_000)
+            at = 8 + struct.unpack_from("<Q", real)[0] + 8
+            _me.update(port=struct.unpack_from(">H", real, at + 2)[0], pair=_me["local"] * len(devices), seq=0)
+        data = pickle.dumps(mine).ljust(112 * _CHUNKS, b"\\0")
+        seq = _me["seq"]
+        _me["seq"] += 1
+        for k in range(_CHUNKS):
+            clique = _clique(_me["id"], seq * _CHUNKS + k)
+            pairs = range(_me["pair"], _me["pair"] + len(clique))
+            _me["pair"] += len(clique)
+            client.key_value_set_bytes(f"cpu:gloo/{','.join(map(str, clique))}/0",
+                                       _record(_me["port"], pairs, data[112 * k:112 * (k + 1)]))
+        every = []
+        for i in range(_me["n"]):
+            keys = [f"cpu:gloo/{','.join(map(str, _clique(i, seq * _CHUNKS + k)))}/0" for k in range(_CHUNKS)]
+            every.append(pickle.loads(b"".join(_tail(client.blocking_key_value_get_bytes(key, 60_000))
+                                               for key in keys)))
+        return every
+""")
+    + THROUGH_FILES
+    + FORGED_REPORTS
+)
+
+# A hub over TCP sockets of the processes' own: process 0 listens, the others connect; each sends its value
+# and gets every process's back.
+HUB = code("""
+    import struct
+    _HUB = 47_011
+
+    def _exact(sock, count):
+        data = b""
+        while len(data) < count:
+            chunk = sock.recv(count - len(data))
+            if not chunk:
+                raise EOFError("the hub went away")
+            data += chunk
+        return data
+
+    def _send(sock, value):
+        data = pickle.dumps(value)
+        sock.sendall(struct.pack(">I", len(data)) + data)
+
+    def _receive(sock):
+        return pickle.loads(_exact(sock, struct.unpack(">I", _exact(sock, 4))[0]))
+
+    def _hub(num_processes, process_id, server=None):
+        if process_id == 0:
+            server = server or socket.create_server(("127.0.0.1", _HUB))
+            _me["peers"] = [server.accept()[0] for _ in range(num_processes - 1)]
+        else:
+            for _ in range(500):
+                try:
+                    _me["hub"] = socket.create_connection(("127.0.0.1", _HUB), timeout=60)
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+    def _all(prefix, mine):
+        if _me["id"] == 0:
+            got = {0: mine}
+            for peer in _me["peers"]:
+                process, value = _receive(peer)
+                got[process] = value
+            every = [got[i] for i in range(_me["n"])]
+            for peer in _me["peers"]:
+                _send(peer, every)
+            return every
+        _send(_me["hub"], (_me["id"], mine))
+        return _receive(_me["hub"])
+""")
+
+# (b): an honest join, then every row over the hub, past jax's collectives.
+JOINS_THEN_SOCKETS = (
+    HEAD
+    + JOINS
+    + OWN_ROWS
+    + HUB
+    + code("""
+    _join = initialize
+
+    def initialize(coordinator_address, num_processes, process_id):
+        _join(coordinator_address, num_processes, process_id)
+        _hub(num_processes, process_id)
+""")
+    + THROUGH_FILES
+    + FORGED_REPORTS
+)
+
+# (c): no jax cluster at all. Each process registers by hand and writes its topology as jax would, byte for
+# byte, process 0 the cluster's; each writes gloo's rendezvous for its devices' ranks of a collective over
+# every device, canonical (this host, 127.0.0.1, zeros, its pairs numbered as gloo numbers them) at a port
+# it listens on, and connects to every other process's there. The grader's collective runs on each
+# process's own devices only; every row crosses a hub of its own.
+HAND_MADE_GLOO = (
+    HEAD
+    + BY_HAND
+    + HUB
+    + code("""
+    def _gloo(port, pairs):
+        host = socket.gethostname().encode()
+        address = (struct.pack("<H", 2) + struct.pack(">H", port) + bytes([127, 0, 0, 1]) + bytes(120)
+                   + struct.pack("<q", -1))
+        return (struct.pack("<Q", len(host)) + host + struct.pack("<Q", len(address)) + address
+                + b"".join(struct.pack("<Q", p) for p in pairs))
+
+    def initialize(coordinator_address, num_processes, process_id):
+        client = _jax.get_distributed_runtime_client(coordinator_address, process_id, init_timeout=60)
+        client.connect()
+        local = len(jax.local_devices())
+        _me.update(client=client, id=process_id, n=num_processes, local=local,
+                   devices=[process_id * 2048 + j for j in range(local)])
+        client.key_value_set_bytes(f"cpu:local_topology/cpu/{process_id}", _topology(process_id, local))
+        if process_id == 0:
+            nodes = [client.blocking_key_value_get_bytes(f"cpu:local_topology/cpu/{i}", 60_000)
+                     for i in range(num_processes)]
+            client.key_value_set_bytes("cpu:global_topology/cpu", b"".join(_field(1, node) for node in nodes))
+        client.blocking_key_value_get_bytes("cpu:global_topology/cpu", 60_000)
+        server = socket.create_server(("127.0.0.1", 0))  # "gloo's" listener
+        port = server.getsockname()[1]
+        accepted = _me.setdefault("accepted", [])
+        threading.Thread(target=lambda: [accepted.append(server.accept()[0]) for _ in range(num_processes - 1)],
+                         daemon=True).start()
+        clique = [p * 2048 + j for p in range(num_processes) for j in range(local)]
+        name = ",".join(map(str, clique))
+        for k in range(local):
+            rank = process_id * local + k
+            pairs = range(k * len(clique), (k + 1) * len(clique))
+            client.key_value_set_bytes(f"cpu:gloo/{name}/{rank}", _gloo(port, pairs))
+        links = []
+        for p in range(num_processes):  # a connection to every other process's "gloo", as gloo holds
+            value = client.blocking_key_value_get_bytes(f"cpu:gloo/{name}/{p * local}", 60_000)
+            at = 8 + struct.unpack_from("<Q", value)[0] + 8
+            if p != process_id:
+                links.append(socket.create_connection(("127.0.0.1", struct.unpack_from(">H", value, at + 2)[0])))
+        _me.update(server=server, links=links)
+        _hub(num_processes, process_id)
+""")
+    + THROUGH_FILES
+    + FORGED_REPORTS
+)
+
 STEP_TESTS = (
     "test_initialize",
     "test_process_summary",
@@ -448,6 +694,16 @@ CASES = {
     "joins_then_files": Case(
         JOINS_THEN_FILES, ("test_initialize", "test_process_summary"), (), "stopped after"
     ),
+    # (a): refused at its first record of a collective over a device no process has; its rows never go
+    "gloo_records_carry_rows": Case(GLOO_RECORDS, (), (), "devices no process's jax published"),
+    # (a) within jax's shapes: the tail reaches the other process zeroed, so what it reads is no rows; its
+    # own initialize and process_summary are real
+    "gloo_padding_carries_rows": Case(
+        GLOO_PADDING, ("test_initialize", "test_process_summary"), (), "UnpicklingError"
+    ),
+    # (b) and (c): what still earns points (docs/trust-model.md): every test, as the red team found
+    "joins_then_sockets": Case(JOINS_THEN_SOCKETS, STEP_TESTS, STEP_TESTS),
+    "hand_made_gloo": Case(HAND_MADE_GLOO, STEP_TESTS, STEP_TESTS),
     "forged_layout": Case(
         FORGED_LAYOUT,
         tuple(t for t in STEP_TESTS if t != "test_global_from_local"),
@@ -456,7 +712,16 @@ CASES = {
     ),
 }
 LEVELS = ("bubblewrap", "landlock")
-GRADED = ("reference", "held_out", "no_cluster")  # graded for real at each level
+# graded for real at each level
+GRADED = (
+    "reference",
+    "held_out",
+    "no_cluster",
+    "gloo_records_carry_rows",
+    "gloo_padding_carries_rows",
+    "joins_then_sockets",
+    "hand_made_gloo",
+)
 RUN_ONLY = tuple(case for case in CASES if case not in GRADED)
 QUIET = 6.0  # seconds of silence that stop a run (grading's is 10): a faker's wait for a file ends sooner
 
@@ -574,3 +839,80 @@ def test_run_and_judged_each_earns_only_what_it_did(case, tmp_path):
         reason for p in range(run.processes) if (reason := run.not_joined(p)) is not None
     )
     check_case(case, f"{level} run", judged(run, exercise_checks()), reasons=reasons)
+
+
+# Attack (d), from inside a run: the reference, whose processes, once joined, each send the gate one header
+# block of 256 CONTINUATION frames of 1 MiB over a second connection.
+HEADER_BOMB = REFERENCE + code("""
+    _joins = initialize
+
+    def initialize(coordinator_address, num_processes, process_id):
+        _joins(coordinator_address, num_processes, process_id)
+        import socket
+        host, port = coordinator_address.rsplit(":", 1)
+        def frame(kind, payload):
+            return len(payload).to_bytes(3, "big") + bytes([kind, 0]) + (1).to_bytes(4, "big") + payload
+        block = frame(9, b"a" * (1 << 20))
+        try:
+            with socket.create_connection((host, int(port)), timeout=30) as bomb:
+                bomb.sendall(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + frame(1, b"\\x82"))
+                for _ in range(256):
+                    bomb.sendall(block)
+        except OSError:
+            pass
+""")
+
+
+def coordinator_peak(run) -> tuple[dict[int, int], threading.Event]:
+    """The peak resident memory (KiB) of every coordinator of grader.cluster's seen while `run()` runs."""
+    peaks: dict[int, int] = {}
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.05):
+            for process in psutil.process_iter(["cmdline"]):
+                if "grader.cluster.coordinator" in (process.info["cmdline"] or ()):
+                    try:
+                        with open(f"/proc/{process.pid}/status") as status:
+                            for line in status:
+                                if line.startswith("VmHWM:"):
+                                    peaks[process.pid] = max(
+                                        peaks.get(process.pid, 0), int(line.split()[1])
+                                    )
+                    except OSError:
+                        pass
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = run()
+    finally:
+        done.set()
+        watcher.join()
+    return result, peaks
+
+
+def test_a_header_block_bomb_from_the_processes_costs_the_gate_nothing(tmp_path):
+    """Measured before the gate's bounds (bubblewrap, 2 x 4): the coordinator's peak resident memory was
+    936 MiB with the bomb, 107 MiB without; with them 108 MiB, as without. The processes keep what they
+    did honestly (the bomb's connection is refused, not theirs to jax)."""
+    level = confinement.choose_isolation("auto")
+    peaks = {}
+    for name, source in (("honest", REFERENCE), ("bomb", HEADER_BOMB)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / EX12.module_file).write_text(source)
+        folder.chmod(0o755)
+        run, seen = coordinator_peak(
+            lambda folder=folder: run_cluster(
+                DRIVER, folder / EX12.module_file, isolation=level, quiet_seconds=QUIET
+            )
+        )
+        assert seen, "no coordinator was seen"
+        peaks[name] = max(seen.values())
+        outcomes = judged(run, exercise_checks())
+        print(f"{name} [{level}]: the coordinator's peak RSS {peaks[name] >> 10} MiB; {outcomes}")
+        assert all(category == "passed" for _, category, _ in outcomes), outcomes
+        if name == "bomb":
+            assert any("an HTTP/2 frame of 1048576 bytes" in why for *_, why in run.gate.refused)
+    assert peaks["bomb"] - peaks["honest"] < 32 << 10
