@@ -1,0 +1,157 @@
+"""Which of a module's top-level functions and classes the exercise's own functions can reach: the code the
+similarity check judges (grader.grading.similarity). A definition no graded function calls is never run by
+the tests, so it is evidence of nothing, for its author or against a classmate.
+
+Reachable, conservatively, by name within the module: the graded functions (the names the stub defines at its
+top level), every module-level statement that is not a function or class definition (it runs on import), the
+decorators, default values, bases and keywords of every definition (they run on import too), and then any
+definition whose name is referenced (as a name, an attribute or a string that is a whole identifier) from
+code already reachable. Definitions nested inside other statements (`if`, `try`) are module-level statements
+and stay in. Two more keep a definition that no name reaches but the running module still could:
+
+- a decorator, base or keyword whose root name the module binds itself (not an import, not a builtin): it
+  may register what it decorates (`@register`, a base's __init_subclass__);
+- reachable code that reaches definitions without naming them (`globals`, `getattr`, `sys.modules`, `eval`,
+  ... DYNAMIC): then nothing in the module is dead.
+
+Everything else, a top-level function or class that nothing reachable names, is dead.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Iterable
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# names through which running code reaches a module's definitions without naming them
+DYNAMIC = frozenset(
+    {
+        "globals",
+        "locals",
+        "vars",
+        "dir",
+        "getattr",
+        "__getattribute__",
+        "attrgetter",
+        "modules",
+        "__dict__",
+        "getmembers",
+        "import_module",
+        "__import__",
+        "eval",
+        "exec",
+        "compile",
+    }
+)
+
+
+def defined_names(source: str) -> frozenset[str]:
+    """The names of `source`'s top-level functions and classes (none when it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    return frozenset(node.name for node in tree.body if isinstance(node, _DEFINITIONS))
+
+
+def _names(nodes: Iterable[ast.AST]) -> set[str]:
+    """Every name `nodes` refer to: names, attributes, and strings that are identifiers (getattr,
+    globals()[...])."""
+    found: set[str] = set()
+    for root in nodes:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Name):
+                found.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                found.add(node.attr)
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.isidentifier()
+            ):
+                found.add(node.value)
+    return found
+
+
+def _evaluated_on_definition(node: ast.AST) -> list[ast.AST]:
+    """What runs when a definition is executed, before its body is ever called."""
+    if isinstance(node, ast.ClassDef):
+        return [*node.decorator_list, *node.bases, *node.keywords]
+    arguments = node.args
+    return [
+        *node.decorator_list,
+        *arguments.defaults,
+        *(d for d in arguments.kw_defaults if d is not None),
+    ]
+
+
+def _roots(nodes: Iterable[ast.AST]) -> set[str]:
+    """The plain names `nodes` use (`register` in `@register`, `jax` in `@jax.jit`)."""
+    return {node.id for root in nodes for node in ast.walk(root) if isinstance(node, ast.Name)}
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names.add(alias.asname or alias.name.split(".")[0])
+    return names
+
+
+def dead_definitions(tree: ast.Module, graded: frozenset[str]) -> list[ast.stmt]:
+    """The top-level definitions of `tree` that nothing reachable from `graded` (or from the module's own
+    statements) names, in the module's order."""
+    definitions = [node for node in tree.body if isinstance(node, _DEFINITIONS)]
+    frontier = _names(node for node in tree.body if not isinstance(node, _DEFINITIONS))
+    frontier |= _names(part for node in definitions for part in _evaluated_on_definition(node))
+    frontier |= graded
+    # What may register a definition on import: a decorator, base or keyword of the module's own making.
+    foreign = _imported(tree) | set(dir(builtins))
+    frontier |= {
+        node.name
+        for node in definitions
+        if _roots(
+            _evaluated_on_definition(node)
+            if isinstance(node, ast.ClassDef)
+            else node.decorator_list
+        )
+        - foreign
+    }
+    # each definition's names read once: the walk is linear in the module, however many names it has
+    referenced: dict[str, set[str]] = {}
+    for node in definitions:
+        referenced.setdefault(node.name, set()).update(_names([node]))
+    reachable: set[str] = set()
+    while frontier:
+        name = frontier.pop()
+        if name not in reachable:
+            reachable.add(name)
+            frontier |= referenced.get(name, set()) - reachable
+    if reachable & DYNAMIC:
+        return []
+    return [node for node in definitions if node.name not in reachable]
+
+
+def dead_spans(source: str, graded: frozenset[str]) -> list[tuple[int, int]]:
+    """The character spans (start, end) of `source`'s dead definitions, each whole lines from its first
+    decorator to its last line; none when `source` does not parse or `graded` is empty (nothing to reach
+    from: everything counts)."""
+    if not graded:
+        return []
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    lines = source.split(
+        "\n"
+    )  # as Python numbers lines (not str.splitlines, which splits on \f too)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    spans = []
+    for node in dead_definitions(tree, graded):
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        spans.append((starts[first - 1], starts[node.end_lineno] - 1))
+    return spans
