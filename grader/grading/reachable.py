@@ -14,7 +14,9 @@ and stay in. Two more keep a definition that no name reaches but the running mod
 - reachable code that reaches definitions without naming them (`globals`, `getattr`, `sys.modules`, `eval`,
   ... DYNAMIC): then nothing in the module is dead.
 
-Everything else, a top-level function or class that nothing reachable names, is dead.
+Everything else, a top-level function or class that nothing reachable names, is dead; and so is a definition
+that a later one of the same name replaces before any of the module's own code can run (a module holding
+several `def all_reduce` keeps only the last: the tests call that one).
 """
 
 from __future__ import annotations
@@ -100,15 +102,45 @@ def _imported(tree: ast.Module) -> set[str]:
     return names
 
 
+def _shadowed(tree: ast.Module, foreign: set[str]) -> set[int]:
+    """The ids of the top-level definitions that a later one of the same name replaces before anything of
+    the module's own can run: no statement between, and no decorator, default, base or keyword of the
+    module's own making on it or on any definition up to the one that replaces it. No code can ever call
+    one: a name reaching it reaches its replacement."""
+    body = tree.body
+    # where the module's own code may run: a statement, or a definition whose evaluation calls its own
+    runs = [
+        not isinstance(node, _DEFINITIONS) or bool(_roots(_evaluated_on_definition(node)) - foreign)
+        for node in body
+    ]
+    barriers = [0]  # barriers[i]: how many of body[:i] may run the module's own code
+    for flag in runs:
+        barriers.append(barriers[-1] + flag)
+    shadowed, following = set(), {}
+    for i in range(len(body) - 1, -1, -1):
+        node = body[i]
+        if not isinstance(node, _DEFINITIONS):
+            continue
+        later = following.get(node.name)
+        if later is not None and barriers[later + 1] - barriers[i] == 0:
+            shadowed.add(id(node))
+        following[node.name] = i
+    return shadowed
+
+
 def dead_definitions(tree: ast.Module, graded: frozenset[str]) -> list[ast.stmt]:
     """The top-level definitions of `tree` that nothing reachable from `graded` (or from the module's own
-    statements) names, in the module's order."""
-    definitions = [node for node in tree.body if isinstance(node, _DEFINITIONS)]
+    statements) names, or that a later definition of the same name replaces unused (`_shadowed`), in the
+    module's order."""
+    foreign = _imported(tree) | set(dir(builtins))
+    shadowed = _shadowed(tree, foreign)
+    definitions = [
+        node for node in tree.body if isinstance(node, _DEFINITIONS) and id(node) not in shadowed
+    ]
     frontier = _names(node for node in tree.body if not isinstance(node, _DEFINITIONS))
     frontier |= _names(part for node in definitions for part in _evaluated_on_definition(node))
     frontier |= graded
     # What may register a definition on import: a decorator, base or keyword of the module's own making.
-    foreign = _imported(tree) | set(dir(builtins))
     frontier |= {
         node.name
         for node in definitions
@@ -131,7 +163,11 @@ def dead_definitions(tree: ast.Module, graded: frozenset[str]) -> list[ast.stmt]
             frontier |= referenced.get(name, set()) - reachable
     if reachable & DYNAMIC:
         return []
-    return [node for node in definitions if node.name not in reachable]
+    return [
+        node
+        for node in tree.body
+        if isinstance(node, _DEFINITIONS) and (id(node) in shadowed or node.name not in reachable)
+    ]
 
 
 def dead_spans(source: str, graded: frozenset[str]) -> list[tuple[int, int]]:

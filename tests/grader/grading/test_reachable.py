@@ -138,3 +138,22 @@ def test_a_long_chain_of_calls_is_followed_to_its_end():
     source += f"def f{count}():\n    return 0\n"
     assert dead(source, {"f0"}) == []
     assert len(dead(source, {f"f{count}"})) == count
+
+
+def test_a_definition_replaced_before_anything_runs_is_dead():
+    """Three `def graded` in a row: the tests call the last; the two before it, and what only they call, are
+    dead. A statement between, or a decorator of the module's own, could have used or kept the earlier one:
+    then it stays."""
+    first = "def graded(x):\n    return helper(x)\n\n\ndef helper(x):\n    return x\n\n\n"
+    second = "@jit\ndef graded(x):\n    return x + 1\n\n\n"
+    last = "def graded(x):\n    return x * 2\n"
+    source = "from jax import jit\n\n\n" + first + second + last
+    tree = ast.parse(source)
+    assert [(n.name, n.lineno) for n in dead_definitions(tree, frozenset({"graded"}))] == [
+        ("graded", 4),
+        ("helper", 8),
+        ("graded", 13),
+    ]
+    for between in ("EARLIER = graded\n\n\n", "@register\ndef other():\n    pass\n\n\n"):
+        kept = "from jax import jit\n\n\n" + first + between + second + last
+        assert "helper" not in dead(kept + "\n\ndef register(f):\n    return f\n", {"graded"})

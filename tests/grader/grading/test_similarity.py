@@ -786,6 +786,21 @@ def test_the_same_catalogue_wired_in_is_flagged():
     assert all(max(p.similarity_a, p.similarity_b) > 0.9 for p in result.pairs)
 
 
+def test_a_catalogue_of_redefinitions_counts_only_the_last():
+    """The catalogue written as redefinitions: ada's functions, eve's, then the author's own, all under the
+    graded names. The tests call the last of each: nobody is flagged. With ada's last, they are what the
+    tests call, and ada's pair is flagged."""
+    head, own = _functions(CLEO)
+    variants = [*_functions(ADA)[1], *_functions(EVE)[1]]
+    imports = head.replace("\nimport jax\n", "\nfrom functools import partial\nimport jax\n", 1)
+    last_own = "\n\n\n".join([imports, *variants, *own]) + "\n"
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": last_own}, STUB)
+    assert result.compared == ("ada", "cat", "eve") and result.pairs == ()
+    last_ada = "\n\n\n".join([imports, *own, *_functions(EVE)[1], *_functions(ADA)[1]]) + "\n"
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": last_ada}, STUB)
+    assert pair_names(result) == [("ada", "cat")]
+
+
 def test_copying_that_a_graded_function_calls_is_flagged():
     """A copier who keeps ben's answer in functions of their own that the graded functions call (one
     graded function each, renamed) is flagged: called code is judged."""
@@ -1092,3 +1107,14 @@ def test_shared_passages_are_cut_to_a_sane_length():
     shown = passage.text.split("\n")
     assert len(shown) == 6 and shown[-1] == "… (35 more lines)"
     assert all(len(line) <= 51 for line in shown[:5])
+
+
+def test_the_section_names_the_modules_cut():
+    padded = BEN + "\n\n" + "".join(f"def pad_{i}():\n    return {i}\n\n\n" for i in range(6000))
+    exercise = compare_exercise(EX05, {"ben": BEN, "padded": padded}, STUB)
+    text = " ".join(
+        "".join(
+            parse(similarity_section(ClassSimilarity((exercise,), (), SimilarityThresholds()))).text
+        ).split()
+    )
+    assert f"only their first {similarity.MAX_CHARS} compared: padded" in text
