@@ -14,7 +14,12 @@ students' modules hold the reference's answer and
 Each case runs in a fresh process of its own (its peak memory is its own; the imports are counted in every
 case alike), --runs times, and the median seconds and the largest peak are printed.
 
-    python bench/similarity_bounds.py [--repeats 2000] [--runs 3]
+Then a resumed batch: a class of --students, each with the reference module of every exercise under its own
+variable names (every pair a near-copy, the check's worst case), compared with a cache folder three times in
+one process: the first run (nothing kept yet), the same class again (everything kept), and after one
+student's every module changed.
+
+    python bench/similarity_bounds.py [--repeats 2000] [--runs 3] [--students 20]
 """
 
 from __future__ import annotations
@@ -73,10 +78,39 @@ def child(case: str, repeats: int) -> None:
     print(json.dumps({"seconds": seconds, "peak_mb": peak, "flagged": flagged}))
 
 
+def resumed(students: int) -> None:
+    import re
+    import time
+
+    from grader.course import catalog
+    from grader.grading import similarity
+
+    with tempfile.TemporaryDirectory() as root:
+        submissions = {}
+        for i in range(students):
+            folder = Path(root) / f"s{i:03d}"
+            folder.mkdir()
+            for exercise in catalog.EXERCISES:
+                text = exercise.solution_path().read_text(encoding="utf-8")
+                (folder / exercise.module_file).write_text(re.sub(r"\bx\b", f"x{i}", text))
+            submissions[folder.name] = folder
+        cache = Path(root) / "cache"
+        seconds = []
+        for step in ("first", "again", "one changed"):
+            if step == "one changed":
+                for module in submissions["s000"].iterdir():
+                    module.write_text(module.read_text() + "\n\nCHANGED = 1\n")
+            begun = time.perf_counter()
+            similarity.compare_class(submissions, cache=cache)
+            seconds.append(f"{step} {time.perf_counter() - begun:.2f} s")
+    print(f"a class of {students}, every exercise, with a cache: " + ", ".join(seconds))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--students", type=int, default=20)
     parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -99,6 +133,7 @@ def main() -> None:
             f"{case:>14}: {statistics.median(r['seconds'] for r in runs):6.2f} s, "
             f"peak {max(r['peak_mb'] for r in runs):6.0f} MB, flagged pairs {runs[0]['flagged']}"
         )
+    resumed(args.students)
 
 
 if __name__ == "__main__":
