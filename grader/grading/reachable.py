@@ -16,13 +16,16 @@ and stay in. Two more keep a definition that no name reaches but the running mod
 
 Everything else, a top-level function or class that nothing reachable names, is dead; and so is a definition
 that a later one of the same name replaces before any of the module's own code can run (a module holding
-several `def all_reduce` keeps only the last: the tests call that one).
+several `def all_reduce` keeps only the last: the tests call that one). Inside a live top-level function, a
+function or class it defines that nothing else in it names is dead too (`dead_nested`), unless decorated or
+the function reaches names without naming them.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+from collections import Counter
 from collections.abc import Iterable
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -170,24 +173,64 @@ def dead_definitions(tree: ast.Module, graded: frozenset[str]) -> list[ast.stmt]
     ]
 
 
+def _occurrences(node: ast.AST) -> Counter:
+    """How often `node` references each name (names, attributes, strings that are identifiers)."""
+    counts: Counter = Counter()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name):
+            counts[child.id] += 1
+        elif isinstance(child, ast.Attribute):
+            counts[child.attr] += 1
+        elif (
+            isinstance(child, ast.Constant)
+            and isinstance(child.value, str)
+            and child.value.isidentifier()
+        ):
+            counts[child.value] += 1
+    return counts
+
+
+def dead_nested(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+    """The functions and classes defined inside `function` (at any depth) that nothing in it outside
+    themselves names: never called, whatever runs. One with a decorator (it may register what it decorates)
+    stays, and so does everything when `function` reaches names without naming them (DYNAMIC)."""
+    counts = _occurrences(function)
+    if set(counts) & DYNAMIC:
+        return []
+    dead = []
+    for node in ast.walk(function):
+        if node is function or not isinstance(node, _DEFINITIONS) or node.decorator_list:
+            continue
+        inside = _occurrences(node)
+        if counts[node.name] - inside[node.name] == 0:
+            dead.append(node)
+    return dead
+
+
 def dead_spans(source: str, graded: frozenset[str]) -> list[tuple[int, int]]:
-    """The character spans (start, end) of `source`'s dead definitions, each whole lines from its first
-    decorator to its last line; none when `source` does not parse or `graded` is empty (nothing to reach
-    from: everything counts)."""
+    """The character spans (start, end) of `source`'s dead definitions (top-level ones, and those nested in
+    the live top-level functions: `dead_nested`), each whole lines from its first decorator to its last line;
+    none when `source` does not parse or `graded` is empty (nothing to reach from: everything counts)."""
     if not graded:
         return []
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
-    lines = source.split(
-        "\n"
-    )  # as Python numbers lines (not str.splitlines, which splits on \f too)
+    # as Python numbers lines (not str.splitlines, which splits on \f too)
+    lines = source.split("\n")
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line) + 1)
+    dead = dead_definitions(tree, graded)
+    gone = {id(node) for node in dead}
+    live = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and id(node) not in gone
+    ]
     spans = []
-    for node in dead_definitions(tree, graded):
+    for node in [*dead, *(nested for function in live for nested in dead_nested(function))]:
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         spans.append((starts[first - 1], starts[node.end_lineno] - 1))
     return spans

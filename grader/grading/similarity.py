@@ -9,8 +9,9 @@ already replaced: renaming a variable or reformatting changes nothing). Before i
 - every docstring, every bare string statement and every comment is blanked (replaced by spaces, line breaks
   kept, so that the offsets and line numbers of what is compared are the student's own);
 - every top-level function or class that the exercise's own functions (the names the stub defines) cannot
-  reach is blanked too (grader.grading.reachable: by name, conservatively): code the tests never run is
-  evidence neither against its author nor against a classmate whose answer it holds;
+  reach, and every one defined inside a live function that nothing else in it names, is blanked too
+  (grader.grading.reachable: by name, conservatively): code the tests never run is evidence neither against
+  its author nor against a classmate whose answer it holds;
 - the stub, normalized the same way, is the boilerplate: each of its k-grams is removed from every student's
   fingerprints wherever it occurs, and each line of the stub's code (signatures, imports, `raise
   NotImplementedError`) is masked so that no fingerprint runs across it from one answer into the next. What

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from grader.grading.reachable import dead_definitions, dead_spans, defined_names
+from grader.grading.reachable import dead_definitions, dead_nested, dead_spans, defined_names
 
 MODULE = """
 import functools
@@ -157,3 +157,42 @@ def test_a_definition_replaced_before_anything_runs_is_dead():
     for between in ("EARLIER = graded\n\n\n", "@register\ndef other():\n    pass\n\n\n"):
         kept = "from jax import jit\n\n\n" + first + between + second + last
         assert "helper" not in dead(kept + "\n\ndef register(f):\n    return f\n", {"graded"})
+
+
+def test_a_nested_definition_nothing_in_its_function_names_is_dead():
+    source = """
+def graded(x):
+    def used(y):
+        return y
+
+    def unused(y):
+        def inner(z):
+            return z
+
+        return inner(y)
+
+    def recursive(y):
+        return recursive(y)
+
+    @jax.jit
+    def decorated(y):
+        return y
+
+    class Unused:
+        pass
+
+    return used(x) + call("by_string")
+
+    def by_string():
+        pass
+"""
+    (function,) = ast.parse(source).body
+    assert [n.name for n in dead_nested(function)] == ["unused", "recursive", "Unused"]
+    dynamic = source.replace('call("by_string")', "locals()['unused'](x)")
+    assert dead_nested(ast.parse(dynamic).body[0]) == []
+    spans = dead_spans(source, frozenset({"graded"}))
+    assert [source[start:end].split("\n")[0].strip() for start, end in spans] == [
+        "def unused(y):",
+        "def recursive(y):",
+        "class Unused:",
+    ]

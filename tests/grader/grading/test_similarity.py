@@ -801,6 +801,35 @@ def test_a_catalogue_of_redefinitions_counts_only_the_last():
     assert pair_names(result) == [("ada", "cat")]
 
 
+def test_a_catalogue_nested_in_a_graded_function_flags_nobody():
+    """The catalogue's variants defined inside one of its graded functions, which never calls them: dead
+    too, nobody flagged. Called from there (a list of them returned beside the answer), they count, and both
+    honest classmates are flagged."""
+    start = "    def body():\n        # each device asks where it is\n"
+    assert start in CLEO
+    variants = [*_functions(ADA)[1], *_functions(EVE)[1]]
+    names = [re.match(r"def (\w+)\(", v).group(1) for v in variants]
+    nested = "".join(
+        "".join(
+            f"    {line}\n" if line else "\n"
+            for line in re.sub(r"^def (\w+)\(", rf"def \1_{n}(", v).split("\n")
+        )
+        + "\n"
+        for n, v in enumerate(variants)
+    )
+    imports = CLEO.replace("\nimport jax\n", "\nfrom functools import partial\nimport jax\n", 1)
+    dead = imports.replace(start, nested + start)
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": dead}, STUB)
+    assert result.compared == ("ada", "cat", "eve") and result.raw_text == () and result.pairs == ()
+    called = ", ".join(f"{name}_{n}" for n, name in enumerate(names))
+    wired = dead.replace(
+        "    result = mapped()\n", f"    result = mapped()\n    _ = [{called}]\n", 1
+    )
+    assert wired != dead
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": wired}, STUB)
+    assert sorted(pair_names(result)) == [("ada", "cat"), ("cat", "eve")]
+
+
 def test_copying_that_a_graded_function_calls_is_flagged():
     """A copier who keeps ben's answer in functions of their own that the graded functions call (one
     graded function each, renamed) is flagged: called code is judged."""
