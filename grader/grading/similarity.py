@@ -117,7 +117,8 @@ class SimilarPair:
     b: str
     similarity_a: float  # share of a's own code found in b's module (0..1), as copydetect gives it
     similarity_b: float  # share of b's own code found in a's module
-    shared: int  # filtered characters of a's module that match b's
+    # filtered characters matched, the smaller of the two sides' counts: the same whichever name sorts first
+    shared: int
     passages: tuple[SharedPassage, ...]
 
     @property
@@ -491,7 +492,7 @@ def compare_exercise(
         keys[student] = key("module", stub_text, str(k), str(REPEATS), str(parsed), compared)
         if not parsed:
             raw_text.append(student)
-    students = list(prints)
+    students, raw = list(prints), set(raw_text)
     found = []
     for x, a in enumerate(students):
         for b in students[x + 1 :]:
@@ -502,7 +503,7 @@ def compare_exercise(
             )
             if first != a:
                 figures = (figures[1], figures[0], figures[2])
-            if _flagged(figures, (a in raw_text, b in raw_text), thresholds):
+            if _flagged(figures, (a in raw, b in raw), thresholds):
                 found.append((*figures, a, b))
     found.sort(key=lambda f: (-max(f[0], f[1]), -f[2], f[3], f[4]))
     pairs = tuple(
