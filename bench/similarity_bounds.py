@@ -7,6 +7,8 @@ students' modules hold the reference's answer and
   are made of, so that the module does not parse and every copy of the line is a shared stretch of its own
   (the red team's attack: matching stretches pair by pair took time and memory quadratic in the copies)
   ("dead repeats");
+- the same line as in "dead repeats" --repeats times at the module's top level ("top-level repeats"): the
+  module does not parse, and the cut to 64 KiB falls among the copies, so they are compared;
 - a line repeated --repeats times inside a graded function, the module parsing ("live repeats");
 - a docstring of 800 lines (57 KB, within what is compared) in a graded function ("long docstring"):
   blanked, a run of blank lines, which pygments' lexer reads in time quadratic in the run.
@@ -35,7 +37,7 @@ from pathlib import Path
 EXERCISE = "ex05_collectives"
 LINE = "total = total + jax.lax.ppermute(block, 'i', pairs) * weights[step] + bias[step]"
 SPLIT = LINE + " + jax.lax.psum(block, 'i') * scale[step] \u00a4"
-CASES = ("honest", "dead repeats", "live repeats", "long docstring")
+CASES = ("honest", "dead repeats", "top-level repeats", "live repeats", "long docstring")
 
 
 def module(case: str, repeats: int) -> str:
@@ -47,6 +49,8 @@ def module(case: str, repeats: int) -> str:
         return (
             text + f"\n\ndef _unused(block, pairs, weights, bias, step):\n    total = block\n{body}"
         )
+    if case == "top-level repeats":
+        return text + "\n" + "".join(f"{SPLIT}\n" for _ in range(repeats))
     hole = "def all_reduce(x, mesh):\n"
     assert hole in text
     if case == "long docstring":
@@ -130,7 +134,7 @@ def main() -> None:
             for _ in range(args.runs)
         ]
         print(
-            f"{case:>14}: {statistics.median(r['seconds'] for r in runs):6.2f} s, "
+            f"{case:>17}: {statistics.median(r['seconds'] for r in runs):6.2f} s, "
             f"peak {max(r['peak_mb'] for r in runs):6.0f} MB, flagged pairs {runs[0]['flagged']}"
         )
     resumed(args.students)
