@@ -176,7 +176,7 @@ def grade_batch_command(args) -> int:
     from grader.commands.publish import class_term, publish_class
     from grader.core.errors import ShardlabError
     from grader.grading import lateness
-    from grader.grading.batch import CACHE, REFUSED, find_submissions, grade_batch
+    from grader.grading.batch import CACHE, REFUSED, SIMILARITY, find_submissions, grade_batch
     from grader.harness import time_limits
     from grader.reports.text import printable
 
@@ -242,7 +242,7 @@ def grade_batch_command(args) -> int:
         summary.outcomes,
         term,
         hidden_visibility=options.hidden_visibility,
-        similarity=similarity_of(klass, course),
+        similarity=similarity_of(klass, course, args.out / CACHE / SIMILARITY),
     )
     for problem in published.problems:
         print(printable(f"adjustments: {problem}"), file=sys.stderr)
@@ -257,12 +257,15 @@ def grade_batch_command(args) -> int:
     return 0
 
 
-def similarity_of(klass, course):
-    """The class page's section of unusually similar submissions, per exercise of the course."""
+def similarity_of(klass, course, cache: Path):
+    """The class page's section of unusually similar submissions, per exercise of the course; what it
+    computes kept in `cache` for the next run."""
     from grader.grading.similarity import compare_class
     from grader.reports.similarity_section import similarity_section
 
-    return similarity_section(compare_class(klass.to_grade, [e.id for e in course.exercises]))
+    return similarity_section(
+        compare_class(klass.to_grade, [e.id for e in course.exercises], cache=cache)
+    )
 
 
 def grade_batch_on_slurm(args, options: GradingOptions, term) -> int:

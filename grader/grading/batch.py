@@ -43,6 +43,7 @@ from grader.sandbox import cgroups, confinement, disk
 STUDENTS = "students"
 GRADES = "grades.csv"
 CACHE = ".cache"  # the compile cache and the calibration, unless --cache says otherwise
+SIMILARITY = "similarity"  # in CACHE: what the similarity check keeps between runs
 TIMING_LOCK = ".timing-lock"  # what grading children share so that speed measurements never overlap
 REPORT = "report.json"  # in each student's folder
 REFUSED = "refused"  # a student's status when their submission is not graded (ClassFolder.refused)

@@ -4,8 +4,14 @@ for an instructor to read (a reason to look, never a verdict).
 The comparison is copydetect's (k-gram fingerprints of code whose names, strings and whitespace its filter has
 already replaced: renaming a variable or reformatting changes nothing). Before it sees a module:
 
+- only its first MAX_CHARS characters are read, up to the last top-level statement that starts within them
+  (so that it still parses where it can); a module cut is listed as such (`cut`), a reason to look itself;
 - every docstring, every bare string statement and every comment is blanked (replaced by spaces, line breaks
   kept, so that the offsets and line numbers of what is compared are the student's own);
+- every top-level function or class that the exercise's own functions (the names the stub defines) cannot
+  reach, and every one defined inside a live function that nothing else in it names, is blanked too
+  (grader.grading.reachable: by name, conservatively): code the tests never run is evidence neither against
+  its author nor against a classmate whose answer it holds;
 - the stub, normalized the same way, is the boilerplate: each of its k-grams is removed from every student's
   fingerprints wherever it occurs, and each line of the stub's code (signatures, imports, `raise
   NotImplementedError`) is masked so that no fingerprint runs across it from one answer into the next. What
@@ -13,14 +19,29 @@ already replaced: renaming a variable or reformatting changes nothing). Before i
   its own left is not compared.
 
 A module that does not parse is compared on its raw text (comments blanked as far as the tokenizer reaches, the
-raw stub's lines and k-grams as boilerplate too) and is listed as such. A submission that cannot be read at all
-is listed, and the others are compared.
+raw stub's lines and k-grams as boilerplate too, nothing known to be dead) and is listed as such. A submission
+that cannot be read at all is listed, and the others are compared.
 
 Figures: for a pair (a, b), `similarity_a` is the share of a's own code (its fingerprinted characters once the
 stub's are removed, copydetect's "token coverage") that b's module also holds, and `similarity_b` the other
-way round, as copydetect.compare_files gives them. A pair is reported when either figure reaches
-`SimilarityThresholds.similarity` and they share at least `min_shared` filtered characters: the exercises are
-short, and answers written the way the course shows coincide without any copying.
+way round, as copydetect.compare_files counts them; `shared` is the smaller of the two sides' matched
+characters. The same two modules give the same figures whichever name sorts first. A pair is flagged when
+either figure reaches `SimilarityThresholds.similarity` and they share at least `min_shared` filtered
+characters: the exercises are short, and answers written the way the course shows coincide without any
+copying. Beside a module that parses, a module that does not counts only by its own figure: its dead code
+cannot be told apart, so it is evidence against its author only.
+
+Bounded work. Per module (read whole, at most 1 MiB: grader.grading.submission): at most MAX_CHARS characters
+parsed, tokenized, lexed and hashed (runs of blanks compacted before copydetect's lexer, which reads them in
+quadratic time), and each k-gram kept at its first REPEATS positions. Per pair: the figures cost a set
+intersection and a sort of the two fingerprints (at most MAX_CHARS k-gram positions each); pairing the shared
+passages, done for the `top` pairs of each exercise only, casts at most REPEATS votes per shared k-gram
+position, REPEATS * MAX_CHARS in all. Per class: n students cost n modules and n (n - 1) / 2 pairs per
+exercise.
+
+Kept between runs (`cache`, grader.grading.similarity_cache; grade-batch's is OUT/.cache/similarity): each
+module's lexed code and each pair's figures, under the hash of what they were computed from, so that a resumed
+batch lexes and compares only the modules that changed.
 
 Reading modules reuses grader.grading.submission (folder, exercises/, one wrapping folder, .zip with its
 safety checks, notebooks), each submission copied into a temporary folder removed after. Nothing here reads a
@@ -32,21 +53,30 @@ copydetect (and matplotlib, which it imports) is imported only when a comparison
 from __future__ import annotations
 
 import ast
+import dataclasses
 import io
+import re
 import tempfile
 import tokenize
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from grader.course import catalog
+from grader.grading.reachable import dead_spans, defined_names
+from grader.grading.similarity_cache import SimilarityCache, key
 from grader.grading.submission import prepare_submission
 
 # Why a module is not compared (ExerciseSimilarity.not_compared).
 MISSING = "no module"
 UNCHANGED = "unchanged from the stub"
 STUB_ONLY = "too little code of its own beside the stub's"
+
+# The work's bounds (module docstring): what of a module is fingerprinted, and how often one k-gram counts.
+MAX_CHARS = 65_536  # about seven times the longest reference module
+REPEATS = 8
 
 
 @dataclass(frozen=True)
@@ -87,7 +117,8 @@ class SimilarPair:
     b: str
     similarity_a: float  # share of a's own code found in b's module (0..1), as copydetect gives it
     similarity_b: float  # share of b's own code found in a's module
-    shared: int  # filtered characters of a's module that match b's
+    # filtered characters matched, the smaller of the two sides' counts: the same whichever name sorts first
+    shared: int
     passages: tuple[SharedPassage, ...]
 
     @property
@@ -105,6 +136,8 @@ class ExerciseSimilarity:
     raw_text: tuple[str, ...]  # compared on their raw text: the module does not parse
     flagged: int  # pairs above the thresholds, before keeping the top ones
     pairs: tuple[SimilarPair, ...]  # the top `SimilarityThresholds.top`, most similar first
+    # longer than MAX_CHARS: only their first MAX_CHARS characters (to a top-level statement) compared
+    cut: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -225,30 +258,86 @@ def mask_lines(text: str, lines: frozenset[str]) -> str:
     return "\n".join(out)
 
 
-def _fingerprint(name: str, text: str, k: int, boilerplate: frozenset = frozenset()):
-    """copydetect's fingerprint of `text` (Python, filtered), every k-gram kept (window 1), without the
-    boilerplate's k-grams and without those that touch a MASK character.
+def _compact(text: str):
+    """`text` without what the lexer would read slowly and the filter drops anyway: each line's trailing
+    blanks (a line of nothing else becomes empty), and every other run of blanks cut to its first character;
+    and where each character of the result is in `text` (one more entry: the end). pygments' Python lexer
+    takes time quadratic in a run of blank lines (the docstrings, comments and dead definitions blanked):
+    64 KB of them took minutes."""
+    import numpy as np
+
+    keep = np.ones(len(text) + 1, dtype=bool)
+    for run in re.finditer(r"[ \t\f\v]+", text):
+        start, end = run.span()
+        keep[start if end == len(text) or text[end] == "\n" else start + 1 : end] = False
+    where = np.flatnonzero(keep)
+    return "".join(text[i] for i in where[:-1]), where
+
+
+def _filter_code(text: str) -> tuple[str, list[list[int]]]:
+    """copydetect's filtered code of `text` (names, strings and whitespace replaced) and its offsets back into
+    `text`: the lexing, a module's costly step, which the cache keeps."""
+    from copydetect.utils import filter_code
+
+    code, offsets = filter_code(text, "module.py", "python")
+    return code, [[int(at), int(skipped)] for at, skipped in offsets]
+
+
+def _fingerprint(
+    name: str,
+    text: str,
+    k: int,
+    boilerplate: frozenset = frozenset(),
+    cache: SimilarityCache | None = None,
+):
+    """copydetect's fingerprint of `text` (Python, filtered), every k-gram kept (window 1) but at most its
+    first REPEATS occurrences, without the boilerplate's k-grams and without those that touch a MASK
+    character.
 
     The boilerplate is removed here rather than by CodeFingerprint(boilerplate=...): copydetect 0.5.0 does it
     with np.intersect1d(..., assume_unique=True) over hashes that are not unique, which also drops every
     repeated k-gram of the student's own code but its last occurrence (see the tests)."""
+    import numpy as np
     from copydetect import CodeFingerprint
     from copydetect.utils import get_token_coverage
 
-    fingerprint = CodeFingerprint(name, k, 1, filter=True, language="python", fp=io.StringIO(text))
-    code = fingerprint.filtered_code
+    compact, fingerprint_keep = _compact(text)
+    code, offsets = (cache or SimilarityCache(None)).filtered(compact, _filter_code)
+    fingerprint = CodeFingerprint(name, k, 1, filter=False, fp=io.StringIO(code))
+    fingerprint.raw_code = text
+    fingerprint.offsets = np.array(offsets, dtype=np.int64).reshape(-1, 2)
     kept = {
-        h: positions
+        h: positions[:REPEATS]
         for h, positions in fingerprint.hash_idx.items()
         if h not in boilerplate and MASK not in code[positions[0] : positions[0] + k]
     }
-    if len(kept) != len(fingerprint.hash_idx):
-        fingerprint.hashes = set(kept)
-        fingerprint.hash_idx = kept
-        fingerprint.token_coverage = get_token_coverage(kept, k, len(code))
-    # The lexer strips leading line breaks: copydetect's offsets into the text start after them.
-    fingerprint.lead = len(text) - len(text.lstrip("\n"))
+    fingerprint.hashes = set(kept)
+    fingerprint.hash_idx = kept
+    fingerprint.token_coverage = get_token_coverage(kept, k, len(code))
+    # Where copydetect's offsets (into `compact`) are in `text`: the lexer strips leading line breaks, so its
+    # offsets start after them.
+    lead = len(compact) - len(compact.lstrip("\n"))
+    fingerprint.place = lambda at: int(fingerprint_keep[min(max(0, at + lead), len(compact))])
     return fingerprint
+
+
+def _figures(fa, fb) -> tuple[float, float, int]:
+    """(similarity_a, similarity_b, shared) of two fingerprints, as copydetect.compare_files counts them
+    (each side's matched filtered characters over its token coverage), with `shared` the smaller side's
+    matched characters: the same figures whichever module is passed first."""
+    import numpy as np
+    from copydetect.utils import find_fingerprint_overlap, get_copied_slices
+
+    idx_a, idx_b = find_fingerprint_overlap(fa.hashes, fb.hashes, fa.hash_idx, fb.hash_idx)
+    if len(idx_a) == 0:
+        return 0.0, 0.0, 0
+    matched_a = int(np.sum(np.diff(get_copied_slices(idx_a, fa.k), axis=0)))
+    matched_b = int(np.sum(np.diff(get_copied_slices(idx_b, fb.k), axis=0)))
+    return (
+        float(matched_a / fa.token_coverage),
+        float(matched_b / fb.token_coverage),
+        min(matched_a, matched_b),
+    )
 
 
 def _passage(text: str, start: int, end: int, thresholds: SimilarityThresholds) -> Passage:
@@ -307,10 +396,10 @@ def _passages(
         shared.append(
             SharedPassage(
                 _passage(
-                    text_a, int(raw_a[0][i]) + fa.lead, int(raw_a[1][i]) + fa.lead, thresholds
+                    text_a, fa.place(int(raw_a[0][i])), fa.place(int(raw_a[1][i])), thresholds
                 ),
                 _passage(
-                    text_b, int(raw_b[0][j]) + fb.lead, int(raw_b[1][j]) + fb.lead, thresholds
+                    text_b, fb.place(int(raw_b[0][j])), fb.place(int(raw_b[1][j])), thresholds
                 ),
                 int(sizes[i]),
             )
@@ -322,59 +411,100 @@ def _code_lines(text: str) -> frozenset[str]:
     return frozenset(line.strip() for line in text.split("\n") if line.strip())
 
 
+def _cut(text: str) -> str:
+    """`text`'s first MAX_CHARS characters, ending where its last top-level statement that starts within them
+    starts (a line that starts unindented), so that a module cut still parses where it can."""
+    if len(text) <= MAX_CHARS:
+        return text
+    head = text[:MAX_CHARS]
+    starts = [m.end() for m in re.finditer(r"\n(?=\S)", head)]
+    return head[: starts[-1]] if starts else head[: head.rfind("\n") + 1]
+
+
+def _flagged(
+    figures: tuple[float, float, int], raw: tuple[bool, bool], thresholds: SimilarityThresholds
+) -> bool:
+    """Whether a pair is above the thresholds. A module that does not parse keeps its dead code (nothing
+    tells what is dead): beside a module that parses, only how much of its own code the other holds counts,
+    so that it is evidence against its author and never against the classmate."""
+    sim_a, sim_b, shared = figures
+    if raw[0] != raw[1]:
+        judged = sim_a if raw[0] else sim_b
+    else:
+        judged = max(sim_a, sim_b)
+    return shared > 0 and shared >= thresholds.min_shared and judged >= thresholds.similarity
+
+
 def compare_exercise(
     exercise_id: str,
     modules: Mapping[str, str],
     stub: str,
     thresholds: SimilarityThresholds = SimilarityThresholds(),
+    cache: SimilarityCache | None = None,
 ) -> ExerciseSimilarity:
     """The pairs of `modules` ({student: module text}) whose code for the exercise is unusually similar,
-    once `stub` (the text every student started from) and the docstrings and comments are left out."""
-    from copydetect import compare_files
-
+    once `stub` (the text every student started from), the docstrings and comments, and the definitions no
+    graded function reaches are left out. `cache`: what earlier runs computed (none by default)."""
+    cache = cache or SimilarityCache(None)
     exercise = catalog.get(exercise_id)
     k = thresholds.noise
     stub_text = source_text(stub.encode("utf-8", "surrogatepass"))
     stub_code, _ = normalize(stub_text)
     stub_compact = "".join(stub_code.split())
+    graded = defined_names(stub_text)  # the exercise's own functions: what the tests call
     # The boilerplate: the stub's k-grams and its lines of code; for a module that does not parse (its
     # docstrings and comments not blanked), the raw stub's too.
-    boilerplate = frozenset(_fingerprint("stub", stub_code, k).hashes)
-    raw_boilerplate = boilerplate | frozenset(_fingerprint("stub (raw)", stub_text, k).hashes)
+    boilerplate = frozenset(_fingerprint("stub", stub_code, k, cache=cache).hashes)
+    raw_boilerplate = boilerplate | frozenset(
+        _fingerprint("stub (raw)", stub_text, k, cache=cache).hashes
+    )
     stub_lines, raw_stub_lines = (
         _code_lines(stub_code),
         _code_lines(stub_code) | _code_lines(stub_text),
     )
-    prints, texts, raw_text, not_compared = {}, {}, [], []
+    prints, texts, keys, raw_text, not_compared, cut = {}, {}, {}, [], [], []
     for student in sorted(modules):
         text = modules[student]
-        code, parsed = normalize(text)
+        # Everything below reads at most MAX_CHARS characters of a module, whatever it holds.
+        head = _cut(text)
+        if len(head) < len(text):
+            cut.append(student)
+        code, parsed = normalize(head)
         if "".join(code.split()) == stub_compact:
             not_compared.append((student, UNCHANGED))
             continue
+        # Dead definitions blanked in place (offsets and lines kept), found on the text as written: a
+        # function whose body is only a docstring no longer parses once the docstring is blanked.
+        code = _blank(code, dead_spans(head, graded)) if parsed else code
+        compared = mask_lines(code, stub_lines if parsed else raw_stub_lines)
         fingerprint = _fingerprint(
             f"{student}/{exercise.module_file}",
-            mask_lines(code, stub_lines if parsed else raw_stub_lines),
+            compared,
             k,
             boilerplate if parsed else raw_boilerplate,
+            cache,
         )
         if fingerprint.token_coverage == 0:
             not_compared.append((student, STUB_ONLY))
             continue
         prints[student], texts[student] = fingerprint, text
+        # everything the figures depend on: a pair's are kept under its two modules' keys
+        keys[student] = key("module", stub_text, str(k), str(REPEATS), str(parsed), compared)
         if not parsed:
             raw_text.append(student)
-    students = list(prints)
+    students, raw = list(prints), set(raw_text)
     found = []
     for x, a in enumerate(students):
         for b in students[x + 1 :]:
-            shared, (sim_a, sim_b), _ = compare_files(prints[a], prints[b])
-            if (
-                shared
-                and shared >= thresholds.min_shared
-                and max(sim_a, sim_b) >= thresholds.similarity
-            ):
-                found.append((float(sim_a), float(sim_b), int(shared), a, b))
+            first, second = sorted((a, b), key=lambda s: keys[s])
+            figures = cache.figures(
+                key("pair", keys[first], keys[second]),
+                partial(_figures, prints[first], prints[second]),
+            )
+            if first != a:
+                figures = (figures[1], figures[0], figures[2])
+            if _flagged(figures, (a in raw, b in raw), thresholds):
+                found.append((*figures, a, b))
     found.sort(key=lambda f: (-max(f[0], f[1]), -f[2], f[3], f[4]))
     pairs = tuple(
         SimilarPair(
@@ -396,6 +526,7 @@ def compare_exercise(
         tuple(raw_text),
         len(found),
         pairs,
+        tuple(cut),
     )
 
 
@@ -405,17 +536,20 @@ def compare_class(
     thresholds: SimilarityThresholds = SimilarityThresholds(),
     *,
     stubs: Path | None = None,
+    cache: Path | None = None,
 ) -> ClassSimilarity:
     """Every exercise of `exercises` (ids, default the whole catalog) compared across `submissions`
     ({student: folder or .zip}, e.g. grader.grading.batch.find_submissions(folder).students). The stubs are
     the course's (exercises/), or those under `stubs`; an exercise whose stub cannot be read is compared
-    with no boilerplate."""
+    with no boilerplate (and no definition is dead). `cache`: the folder where what is computed is kept
+    for the next run (grader.grading.similarity_cache), none by default."""
     ids = (
         [catalog.get(e).id for e in exercises]
         if exercises is not None
         else [e.id for e in catalog.EXERCISES]
     )
     modules, unreadable = read_modules(submissions, ids)
+    kept = SimilarityCache(cache)
     results = []
     for exercise_id in ids:
         students = modules[exercise_id]
@@ -423,19 +557,11 @@ def compare_class(
             stub = catalog.get(exercise_id).stub_path(stubs).read_text(encoding="utf-8")
         except OSError:
             stub = ""
-        result = compare_exercise(exercise_id, students, stub, thresholds)
+        result = compare_exercise(exercise_id, students, stub, thresholds, kept)
         missing = tuple(
             (s, MISSING) for s in sorted(submissions) if s not in students and s not in unreadable
         )
         results.append(
-            ExerciseSimilarity(
-                result.exercise,
-                result.title,
-                result.compared,
-                tuple(sorted(result.not_compared + missing)),
-                result.raw_text,
-                result.flagged,
-                result.pairs,
-            )
+            dataclasses.replace(result, not_compared=tuple(sorted(result.not_compared + missing)))
         )
     return ClassSimilarity(tuple(results), tuple(sorted(unreadable.items())), thresholds)

@@ -8,6 +8,7 @@ markup. Nothing here reads a clock: the same comparison gives the same bytes.
 from __future__ import annotations
 
 from grader.grading.similarity import (
+    MAX_CHARS,
     ClassSimilarity,
     ExerciseSimilarity,
     SharedPassage,
@@ -102,6 +103,15 @@ def _exercise(result: ExerciseSimilarity) -> Markup:
                 class_="note",
             )
         )
+    if result.cut:
+        notes.append(
+            element(
+                "p",
+                f"Longer than {MAX_CHARS} characters, only their first {MAX_CHARS} compared: ",
+                ", ".join(result.cut),
+                class_="note",
+            )
+        )
     if result.not_compared:
         notes.append(
             element(
@@ -130,8 +140,9 @@ def similarity_section(result: ClassSimilarity) -> Markup:
     quiet = [e.exercise for e in result.exercises if not e.pairs]
     intro = element(
         "p",
-        "Pairs of students whose code for an exercise is unusually similar once the stub's code, docstrings and "
-        f"comments are left out (copydetect's fingerprints, {t.noise}-character matches, names and strings "
+        "Pairs of students whose code for an exercise is unusually similar once the stub's code, docstrings, "
+        "comments and the functions the exercise's own functions never call are left out (copydetect's "
+        f"fingerprints, {t.noise}-character matches, names and strings "
         f"ignored): at least {_percent(t.similarity)} of one student's own code found in the other's, and at "
         f"least {t.min_shared} characters shared; at most {t.top} pairs per exercise, most similar first. A "
         "reason to read both submissions, not a verdict: short answers written the usual way look alike.",

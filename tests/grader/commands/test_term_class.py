@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader.course import catalog, paths
+from grader.grading import batch
 
 # One worker builds the graded term once, for every test here.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_term_class")]
@@ -249,6 +250,8 @@ def test_the_copy_is_flagged_on_the_class_page(term):
         (EX02.id, "alice", "dave"),
         (EX02.id, "bob", "dave"),
     }
+    # what the comparison computed is kept for the next grade-batch, in the batch's own cache
+    assert list((term["out"] / batch.CACHE / batch.SIMILARITY).rglob("*.json"))
 
 
 def test_canvas_takes_the_totals_under_the_rosters_ids(term):

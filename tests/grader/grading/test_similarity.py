@@ -731,6 +731,296 @@ def test_boilerplate_removal_keeps_repeated_code_of_ones_own():
     assert max(len(positions) for positions in theirs.hash_idx.values()) == 1
 
 
+# -- dead code is no evidence ---------------------------------------------------------------------------------
+
+
+def catalogue(own: str, variants: dict[str, str]) -> str:
+    """`own`, then every top-level function of each variant module as a dead function of its own
+    (`device_ranks_ada`, ...): a module that collects the usual ways to write each answer, none called."""
+    dead = []
+    for tag, module in variants.items():
+        for function in _functions(module)[1]:
+            dead.append(re.sub(r"^def (\w+)\(", rf"def \1_{tag}(", function))
+    return own.rstrip("\n") + "\n\n\n" + "\n\n\n".join(dead) + "\n"
+
+
+# cleo's own answer, with ada's and eve's as dead functions (ada's needs functools.partial)
+CATALOGUE = catalogue(
+    CLEO.replace("\nimport jax\n", "\nfrom functools import partial\nimport jax\n", 1),
+    {"ada": ADA, "eve": EVE},
+)
+
+
+def test_a_catalogue_of_dead_answers_flags_no_honest_classmate():
+    """Two honest answers, and a module holding both as functions nothing calls beside its own answer: no
+    pair is flagged, and the catalogue is still compared (its own answer counts)."""
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": CATALOGUE}, STUB)
+    assert result.compared == ("ada", "cat", "eve")
+    assert result.pairs == () and result.flagged == 0
+
+
+def test_the_same_catalogue_wired_in_is_flagged():
+    """The check above can fail: the same module with its variants named by one module-level statement (so
+    reachable) is flagged with both honest classmates, nearly all of their code found in it."""
+    wired = (
+        CATALOGUE
+        + "VARIANTS = ["
+        + ", ".join(
+            f"{name}_{tag}"
+            for tag in ("ada", "eve")
+            for name in (
+                "device_ranks",
+                "all_gather",
+                "all_reduce",
+                "reduce_scatter",
+                "all_reduce_via_scatter_gather",
+                "all_to_all",
+                "ring_shift",
+                "ring_all_reduce",
+            )
+        )
+        + "]\n"
+    )
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": wired}, STUB)
+    assert sorted(pair_names(result)) == [("ada", "cat"), ("cat", "eve")]
+    assert all(max(p.similarity_a, p.similarity_b) > 0.9 for p in result.pairs)
+
+
+def test_a_catalogue_of_redefinitions_counts_only_the_last():
+    """The catalogue written as redefinitions: ada's functions, eve's, then the author's own, all under the
+    graded names. The tests call the last of each: nobody is flagged. With ada's last, they are what the
+    tests call, and ada's pair is flagged."""
+    head, own = _functions(CLEO)
+    variants = [*_functions(ADA)[1], *_functions(EVE)[1]]
+    imports = head.replace("\nimport jax\n", "\nfrom functools import partial\nimport jax\n", 1)
+    last_own = "\n\n\n".join([imports, *variants, *own]) + "\n"
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": last_own}, STUB)
+    assert result.compared == ("ada", "cat", "eve") and result.pairs == ()
+    last_ada = "\n\n\n".join([imports, *own, *_functions(EVE)[1], *_functions(ADA)[1]]) + "\n"
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": last_ada}, STUB)
+    assert pair_names(result) == [("ada", "cat")]
+
+
+def test_a_catalogue_nested_in_a_graded_function_flags_nobody():
+    """The catalogue's variants defined inside one of its graded functions, which never calls them: dead
+    too, nobody flagged. Called from there (a list of them returned beside the answer), they count, and both
+    honest classmates are flagged."""
+    start = "    def body():\n        # each device asks where it is\n"
+    assert start in CLEO
+    variants = [*_functions(ADA)[1], *_functions(EVE)[1]]
+    names = [re.match(r"def (\w+)\(", v).group(1) for v in variants]
+    nested = "".join(
+        "".join(
+            f"    {line}\n" if line else "\n"
+            for line in re.sub(r"^def (\w+)\(", rf"def \1_{n}(", v).split("\n")
+        )
+        + "\n"
+        for n, v in enumerate(variants)
+    )
+    imports = CLEO.replace("\nimport jax\n", "\nfrom functools import partial\nimport jax\n", 1)
+    dead = imports.replace(start, nested + start)
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": dead}, STUB)
+    assert result.compared == ("ada", "cat", "eve") and result.raw_text == () and result.pairs == ()
+    called = ", ".join(f"{name}_{n}" for n, name in enumerate(names))
+    wired = dead.replace(
+        "    result = mapped()\n", f"    result = mapped()\n    _ = [{called}]\n", 1
+    )
+    assert wired != dead
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": wired}, STUB)
+    assert sorted(pair_names(result)) == [("ada", "cat"), ("cat", "eve")]
+
+
+def test_copying_that_a_graded_function_calls_is_flagged():
+    """A copier who keeps ben's answer in functions of their own that the graded functions call (one
+    graded function each, renamed) is flagged: called code is judged."""
+    head, functions = _functions(BEN)
+    renamed = [re.sub(r"^def (\w+)\(", r"def \1_impl(", f) for f in functions[1:]]
+    calls = [
+        f"def {name}(*args, **kwargs):\n    return {name}_impl(*args, **kwargs)"
+        for name in re.findall(r"^def (\w+)\(", "\n".join(functions[1:]), flags=re.M)
+    ]
+    wrapped = "\n\n\n".join([head, functions[0], *renamed, *calls]) + "\n"
+    result = compare_exercise(EX05, {"ben": BEN, "wrapper": wrapped, "eve": EVE}, STUB)
+    assert pair_names(result) == [("ben", "wrapper")]
+
+
+def test_a_catalogue_that_does_not_parse_is_evidence_only_against_its_author():
+    """Nothing tells what is dead in a module that does not parse: beside one that parses, only the share
+    of its own code the other holds counts. The catalogue broken on purpose flags nobody, though nearly all of
+    ada's code is in it; a broken copy of ben's is still flagged (test_a_module_that_does_not_parse_...)."""
+    broken = CATALOGUE + "\ndef (\n"
+    modules = {"ada": ADA, "eve": EVE, "cat": broken}
+    result = compare_exercise(EX05, modules, STUB)
+    assert result.raw_text == ("cat",) and result.pairs == ()
+    everything = compare_exercise(
+        EX05, modules, STUB, SimilarityThresholds(similarity=0.0, min_shared=0)
+    )
+    ada = next(p for p in everything.pairs if (p.a, p.b) == ("ada", "cat"))
+    assert ada.similarity_a > SimilarityThresholds().similarity  # what the old rule flagged on
+    assert ada.similarity_b < SimilarityThresholds().similarity
+
+
+# -- the figures do not depend on the order of the names ---------------------------------------------------------
+
+
+def test_a_pairs_figures_are_the_same_whichever_name_sorts_first():
+    """ben's answer and a module holding it twice over (once as its answer, once in functions its answer
+    calls): matched characters differ between the two sides. Named so that either sorts first, the pair gives
+    the same figures, each on its own student's side, and `shared` is the same number."""
+    head, functions = _functions(BEN)
+    twice = (
+        BEN
+        + "\n\n"
+        + "\n\n\n".join(re.sub(r"^def (\w+)\(", r"def \1_again(", f) for f in functions)
+        + "\nAGAIN = ["
+        + ", ".join(
+            f"{n}_again" for n in re.findall(r"^def (\w+)\(", "\n".join(functions), flags=re.M)
+        )
+        + "]\n"
+    )
+    loose = SimilarityThresholds(similarity=0.0, min_shared=0)
+    first = compare_exercise(EX05, {"ann": BEN, "zed": twice}, STUB, loose).pairs[0]
+    second = compare_exercise(EX05, {"ann": twice, "zed": BEN}, STUB, loose).pairs[0]
+    assert (first.similarity_a, first.similarity_b) == (second.similarity_b, second.similarity_a)
+    assert first.shared == second.shared
+    # what made it matter: copydetect's count (a's side, what `shared` was) differs with the order
+    # (fingerprinted here without the stub)
+    from copydetect import compare_files
+
+    k = SimilarityThresholds().noise
+    a, b = (similarity._fingerprint(n, normalize(t)[0], k) for n, t in (("a", BEN), ("b", twice)))
+    assert compare_files(a, b)[0] != compare_files(b, a)[0]
+
+
+# -- bounded work --------------------------------------------------------------------------------------------------
+
+# A line that ends in the character a stub's masked line becomes: the module does not parse, and every copy of
+# the line is a matching stretch of its own (what made matching passages quadratic in the copies).
+SPLIT = (
+    "    total = total + jax.lax.ppermute(block, 'i', pairs) * weights[step] + bias[step]"
+    " + jax.lax.psum(block, 'i') * scale[step] \u00a4\n"
+)
+
+
+def test_a_kgram_counts_at_most_repeats_times():
+    """However often a line is repeated, each of its k-grams keeps its first REPEATS positions: the
+    passages' pairing of stretches is at most REPEATS ** 2 votes a shared k-gram."""
+    text = "def f(block, pairs, weights, bias, step, scale):\n    total = block\n" + SPLIT * 500
+    fingerprint = similarity._fingerprint("x", text, SimilarityThresholds().noise)
+    positions = [len(p) for p in fingerprint.hash_idx.values()]
+    assert max(positions) == similarity.REPEATS and len(positions) < 200
+
+
+def test_two_colluders_repeating_a_line_are_still_flagged_and_cut():
+    """The attack: both students' modules end with a dead function repeating the line 2,000 times. Each is
+    compared on its first MAX_CHARS characters, up to the last top-level statement that starts within them
+    (said, in `cut`): the function is left out, and the modules parse. With the line repeated at the top
+    level instead, the cut falls within the copies, the modules do not parse, and each k-gram counts at most
+    REPEATS times. Either way the two are still found."""
+    tail = "\n\ndef _unused(block, pairs, weights, bias, step, scale):\n    total = block\n"
+    for extra, raw in ((tail + SPLIT * 2000, ()), ("\n" + SPLIT.lstrip() * 2000, ("ann", "bob"))):
+        modules = {"ann": BEN + extra, "bob": MALLORY + extra, "eve": EVE}
+        assert len(modules["ann"]) > 3 * similarity.MAX_CHARS
+        result = compare_exercise(EX05, modules, STUB)
+        assert result.cut == ("ann", "bob") and result.raw_text == raw
+        assert pair_names(result) == [("ann", "bob")]
+
+
+def test_a_long_module_is_cut_at_a_top_level_statement_and_still_parses():
+    padding = "".join(f"def pad_{i}():\n    return {i}\n\n\n" for i in range(6000))
+    padded = BEN + "\n\n" + padding
+    assert len(padded) > similarity.MAX_CHARS
+    head = similarity._cut(padded)
+    assert len(head) <= similarity.MAX_CHARS and head.endswith("\n") and normalize(head)[1]
+    result = compare_exercise(EX05, {"ben": BEN, "padded": padded}, STUB)
+    assert result.cut == ("padded",) and result.raw_text == ()
+    assert pair_names(result) == [("ben", "padded")]
+
+
+def test_blank_runs_are_compacted_before_lexing_and_mapped_back():
+    """Blanked docstrings and dead code are runs of blank lines, which pygments lexes in quadratic time: the
+    lexer reads them compacted (no blank line, no run of two blanks), and every character it reads is mapped
+    back to its place in the module."""
+    text = "x = 1   \n" + "        \n" * 50 + "\tdef  f( a ,\t\tb):\n      \n    return  a\n"
+    compact, where = similarity._compact(text)
+    assert compact == "x = 1\n" + "\n" * 50 + "\tdef f( a ,\tb):\n\n return a\n"
+    assert len(where) == len(compact) + 1 and where[-1] == len(text)
+    assert all(text[at] == char for at, char in zip(where, compact))
+
+
+def test_a_huge_docstring_is_lexed_compacted_and_the_copy_still_found():
+    """ben's answer with a docstring of 900 lines in its helper (blanked, then compacted) is still found
+    beside mallory's, each passage at its own lines: the helper's from its `def` to its `return`, the
+    docstring between."""
+    doc = '    """' + "A line of the docstring, long enough to matter here.\n    " * 900 + '"""\n'
+    marker = 'def _on_blocks(fn, mesh, out_spec, *args, in_spec=P("i"), check=True):\n'
+    assert marker in BEN
+    padded = BEN.replace(marker, marker + doc)
+    result = compare_exercise(EX05, {"ben": padded, "mallory": MALLORY, "eve": EVE}, STUB)
+    assert len(padded) > 50_000 and result.cut == ()
+    assert pair_names(result) == [("ben", "mallory")]
+    for shared in result.pairs[0].passages:
+        lines = padded.split("\n")[shared.a.first_line - 1 : shared.a.last_line]
+        shown = shared.a.text.split("\n")
+        assert shown[0] == lines[0] and (shared.a.cut or shared.a.text == "\n".join(lines))
+    helper = next(p.a for p in result.pairs[0].passages if p.a.text.startswith("def _on_blocks"))
+    assert helper.cut and padded.split("\n")[helper.last_line - 1].strip().startswith("return")
+
+
+# -- what a resumed batch computes again -----------------------------------------------------------------------
+
+
+def counting(monkeypatch) -> dict[str, int]:
+    """Counts of the module lexings and the pair comparisons a run does."""
+    calls = {"lexed": 0, "compared": 0}
+    lex, figures = similarity._filter_code, similarity._figures
+
+    def counted_lex(text):
+        calls["lexed"] += 1
+        return lex(text)
+
+    def counted_figures(fa, fb):
+        calls["compared"] += 1
+        return figures(fa, fb)
+
+    monkeypatch.setattr(similarity, "_filter_code", counted_lex)
+    monkeypatch.setattr(similarity, "_figures", counted_figures)
+    return calls
+
+
+def test_a_resumed_class_lexes_and_compares_only_what_changed(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    modules = {"ben": BEN, "mallory": MALLORY, "eve": EVE, "dev": DEV}
+    submissions = write_class(tmp_path / "class", modules)
+    calls = counting(monkeypatch)
+    first = compare_class(submissions, [EX05], cache=cache)
+    assert calls == {"lexed": 4 + 2, "compared": 6}  # four modules and the stub twice; six pairs
+    calls.update(lexed=0, compared=0)
+    assert compare_class(submissions, [EX05], cache=cache) == first
+    assert calls == {"lexed": 0, "compared": 0}
+    # eve changes her answer: her module is lexed again, and her three pairs compared again
+    (submissions["eve"] / f"{EX05}.py").write_text(EVE.replace("per_device", "on_device"))
+    again = compare_class(submissions, [EX05], cache=cache)
+    assert calls == {"lexed": 1, "compared": 3}
+    assert pair_names(again.exercises[0]) == pair_names(first.exercises[0]) == [("ben", "mallory")]
+    # without the cache, the same result
+    assert compare_class(submissions, [EX05]) == again
+
+
+def test_a_damaged_cache_entry_is_computed_again(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    submissions = write_class(tmp_path / "class", {"ben": BEN, "mallory": MALLORY})
+    first = compare_class(submissions, [EX05], cache=cache)
+    entries = sorted(cache.rglob("*.json"))
+    assert len(entries) == 4 + 1  # two modules, the stub twice, one pair
+    for entry in entries:
+        entry.write_text('["not", "what it should hold"')
+    calls = counting(monkeypatch)
+    assert compare_class(submissions, [EX05], cache=cache) == first
+    assert calls == {"lexed": 4, "compared": 1}
+    assert all(entry.read_text().startswith("[") for entry in entries)
+
+
 # -- the HTML section ------------------------------------------------------------------------------------------
 
 HOSTILE = "<script>alert(1)</script>"
@@ -846,3 +1136,14 @@ def test_shared_passages_are_cut_to_a_sane_length():
     shown = passage.text.split("\n")
     assert len(shown) == 6 and shown[-1] == "… (35 more lines)"
     assert all(len(line) <= 51 for line in shown[:5])
+
+
+def test_the_section_names_the_modules_cut():
+    padded = BEN + "\n\n" + "".join(f"def pad_{i}():\n    return {i}\n\n\n" for i in range(6000))
+    exercise = compare_exercise(EX05, {"ben": BEN, "padded": padded}, STUB)
+    text = " ".join(
+        "".join(
+            parse(similarity_section(ClassSimilarity((exercise,), (), SimilarityThresholds()))).text
+        ).split()
+    )
+    assert f"only their first {similarity.MAX_CHARS} compared: padded" in text
