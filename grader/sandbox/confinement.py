@@ -463,6 +463,11 @@ class ConfinedProcess:
     user: users.SandboxUser | None = None  # its uid, as root: released once all its processes ended
     cgroup: cgroups.Cgroup | None = None  # its pids and cpu groups: removed with it
 
+    def cpu_seconds(self) -> float | None:
+        """The processor time its processes have used, as its cgroup counts it (those ended included);
+        None without a cgroup that counts it."""
+        return cgroups.cpu_seconds(self.cgroup) if self.cgroup is not None else None
+
     @property
     def pid(self) -> int:
         return self.popen.pid
@@ -536,7 +541,9 @@ def spawn_confined(
         if plan.identity is Identity.OWN_UID:
             user = users.allocate()
             os.chown(workdir, user.uid, user.gid)
-        group = cgroups.create("sandbox", {"pids": {"pids.max": limits.processes}, "cpu": {}})
+        group = cgroups.create(
+            "sandbox", {"pids": {"pids.max": limits.processes}, "cpu": {}, "cpuacct": {}}
+        )
         outer = {"cgroups": group.join if group else [], "oom_score_adj": OOM_SCORE_ADJ}
         inner = {
             "rlimits": _rlimits(limits, plan),

@@ -22,13 +22,8 @@ from grader.grading.calibration import calibrate
 from grader.grading.compile_cache import CompileCache
 from grader.grading.engine import GradingError, _share, grade_submission
 from grader.harness import time_limits
-from grader.harness.time_limits import (
-    FALLBACK_SECONDS,
-    FLOOR_SECONDS,
-    MULTIPLIER,
-    STOPPED,
-    TimeLimits,
-)
+from grader.harness.strikes import MAX_STRIKES_PER_FUNCTION, STOPPED, function_stopped_message
+from grader.harness.time_limits import FALLBACK_SECONDS, FLOOR_SECONDS, MULTIPLIER, TimeLimits
 
 pytestmark = pytest.mark.xdist_group("test_grading_speed")  # one calibration for the whole file
 
@@ -142,7 +137,9 @@ def test_a_cache_the_students_code_could_read_is_refused(tmp_path):
 
 
 def test_an_endless_loop_costs_seconds_per_exercise(calibrated, tmp_path):
-    """Every call loops: two tests time out at their calibrated limit, the rest of ex01 is not run."""
+    """Every call of make_data_mesh loops: two tests time out at their calibrated limit of processor
+    time, the tests that call make_data_mesh after that are not run, and ex01's other functions are
+    still graded."""
     folder, _ = calibrated
     sub = submission(
         tmp_path / "dave",
@@ -160,8 +157,14 @@ def test_an_endless_loop_costs_seconds_per_exercise(calibrated, tmp_path):
         t for t in tests if t.category == "timeout" and not t.message.startswith("not run")
     ]
     assert len(timed_out) == 2, [(t.nodeid, t.category, t.message) for t in tests]
-    assert all("did not finish" in t.message for t in timed_out)
-    assert {t.message for t in tests if t.message.startswith("not run")} == {STOPPED}
+    assert all("did not finish" in t.message and "processor time" in t.message for t in timed_out)
+    assert all(t.strike and t.strike_function == "make_data_mesh" for t in timed_out)
+    not_run = [t for t in tests if t.message.startswith("not run")]
+    assert not_run and {t.message for t in not_run} == {
+        function_stopped_message("make_data_mesh", MAX_STRIKES_PER_FUNCTION)
+    }
+    assert not any(t.strike for t in not_run)
+    assert [t for t in tests if t.category == "passed"], "tests of ex01's other functions still run"
     assert sum(t.duration for t in tests) <= LOOP_BUDGET, [(t.nodeid, t.duration) for t in tests]
     # the other exercise is untouched
     assert results.exercises[EX13.id].score == pytest.approx(EX13.points)
@@ -211,9 +214,10 @@ def test_a_loop_in_a_compiled_program_also_stops_after_two_timeouts(tmp_path):
         t for t in tests if t.category == "timeout" and not t.message.startswith("not run")
     ]
     assert len(timed_out) == 2, [(t.nodeid, t.category, t.message[:80]) for t in tests]
-    assert all(t.message.startswith("timeout: the test ran longer than") for t in timed_out), (
-        timed_out
-    )
+    assert all(
+        t.message.startswith("timeout: the test used more than") and "processor time" in t.message
+        for t in timed_out
+    ), timed_out
     stopped = [t for t in tests if t.message == STOPPED]
     assert stopped and all(t.category == "timeout" for t in stopped)
     assert [
