@@ -99,9 +99,11 @@ class Recorder:
             and bool(entry.exercise)
             and nodeid not in self._not_run
         )
-        function = self._functions.pop(nodeid, None) if strike else None
+        function = self._functions.pop(nodeid, None)
         entry = self.entries[nodeid] = dataclasses.replace(
-            entry.with_facts(facts.take()), strike=strike, strike_function=function
+            entry.with_facts(facts.take()),
+            strike=strike,
+            strike_function=function if strike else None,
         )
         if entry.strike:
             self.strikes.add(entry.exercise, function)
