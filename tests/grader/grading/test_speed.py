@@ -3,7 +3,7 @@ from the reference's own duration, and one submission's exercises shared among p
 
 The figures (how much faster) are measured by bench/grade_speed.py, not asserted here; these tests
 check what must hold whatever the machine: hits on a second grading, limits that follow from the
-calibration, an endless loop stopped within 30 s per exercise, a slow honest submission not cut off, and
+calibration, an endless loop stopped within 30 s per function, a slow honest submission not cut off, and
 the same verdicts whether the exercises ran side by side or not."""
 
 import json
