@@ -12,7 +12,7 @@ limit = max(FLOOR, MULTIPLIER x the reference's duration of that test). Why thes
 - MULTIPLIER (5x). For the tests whose reference takes seconds (the speedup tests, the multi-process
   runs), a correct but slower program: measured by bench/grade_speed.py, the corpus's alternative
   correct solutions take at most 2.4x the reference's time on tests of 0.2 s or more, and their
-  slowest test used 0.2 of its limit; two jobs on two cores can double a test's time again.
+  slowest test used 0.2 of its limit (of wall-clock time, as limits were then).
 
 What the limit measures is processor time, so that a verdict does not depend on the machine's load
 (other gradings, an instructor's shared server, a busy Slurm node): the worker's, as its sandbox's
