@@ -138,6 +138,10 @@ class TimeLimits:
     def describe(self) -> dict:
         return {
             "source": self.source,
+            # what a limit counts, and what ends a test that uses none of it (see the module's docstring)
+            "measures": "processor time: the worker's (its sandbox's cgroup, else its processes) and "
+            "the harness's own",
+            "wall_clock_cap_multiplier": WALL_MULTIPLIER,
             "floor_seconds": FLOOR_SECONDS,
             "multiplier": MULTIPLIER,
             "override_seconds": self.override,
