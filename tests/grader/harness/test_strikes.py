@@ -57,3 +57,17 @@ def test_strikes_travel_to_the_next_harness():
         ]
     )
     assert again.function_stopped("ex05", "ring_all_reduce") and again.total("ex04") == 1
+
+
+def test_a_results_strike_function_travels_and_must_be_a_name():
+    import pytest
+
+    from grader.core.results import MalformedResult, TestMeta, TestResult
+
+    meta = TestMeta("t::a", "ex05", hidden=False, slow=False, weight=1.0, limit=10)
+    result = meta.result("timeout", "m", strike=True)
+    result.strike_function = "ring_all_reduce"
+    again = TestResult.from_dict(result.to_dict())
+    assert again.strike and again.strike_function == "ring_all_reduce"
+    with pytest.raises(MalformedResult, match="strike_function must be a name"):
+        TestResult.from_dict(result.to_dict() | {"strike_function": 3})
