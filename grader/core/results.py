@@ -457,6 +457,8 @@ class TestResult:
     score: float = 0.0
     max_score: float = 0.0
     strike: bool = False  # counts towards the exercise's timeouts (a timeout or a harness crash)
+    # the student's function whose call timed out, which the strike is counted against (None: not known)
+    strike_function: str | None = None
     layouts: list[LayoutCheck] = field(default_factory=list)  # its sharding checks
     collectives: list[CollectivesCheck] = field(default_factory=list)  # its collectives checks
     rules: tuple[Rule, ...] = ()  # the kinds of rule it grades (grader.core.rules)
@@ -470,6 +472,10 @@ class TestResult:
             self.category = Category(self.category)
         except ValueError:
             raise MalformedResult(f"TestResult: unknown category {self.category!r}") from None
+        if self.strike_function is not None and not isinstance(self.strike_function, str):
+            raise MalformedResult(
+                f"TestResult: strike_function must be a name, got {type(self.strike_function).__name__}"
+            )
         left_out = self._keep_facts_that_fit()
         if left_out:
             note = f"[{left_out}]"
@@ -579,6 +585,7 @@ class TestResult:
             "score": self.score,
             "max_score": self.max_score,
             "strike": self.strike,
+            "strike_function": self.strike_function,
             "layouts": [check.to_dict() for check in self.layouts],
             "collectives": [check.to_dict() for check in self.collectives],
             "rules": [str(rule) for rule in self.rules],

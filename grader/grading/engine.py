@@ -43,7 +43,8 @@ from grader.grading.compile_cache import CompileCache, refuse_if_visible
 from grader.grading.results import GradingResults, score_exercise
 from grader.grading.submission import PreparedSubmission, cleanup, prepare_submission
 from grader.harness import time_limits as time_limits_module, timing_lock
-from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits
+from grader.harness.strikes import STOPPED, Strikes
+from grader.harness.time_limits import WALL_MULTIPLIER, TimeLimits
 from grader.sandbox import cgroups, confinement, disk
 from grader.worker.failures import describe_death
 
@@ -146,7 +147,7 @@ class _Run:
         self.meta: dict[str, TestMeta] | None = None  # learned from the first harness's collection
         self.done: dict[str, TestResult] = {}
         self.output = ""
-        self.timeouts: Counter = Counter()  # per exercise: tests that timed out, in any harness
+        self.strikes = Strikes()  # the tests that timed out or crashed a harness, in any harness
         self.cache_counts: Counter = Counter()  # summed over this run's harnesses
         self.cgroups: list[str] = []  # its harnesses' leaf of the submission's memory group
 
@@ -160,15 +161,19 @@ class _Run:
         strike: bool = False,
     ) -> None:
         """A result the grading process gives a test its harness could not finish (strike: the test
-        counts towards its exercise's MAX_TIMEOUTS_PER_EXERCISE)."""
+        counts towards its exercise's strikes, grader.harness.strikes)."""
         self.done[nodeid] = self.meta[nodeid].result(category, message, duration, strike=strike)
 
     def strike(self, nodeid: str, category: Category, message: str, duration: float = 0.0) -> None:
-        """The running test ends in a strike; at MAX_TIMEOUTS_PER_EXERCISE, its exercise's tests left stop."""
+        """The running test ends in a strike no function is named for (the harness died or was killed);
+        once its exercise is stopped (grader.harness.strikes), its tests left are not run."""
         exercise = self.meta[nodeid].exercise
-        self.timeouts[exercise] += 1
+        self.strikes.add(exercise, None)
         self.finish(nodeid, category, message, duration, strike=True)
-        if self.timeouts[exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
+        self._stop_if_struck_out(exercise)
+
+    def _stop_if_struck_out(self, exercise: str) -> None:
+        if self.strikes.exercise_stopped(exercise):
             self.finish_all(Category.TIMEOUT, STOPPED, exercise)
 
     def finish_all(self, category: Category, message: str, exercise: str | None = None) -> None:
@@ -193,7 +198,7 @@ class _Run:
                 workdir=self.workdir,
                 deselect=sorted(self.done),
                 deadline=deadline,
-                prior_timeouts=sorted(self.timeouts.elements()),
+                prior_timeouts=self.strikes.as_list(),
                 cgroups=self.cgroups,
                 options=self.harness.options,
                 limits=self.harness.limits,
@@ -211,19 +216,30 @@ class _Run:
                 self.meta = {t.nodeid: t for t in outcome.collected}
             fresh = {k: v for k, v in outcome.results.items() if k in self.meta}
             self.done |= fresh
-            self.timeouts.update(result.exercise for result in fresh.values() if result.strike)
+            for result in fresh.values():
+                if result.strike:
+                    self.strikes.add(result.exercise, result.strike_function)
             if outcome.running in self.meta:
-                if outcome.stopped == "deadline":
+                if outcome.stopped == process.DEADLINE:
                     self.finish_all(Category.TIMEOUT, DEADLINE_REACHED)
                     return
-                if outcome.stopped == "test timeout":
+                if outcome.stopped == process.CPU_LIMIT:
                     limit = outcome.limit(outcome.running)
                     self.strike(
                         outcome.running,
                         Category.TIMEOUT,
-                        f"timeout: the test ran longer than {limit:.0f} "
-                        "s (an endless loop, or far too much work?)",
-                        limit,
+                        f"timeout: the test used more than {limit:.0f} s of processor time in the "
+                        "grader, running your compiled program (an endless loop, or far too much work?)",
+                        outcome.duration,
+                    )
+                elif outcome.stopped == process.WALL_CAP:
+                    cap = WALL_MULTIPLIER * outcome.limit(outcome.running)
+                    self.strike(
+                        outcome.running,
+                        Category.TIMEOUT,
+                        f"timeout: the test ran longer than its wall-clock cap of {cap:.0f} s "
+                        "(waiting for something that never comes, or an endless loop?)",
+                        outcome.duration,
                     )
                 else:
                     # A harness that died ran the student's program: a crash counts as a strike like a

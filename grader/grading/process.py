@@ -27,7 +27,7 @@ from grader.core.options import HARNESS_MEMORY_BYTES, GradingOptions
 from grader.core.results import TestMeta, TestResult
 from grader.grading import child
 from grader.harness import events, phase_profile, runner, timing_lock
-from grader.harness.time_limits import FALLBACK_SECONDS
+from grader.harness.time_limits import FALLBACK_SECONDS, WALL_MULTIPLIER
 from grader.sandbox.confinement import reap_orphans
 from grader.sandbox.restrictions import Isolation, launcher
 
@@ -50,7 +50,9 @@ class ChildOutcome:
     results: dict[str, TestResult] = field(default_factory=dict)
     running: str | None = None  # the test that had started and not finished
     returncode: int | None = None
-    stopped: str | None = None  # "test timeout" or "deadline" when the parent killed it
+    # CPU_LIMIT, WALL_CAP or DEADLINE when the parent killed it
+    stopped: str | None = None
+    duration: float = 0.0  # how long the running test had run then (wall clock)
     output: str = ""
     compile_cache: dict = field(default_factory=dict)  # the harness's cache hits and misses
     # each test's limit, as the harness computed it
@@ -59,6 +61,11 @@ class ChildOutcome:
     def limit(self, nodeid: str) -> float:
         return self.limits.get(nodeid) or FALLBACK_SECONDS
 
+
+# Why the grading process killed a harness: its running test used its limit of processor time in the
+# harness itself (the student's compiled programs run there; the worker's own is held to the limit by the
+# harness), or ran out its wall-clock cap (WALL_MULTIPLIER x the limit), or the grading's deadline came.
+CPU_LIMIT, WALL_CAP, DEADLINE = "test cpu limit", "test wall-clock cap", "deadline"
 
 # A harness whose tests all have their results exits at once; one still running after this long is
 # busy with something no test asked for (a student's program left running), and is killed.
@@ -190,6 +197,7 @@ def run_pytest_child(
 def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float) -> None:
     """Read events until the child ends, killing it when a test or the whole run takes too long."""
     buffer, started_at, finished_at = b"", time.monotonic(), None
+    cpu_at_start = _cpu_seconds(process.pid)
     while True:
         readable, _, _ = select.select([fd], [], [], 0.25)
         chunk = os.read(fd, 1 << 16) if readable else b""
@@ -198,7 +206,7 @@ def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float)
         for line in lines:
             for event in events.parse(line):
                 if _apply_event(event, outcome):
-                    started_at = time.monotonic()
+                    started_at, cpu_at_start = time.monotonic(), _cpu_seconds(process.pid)
         now = time.monotonic()
         if readable and not chunk or process.poll() is not None and not readable:
             return  # EOF, or the child is gone (a grandchild may still hold the pipe open)
@@ -211,12 +219,27 @@ def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float)
             finished_at = now
         if finished_at is not None and now - finished_at > EXIT_SECONDS:
             return  # every test has its result: whatever still runs in the harness is killed, not waited for
-        if outcome.running and now - started_at > outcome.limit(outcome.running):
-            outcome.stopped = "test timeout"
-            return
+        if outcome.running:
+            limit, outcome.duration = outcome.limit(outcome.running), now - started_at
+            if _cpu_seconds(process.pid) - cpu_at_start > limit:
+                outcome.stopped = CPU_LIMIT
+                return
+            if outcome.duration > WALL_MULTIPLIER * limit:
+                outcome.stopped = WALL_CAP
+                return
         if now > deadline:
-            outcome.stopped = "deadline"
+            outcome.stopped = DEADLINE
             return
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The harness process's own processor time, all its threads (its worker's is not: the harness
+    holds that to the test's limit itself); 0 once it is gone."""
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return times.user + times.system
 
 
 def _apply_event(event: events.Event, outcome: ChildOutcome) -> bool:

@@ -54,8 +54,9 @@ def pytest_addoption(parser):
         "--prior-timeouts",
         action="append",
         default=[],
-        metavar="ID",
-        help="an exercise one of whose tests timed out in an earlier harness (repeatable)",
+        metavar="ID[:FUNCTION]",
+        help="a strike in an earlier harness: the exercise, and the student's function it is counted "
+        "against if one is (repeatable; grader.harness.strikes)",
     )
     # Those it shares with `shardlab grade` (--timing, --visible-only, --test-timeout, --worker-memory,
     # --isolation), as grader.core.options declares them: the grading process passes them on from there.

@@ -28,7 +28,8 @@ from grader.course.implementations import resolve_source
 from grader.harness import compile_counts, phase_profile, timing_lock
 from grader.harness.events import EventStream, Running
 from grader.harness.session import META, SESSION, HarnessSession, session_of
-from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE, STOPPED, TimeLimits
+from grader.harness.strikes import STOPPED
+from grader.harness.time_limits import TimeLimits
 
 # Imported here only by pytest (through this list), so that it may rewrite their asserts.
 pytest_plugins = [
@@ -140,7 +141,7 @@ def pytest_runtest_call(item):
     session = session_of(item.config)
     exercise = exercise_of(item.path)
     hold = timing_lock.hold(exclusive=False) if exercise else contextlib.nullcontext()
-    if exercise is not None and session.recorder.timeouts[exercise.id] >= MAX_TIMEOUTS_PER_EXERCISE:
+    if exercise is not None and session.recorder.strikes.exercise_stopped(exercise.id):
         from grader.worker.failures import WorkerTimeout
 
         raise WorkerTimeout(STOPPED)

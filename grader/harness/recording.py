@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from grader.core.results import Category, TestResult
 from grader.harness.events import CacheCounts, Collected, EventStream, Finished, Started
 from grader.harness.outcomes import categorize, student_message
 from grader.harness.session import META, SESSION as SESSION_KEY, session_of
-from grader.harness.time_limits import MAX_TIMEOUTS_PER_EXERCISE
+from grader.harness.strikes import Strikes
 
 _RANK = [
     Category.PASSED,
@@ -48,22 +47,41 @@ def pytest_runtest_makereport(item, call):
             report.longrepr = message  # the stub's traceback teaches nothing
     else:
         category, message = Category.PASSED, ""
-    report.shardlab = {"category": category.value, "message": message}
+    report.shardlab = {"category": category.value, "message": message} | _strike_of(exc)
     return report
+
+
+def _strike_of(exc: BaseException | None) -> dict:
+    """What a timeout's strike is counted against: {"function": the student's function whose call
+    timed out (None: not known)}; {"refused": True} for a call not made (no strike of its own)."""
+    from grader.worker.failures import FunctionStopped, WorkerTimeout
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, FunctionStopped):
+            return {"refused": True}
+        if isinstance(exc, WorkerTimeout):
+            return {"function": exc.function}
+        exc = exc.__cause__ or exc.__context__
+    return {}
 
 
 class Recorder:
     """One result per test, merged over its setup, call and teardown phases (the worst phase wins), with
     the facts its checks recorded (grader.core.facts); each finished result is also sent to the grader's
-    event stream, if there is one, with the compile cache's counts so far. It counts each exercise's
-    strikes, its timed-out tests (two, and the rest is not run)."""
+    event stream, if there is one, with the compile cache's counts so far. It counts the strikes, the
+    timed-out tests, by exercise and by the student's function that timed out (grader.harness.strikes)."""
 
     def __init__(self, events: EventStream, prior_timeouts: list[str] = (), cache_counts=None):
         self.entries: dict[str, TestResult] = {}
         self.events = events
-        self.timeouts = Counter(prior_timeouts)
+        self.strikes = Strikes(prior_timeouts)
         self.cache_counts = cache_counts
-        self._not_run: set[str] = set()  # tests that start with their exercise already stopped
+        # tests that start with their exercise already stopped, or whose call of a stopped function was
+        # not made
+        self._not_run: set[str] = set()
+        self._functions: dict[str, str | None] = {}  # nodeid -> the function its timeout names
 
     def pytest_collection_finish(self, session):
         self.events.send(Collected([item.stash[META].to_dict() for item in session.items]))
@@ -81,11 +99,14 @@ class Recorder:
             and bool(entry.exercise)
             and nodeid not in self._not_run
         )
+        function = self._functions.pop(nodeid, None)
         entry = self.entries[nodeid] = dataclasses.replace(
-            entry.with_facts(facts.take()), strike=strike
+            entry.with_facts(facts.take()),
+            strike=strike,
+            strike_function=function if strike else None,
         )
         if entry.strike:
-            self.timeouts[entry.exercise] += 1
+            self.strikes.add(entry.exercise, function)
         self.events.send(Finished(entry.to_dict()))
         if self.cache_counts is not None:
             self.events.send(CacheCounts(**self.cache_counts.as_dict()))
@@ -94,7 +115,7 @@ class Recorder:
     def pytest_runtest_setup(self, item):
         meta = item.stash[META]
         facts.start()
-        if meta.exercise and self.timeouts[meta.exercise] >= MAX_TIMEOUTS_PER_EXERCISE:
+        if meta.exercise and self.strikes.exercise_stopped(meta.exercise):
             self._not_run.add(item.nodeid)  # grader.harness.pytest_plugin stops it (STOPPED)
         self.entries[item.nodeid] = meta.result(Category.PASSED.value)
 
@@ -108,6 +129,9 @@ class Recorder:
             entry.output = clipped(report.capstdout + report.capstderr, OUTPUT_CHARS)
         if _RANK.index(Category(outcome["category"])) > _RANK.index(Category(entry.category)):
             entry.category, entry.message = outcome["category"], outcome["message"]
+            if outcome.get("refused"):
+                self._not_run.add(report.nodeid)
+            self._functions[report.nodeid] = outcome.get("function")
 
 
 def pytest_sessionfinish(session):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -15,14 +14,15 @@ import pytest
 from grader.core.results import TestResult
 from grader.harness import compile_counts
 from grader.harness.events import EventStream
-from grader.harness.time_limits import TimeLimits
+from grader.harness.strikes import Strikes
+from grader.harness.time_limits import WALL_MULTIPLIER, TimeLimits
 
 if TYPE_CHECKING:
     from grader.sandbox.restrictions import Isolation
     from grader.worker.supervisor import Worker
 
-# The worker gives up this long before the grader stops the whole test, so a hung call is reported
-# as this test's timeout while the harness lives on.
+# The worker gives up this long before the grading process's wall-clock cap stops the whole test, so a
+# hung call is reported as this test's timeout while the harness lives on.
 TIMEOUT_MARGIN = 2.0
 
 
@@ -30,7 +30,7 @@ class Tally(Protocol):
     """What the session's recorder keeps (grader.harness.recording.Recorder, which imports this module)."""
 
     entries: dict[str, TestResult]  # nodeid -> its result so far
-    timeouts: Counter[str]  # exercise id -> its strikes
+    strikes: Strikes  # the timed-out tests, by exercise and function
 
 
 @dataclass
@@ -47,7 +47,9 @@ class HarnessSession:
     # exercise id -> module, stand-in or the error loading it
     modules: dict = field(default_factory=dict)
     worker: Worker | None = None  # with --isolate, the worker serving the implementation's modules
-    deadline: float = float("inf")  # when the running test must end (time.monotonic())
+    # when the running test must end whatever its processor time (time.monotonic()): its wall-clock cap
+    deadline: float = float("inf")
+    cpu_limit: float = float("inf")  # the processor time the worker may use in the running test
 
     def load(self, exercise):
         """The module under test for `exercise` (or the error loading it, raised again), loaded once."""
@@ -75,7 +77,12 @@ class HarnessSession:
             raise NotAttempted(
                 f"{exercise.number}: {exercise.module_file} is missing from {self.impl}"
             )
-        return RemoteModule(path, self.the_worker())
+        # a function that timed out in two tests is not called again (grader.harness.strikes)
+        return RemoteModule(
+            path,
+            self.the_worker(),
+            stopped=lambda function: self.recorder.strikes.function_stopped(exercise.id, function),
+        )
 
     @property
     def worker_limits(self):
@@ -93,6 +100,7 @@ class HarnessSession:
             self.worker = Worker.take_early(
                 self.impl, isolation=self.isolation, limits=self.worker_limits
             )
+            self.worker.start_clock(self.cpu_limit, self.deadline)  # asked for during a test
         return self.worker
 
     def ready_worker(self, items: list) -> None:
@@ -108,10 +116,12 @@ class HarnessSession:
             self.worker.warm_up()
 
     def start_clock(self, limit: float) -> None:
-        """The running test's deadline, for the worker and for runs of several processes."""
-        self.deadline = time.monotonic() + limit - TIMEOUT_MARGIN
+        """The running test's clock: `limit` seconds of the worker's processor time from now, within a
+        wall-clock cap of WALL_MULTIPLIER x `limit` (which runs of several processes take too)."""
+        self.cpu_limit = limit
+        self.deadline = time.monotonic() + WALL_MULTIPLIER * limit - TIMEOUT_MARGIN
         if self.worker is not None:
-            self.worker.deadline = self.deadline
+            self.worker.start_clock(self.cpu_limit, self.deadline)
 
     @contextlib.contextmanager
     def worker_paused(self):

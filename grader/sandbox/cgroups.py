@@ -3,7 +3,9 @@
 - A sandbox (grader.sandbox.confinement.spawn_confined) gets a group of its own in the `pids` and `cpu`
   hierarchies: at most `pids.max` tasks whatever user they run as or whichever session they start, and
   one share of the processor however many processes it starts (a fork bomb of spinning processes
-  weighs what one session weighs).
+  weighs what one session weighs). Its processor time, counted by the kernel for every process it
+  ever held (`cpu_seconds`: v1's `cpuacct` hierarchy, v2's cpu.stat), is what a test's time limit
+  measures (grader.harness.time_limits).
 - A grading (grader.grading.engine.grade_submission) gets a group in the `memory` hierarchy that its
   harnesses join, each in a leaf of its own, and their workers with them: harness and workers together
   never hold more than the submission's memory (the engine sizes it), and the kernel's out-of-memory
@@ -35,7 +37,7 @@ from pathlib import Path
 import psutil
 
 PREFIX = "shardlab-"
-CONTROLLERS = ("pids", "cpu", "memory")
+CONTROLLERS = ("pids", "cpu", "cpuacct", "memory")  # cpuacct: v1 only (v2 counts in cpu.stat)
 # cgroup v1 says "no limit" with the largest page-aligned 64-bit number (~2**63)
 UNLIMITED_V1 = 1 << 62
 
@@ -295,6 +297,22 @@ def peak_memory(group: Cgroup) -> int | None:
         "memory", "memory.max_usage_in_bytes" if hierarchy.version == 1 else "memory.peak"
     )
     return int(value) if value and value.isdigit() else None
+
+
+def cpu_seconds(group: Cgroup) -> float | None:
+    """The processor time every process of the group has used, those ended included (None: not counted
+    here: no cpuacct group in v1)."""
+    if "cpuacct" in group.directories:  # v1: nanoseconds
+        value = group.read("cpuacct", "cpuacct.usage")
+        return int(value) / 1e9 if value and value.isdigit() else None
+    for controller in group.directories:
+        if hierarchies()[controller].version == 2:  # every v2 group has cpu.stat's usage_usec
+            for line in (group.read(controller, "cpu.stat") or "").splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec" and value.isdigit():
+                    return int(value) / 1e6
+            return None
+    return None
 
 
 def sweep() -> list[str]:

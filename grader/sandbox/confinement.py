@@ -488,6 +488,11 @@ class ConfinedProcess:
     # its folder, as root a tmpfs of its own (grader.sandbox.disk): unmounted with it
     disk: Path | None = None
 
+    def cpu_seconds(self) -> float | None:
+        """The processor time its processes have used, as its cgroup counts it (those ended included);
+        None without a cgroup that counts it."""
+        return cgroups.cpu_seconds(self.cgroup) if self.cgroup is not None else None
+
     @property
     def pid(self) -> int:
         return self.popen.pid
@@ -597,7 +602,9 @@ def spawn_confined(
             owner = (user.uid, user.gid) if user else (os.geteuid(), os.getegid())
             disk.bound(workdir, limits.disk_bytes, *owner)
             bounded = workdir
-        group = cgroups.create("sandbox", {"pids": {"pids.max": limits.processes}, "cpu": {}})
+        group = cgroups.create(
+            "sandbox", {"pids": {"pids.max": limits.processes}, "cpu": {}, "cpuacct": {}}
+        )
         outer = {"cgroups": group.join if group else [], "oom_score_adj": OOM_SCORE_ADJ}
         inner = {
             "rlimits": _rlimits(limits, plan),

@@ -11,11 +11,14 @@ from grader.core.errors import ShardlabError
 
 
 class WorkerFailure(ShardlabError, RuntimeError):
-    """The worker failed a request; `importing`: while it imported the module (it would again)."""
+    """The worker failed a request; `importing`: while it imported the module (it would again);
+    `function`: the student's function the request called (None: not known), which a strike is counted
+    against (grader.harness.strikes)."""
 
-    def __init__(self, message: str, importing: bool = False):
+    def __init__(self, message: str, importing: bool = False, function: str | None = None):
         super().__init__(message)
         self.importing = importing
+        self.function = function
 
 
 class WorkerCrashed(WorkerFailure):
@@ -27,7 +30,11 @@ class WorkerFilledDisk(WorkerCrashed):
 
 
 class WorkerTimeout(WorkerFailure):
-    """The worker did not answer before the test's time ran out."""
+    """The worker did not answer before the test's time ran out (its processor time, or the wall cap)."""
+
+
+class FunctionStopped(WorkerTimeout):
+    """A call not made: its function had timed out in earlier tests (not a strike of its own)."""
 
 
 class WorkerBrokeProtocol(WorkerFailure):

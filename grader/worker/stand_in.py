@@ -17,12 +17,13 @@ function passed to the student's goes by reference; when the worker calls it, it
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 from grader.checks.tracing import layout_hint
 from grader.worker import codec, messages, traced_programs
 from grader.worker.error_reports import remote_exception
-from grader.worker.failures import WorkerFailure
+from grader.worker.failures import FunctionStopped, WorkerFailure
 from grader.worker.programs import checked_program
 from grader.worker.protocol_errors import ProtocolError, UnsupportedValue
 from grader.worker.supervisor import Worker
@@ -115,11 +116,19 @@ def _concrete(sharding):
 
 
 class RemoteModule:
-    """The student's module at `module_path`, served by `worker` (one worker serves a folder's modules)."""
+    """The student's module at `module_path`, served by `worker` (one worker serves a folder's modules).
+    stopped(function): why a call of the module's `function` is not made (its earlier calls timed out:
+    grader.harness.strikes), or None."""
 
-    def __init__(self, module_path: Path, worker: Worker):
+    def __init__(
+        self,
+        module_path: Path,
+        worker: Worker,
+        stopped: Callable[[str], str | None] = lambda function: None,
+    ):
         self._name = Path(module_path).name
         self._worker = worker
+        self._stopped = stopped
         self._functions = _harness_functions(worker)
         # an import that failed, crashed or hung: every call fails alike
         self._fatal: BaseException | None = None
@@ -129,19 +138,24 @@ class RemoteModule:
         # never an exercise function; asked for by tools (hypothesis' _repr_pretty_)
         if name.startswith("_"):
             raise AttributeError(name)
-        return RemoteFunction(self, {"name": name})
+        return RemoteFunction(self, {"name": name}, origin=name)
 
     def __repr__(self) -> str:
         return f"<student module {self._name} (served by a worker)>"
 
-    def request(self, message: messages.Request) -> messages.FromWorker:
+    def request(self, message: messages.Request, origin: str | None = None) -> messages.FromWorker:
+        """origin: the module's function the request calls (or that returned the function it calls)."""
         if self._fatal is not None:
             raise self._fatal.with_traceback(None)
+        if origin is not None and (why := self._stopped(origin)):
+            raise FunctionStopped(why, function=origin)
         try:
             answer = self._worker.request(message, answer_callback=self._functions.answer)
         except WorkerFailure as exc:
             if exc.importing:  # it would crash or hang again: every test of the module reports it
                 self._fatal = exc
+            else:  # a hang counts against the function called (an import's, against none)
+                exc.function = origin
             raise
         if isinstance(answer, messages.ImportFailed):
             from grader.course.implementations import ImplementationImportError
@@ -150,13 +164,17 @@ class RemoteModule:
             raise self._fatal
         return answer
 
-    def call(self, target: dict, args: tuple, kwargs: dict):
-        """target: {"name": the module's function} or {"ref": a function the student returned}."""
+    def call(self, target: dict, args: tuple, kwargs: dict, origin: str | None = None):
+        """target: {"name": the module's function} or {"ref": a function the student returned};
+        origin: the module's function it is, or that returned it."""
         if _has_tracer((args, kwargs)):
-            return self._traced_call(target, args, kwargs)
+            return self._traced_call(target, args, kwargs, origin)
         message = messages.Call(self._name, **target, **self._encoded(target, args, kwargs))
         return self._decode(
-            self._answer(self.request(message), messages.Returned, "a malformed result").value
+            self._answer(
+                self.request(message, origin), messages.Returned, "a malformed result"
+            ).value,
+            origin,
         )
 
     def _encoded(self, target: dict, args, kwargs) -> dict:
@@ -183,19 +201,23 @@ class RemoteModule:
             raise self._worker.broke_protocol("this call", ProtocolError(malformed))
         return response
 
-    def _decode(self, tree):
+    def _decode(self, tree, origin: str | None = None):
         """What the worker sent, rebuilt; anything malformed discards the worker."""
         try:
-            return codec.decode(tree, functions=lambda ref: RemoteFunction(self, {"ref": ref}))
+            return codec.decode(
+                tree, functions=lambda ref: RemoteFunction(self, {"ref": ref}, origin=origin)
+            )
         except ProtocolError as exc:
             raise self._worker.broke_protocol("this call", exc) from None
 
-    def _traced_call(self, target: dict, args: tuple, kwargs: dict):
+    def _traced_call(self, target: dict, args: tuple, kwargs: dict, origin: str | None):
         abstract, arrays = traced_programs.abstract_arrays(args, kwargs, _abstract)
         message = messages.Export(self._name, **target, **self._encoded(target, *abstract))
         key = repr(message)
         if key not in self._programs:
-            answer = self._answer(self.request(message), messages.Program, "a malformed program")
+            answer = self._answer(
+                self.request(message, origin), messages.Program, "a malformed program"
+            )
             self._programs[key] = (checked_program(answer.artifact), self._decode(answer.out))
         exported, layout = self._programs[key]
         return traced_programs.call_exported(exported, layout, arrays)
@@ -204,12 +226,12 @@ class RemoteModule:
 class RemoteFunction:
     """A student's function: one of the module's, by name, or one a call returned, by reference."""
 
-    def __init__(self, module: RemoteModule, target: dict):
-        self._module, self._target = module, target
+    def __init__(self, module: RemoteModule, target: dict, origin: str | None = None):
+        self._module, self._target, self._origin = module, target, origin
         self.__name__ = target.get("name", f"<function returned by your code #{target.get('ref')}>")
 
     def __call__(self, *args, **kwargs):
-        return self._module.call(self._target, args, kwargs)
+        return self._module.call(self._target, args, kwargs, self._origin)
 
     def __repr__(self) -> str:
         return f"<student function {self.__name__} (served by a worker)>"

@@ -48,10 +48,17 @@ OUTPUT_CHARS_PER_CALL = 4000
 FORK_SERVER = True
 
 
-def _timeout(what: str, importing: bool) -> WorkerTimeout:
+def _timeout(what: str, importing: bool, cpu_limit: float | None = None) -> WorkerTimeout:
+    """cpu_limit: the processor time the worker used up (else the test's wall-clock cap ran out)."""
+    if cpu_limit is not None:
+        return WorkerTimeout(
+            f"timeout: your code did not finish {what} within the test's limit of {cpu_limit:.1f} s "
+            "of processor time (an endless loop, or far too much work?)",
+            importing,
+        )
     return WorkerTimeout(
-        f"timeout: your code did not finish {what} within the test's time limit "
-        "(an endless loop, or far too much work?)",
+        f"timeout: your code did not finish {what} within the test's wall-clock cap "
+        "(waiting for something that never comes, or an endless loop?)",
         importing,
     )
 
@@ -145,7 +152,11 @@ class Worker:
         self._forked = 0  # workers asked of the zygote: numbers its exit reports
         self._ready = False
         self._output = None  # what the sandbox prints, read back after each call
-        self.deadline = float("inf")  # time.monotonic() by which the current test must end
+        # the test's wall-clock cap: time.monotonic() by which the current test must end
+        self.deadline = float("inf")
+        # the processor time the worker may use in the current test (start_clock), and its count then
+        self.cpu_limit, self._cpu_at_start = float("inf"), 0.0
+        self._cpu_ended = 0.0  # what the sandboxes stopped before this one used
         self.started_early = False  # taken over from the harness's entry point (take_early)
 
     @classmethod
@@ -190,6 +201,40 @@ class Worker:
             pass
         finally:
             self.deadline = deadline
+
+    def start_clock(self, cpu_limit: float, deadline: float) -> None:
+        """A test's clock starts: the worker may use `cpu_limit` seconds of processor time from now,
+        and the test ends at `deadline` (time.monotonic()) whatever it used."""
+        self.cpu_limit, self.deadline = cpu_limit, deadline
+        self._cpu_at_start = self.cpu_seconds()
+
+    def cpu_seconds(self) -> float:
+        """The processor time the worker's sandboxes have used so far, every process and every sandbox
+        since this Worker started counted: as their cgroup counts it, or where there is none, as the
+        kernel counts the sandbox's live processes (and the children they waited for)."""
+        return self._cpu_ended + self._sandbox_cpu()
+
+    def _sandbox_cpu(self) -> float:
+        if self._process is None:
+            return 0.0
+        counted = self._process.cpu_seconds()
+        if counted is not None:
+            return counted
+        try:
+            processes = _tree(psutil.Process(self._process.pid))
+        except psutil.Error:
+            processes = []
+        total = 0.0
+        for process in {p: None for p in [*processes, *_tree(self._worker)]}:
+            try:
+                times = process.cpu_times()
+            except psutil.Error:
+                continue
+            total += times.user + times.system + times.children_user + times.children_system
+        return total
+
+    def _cpu_used_up(self) -> bool:
+        return self.cpu_seconds() - self._cpu_at_start >= self.cpu_limit
 
     def _start_sandbox(self) -> None:
         workdir = Path(tempfile.mkdtemp(prefix="worker-", dir=self._scratch))
@@ -386,6 +431,7 @@ class Worker:
             for fd in (self._request_w, self._response_r):
                 os.close(fd)
         self._request_w = self._response_r = None
+        self._cpu_ended += self._sandbox_cpu_of(process)
         worker, self._worker, self._zygote, self._ready = self._worker, None, None, False
         self._control.close()
         # a worker whose zygote was killed is out of the sandbox's tree (not its namespace)
@@ -402,6 +448,14 @@ class Worker:
         os.unlink(self._output.name)
         self._output = None
         shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def _sandbox_cpu_of(self, process) -> float:
+        """The sandbox's processor time, before it is stopped (its cgroup's count goes with it)."""
+        current, self._process = self._process, process
+        try:
+            return self._sandbox_cpu()
+        finally:
+            self._process = current
 
     def suspend(self) -> None:
         """Stop the sandbox's processes (while a test measures speed in the harness), until resume()."""
@@ -493,9 +547,13 @@ class Worker:
             if left <= 0:
                 self._discard_worker()
                 raise _timeout(what, importing)
-            readable, _, _ = select.select([self._response_r], [], [], min(left, 0.5))
+            readable, _, _ = select.select([self._response_r], [], [], min(left, 0.25))
             if readable:
                 break
+            # checked every quarter second: an endless loop uses at most that much more
+            if self._cpu_used_up():
+                self._discard_worker()
+                raise _timeout(what, importing, self.cpu_limit)
         if self._budget_of != self._forked:  # a worker started since: a budget of its own
             self._budget, self._budget_of = Budget(), self._forked
         try:

@@ -16,11 +16,14 @@ from grader.core.results import TestMeta
 from grader.grading import process
 from grader.harness import events
 
-# A stand-in harness: it sends the events given as JSON in argv[2], then keeps running.
+# A stand-in harness: it sends the events given as JSON in argv[2], then keeps running (sleeping, or
+# spinning with argv[3] "spin").
 STAND_IN = """
 import json, os, sys, time
 for event in json.loads(sys.argv[2]):
     os.write(int(sys.argv[1]), json.dumps(event).encode() + b"\\n")
+while sys.argv[3] == "spin":
+    pass
 time.sleep(600)
 """
 TEST = TestMeta("t::a", "ex01", hidden=False, slow=False, weight=1.0, limit=1)
@@ -38,12 +41,16 @@ FINISHED = events.Finished(
 )
 
 
-def follow(sent: list[events.Event]) -> tuple[process.ChildOutcome, float, bool]:
-    """What the grading process makes of a harness that sent these events: the outcome, the seconds it
-    took, and whether the harness was still running when it was let go."""
+def follow(
+    sent: list[events.Event], then: str = "sleep"
+) -> tuple[process.ChildOutcome, float, bool]:
+    """What the grading process makes of a harness that sent these events and then sleeps or spins
+    (`then`): the outcome, the seconds it took, and whether the harness was still running when let go."""
     read, write = os.pipe()
     lines = json.dumps(msgspec.to_builtins(sent))
-    child = subprocess.Popen([sys.executable, "-c", STAND_IN, str(write), lines], pass_fds=(write,))
+    child = subprocess.Popen(
+        [sys.executable, "-c", STAND_IN, str(write), lines, then], pass_fds=(write,)
+    )
     os.close(write)
     try:
         outcome, started = process.ChildOutcome(), time.monotonic()
@@ -64,9 +71,21 @@ def test_a_harness_that_outlives_its_last_test_is_let_go(monkeypatch):
 
 
 def test_a_harness_busy_inside_a_test_is_stopped_by_that_tests_limit():
-    """The other side: while a test runs, its own limit applies, and that test is the one blamed."""
+    """The other side: while a test runs, its own limit of processor time applies (the harness spins
+    in a student's compiled program), and that test is the one blamed."""
+    outcome, seconds, _ = follow([COLLECTED, STARTED], then="spin")
+    assert outcome.stopped == process.CPU_LIMIT and outcome.running == "t::a" and seconds < 10
+    assert outcome.duration >= TEST.limit
+
+
+def test_a_harness_asleep_inside_a_test_is_stopped_by_its_wall_clock_cap():
+    """A harness that uses no processor time (it waits for something that never comes) is stopped by
+    the test's wall-clock cap, WALL_MULTIPLIER x its limit, and the outcome says which."""
+    from grader.harness.time_limits import WALL_MULTIPLIER
+
     outcome, seconds, _ = follow([COLLECTED, STARTED])
-    assert outcome.stopped == "test timeout" and outcome.running == "t::a" and seconds < 10
+    assert outcome.stopped == process.WALL_CAP and outcome.running == "t::a"
+    assert WALL_MULTIPLIER * TEST.limit <= outcome.duration and seconds < 10
 
 
 def test_two_harness_crashes_end_an_exercise_like_two_timeouts(monkeypatch, tmp_path):
@@ -75,7 +94,7 @@ def test_two_harness_crashes_end_an_exercise_like_two_timeouts(monkeypatch, tmp_
     from grader.core.options import GradingOptions
     from grader.course import catalog
     from grader.grading import engine
-    from grader.harness.time_limits import STOPPED
+    from grader.harness.strikes import STOPPED
 
     tests = [
         TestMeta(f"t::{name}", exercise, hidden=False, slow=False, weight=1.0, limit=10)
