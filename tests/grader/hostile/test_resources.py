@@ -102,6 +102,16 @@ def categories(data: dict) -> set[str]:
     return {t["category"] for exercise in data["exercises"].values() for t in exercise["tests"]}
 
 
+def end_sampling_and_gradings(stop: threading.Event, sampler: threading.Thread, *gradings) -> None:
+    """Stop the sampler, and kill what is left of each grading (a session of its own) with all it started."""
+    stop.set()
+    sampler.join(timeout=10)
+    for process in gradings:
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 # --- a student's fork bomb and memory hog --------------------------------------------------------
 
 # Run as a fresh small Python (a fork of it is cheap, unlike a fork of the worker with jax imported).
@@ -298,12 +308,7 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
         attacker_log, _ = attacker.communicate(timeout=600)
         attacker_ended = time.time()
     finally:
-        stop.set()
-        sampler.join(timeout=10)
-        for process in (attacker, classmate):
-            if process is not None and process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        end_sampling_and_gradings(stop, sampler, attacker, classmate)
     tasks, memory, kills = seen.between(classmate_started, classmate_ended)
     print(
         f"\nclassmate graded in {classmate_ended - classmate_started:.1f} s beside a bomb holding {min(tasks)} to "
@@ -456,12 +461,7 @@ def test_a_student_who_fills_the_disk_is_stopped_at_the_bound_and_the_classmate_
         classmate_log, _ = classmate.communicate(timeout=600)
         attacker_log, _ = attacker.communicate(timeout=600)
     finally:
-        stop.set()
-        sampler.join(timeout=10)
-        for process in (attacker, classmate):
-            if process is not None and process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        end_sampling_and_gradings(stop, sampler, attacker, classmate)
     grown = max(used for used, _ in samples) - before
     held = max(tmpfs for _, tmpfs in samples)
     print(
