@@ -22,6 +22,7 @@ from grader.checks.sharding import (
     side_by_side,
 )
 from grader.checks.speedup import (
+    Clock,
     SpeedupResult,
     TimingPolicy,
     calibration_speedup,
@@ -31,6 +32,7 @@ from grader.checks.speedup import (
 
 __all__ = [
     "COLLECTIVES",
+    "Clock",
     "NotReported",
     "SpeedupResult",
     "TimingPolicy",

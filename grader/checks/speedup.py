@@ -6,6 +6,15 @@ candidate alternate (ABBA) so that drift in the machine hits both, the statistic
 medians with the interquartile range of the pairwise ratios as its spread, and a result near the
 threshold is re-measured with more repeats before the verdict. Thresholds against one device are
 scaled by what a calibration kernel achieves on the same machine in the same run.
+
+Which clock (Clock): a comparison against replicated work on the same devices asks how much work each
+device does, and the process's processor time (every thread's: XLA's devices are threads of this
+process) answers that whatever else the machine runs. Measured with ex08's reference against every device
+training on the whole batch (8 devices, 2 cores): in elapsed time 4x and more on a quiet machine but
+1.2x to 1.9x beside four busy loops (threshold 3.2x: a correct program failed), in processor time 5.4x to
+5.6x quiet and 5.3x to 5.4x beside them. A comparison against one device asks what parallelism gives,
+which only elapsed time shows (the same work spread over more cores costs as much processor time); those
+are reported, never graded, beside the calibration kernel's figure.
 """
 
 from __future__ import annotations
@@ -24,6 +33,14 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from grader.core import facts
 from grader.core.results import SpeedFigures, SpeedMeasurement
 from grader.course.devices import cores
+
+
+class Clock(StrEnum):
+    WALL = "wall"  # elapsed time: what parallelism gives, at the machine's load
+    PROCESSOR = "processor"  # this process's processor time, all threads: the work done
+
+
+_CLOCKS = {Clock.WALL: time.perf_counter, Clock.PROCESSOR: time.process_time}
 
 
 class TimingPolicy(StrEnum):
@@ -47,9 +64,10 @@ class SpeedupResult(SpeedMeasurement):
             if self.near_threshold
             else ""
         )
+        of = " of processor time" if self.clock == Clock.PROCESSOR else ""
         return (
             f"{self.label}: speedup {self.speedup:.2f}x (IQR {self.spread[0]:.2f}-{self.spread[1]:.2f}), "
-            f"{self.baseline_s * 1e3:.2f} ms -> {self.candidate_s * 1e3:.2f} ms over {self.repeats} "
+            f"{self.baseline_s * 1e3:.2f} ms -> {self.candidate_s * 1e3:.2f} ms{of} over {self.repeats} "
             f"interleaved repeats; threshold {self.threshold:.2f}x{calibrated}; {self.devices} devices on "
             f"{self.cores} cores ({self.platform}){near}"
         )
@@ -69,22 +87,28 @@ def record(result: SpeedupResult, policy: TimingPolicy) -> SpeedFigures:
     return figures
 
 
-def _timed(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
+def _timed(fn: Callable[[], Any], clock: Clock = Clock.WALL) -> float:
+    now = _CLOCKS[clock]
+    start = now()
     jax.block_until_ready(fn())
-    return time.perf_counter() - start
+    return now() - start
 
 
-def time_interleaved(baseline: Callable[[], Any], candidate: Callable[[], Any], repeats: int):
+def time_interleaved(
+    baseline: Callable[[], Any],
+    candidate: Callable[[], Any],
+    repeats: int,
+    clock: Clock = Clock.WALL,
+):
     """Pairs of timings, alternating which runs first (ABBA) so that a drifting machine hits both."""
     base, cand = [], []
     for i in range(repeats):
         if i % 2 == 0:
-            base.append(_timed(baseline))
-            cand.append(_timed(candidate))
+            base.append(_timed(baseline, clock))
+            cand.append(_timed(candidate, clock))
         else:
-            cand.append(_timed(candidate))
-            base.append(_timed(baseline))
+            cand.append(_timed(candidate, clock))
+            base.append(_timed(baseline, clock))
     return base, cand
 
 
@@ -105,22 +129,24 @@ def measure_speedup(
     max_repeats: int = 45,
     margin: float = 0.15,
     calibration: float | None = None,
+    clock: Clock = Clock.WALL,
 ) -> SpeedupResult:
-    """How many times faster `candidate()` runs than `baseline()` (both take no arguments).
+    """How many times faster `candidate()` runs than `baseline()` (both take no arguments), on `clock`.
 
     More repeats are taken, in batches of `repeats` up to `max_repeats`, while the interquartile range
     of the pairwise ratios straddles the threshold or the median lies within `margin` of it."""
+    clock = Clock(clock)
     for _ in range(warmup):  # compile, and let caches and thread pools settle
         jax.block_until_ready(baseline())
         jax.block_until_ready(candidate())
-    base, cand = time_interleaved(baseline, candidate, repeats)
+    base, cand = time_interleaved(baseline, candidate, repeats, clock)
     while True:
         speedup = statistics.median(base) / statistics.median(cand)
         low, high = _quartiles([b / c for b, c in zip(base, cand)])
         near = low <= threshold <= high or abs(speedup / threshold - 1) < margin
         if not near or len(base) >= max_repeats:
             break
-        more_base, more_cand = time_interleaved(baseline, candidate, repeats)
+        more_base, more_cand = time_interleaved(baseline, candidate, repeats, clock)
         base += more_base
         cand += more_cand
     return SpeedupResult(
@@ -136,6 +162,7 @@ def measure_speedup(
         platform=jax.default_backend(),
         near_threshold=near,
         calibration=calibration,
+        clock=clock.value,
     )
 
 

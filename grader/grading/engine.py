@@ -205,6 +205,9 @@ class _Run:
                 env=self.harness.env,
                 time_limits=self.harness.time_limits,
             )
+            disk.release_within(
+                self.workdir
+            )  # the harness has ended: its sandboxes' mounts go with it
             self.output += outcome.output
             self.cache_counts.update(outcome.compile_cache)
             # collection runs no student code: without it, grading itself failed
@@ -346,6 +349,7 @@ def grade_submission(
                 ]
                 results[exercise.id] = score_exercise(exercise, entries, note)
         finally:
+            disk.release_within(workdir)  # what a killed harness's sandboxes left mounted there
             cleanup(prepared)
     counts = sum((run.cache_counts for run in runs), Counter())
     return GradingResults(

@@ -91,8 +91,9 @@ def speedup_figures(fig: SpeedFigures) -> str:
         f", calibration kernel {fig.calibration:.2f}x" if fig.calibration is not None else ""
     )
     policy = f", {fig.policy}" if fig.policy else ""
+    of = " of processor time" if fig.clock == "processor" else ""
     medians = (
-        f"{fig.baseline_s * 1e3:.2f} ms -> {fig.candidate_s * 1e3:.2f} ms over "
+        f"{fig.baseline_s * 1e3:.2f} ms -> {fig.candidate_s * 1e3:.2f} ms{of} over "
         if fig.baseline_s is not None and fig.candidate_s is not None
         else ""
     )

@@ -89,6 +89,17 @@ def _our_mounts() -> list[tuple[str, str]]:
     return found
 
 
+def release_within(folder: Path) -> list[str]:
+    """Unmount our tmpfs mounts inside `folder`, whoever owned them: a harness the grading process killed
+    (a compiled program of the student's looped in it) cannot unmount its sandboxes' own, and a mount left
+    there would keep the grading's folder from being removed (EBUSY). Returns their mount points."""
+    inside = os.path.join(os.path.realpath(folder), "")
+    points = [point for point, _ in _our_mounts() if point.startswith(inside)]
+    for point in points:
+        release(Path(point))
+    return points
+
+
 def sweep() -> list[str]:
     """Unmount our tmpfs mounts whose owner has ended. Returns their mount points."""
     swept = []

@@ -410,14 +410,31 @@ def host_disk_used(path: Path) -> int:
     return usage.total - usage.free
 
 
+def mounted_for(gradings: list[int], source: str) -> bool:
+    """Whether the tmpfs named `source` was mounted by a harness of one of `gradings` (pids): other tests
+    grade beside this one (pytest -n 2), with mounts of their own."""
+    owner = source[len(disk.SOURCE_PREFIX) :].partition(".")[0]
+    try:
+        process = psutil.Process(int(owner))
+        return bool({process.pid, *(p.pid for p in process.parents())} & set(gradings))
+    except (psutil.Error, ValueError):
+        return False
+
+
 def watch_disk(
-    roots: list[Path], into: list[tuple[int, int]], points: set[str], stop: threading.Event
+    roots: list[Path],
+    into: list[tuple[int, int]],
+    points: set[str],
+    stop: threading.Event,
+    gradings: list[int] = (),
 ) -> None:
-    """Sample the host's disk below `roots` and the most any sandbox's tmpfs holds, until `stop`."""
+    """Sample the host's disk below `roots` and the most any sandbox's tmpfs holds, until `stop`; `points`
+    collects the mounts of `gradings`' harnesses (filled as they start)."""
     while not stop.wait(0.2):
         held = 0
-        for point, _ in disk._our_mounts():
-            points.add(point)
+        for point, source in disk._our_mounts():
+            if mounted_for(gradings, source):
+                points.add(point)
             try:
                 held = max(held, disk.used(point))
             except OSError:
@@ -446,18 +463,23 @@ def test_a_student_who_fills_the_disk_is_stopped_at_the_bound_and_the_classmate_
     roots = [tmp_path, Path(tempfile.gettempdir())]
     before = max(host_disk_used(root) for root in roots)
     samples: list[tuple[int, int]] = []
-    points: set[str] = set()  # the sandboxes' tmpfs mounts seen
+    points: set[str] = set()  # the tmpfs mounts of these two gradings' sandboxes, seen
+    gradings: list[int] = []
     stop = threading.Event()
-    sampler = threading.Thread(target=watch_disk, args=(roots, samples, points, stop), daemon=True)
+    sampler = threading.Thread(
+        target=watch_disk, args=(roots, samples, points, stop, gradings), daemon=True
+    )
     sampler.start()
     attacker = classmate = None
     try:
         attacker = grade(
             hostile, tmp_path / "out-hostile", "--exercise", "ex01", "--isolation", level
         )
+        gradings.append(attacker.pid)
         classmate = grade(
             honest, tmp_path / "out-honest", "--exercise", "ex01", "--isolation", level
         )
+        gradings.append(classmate.pid)
         classmate_log, _ = classmate.communicate(timeout=600)
         attacker_log, _ = attacker.communicate(timeout=600)
     finally:

@@ -52,6 +52,7 @@ SPEEDUP = {
     "platform": "cpu",
     "near_threshold": False,
     "calibration": None,
+    "clock": "wall",
     "met": True,
     "policy": "enforce",
 }
@@ -860,11 +861,14 @@ def test_report_json_writes_short_lists_on_one_line(results, tmp_path):
 
 
 def test_report_json_of_an_older_version_still_reads(results):
-    """A report.json written before tests had a strike and facts: read with none."""
+    """A report.json written before tests had a strike and facts, and speedups a clock: read with none, and
+    the clock as elapsed time, which every speedup then was."""
     data = results.to_dict()
     for exercise in data["exercises"].values():
         for test in exercise["tests"]:
             del test["strike"], test["layouts"], test["collectives"]
+            if test.get("speedup"):
+                del test["speedup"]["clock"]
     again = GradingResults.from_dict(data)
     assert again.score == results.score
     assert all(not t.strike and t.layouts == [] and t.collectives == [] for t in again.tests())
@@ -1179,3 +1183,14 @@ def test_files_that_are_not_exercise_modules_are_listed_as_ignored_not_as_proble
     assert "Ignored, not exercise modules (never loaded): README.md, notes/plan.txt" in text
     output = reports.gradescope_dict(again)["output"]
     assert "Problems" not in output and r"README\.md" in output
+
+
+def test_a_speedup_of_processor_time_says_so_wherever_its_figures_are_written():
+    from grader.core.results import SpeedFigures
+    from grader.reports.text import speedup_figures
+
+    wall = SpeedFigures.from_dict(SPEEDUP)
+    work = SpeedFigures.from_dict(SPEEDUP | {"clock": "processor"})
+    assert "ms of processor time over" in speedup_figures(work)
+    assert "processor" not in speedup_figures(wall)
+    assert SpeedFigures.from_dict(work.to_dict()) == work
