@@ -205,9 +205,8 @@ class _Run:
                 env=self.harness.env,
                 time_limits=self.harness.time_limits,
             )
-            disk.release_within(
-                self.workdir
-            )  # the harness has ended: its sandboxes' mounts go with it
+            # the harness has ended: its sandboxes' mounts go with it, before the next one starts
+            disk.release_within(self.workdir)
             self.output += outcome.output
             self.cache_counts.update(outcome.compile_cache)
             # collection runs no student code: without it, grading itself failed

@@ -231,7 +231,10 @@ def frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
     )
 
 
-def request(encoder: hpack.Encoder, stream: int, method: str, message: bytes) -> bytes:
+def request(
+    encoder: hpack.Encoder, stream: int, method: str, message: bytes, *, gzipped: bool = False
+) -> bytes:
+    """A unary gRPC request; gzipped: as jax's client sends a record."""
     headers = encoder.encode(
         [
             (":method", "POST"),
@@ -239,9 +242,11 @@ def request(encoder: hpack.Encoder, stream: int, method: str, message: bytes) ->
             (":path", SERVICE + method),
             (":authority", "gate"),
             ("content-type", "application/grpc"),
+            *([("grpc-encoding", "gzip")] if gzipped else []),
         ]
     )
-    body = b"\x00" + len(message).to_bytes(4, "big") + message
+    packed = gzip.compress(message) if gzipped else message
+    body = bytes([gzipped]) + len(packed).to_bytes(4, "big") + packed
     return frame(1, 0x4, stream, headers) + frame(0, 0x1, stream, body)
 
 
@@ -323,19 +328,7 @@ def insert(key: str, value: bytes) -> bytes:
 
 def gzip_request(encoder: hpack.Encoder, stream: int, method: str, message: bytes) -> bytes:
     """A request as jax's client sends a record: gzip'd."""
-    headers = encoder.encode(
-        [
-            (":method", "POST"),
-            (":scheme", "http"),
-            (":path", SERVICE + method),
-            (":authority", "gate"),
-            ("content-type", "application/grpc"),
-            ("grpc-encoding", "gzip"),
-        ]
-    )
-    packed = gzip.compress(message)
-    body = b"\x01" + len(packed).to_bytes(4, "big") + packed
-    return frame(1, 0x4, stream, headers) + frame(0, 0x1, stream, body)
+    return request(encoder, stream, method, message, gzipped=True)
 
 
 def session(*writes: tuple[str, bytes]) -> tuple[bytes, bytes, list[dict]]:
