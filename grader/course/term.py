@@ -22,7 +22,9 @@ speed is judged. Without one, the catalog is the course: every exercise, its cat
     zero_after = 2026-12-20T23:59:00   # nothing counts after this
 
     [[assignment]]
-    name = "week1"
+    name = "Week 1: meshes"            # its title, as the LMS and the pages show it
+    slug = "week1"                     # its name where a platform takes only letters, digits, - and _
+                                       # (nbgrader's folders, Gradescope's zips); default: from the name
     due = 2026-10-05T23:59:00
     exercises = ["ex01", "ex02", "ex03"]
     lms_id = 12345                     # the LMS's id of the assignment, for the gradebook export
@@ -183,6 +185,21 @@ class Assignment:
     exercises: tuple[str, ...]  # exercise ids, in the term's order
     due: datetime | None = None
     lms_id: str | None = None  # the LMS's id of this assignment (Canvas: the number in its address)
+    # its name where only letters, digits, - and _ will do (nbgrader's folders, file names): the course
+    # file's `slug`, or one made from the name
+    slug: str = ""
+
+    def __post_init__(self):
+        if not self.slug:
+            object.__setattr__(self, "slug", slugify(self.name))
+
+
+SLUG = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def slugify(name: str) -> str:
+    """ "Week 1: meshes" -> "week-1-meshes": an assignment's name as a platform's identifier."""
+    return re.sub(r"[^a-z0-9_]+", "-", name.casefold()).strip("-") or "assignment"
 
 
 @dataclass(frozen=True)
@@ -234,6 +251,14 @@ class Course:
     @property
     def max_score(self) -> float:
         return math.fsum(e.points for e in self.exercises if not e.bonus)
+
+    def assignment(self, name: str) -> Assignment:
+        """A term's assignment by its name (as the course file writes it) or its slug."""
+        for assignment in self.assignments:
+            if name in (assignment.name, assignment.slug):
+                return assignment
+        known = ", ".join(repr(a.name) for a in self.assignments)
+        raise KeyError(f"no assignment named {name!r} in this term (its assignments: {known})")
 
     def assignment_of(self, exercise_id: str) -> Assignment | None:
         return next((a for a in self.assignments if exercise_id in a.exercises), None)
@@ -306,7 +331,7 @@ _TOP = {
     "extension",
 }
 _LATE = {"percent", "per", "cap", "grace", "zero_after"}
-_ASSIGNMENT = {"name", "due", "exercises", "lms_id"}
+_ASSIGNMENT = {"name", "slug", "due", "exercises", "lms_id"}
 _EXTENSION = {"student", "days", "until", "assignments"}
 
 
@@ -534,12 +559,25 @@ def _assignments(r: _Reader, tables: Any) -> tuple[Assignment, ...]:
             owner[ex_id] = name
             ids.append(ex_id)
         lms_id = r.typed(table, "lms_id", (int, str), where, "the LMS's id of the assignment")
+        slug = r.typed(table, "slug", (str,), where, "text") or slugify(name)
+        if not SLUG.fullmatch(slug):
+            r.problem(
+                (*where, "slug"),
+                f"slug {slug!r} must be letters, digits, - and _ only (it names nbgrader's folder "
+                "and files)",
+            )
+        elif any(a.slug == slug for a in assignments):
+            r.problem(
+                (*where, "slug" if "slug" in table else "name"),
+                f'two assignments would share the slug {slug!r}: give one a slug = "..." of its own',
+            )
         assignments.append(
             Assignment(
                 name,
                 tuple(ids),
                 r.moment(table, "due", where),
                 str(lms_id) if lms_id is not None else None,
+                slug,
             )
         )
     return tuple(assignments)
@@ -612,7 +650,8 @@ def describe(course: Course) -> list[str]:
             for e in course.exercises
             if e.id in assignment.exercises
         )
-        lines.append(f"  {assignment.name}: due {due}: {items}")
+        slug = f" [{assignment.slug}]" if assignment.slug != assignment.name else ""
+        lines.append(f"  {assignment.name}{slug}: due {due}: {items}")
     lines.append(f"  {course.max_score:g} points in all; late work: {course.late.describe()}")
     for extension in course.extensions:
         new = extension.until.isoformat() if extension.until else f"+{extension.days:g} days"

@@ -158,6 +158,36 @@ def test_an_exercise_in_two_assignments_is_refused(tmp_path):
         term.load(path)
 
 
+def test_an_assignment_has_a_slug_from_its_name_or_its_own_and_is_found_by_either(tmp_path):
+    path = tmp_path / "course.toml"
+    path.write_text(
+        '[[assignment]]\nname = "Week 1: meshes"\nexercises = ["ex01"]\n'
+        '[[assignment]]\nname = "HW 2"\nslug = "hw2"\nexercises = ["ex05"]\n'
+    )
+    course = term.load(path)
+    assert [a.slug for a in course.assignments] == ["week-1-meshes", "hw2"]
+    assert course.assignment("hw2") is course.assignment("HW 2") is course.assignments[1]
+    assert "  Week 1: meshes [week-1-meshes]: due no due date" in "\n".join(term.describe(course))
+    with pytest.raises(KeyError, match="no assignment named 'HW 3'.*'Week 1: meshes', 'HW 2'"):
+        course.assignment("HW 3")
+
+
+def test_a_slug_that_no_platform_takes_or_two_assignments_share_is_refused(tmp_path):
+    path = tmp_path / "course.toml"
+    path.write_text(
+        '[[assignment]]\nname = "HW 1"\nexercises = ["ex01"]\n'
+        '[[assignment]]\nname = "hw-1"\nexercises = ["ex02"]\n'
+        '[[assignment]]\nname = "c"\nslug = "c d"\nexercises = ["ex03"]\n'
+    )
+    with pytest.raises(term.CourseFileError) as raised:
+        term.load(path)
+    assert raised.value.problems == [
+        "line 5: two assignments would share the slug 'hw-1': give one a slug = \"...\" of its own",
+        "line 9: slug 'c d' must be letters, digits, - and _ only (it names nbgrader's folder and "
+        "files)",
+    ]
+
+
 # -- adjustments and standings -------------------------------------------------------------------------
 
 
