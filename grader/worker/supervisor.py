@@ -212,16 +212,17 @@ class Worker:
         """The processor time the worker's sandboxes have used so far, every process and every sandbox
         since this Worker started counted: as their cgroup counts it, or where there is none, as the
         kernel counts the sandbox's live processes (and the children they waited for)."""
-        return self._cpu_ended + self._sandbox_cpu()
+        return self._cpu_ended + self._sandbox_cpu(self._process)
 
-    def _sandbox_cpu(self) -> float:
-        if self._process is None:
+    def _sandbox_cpu(self, process) -> float:
+        """`process`'s sandbox's processor time: its cgroup's count, or its process tree's and the worker's."""
+        if process is None:
             return 0.0
-        counted = self._process.cpu_seconds()
+        counted = process.cpu_seconds()
         if counted is not None:
             return counted
         try:
-            processes = _tree(psutil.Process(self._process.pid))
+            processes = _tree(psutil.Process(process.pid))
         except psutil.Error:
             processes = []
         total = 0.0
@@ -431,7 +432,8 @@ class Worker:
             for fd in (self._request_w, self._response_r):
                 os.close(fd)
         self._request_w = self._response_r = None
-        self._cpu_ended += self._sandbox_cpu_of(process)
+        # before it is stopped: its cgroup's count goes with it
+        self._cpu_ended += self._sandbox_cpu(process)
         worker, self._worker, self._zygote, self._ready = self._worker, None, None, False
         self._control.close()
         # a worker whose zygote was killed is out of the sandbox's tree (not its namespace)
@@ -448,14 +450,6 @@ class Worker:
         os.unlink(self._output.name)
         self._output = None
         shutil.rmtree(self._workdir, ignore_errors=True)
-
-    def _sandbox_cpu_of(self, process) -> float:
-        """The sandbox's processor time, before it is stopped (its cgroup's count goes with it)."""
-        current, self._process = self._process, process
-        try:
-            return self._sandbox_cpu()
-        finally:
-            self._process = current
 
     def suspend(self) -> None:
         """Stop the sandbox's processes (while a test measures speed in the harness), until resume()."""
