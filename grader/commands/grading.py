@@ -49,6 +49,11 @@ def course_and_options(options: GradingOptions, submission: Path | None = None):
         )
         found = None
     course = term.load(found) if found is not None else term.default_course()
+    if options.assignment is not None:
+        try:
+            course = course.only(options.assignment)
+        except KeyError as exc:
+            raise term.CourseFileError(found or "the catalog's course", [exc.args[0]]) from None
     return course, options.with_course(
         {"timing": course.timing, "hidden_visibility": course.hidden_visibility}
     )
