@@ -310,16 +310,34 @@ def test_a_course_without_due_dates_makes_no_gradebook(collected, tmp_path):
 
 
 def test_a_course_file_and_groups_are_refused_together(course, tmp_path):
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(
+        ValueError, match=r"--group is not taken beside the course file .*course\.toml: "
+    ):
         build_course(tmp_path, course=course, groups={"lab": [catalog.get("ex01")]}, tests=[])
     with pytest.raises(catalog.UnknownExercise, match="not in this term"):
         build_course(tmp_path, course=course, exercises=["ex05"], tests=[])
-    bad = write_course(
-        tmp_path / "bad", COURSE.replace('name = "practice"', 'name = "practice run"')
-    )
-    with pytest.raises(ValueError, match="'practice run'"):
-        build_course(tmp_path, course=bad, tests=[])
     assert not (tmp_path / "source").exists()
+
+
+def test_an_assignment_named_with_spaces_is_built_under_its_slug(collected, tmp_path):
+    """Before: "nbgrader names an assignment with letters, digits, - and _ only", for a name `course check`
+    takes. Now nbgrader's assignment is the slug, and the title stays in the config beside it."""
+    titled = write_course(
+        tmp_path / "titled",
+        COURSE.replace('name = "practice"', 'name = "Practice run: meshes"')
+        .replace('name = "week1"', 'name = "Week 1"\nslug = "w1"')
+        .replace('assignments = ["week1"]', 'assignments = ["Week 1"]'),
+    )
+    build_course(tmp_path / "course", course=titled, exercises=["ex01", "ex02"], tests=collected)
+    assert sorted(p.name for p in (tmp_path / "course" / "source").iterdir()) == [
+        "practice-run-meshes",
+        "w1",
+    ]
+    config = (tmp_path / "course" / "nbgrader_config.py").read_text()
+    assert "#   w1 (Week 1): 2026-10-05T23:59:00+02:00" in config
+    assert "#   practice-run-meshes (Practice run: meshes): no due date" in config
+    with Gradebook(f"sqlite:///{tmp_path / 'course' / 'gradebook.db'}") as gradebook:
+        assert {a.name for a in gradebook.assignments} == {"w1", "practice-run-meshes"}
 
 
 OWN_TOOLS = os.path.dirname(sys.executable)
