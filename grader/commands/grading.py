@@ -123,7 +123,9 @@ def grade_command(args) -> int:
         submitted = lateness.recorded_time(earlier)
     results = lateness.with_term(results, course, student, submitted)
     if earlier is not None:
-        results = regrade.merge(earlier, results, partial=bool(options.exercises))
+        # one assignment graded into an earlier report keeps the others' exercises as they were
+        partial = bool(options.exercises) or options.assignment is not None
+        results = regrade.merge(earlier, results, partial=partial)
     mine = standing(results, adjusted, student)
     written = write_all(
         results, args.out, hidden_visibility=options.hidden_visibility, standing=mine

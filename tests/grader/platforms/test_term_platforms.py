@@ -348,3 +348,52 @@ def test_each_assignments_zip_scores_and_dates_that_assignment_only(course, zips
         hw1["score"] == pytest.approx(ex01.points) and hw1["extra_data"]["max_score"] == ex01.points
     )
     assert hw1["extra_data"]["late"][ex01.id]["reason"] == "on time"
+
+
+# -- shardlab grade --assignment --------------------------------------------------------------------------
+
+
+def grade(tmp_path: Path, course: term.Course, *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.cli",
+            "grade",
+            str(tmp_path / "alice"),
+            "--out",
+            str(tmp_path / "out"),
+            "--course",
+            course.source.path,
+            "--timing",
+            "skip",
+            "--quiet",
+            *arguments,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_grade_names_an_assignment_the_term_does_not_have(course, tmp_path):
+    (tmp_path / "alice").mkdir()
+    done = grade(tmp_path, course, "--assignment", "HW9")
+    assert done.returncode == 2
+    assert "no assignment named 'HW9' in this term" in done.stderr and "'Homework 2'" in done.stderr
+
+
+@pytest.mark.slow
+def test_grading_one_assignment_into_a_report_keeps_the_others(course, tmp_path):
+    (tmp_path / "alice").mkdir()
+    for name, text in (reference("ex01") | reference("ex05")).items():
+        (tmp_path / "alice" / name).write_text(text)
+    hw1_time = ["--submitted-at", ALICE[HW1].isoformat()]
+    assert grade(tmp_path, course, "--assignment", HW1, *hw1_time).returncode == 0
+    before = json.loads((tmp_path / "out" / "report.json").read_text())["exercises"]
+    assert list(before) == ["ex01_meshes"] and before["ex01_meshes"]["late"]["percent"] == 0
+    hw2_time = ["--submitted-at", ALICE[HW2].isoformat()]
+    assert grade(tmp_path, course, "--assignment", "Homework 2", *hw2_time).returncode == 0
+    after = json.loads((tmp_path / "out" / "report.json").read_text())["exercises"]
+    assert after["ex01_meshes"] == before["ex01_meshes"]  # HW1 not re-judged by HW2's time
+    assert after["ex05_collectives"]["late"]["percent"] == 20
