@@ -336,7 +336,13 @@ def _add_platform_commands(commands, handout: bool) -> None:
         help="write the autograder zip to upload to Gradescope (tests, grader, no solutions)",
     )
     gradescope_build.add_argument(
-        "out_zip", type=Path, metavar="OUT.zip", help="where to write the zip"
+        "out_zip", type=Path, nargs="?", metavar="OUT.zip", help="where to write the zip"
+    )
+    gradescope_build.add_argument(
+        "--each-assignment",
+        type=Path,
+        metavar="OUTDIR",
+        help="instead of OUT.zip: one zip per assignment of the course file, OUTDIR/<slug>.zip",
     )
     add_arguments(gradescope_build, "gradescope build")
     gradescope_build.set_defaults(func=_handler("builds", "gradescope_build_command"))

@@ -52,14 +52,35 @@ def release_command(args) -> int:
 
 
 def gradescope_build_command(args) -> int:
-    from grader.platforms.gradescope import build_gradescope_zip
+    from grader.platforms.gradescope import build_each_assignment, build_gradescope_zip
 
+    if (args.out_zip is None) == (args.each_assignment is None):
+        print(
+            "shardlab gradescope build: give OUT.zip (one assignment) or --each-assignment OUTDIR",
+            file=sys.stderr,
+        )
+        return 2
+    if args.each_assignment is not None and args.assignment is not None:
+        print(
+            "shardlab gradescope build: --each-assignment builds every assignment: no --assignment",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        path = build_gradescope_zip(args.out_zip, course=course_file(args.course))
+        course = course_file(args.course)
+        if args.each_assignment is not None:
+            if course is None:
+                raise ShardlabError("--each-assignment needs a course file (--course)")
+            written = build_each_assignment(args.each_assignment, course=course)
+        else:
+            written = [
+                build_gradescope_zip(args.out_zip, course=course, assignment=args.assignment)
+            ]
     except ShardlabError as exc:
         print(f"shardlab gradescope build: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {path}: upload it on the assignment's Configure Autograder page")
+    for path in written:
+        print(f"wrote {path}: upload it on its assignment's Configure Autograder page")
     return 0
 
 

@@ -49,6 +49,11 @@ def course_and_options(options: GradingOptions, submission: Path | None = None):
         )
         found = None
     course = term.load(found) if found is not None else term.default_course()
+    if options.assignment is not None:
+        try:
+            course = course.only(options.assignment)
+        except KeyError as exc:
+            raise term.CourseFileError(found or "the catalog's course", [exc.args[0]]) from None
     return course, options.with_course(
         {"timing": course.timing, "hidden_visibility": course.hidden_visibility}
     )
@@ -118,7 +123,9 @@ def grade_command(args) -> int:
         submitted = lateness.recorded_time(earlier)
     results = lateness.with_term(results, course, student, submitted)
     if earlier is not None:
-        results = regrade.merge(earlier, results, partial=bool(options.exercises))
+        # one assignment graded into an earlier report keeps the others' exercises as they were
+        partial = bool(options.exercises) or options.assignment is not None
+        results = regrade.merge(earlier, results, partial=partial)
     mine = standing(results, adjusted, student)
     written = write_all(
         results, args.out, hidden_visibility=options.hidden_visibility, standing=mine

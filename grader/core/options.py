@@ -292,6 +292,16 @@ class GradingOptions:
         type=Path,
         metavar="FILE",
     )
+    assignment: str | None = option(
+        None,
+        "--assignment",
+        "one assignment of the course file, by its name or slug: only its exercises are graded, its "
+        "points are the whole score and only its lateness is judged (gradescope build: the zip grades "
+        "this assignment)",
+        commands=frozenset({GRADE, "gradescope build"}),
+        type=str,
+        metavar="NAME",
+    )
 
     # The options the course file may set that no flag gave (from_args): with_course fills them.
     unset: frozenset[str] = field(default=frozenset(), compare=False, repr=False)

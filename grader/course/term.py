@@ -260,6 +260,17 @@ class Course:
         known = ", ".join(repr(a.name) for a in self.assignments)
         raise KeyError(f"no assignment named {name!r} in this term (its assignments: {known})")
 
+    def only(self, name: str) -> Course:
+        """The term narrowed to one assignment (its name or slug): its exercises only, so its points are the
+        whole score and its lateness the only one judged (a platform's assignment is one of the term's).
+        KeyError, naming the term's assignments, for one it does not have."""
+        chosen = self.assignment(name)
+        return dataclasses.replace(
+            self,
+            exercises=tuple(e for e in self.exercises if e.id in chosen.exercises),
+            assignments=(chosen,),
+        )
+
     def assignment_of(self, exercise_id: str) -> Assignment | None:
         return next((a for a in self.assignments if exercise_id in a.exercises), None)
 

@@ -173,12 +173,14 @@ def read_metadata(path: str | Path = Path("/autograder") / FILE_NAME) -> Submiss
 
 
 def _targets(course: term.Course, title: str | None) -> set[str]:
-    """The course's assignments the Gradescope assignment is: the one named as its title (case aside), else all."""
+    """The course's assignments the Gradescope assignment is: the one whose name or slug is its title (case
+    aside), else all (`grade --assignment`, as run_autograder passes it, leaves the course one)."""
     if title:
+        wanted = title.strip().casefold()
         named = {
             a.name
             for a in course.assignments
-            if a.name.strip().casefold() == title.strip().casefold()
+            if wanted in (a.name.strip().casefold(), a.slug.casefold())
         }
         if named:
             return named

@@ -22,6 +22,14 @@ instructors see the zip), as course.toml at its root: /autograder/source/course.
 passes to `shardlab grade --course`. It always passes /autograder/submission_metadata.json with
 `--submission-metadata`: Gradescope's submission time, due dates and users (grader.grading.gradescope_metadata).
 
+A Gradescope assignment is one of the term's: `shardlab gradescope build OUT.zip --assignment HW1` (its name
+or slug) writes the slug into the zip as assignment.txt, which run_autograder passes to `shardlab grade
+--assignment`, so the zip grades that assignment's exercises only, scores out of its points and judges
+its lateness only (Gradescope's created_at against its due date). `--each-assignment OUTDIR` writes one
+zip per assignment, OUTDIR/<slug>.zip. A course file of several assignments is refused without either: one
+zip for the whole term would score every assignment in each and apply one assignment's late penalty again
+in the next.
+
 On Gradescope, give the assignment more than the default resources (Autograder Settings): 2 CPUs for 8
 forced host devices, and 2 GB of memory, since a grading child peaked at 480 MB here, close to the
 default 768 MB. Grading a fully correct submission took 26 s here on 2 cores. run_autograder stops
@@ -49,6 +57,8 @@ ROOT_FILES = ("pyproject.toml", "README.md", "conftest.py")
 REQUIRED_GRADER_FILES = ("grader/__init__.py", "grader/cli.py", "grader/course/paths.py")
 # the term's course file, at the zip's root: /autograder/source/course.toml
 COURSE_FILE = term.FILE_NAME
+# the slug of the one assignment the zip grades, at the zip's root (run_autograder reads it)
+ASSIGNMENT_FILE = "assignment.txt"
 # the earliest a zip can hold: the same course gives the same bytes
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
@@ -128,18 +138,45 @@ def course_file_bytes(course: term.Course, out_zip: Path) -> dict[str, bytes]:
     return {COURSE_FILE: data}
 
 
+def assignment_file_bytes(
+    course: term.Course | None, assignment: str | None, out_zip: Path
+) -> dict[str, bytes]:
+    """{ASSIGNMENT_FILE: the slug} of the assignment the zip grades; {} for a zip of the whole course, which
+    only a course of one assignment (or the catalog's, without a course file) may have."""
+    course = course or term.default_course()
+    if assignment is None:
+        if course.source is not None and len(course.assignments) > 1:
+            named = ", ".join(f"{a.name!r} ({a.slug})" for a in course.assignments)
+            raise GradescopeBuildError(
+                out_zip,
+                [
+                    f"the course file has {len(course.assignments)} assignments ({named}) and a "
+                    "Gradescope assignment grades one: give --assignment NAME, or --each-assignment "
+                    "OUTDIR for a zip each"
+                ],
+            )
+        return {}
+    try:
+        return {ASSIGNMENT_FILE: (course.assignment(assignment).slug + "\n").encode()}
+    except KeyError as exc:
+        raise GradescopeBuildError(out_zip, [exc.args[0]]) from None
+
+
 def build_gradescope_zip(
     out_zip: str | Path,
     *,
     secrets: no_secrets.CourseSecrets | None = None,
     course: term.Course | None = None,
+    assignment: str | None = None,
 ) -> Path:
     """Write the autograder zip to `out_zip` and verify it against `secrets` (the course's own by
     default). If verification finds a problem, nothing is left at `out_zip` and GradescopeBuildError
     lists what is wrong. course: the term (grader.course.term.load), whose course file the zip holds
-    whole as course.toml, for run_autograder to grade with; None (or the catalog's course): no course file."""
+    whole as course.toml, for run_autograder to grade with; None (or the catalog's course): no course file.
+    assignment: the one the zip grades (name or slug), required of a course file of several."""
     out_zip = Path(out_zip)
     extra = course_file_bytes(course, out_zip) if course is not None else {}
+    extra |= assignment_file_bytes(course, assignment, out_zip)
     out_zip.parent.mkdir(parents=True, exist_ok=True)
     partial = out_zip.with_name(f".{out_zip.name}.part")
     try:
@@ -151,6 +188,21 @@ def build_gradescope_zip(
     finally:
         partial.unlink(missing_ok=True)
     return out_zip
+
+
+def build_each_assignment(
+    out_dir: str | Path,
+    *,
+    course: term.Course,
+    secrets: no_secrets.CourseSecrets | None = None,
+) -> list[Path]:
+    """One autograder zip per assignment of the term, OUTDIR/<slug>.zip, each grading that assignment only."""
+    return [
+        build_gradescope_zip(
+            Path(out_dir) / f"{a.slug}.zip", secrets=secrets, course=course, assignment=a.slug
+        )
+        for a in course.assignments
+    ]
 
 
 # -- verification -------------------------------------------------------------------------------------------
@@ -202,16 +254,23 @@ def _script_problems(zf: zipfile.ZipFile, names: set[str]) -> list[str]:
 
 
 def _course_file_problems(zf: zipfile.ZipFile, names: set[str]) -> list[str]:
-    """A course file in the zip must be one grading can read: the problems term.load finds in it."""
-    if COURSE_FILE not in names:
+    """A course file in the zip must be one grading can read (the problems term.load finds in it), and the
+    assignment the zip names one of its own (of the catalog's course, without a course file)."""
+    course = term.default_course()
+    if COURSE_FILE in names:
+        with tempfile.TemporaryDirectory(prefix="shardlab-course-") as folder:
+            path = Path(folder) / COURSE_FILE
+            path.write_bytes(zf.read(COURSE_FILE))
+            try:
+                course = term.load(path)
+            except term.CourseFileError as exc:
+                return [f"{COURSE_FILE}: {problem}" for problem in exc.problems]
+    if ASSIGNMENT_FILE not in names:
         return []
-    with tempfile.TemporaryDirectory(prefix="shardlab-course-") as folder:
-        path = Path(folder) / COURSE_FILE
-        path.write_bytes(zf.read(COURSE_FILE))
-        try:
-            term.load(path)
-        except term.CourseFileError as exc:
-            return [f"{COURSE_FILE}: {problem}" for problem in exc.problems]
+    slug = zf.read(ASSIGNMENT_FILE).decode("utf-8", "replace").strip()
+    if slug not in {a.slug for a in course.assignments}:
+        known = ", ".join(a.slug for a in course.assignments)
+        return [f"{ASSIGNMENT_FILE}: {slug!r} is no assignment of the course (its slugs: {known})"]
     return []
 
 
@@ -245,8 +304,11 @@ def verify_autograder_zip(
 
 
 __all__ = [
+    "ASSIGNMENT_FILE",
     "COURSE_FILE",
     "GradescopeBuildError",
+    "assignment_file_bytes",
+    "build_each_assignment",
     "build_gradescope_zip",
     "course_file_bytes",
     "course_files",

@@ -10,14 +10,18 @@ will release it (nbgrader's own ClearSolutions and ClearHiddenTests) goes throug
 uses (grader.platforms.no_secrets, its NBGRADER_RELEASE policy): no solution line and no hidden test.
 
 With a term's course file (grader.course.term), the course's assignments are nbgrader's: one per
-[[assignment]], named as the course file names it, holding its exercises in its order, each notebook's
+[[assignment]], named by its slug (nbgrader takes letters, digits, - and _ only; the title is the slug's
+comment in nbgrader_config.py), holding its exercises in its order, each notebook's
 test cells sharing the term's points for the exercise. nbgrader 0.9.6 takes a due date only in its
 gradebook (the `duedate` of its Assignment table, which `nbgrader db assignment add NAME --duedate=...`,
 formgrader and the Gradebook API's update_or_create_assignment write; nbgrader_config.py has no setting
 for it since `CourseDirectory.db_assignments` was removed): the build writes each assignment's due date
 there, through that API, into the gradebook nbgrader_config.py names. `nbgrader generate_assignment` keeps
 it (it creates or updates the assignment with no due date given), and nbgrader's late-submission penalty,
-`nbgrader collect --before-duedate` and formgrader then see it.
+`nbgrader collect --before-duedate` and formgrader then see it. The course file's late policy goes into
+nbgrader_config.py as nbgrader's late-submission plugin (grader.platforms.nbgrader_late), so that `nbgrader
+autograde` takes off what grading would, from the timestamp.txt of each submission. The course file's
+extensions do not reach nbgrader: give them with nbgrader's own (`Gradebook.grant_extension`, formgrader).
 """
 
 from __future__ import annotations
@@ -174,40 +178,61 @@ def _term_settings(course: term.Course | None) -> str:
     ]
     for assignment in course.assignments:
         due = assignment.due.isoformat() if assignment.due is not None else "no due date"
-        lines.append(f"#   {assignment.name}: {due}")
+        title = f" ({assignment.name})" if assignment.name != assignment.slug else ""
+        lines.append(f"#   {assignment.slug}{title}: {due}")
     zone = course_timezone(course)
     if zone is not None:
         lines += [
             "# Formgrader shows times in the course's timezone.",
             f"c.NbGraderAPI.timezone = {zone!r}",
         ]
+    lines += late_policy_lines(course.late)
     return "\n".join(lines) + "\n\n"
+
+
+# nbgrader's late-submission plugin that applies the course file's late policy (importing it imports
+# nbgrader, which takes seconds: named here, imported by nbgrader when it reads the config)
+LATE_PLUGIN = "grader.platforms.nbgrader_late.TermLatePenalty"
+
+
+def late_policy_lines(policy: term.LatePolicy) -> list[str]:
+    """nbgrader_config.py's lines that make autograde apply `policy` (grader.platforms.nbgrader_late); none for
+    a policy without penalty (nbgrader's default, "none", is then the same)."""
+    if not policy.percent and policy.zero_after is None:
+        return []
+    zero_after = policy.zero_after.isoformat() if policy.zero_after else ""
+    return [
+        f"# Late work: {policy.describe()}: the course file's [late], which autograde applies to the",
+        "# timestamp.txt `nbgrader collect` keeps, against the gradebook's due date.",
+        f"c.AssignLatePenalties.plugin_class = {LATE_PLUGIN!r}",
+        f"c.TermLatePenalty.percent = {policy.percent!r}",
+        f"c.TermLatePenalty.per = {policy.per!r}",
+        f"c.TermLatePenalty.cap = {policy.cap!r}",
+        f"c.TermLatePenalty.grace_seconds = {policy.grace.total_seconds()!r}",
+        f"c.TermLatePenalty.zero_after = {zero_after!r}",
+    ]
 
 
 def course_assignments(
     course: term.Course, exercises: list[str] | None = None
 ) -> dict[str, list[catalog.Exercise]]:
-    """Assignment name -> its exercises (the term's, with the term's points), in the course file's order;
-    `exercises` (ids or numbers): only these, each of which must be in the term."""
+    """nbgrader's assignment name (the course file's slug: nbgrader takes letters, digits, - and _ only) ->
+    its exercises (the term's, with the term's points), in the course file's order; `exercises` (ids or
+    numbers): only these, each of which must be in the term."""
     wanted = {course.exercise(name).id for name in exercises} if exercises else None
     by_id = {e.id: e for e in course.exercises}
     plan = {}
     for assignment in course.assignments:
-        if not _NAME.fullmatch(assignment.name):
-            raise ValueError(
-                f"nbgrader names an assignment with letters, digits, - and _ only: the course file's "
-                f"assignment {assignment.name!r} cannot be one"
-            )
         members = [
             by_id[ex_id] for ex_id in assignment.exercises if wanted is None or ex_id in wanted
         ]
         if members:
-            plan[assignment.name] = members
+            plan[assignment.slug] = members
     return plan
 
 
-def _due_dates(course: term.Course, names: list[str]) -> dict[str, datetime | None]:
-    return {a.name: a.due for a in course.assignments if a.name in names}
+def _due_dates(course: term.Course, slugs: list[str]) -> dict[str, datetime | None]:
+    return {a.slug: a.due for a in course.assignments if a.slug in slugs}
 
 
 @contextlib.contextmanager
@@ -305,7 +330,10 @@ def build_course(
     if course is not None and groups:
         if course.source is not None:
             raise ValueError(
-                "the course file puts the exercises into assignments: give it or --group, not both"
+                f"--group is not taken beside the course file {course.source.path}: its [[assignment]] "
+                "tables are the groups (nbgrader's assignments, named by their slugs): change them "
+                "there, or build without a course file (no --course, no course.toml in this folder) "
+                "to group the catalog's exercises"
             )
         course = None  # the catalog's course: the groups say how to group it
     # a bad course id fails before anything is written

@@ -198,6 +198,32 @@ def _exercise_row(
     ]
 
 
+def late_part(results: GradingResults) -> list[str]:
+    """When the submission came in and what each exercise's due date made of it (the reason says the
+    arithmetic), for the student; a term's submission without a time says no late penalty was applied."""
+    term = results.term
+    if term is None or term.submitted_at is None:
+        if term is not None and term.course_file is not None:
+            return ["**Submitted:** no submission time: no late penalty applied."]
+        return []
+    rows = [
+        [
+            markdown.text(exercise.id),
+            markdown.text(exercise.late.due or "no due date"),
+            markdown.text(exercise.late.reason),
+        ]
+        for exercise in results.exercises.values()
+        if exercise.late is not None
+    ]
+    came = (
+        f"{term.submitted_at} ({term.submitted_from})" if term.submitted_from else term.submitted_at
+    )
+    parts = [f"**Submitted:** {markdown.text(came)}"]
+    if rows:
+        parts.append(markdown.table(["Exercise", "Due", "Late"], rows))
+    return parts
+
+
 def gradescope_output(
     results: GradingResults,
     hidden_visibility: str = "after_due_date",
@@ -232,6 +258,7 @@ def gradescope_output(
                 if e.penalty or e.adjustments
             )
         )
+    parts += late_part(results)
     if results.visible_only:
         parts.append(f"Only the visible tests were run: {markdown.text(visible_total(results))}.")
     if results.exercises:
@@ -292,6 +319,11 @@ def gradescope_dict(
             "submission": results.submission,
             "max_score": results.max_score,
             "visible_only": results.visible_only,
+            # the submission time, its source and each exercise's lateness, as report.json has them
+            "term": results.term.to_dict() if results.term is not None else None,
+            "late": {
+                ex.id: ex.late.to_dict() for ex in results.exercises.values() if ex.late is not None
+            },
             "environment": results.environment.to_dict(),
         },
         "tests": tests,

@@ -51,6 +51,7 @@ SAMPLE = GradingOptions(
     parallel=3,
     hidden_visibility="visible",
     course=Path("/tmp/a course.toml"),
+    assignment="Homework 2",
 )
 POSITIONAL = {
     GRADE: ["some-submission", "--out", "out"],
@@ -125,7 +126,8 @@ def test_calibrating_from_a_batch_keeps_only_what_calibrate_takes():
 def test_a_batch_grades_each_student_with_the_options_it_was_given():
     """grade-batch's arguments to `shardlab grade` are the options' own, as the grade command parses them."""
     batch = parsed(GRADE_BATCH, SAMPLE.arguments(GRADE_BATCH))
-    assert parsed(GRADE, batch.arguments(GRADE)) == SAMPLE
+    # grade's own (--assignment) are not grade-batch's: a batch passes only what it took
+    assert parsed(GRADE, batch.arguments(GRADE)) == SAMPLE.for_command(GRADE_BATCH)
 
 
 def test_the_harness_takes_its_options_as_pytest_parses_them(pytester):

@@ -310,16 +310,34 @@ def test_a_course_without_due_dates_makes_no_gradebook(collected, tmp_path):
 
 
 def test_a_course_file_and_groups_are_refused_together(course, tmp_path):
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(
+        ValueError, match=r"--group is not taken beside the course file .*course\.toml: "
+    ):
         build_course(tmp_path, course=course, groups={"lab": [catalog.get("ex01")]}, tests=[])
     with pytest.raises(catalog.UnknownExercise, match="not in this term"):
         build_course(tmp_path, course=course, exercises=["ex05"], tests=[])
-    bad = write_course(
-        tmp_path / "bad", COURSE.replace('name = "practice"', 'name = "practice run"')
-    )
-    with pytest.raises(ValueError, match="'practice run'"):
-        build_course(tmp_path, course=bad, tests=[])
     assert not (tmp_path / "source").exists()
+
+
+def test_an_assignment_named_with_spaces_is_built_under_its_slug(collected, tmp_path):
+    """Before: "nbgrader names an assignment with letters, digits, - and _ only", for a name `course check`
+    takes. Now nbgrader's assignment is the slug, and the title stays in the config beside it."""
+    titled = write_course(
+        tmp_path / "titled",
+        COURSE.replace('name = "practice"', 'name = "Practice run: meshes"')
+        .replace('name = "week1"', 'name = "Week 1"\nslug = "w1"')
+        .replace('assignments = ["week1"]', 'assignments = ["Week 1"]'),
+    )
+    build_course(tmp_path / "course", course=titled, exercises=["ex01", "ex02"], tests=collected)
+    assert sorted(p.name for p in (tmp_path / "course" / "source").iterdir()) == [
+        "practice-run-meshes",
+        "w1",
+    ]
+    config = (tmp_path / "course" / "nbgrader_config.py").read_text()
+    assert "#   w1 (Week 1): 2026-10-05T23:59:00+02:00" in config
+    assert "#   practice-run-meshes (Practice run: meshes): no due date" in config
+    with Gradebook(f"sqlite:///{tmp_path / 'course' / 'gradebook.db'}") as gradebook:
+        assert {a.name for a in gradebook.assignments} == {"w1", "practice-run-meshes"}
 
 
 OWN_TOOLS = os.path.dirname(sys.executable)
@@ -372,7 +390,7 @@ def test_nbgrader_itself_reads_the_due_dates_and_generate_assignment_keeps_them(
 @pytest.fixture(scope="module")
 def course_zip(course, tmp_path_factory) -> Path:
     return gradescope.build_gradescope_zip(
-        tmp_path_factory.mktemp("gradescope") / "autograder.zip", course=course
+        tmp_path_factory.mktemp("gradescope") / "autograder.zip", course=course, assignment="week1"
     )
 
 
@@ -426,8 +444,8 @@ def autograder(tmp_path: Path, course_zip: Path, *, with_course: bool = True) ->
     root = tmp_path / "autograder"
     with zipfile.ZipFile(course_zip) as zf:
         (root / "source").mkdir(parents=True)
-        for name in ("run_autograder", "course.toml"):
-            if name != "course.toml" or with_course:
+        for name in ("run_autograder", "course.toml", "assignment.txt"):
+            if name == "run_autograder" or with_course:
                 (root / "source" / name).write_bytes(zf.read(name))
     (root / "submission").mkdir()
     (root / "results").mkdir()
@@ -481,6 +499,7 @@ def test_run_autograder_grades_with_the_course_file_and_the_metadata(course_zip,
     assert arguments[:4] == ["-I", "-m", "grader.cli", "grade"]
     assert option(arguments, "--course") == str(root / "source" / "course.toml")
     assert option(arguments, "--submission-metadata") == str(root / "submission_metadata.json")
+    assert option(arguments, "--assignment") == "week1"  # the zip's assignment.txt
     assert "--timing" not in arguments  # the course file's timing, else enforce
     assert option(grader_arguments(root, tmp_path, SHARDLAB_TIMING="skip"), "--timing") == "skip"
 
@@ -490,4 +509,50 @@ def test_run_autograder_without_a_course_file_or_metadata(course_zip, tmp_path):
     (root / "submission_metadata.json").unlink()
     arguments = grader_arguments(root, tmp_path)
     assert "--course" not in arguments and "--submission-metadata" not in arguments
+    assert "--assignment" not in arguments
     assert option(arguments, "--out") and option(arguments, "--test-timeout") == "30"
+
+
+# -- Gradescope: a zip per assignment ---------------------------------------------------------------------
+
+
+def test_a_term_narrowed_to_one_assignment_scores_and_dates_it_only(course):
+    week2 = course.only("week2")
+    assert [e.id for e in week2.exercises] == ["ex12_multi_controller"]
+    assert week2.max_score == 12.5 and course.max_score > 12.5
+    assert [a.name for a in week2.assignments] == ["week2"]
+    assert week2.due("ex12") == course.due("ex12")
+    with pytest.raises(KeyError, match="no assignment named 'week9'.*'week1', 'week2', 'practice'"):
+        course.only("week9")
+
+
+def test_a_zip_of_a_several_assignment_term_names_its_assignment(course, tmp_path):
+    """Before: one zip graded the whole term in every Gradescope assignment ("Total 20/80")."""
+    out = tmp_path / "autograder.zip"
+    with pytest.raises(gradescope.GradescopeBuildError, match=r"3 assignments .*--assignment NAME"):
+        gradescope.build_gradescope_zip(out, course=course)
+    with pytest.raises(gradescope.GradescopeBuildError, match="no assignment named 'week9'"):
+        gradescope.build_gradescope_zip(out, course=course, assignment="week9")
+    assert not out.exists()
+    zips = gradescope.build_each_assignment(tmp_path / "each", course=course)
+    assert [p.name for p in zips] == ["week1.zip", "week2.zip", "practice.zip"]
+    for path, assignment in zip(zips, course.assignments, strict=True):
+        with zipfile.ZipFile(path) as zf:
+            assert zf.read("assignment.txt").decode() == assignment.slug + "\n"
+        assert gradescope.verify_autograder_zip(path) == []
+
+
+def test_verification_catches_an_assignment_the_course_does_not_have(course_zip, tmp_path):
+    broken = tmp_path / "broken.zip"
+    with zipfile.ZipFile(course_zip) as source, zipfile.ZipFile(broken, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            target.writestr(info, b"week9\n" if info.filename == "assignment.txt" else data)
+    assert gradescope.verify_autograder_zip(broken) == [
+        "assignment.txt: 'week9' is no assignment of the course (its slugs: week1, week2, practice)"
+    ]
+
+
+def test_the_environment_may_grade_the_whole_course(course_zip, tmp_path):
+    root = autograder(tmp_path, course_zip)
+    assert "--assignment" not in grader_arguments(root, tmp_path, SHARDLAB_ASSIGNMENT="")

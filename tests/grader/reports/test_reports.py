@@ -519,6 +519,54 @@ def test_gradescope_summary_shows_exercise_scores_and_problems(results):
     )
 
 
+def test_gradescope_output_gives_the_student_their_lateness(results):
+    """Before: results.json said nothing of the submission time, the due date or why points were taken off
+    unless a penalty changed the score. Now the time, where it came from, each exercise's due date and the
+    late policy's arithmetic are in the output students read, and in extra_data."""
+    from datetime import datetime, timedelta, timezone
+
+    from grader.course.term import LatePolicy
+    from grader.grading.results import TermRecord
+
+    due = datetime(2026, 10, 12, 23, 59, tzinfo=timezone.utc)
+    submitted = due + timedelta(days=1, hours=2)
+    late = LatePolicy(10, "day", 50).judge(submitted, due)
+    on_time = LatePolicy(10, "day", 50).judge(submitted, due + timedelta(days=3))
+    results.term = TermRecord(
+        "autumn",
+        "/autograder/source/course.toml",
+        "0" * 64,
+        "ada",
+        submitted.isoformat(),
+        "Gradescope's submission_metadata.json",
+    )
+    ids = list(results.exercises)
+    results.exercises[ids[0]].late = late
+    results.exercises[ids[1]].late = on_time
+    data = reports.gradescope_dict(results, hidden_visibility="after_due_date")
+    html = html_of(data["output"])
+    assert (
+        "<p><strong>Submitted:</strong> 2026-10-14T01:59:00+00:00 (Gradescope's "
+        "submission_metadata.json)</p>" in html
+    )
+    assert tables_of(html)[0] == [
+        ["Exercise", "Due", "Late"],
+        [
+            ids[0],
+            "2026-10-12T23:59:00+00:00",
+            "1 d 2 h after the due date (2026-10-12T23:59:00+00:00): "
+            "2 day(s) started x 10% = 20% off",
+        ],
+        [ids[1], "2026-10-15T23:59:00+00:00", "on time"],
+    ]
+    assert data["extra_data"]["late"] == {ids[0]: late.to_dict(), ids[1]: on_time.to_dict()}
+    assert data["extra_data"]["term"]["submitted_at"] == submitted.isoformat()
+    assert gradescope_problems(data) == []
+    results.term = dataclasses.replace(results.term, submitted_at=None, submitted_from=None)
+    html = html_of(reports.gradescope_dict(results)["output"])
+    assert "<strong>Submitted:</strong> no submission time: no late penalty applied." in html
+
+
 @pytest.mark.parametrize("hidden_visibility", ["after_due_date", "after_published", "hidden"])
 def test_gradescope_summary_keeps_hidden_outcomes_until_they_are_shown(results, hidden_visibility):
     html = html_of(reports.gradescope_dict(results, hidden_visibility=hidden_visibility)["output"])
