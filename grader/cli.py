@@ -61,8 +61,30 @@ def _add_nbgrader_commands(commands, handout: bool = False) -> None:
     build.set_defaults(func=_handler("builds", "nbgrader_build_command"))
 
 
+# The exercise whose processes --launcher starts: its option is shown only in a term that has it.
+MULTI_PROCESS = "ex12_multi_controller"
+
+
+def term_exercise_ids() -> tuple[str, ...]:
+    """The exercises the help may name: the term's (the course file beside the grader: a handout's
+    course.toml), else the catalog's. A course file that cannot be read: the catalog's here, and the command
+    itself says what is wrong with it."""
+    from grader.course import catalog, term
+
+    found = term.find(paths.REPO_ROOT)
+    try:
+        exercises = term.load(found).exercises if found else catalog.EXERCISES
+    except term.CourseFileError:
+        exercises = catalog.EXERCISES
+    return tuple(e.id for e in exercises)
+
+
 def _add_student_commands(commands, handout: bool) -> None:
-    """Check and list: what a student runs."""
+    """Check and list: what a student runs; their help names the term's exercises only."""
+    ids = term_exercise_ids()
+    example = ids[0]
+    number = example.split("_", 1)[0]  # "ex04"
+    digits = str(int(number.removeprefix("ex")))
     check = commands.add_parser(
         "check",
         help="run the visible tests of your next pending exercise, of "
@@ -72,8 +94,8 @@ def _add_student_commands(commands, handout: bool) -> None:
         "exercise",
         nargs="?",
         metavar="EXERCISE",
-        help='an exercise id or number: "ex04_sharded_layer", "ex04", "ex4", "04" or "4" (default: '
-        "the first exercise whose visible tests do not all pass)",
+        help=f'an exercise id or number: "{example}", "{number}", "ex{digits}", "{int(digits):02d}" or '
+        f'"{digits}" (default: the first exercise whose visible tests do not all pass)',
     )
     check.add_argument("--all", action="store_true", help="check every exercise and show a summary")
     check.add_argument(
@@ -95,11 +117,17 @@ def _add_student_commands(commands, handout: bool) -> None:
         choices=LAUNCHERS,
         default="local",
         help="how ex12's processes start: on this machine (local, the default) or as one Slurm "
-        "step (srun), each joining through jax.distributed.initialize() with no arguments",
+        "step (srun), each joining through jax.distributed.initialize() with no arguments"
+        if MULTI_PROCESS in ids
+        else argparse.SUPPRESS,
     )
     check.set_defaults(func=_handler("student", "check_from_args"))
 
-    listing = commands.add_parser("list", help="the exercises, their points and your status")
+    listing = commands.add_parser(
+        "list",
+        help="the exercises, their points and your status (with the course file: each one's "
+        "assignment and due date, and the late policy)",
+    )
     listing.add_argument(
         "--impl",
         default="exercises",

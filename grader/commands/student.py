@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -209,14 +210,19 @@ def check_exercises(
     ]
 
 
-def term_exercises() -> tuple[catalog.Exercise, ...]:
-    """This term's exercises, with its points: a handout's course.toml (written by `shardlab release` from the
-    instructor's course file) holds them; without one, the catalog's."""
+def term_course() -> term.Course | None:
+    """This term: a handout's course.toml (written by `shardlab release` from the instructor's course file), or
+    the course file beside the grader; None without one (the catalog's exercises, no due dates)."""
     found = term.find(paths.REPO_ROOT)
     try:
-        return (term.load(found) if found else term.default_course()).exercises
+        return term.load(found) if found else None
     except term.CourseFileError as exc:
         raise CheckUsageError(str(exc)) from None
+
+
+def term_exercises() -> tuple[catalog.Exercise, ...]:
+    """This term's exercises, with its points; without a course file, the catalog's."""
+    return (term_course() or term.default_course()).exercises
 
 
 def check(
@@ -618,27 +624,45 @@ def render_list(
     source: Path = paths.EXERCISES_DIR,
     *,
     footer: bool = True,
+    course: term.Course | None = None,
 ) -> None:
+    """The exercises with their points and status; with the term's course file, each one's assignment and due
+    date too, and the late policy under the table."""
     table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     # Ids are never cut: they are what a student types; titles wrap instead.
     table.add_column("exercise", no_wrap=True, min_width=max(len(e.id) for e, _ in statuses))
     table.add_column("title", ratio=1)
+    if course is not None:
+        table.add_column("assignment")
+        table.add_column("due", no_wrap=True)
     table.add_column("points", justify="right", no_wrap=True)
     table.add_column("status", no_wrap=True)
     for exercise, status in statuses:
+        dated = []
+        if course is not None:
+            assignment, (due, _) = course.assignment_of(exercise.id), course.due(exercise.id)
+            dated = [
+                Text(assignment.name if assignment else ""),
+                term.readable(due) if due is not None else "no due date",
+            ]
         table.add_row(
             exercise.id,
             Text(exercise.title),
-            str(exercise.points),
+            *dated,
+            f"{exercise.points:g}",
             Text(status.value, style=_STATUS_STYLES[status]),
         )
+    bonus = any(e.bonus for e, _ in statuses)
     table.add_row(
         "total",
-        Text("bonus points on top"),
-        str(sum(e.points for e, _ in statuses if not e.bonus)),
+        Text("bonus points on top" if bonus else ""),
+        *(["", ""] if course is not None else []),
+        f"{math.fsum(e.points for e, _ in statuses if not e.bonus):g}",
         "",
     )
     console.print(table)
+    if course is not None:
+        console.print(Text(f"Late work: {course.late.describe()}."))
     if not footer:
         return
     done = sum(status is Status.DONE for _, status in statuses)
@@ -691,14 +715,16 @@ def list_command(
     solutions: Path = paths.SOLUTIONS_DIR,
     console: Console | None = None,
 ) -> int:
-    """`shardlab list`: every exercise, its points and its status."""
+    """`shardlab list`: the term's exercises, their points and status; with a course file, each one's
+    assignment and due date, and the late policy."""
     out, err = _consoles(console)
     try:
         statuses = exercise_statuses(impl=impl, solutions=solutions)
+        course = term_course()
     except (FileNotFoundError, CheckUsageError) as exc:
         err.print(Text(f"shardlab list: {exc}"), soft_wrap=True)
         return 2
-    render_list(statuses, out, resolve_source(impl))
+    render_list(statuses, out, resolve_source(impl), course=course)
     return 0
 
 

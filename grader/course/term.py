@@ -673,5 +673,12 @@ def describe(course: Course) -> list[str]:
     return lines
 
 
+def readable(moment: datetime) -> str:
+    """A due date as students read it: 2026-10-05 23:59 (UTC+02:00)."""
+    offset = moment.strftime("%z")
+    zone = f"UTC{offset[:3]}:{offset[3:]}" if offset else "UTC"
+    return f"{moment:%Y-%m-%d %H:%M} ({zone})"
+
+
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)

@@ -36,6 +36,13 @@ from grader.platforms import no_secrets
 
 DEFAULT_COURSE_NAME = "shardlab"
 TEMPLATES_DIR = Path(__file__).parent / "templates" / "handout"
+# An exercise's own README section (sections/<exercise id>.md): in a handout only when the exercise is.
+SECTIONS_DIR = TEMPLATES_DIR / "sections"
+# What the catalog's exercises are about, for a handout of the whole catalog.
+CATALOG_TOPICS = (
+    "meshes and shardings, collectives, sharded matmuls, data-parallel, fully sharded and tensor-parallel "
+    "training, padded per-device data, several JAX processes, and a bonus on what communication costs"
+)
 # Template file -> where it goes in the handout. No leading dots (package-data globs skip those), and no
 # pyproject.toml (ruff and pytest would take the template for the course's own configuration).
 TEMPLATE_FILES = {
@@ -203,50 +210,65 @@ def _readme_values(
     exercises: tuple[catalog.Exercise, ...] = catalog.EXERCISES,
     course: term.Course | None = None,
 ) -> dict[str, str]:
-    """The README's exercise table: each exercise with its points (the term's), and its due date when the
-    term gives any."""
-    dues = {e.id: course.due(e.id)[0] for e in exercises} if course is not None else {}
-    with_due = any(due is not None for due in dues.values())
-    head, rule = "| exercise | title | points |", "| --- | --- | ---: |"
-    if with_due:
-        head, rule = head + " due |", rule + " --- |"
-    rows = []
-    for e in exercises:
-        row = f"| `{e.id}` | {e.title} | {_points(e.points)}{' bonus' if e.bonus else ''} |"
-        if with_due:
-            due = dues[e.id]
-            row += f" {_when(due) if due is not None else 'no due date'} |"
-        rows.append(row)
-    total = math.fsum(e.points for e in exercises if not e.bonus)
-    table = "\n".join(
-        [
-            head,
-            rule,
-            *rows,
-            f"| | total (bonus points come on top) | {_points(total)} |{' |' if with_due else ''}",
-        ]
-    )
-    if course is not None:
-        table += (
-            "\n\n`course.toml` holds the term's assignments, their due dates and the late policy: "
-            "`shardlab list` shows them too."
-        )
-        if course.late.percent or course.late.zero_after is not None:
-            table += f" Late work: {course.late.describe()}."
+    """What the README says of the course, from the exercises that ship (the term's, else the catalog's): the
+    table (points; with a term, each exercise's assignment and due date, and the late policy in words), bonus
+    wording only when an exercise is a bonus, and a section of SECTIONS_DIR for each exercise that has one."""
     example = next((e for e in reversed(exercises) if not e.bonus), exercises[-1])
+    number = str(int(example.number.removeprefix("ex")))
     return {
         "course_name": course_name,
-        "exercise_table": table,
-        "example": example.number,
+        "topics": CATALOG_TOPICS
+        if course is None
+        else f"this term's {len(exercises)} exercise{'s' if len(exercises) != 1 else ''}, "
+        "in the table below",
+        "exercise_table": _exercise_table(exercises, course),
+        "list_shows": "every exercise, its points and your status"
+        if course is None
+        else "this term's exercises: assignment, due date, points, your status; the late policy",
+        "example": f"{example.number}     # one exercise (its number as you like: {number}, "
+        f"{int(number):02d}, ex{number})",
         "example_id": example.id,
+        "example_number": example.number,
+        "exercise_sections": "".join(
+            "\n" + Template((SECTIONS_DIR / f"{e.id}.md").read_text()).substitute()
+            for e in exercises
+            if (SECTIONS_DIR / f"{e.id}.md").is_file()
+        ),
     }
 
 
-def _when(moment: datetime) -> str:
-    """A due date as students read it: 2026-10-05 23:59 (UTC+02:00)."""
-    offset = moment.strftime("%z")
-    zone = f"UTC{offset[:3]}:{offset[3:]}" if offset else "UTC"
-    return f"{moment:%Y-%m-%d %H:%M} ({zone})"
+def _exercise_table(exercises: tuple[catalog.Exercise, ...], course: term.Course | None) -> str:
+    bonus = any(e.bonus for e in exercises)
+    columns = ["exercise", "title", "points"]
+    if course is not None:
+        columns += ["assignment", "due"]
+    rows = [
+        "| " + " | ".join(columns) + " |",
+        "| --- | --- | ---: |" + " --- |" * (len(columns) - 3),
+    ]
+    for e in exercises:
+        cells = [f"`{e.id}`", e.title, f"{_points(e.points)}{' bonus' if e.bonus else ''}"]
+        if course is not None:
+            assignment = course.assignment_of(e.id)
+            due = course.due(e.id)[0]
+            cells += [
+                assignment.name if assignment is not None else "",
+                term.readable(due) if due is not None else "no due date",
+            ]
+        rows.append("| " + " | ".join(cells) + " |")
+    total = math.fsum(e.points for e in exercises if not e.bonus)
+    rows.append(
+        f"| | total{' (bonus points come on top)' if bonus else ''} | {_points(total)} |"
+        + " |" * (len(columns) - 3)
+    )
+    table = "\n".join(rows)
+    if course is not None:
+        table += (
+            "\n\nLate work: "
+            f"{course.late.describe()}. `course.toml` holds the term's assignments, their due dates and the "
+            "late policy: `shardlab list` shows them too."
+        )
+    return table
 
 
 def _pyproject_values(course_name: str) -> dict[str, str]:

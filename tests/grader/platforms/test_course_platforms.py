@@ -180,15 +180,20 @@ def test_the_handouts_readme_gives_the_terms_points_and_due_dates(handout, cours
     text = (handout / "README.md").read_text()
     assert text.startswith("# JAX parallelism, autumn 2026\n")
     assert (
-        "| `ex04_sharded_layer` | One layer, three ways | 30 | 2026-10-05 23:59 (UTC+02:00) |"
+        "| `ex04_sharded_layer` | One layer, three ways | 30 | week1 | 2026-10-05 23:59 (UTC+02:00) |"
         in text
     )
     assert (
-        "| `ex12_multi_controller` | One program, several processes | 12.5 | 2026-10-12 23:59 (UTC+00:00) |"
+        "| `ex12_multi_controller` | One program, several processes | 12.5 | week2 "
+        "| 2026-10-12 23:59 (UTC+00:00) |" in text
+    )
+    assert (
+        "| `ex02_sharding_properties` | What a sharding says | 10 | practice | no due date |"
         in text
     )
-    assert "| `ex02_sharding_properties` | What a sharding says | 10 | no due date |" in text
-    assert f"| | total (bonus points come on top) | {course.max_score:g} | |" in text
+    # no bonus exercise in this term: no bonus wording; ex12 is, so its cluster section is
+    assert f"| | total | {course.max_score:g} | | |" in text and "bonus" not in text.lower()
+    assert "## Several processes on a cluster (ex12)" in text
     assert not [e.id for e in OTHERS if f"`{e.id}`" in text]
     assert "10% per day started, at most 50%" in text
 
