@@ -153,18 +153,33 @@ def calibrate_command(args) -> int:
 
 
 def calibrate(options: GradingOptions, ship: bool = False) -> int:
+    from grader.core.errors import ShardlabError
     from grader.grading import calibration
     from grader.grading.engine import GradingError
     from grader.harness import time_limits
 
-    # from grade-batch: the whole course, whatever it grades
+    # from grade-batch: the term's exercises (its course file's), whatever it grades
     options = options.for_command(CALIBRATE)
+    try:
+        course, _ = course_and_options(options)
+    except ShardlabError as exc:
+        print(f"shardlab calibrate: {exc}", file=sys.stderr)
+        return 2
+    if ship and {e.id for e in course.exercises} != {e.id for e in catalog.EXERCISES}:
+        # the shipped timings are every machine's limits without a calibration: every exercise's
+        print(
+            "shardlab calibrate: --ship times every exercise of the catalog: give no course file "
+            f"(this one has {len(course.exercises)} of {len(catalog.EXERCISES)})",
+            file=sys.stderr,
+        )
+        return 2
     cache, folder = compile_cache_for(options)
     print(
-        "timing the reference solutions on this machine (once per course version and machine) ..."
+        f"timing the reference solutions of {len(course.exercises)} exercise(s) on this machine "
+        "(once per course version and machine) ..."
     )
     try:
-        limits = calibration.calibrate(folder, options, cache=cache)
+        limits = calibration.calibrate(folder, options, cache=cache, course=course)
     except (time_limits.CalibrationError, GradingError) as exc:
         print(f"shardlab calibrate: {exc}", file=sys.stderr)
         return 1
@@ -210,10 +225,12 @@ def grade_batch_command(args) -> int:
         return 2
     _, folder = compile_cache_for(options, default=args.out / CACHE)
     options = dataclasses.replace(options, cache=folder)
-    if time_limits.batch_should_calibrate(folder, options.test_timeout):
-        # Limits from the reference before the first student: this also fills the compile cache with the
-        # programs every student's tests compile (the baselines and references).
-        if calibrate(dataclasses.replace(options_for(args, GRADE_BATCH), cache=folder)) != 0:
+    graded = time_limits.graded_ids(tuple(e.id for e in course.exercises), options.exercises)
+    if time_limits.batch_should_calibrate(folder, options.test_timeout, graded):
+        # Limits from the reference of the term's exercises before the first student: this also fills the
+        # compile cache with the programs every student's tests compile (the baselines and references).
+        given = options_for(args, GRADE_BATCH)
+        if calibrate(dataclasses.replace(given, cache=folder, course=options.course)) != 0:
             print(
                 f"shardlab grade-batch: grading with {time_limits.FALLBACK_SECONDS:g} s per test instead",
                 file=sys.stderr,

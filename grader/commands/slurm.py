@@ -50,7 +50,7 @@ from pathlib import Path
 from grader.commands.slurm_request import SlurmRequest
 from grader.core.errors import ShardlabError
 from grader.core.options import CALIBRATE, GRADE, GradingOptions
-from grader.course import paths
+from grader.course import paths, term
 from grader.grading import batch
 from grader.harness import time_limits, timing_lock
 from grader.reports.text import printable
@@ -117,7 +117,6 @@ class SlurmBatch:
     def class_term(self) -> batch.ClassTerm:
         """The course the grade arguments name, its adjustments, and the submission times."""
         from grader.commands.publish import class_term
-        from grader.course import term
 
         times = {student: datetime.fromisoformat(at) for student, at in self.submitted_at.items()}
         return class_term(term.load(self.grade_options().course), times)
@@ -204,7 +203,15 @@ def plan(
     directives = slurm.directives(f"{minutes // 60:02d}:{minutes % 60:02d}:00")
     task = [made.python, "-m", "grader.commands.slurm"]
     scripts = {}
-    if time_limits.batch_should_calibrate(cache, options.test_timeout):
+    # those graded of the term (the course file grade-batch read, passed on to calibrate as --course)
+    graded = (
+        time_limits.graded_ids(
+            tuple(e.id for e in term.load(options.course).exercises), options.exercises
+        )
+        if options.course
+        else None
+    )
+    if time_limits.batch_should_calibrate(cache, options.test_timeout, graded):
         calibrate = [
             made.python,
             "-m",

@@ -59,8 +59,10 @@ VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 GRADE, GRADE_BATCH, CALIBRATE = "grade", "grade-batch", "calibrate"
 GRADING = frozenset({GRADE, GRADE_BATCH})
 EVERY_COMMAND = frozenset({GRADE, GRADE_BATCH, CALIBRATE})
-# The commands that read the course file (grader.course.term): grading and the staff's builds and exports.
+# The commands that read the course file (grader.course.term): grading, calibrating (the term's exercises only)
+# and the staff's builds and exports.
 COURSE_COMMANDS = GRADING | {
+    CALIBRATE,
     "release",
     "nbgrader build",
     "gradescope build",
@@ -323,7 +325,7 @@ class GradingOptions:
     @classmethod
     def from_args(cls, args: argparse.Namespace, command: str) -> GradingOptions:
         """The options `command` takes, from what argparse parsed (add_arguments); the others keep their
-        defaults (calibrating from grade-batch's arguments times every test, whatever it grades)."""
+        defaults (calibrating from grade-batch's arguments times every test of its term, whatever it grades)."""
         given = {}
         for name, declaration in DECLARATIONS.items():
             if command in declaration.commands:

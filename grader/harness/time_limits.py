@@ -56,7 +56,7 @@ from importlib import metadata
 from pathlib import Path
 
 from grader.core.errors import ShardlabError
-from grader.course import paths
+from grader.course import catalog, paths
 from grader.course.devices import cores
 
 FLOOR_SECONDS = 10.0
@@ -180,10 +180,27 @@ class TimeLimits:
         )
 
 
-def batch_should_calibrate(folder: Path | None, override: float | None) -> bool:
+def graded_ids(term_ids: tuple[str, ...], names: tuple[str, ...]) -> tuple[str, ...]:
+    """The exercises a grading grades: those `names` (--exercise) give, else the term's `term_ids`. A name
+    that is no exercise: the term's (the grading itself says what is wrong with it)."""
+    try:
+        return tuple(catalog.get(name).id for name in names) or term_ids
+    except catalog.UnknownExercise:
+        return term_ids
+
+
+def batch_should_calibrate(
+    folder: Path | None, override: float | None, exercise_ids: tuple[str, ...] | None = None
+) -> bool:
     """Whether a class's grading should time the reference before its first student: no limit for every test
-    was given, `folder` holds no calibration of this course and machine, and the course's solutions are here."""
-    return override is None and not load(folder).reference and paths.SOLUTIONS_DIR.is_dir()
+    was given, `folder`'s calibration of this course and machine has no test of one of `exercise_ids` (those
+    graded: graded_ids; None: any at all), and the course's solutions are here."""
+    if override is not None or not paths.SOLUTIONS_DIR.is_dir():
+        return False
+    timed = load(folder).reference
+    if exercise_ids is None:
+        return not timed
+    return any(not any(f"/{e}/" in nodeid for nodeid in timed) for e in exercise_ids)
 
 
 def load(folder: Path | None, override: float | None = None) -> TimeLimits:

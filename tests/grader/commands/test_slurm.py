@@ -20,6 +20,8 @@ from grader.core.options import GRADE_BATCH, GradingOptions
 from grader.course import catalog
 from grader.grading.batch import student_folder
 from grader.grading.results import GradingResults
+from grader.harness import time_limits
+from grader.harness.time_limits import TimeLimits
 
 pytestmark = pytest.mark.xdist_group("test_slurm")  # one local Slurm for the file
 
@@ -150,6 +152,27 @@ def test_a_dry_run_prints_the_scripts_and_a_calibration_first(tmp_path):
     # the grading's 1800 s time limit and 10 minutes
     assert "#SBATCH --time=00:40:00" in done.stdout
     assert not (tmp_path / "out").exists()
+
+
+def test_the_calibration_job_times_the_terms_exercises_when_one_was_never_timed(tmp_path):
+    """A cache calibrated for ex01 serves a term of ex01; a term with ex02, never timed there, gets a calibrate
+    job, given the course file so that it times the term's exercises only."""
+    klass = make_class(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    timed = {f"tests/exercises/{EX01.id}/test_hidden.py::test_{i}": 0.5 for i in range(3)}
+    TimeLimits(reference=timed).save(cache / time_limits.FILE_NAME)
+    plans = {}
+    for name, exercises in (("ex01", '["ex01"]'), ("ex01-ex02", '["ex01", "ex02"]')):
+        course = tmp_path / f"{name}.toml"
+        course.write_text(
+            f'name = "{name}"\n\n[[assignment]]\nname = "HW"\nexercises = {exercises}\n'
+        )
+        options = GradingOptions(course=course, cache=cache)
+        plans[name] = slurm.plan(klass, tmp_path / name, options, slurm.SlurmRequest())
+    assert "calibrate" not in plans["ex01"].scripts
+    calibrate = plans["ex01-ex02"].scripts["calibrate"]
+    assert f"--course={tmp_path / 'ex01-ex02.toml'}" in calibrate
 
 
 def test_students_already_graded_are_not_submitted_again(tmp_path):

@@ -338,3 +338,82 @@ def test_grade_batch_uses_the_class_cache_and_its_calibration(calibrated, tmp_pa
             .startswith("<!DOCTYPE")
         )
         assert f'href="students/{student}/feedback.html"' in index
+
+
+def test_a_batch_calibrates_when_an_exercise_it_grades_was_never_timed(tmp_path):
+    """A calibration keeps each test's duration: one of ex01 serves a grading of ex01, and a term with an
+    exercise it never timed is calibrated again (for that term's exercises), never graded on the fallback."""
+    ex01_tests = {f"tests/exercises/{EX01.id}/test_hidden.py::test_{i}": 0.5 for i in range(3)}
+    TimeLimits(reference=ex01_tests).save(tmp_path / time_limits.FILE_NAME)
+    assert not time_limits.batch_should_calibrate(tmp_path, None, (EX01.id,))
+    assert time_limits.batch_should_calibrate(tmp_path, None, (EX01.id, EX02.id))
+    assert not time_limits.batch_should_calibrate(tmp_path, 7.0, (EX02.id,))  # --test-timeout
+    assert not time_limits.batch_should_calibrate(tmp_path, None)  # no term: any calibration
+    assert time_limits.batch_should_calibrate(tmp_path / "empty", None)
+    # what a batch grades: its --exercise, else the term's
+    assert time_limits.graded_ids((EX01.id, EX02.id), ("4",)) == (EX04.id,)
+    assert time_limits.graded_ids((EX01.id, EX02.id), ()) == (EX01.id, EX02.id)
+
+
+def test_calibrating_a_term_times_its_exercises_only_and_keeps_the_others(calibrated, tmp_path):
+    """`shardlab calibrate` with a term's course file: its exercises only (here ex02), the earlier
+    calibration's ex01 kept as it was, no other exercise timed; --ship refuses a term that is not the
+    catalog (the shipped timings are every exercise's)."""
+    folder, earlier = calibrated
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shutil.copyfile(folder / time_limits.FILE_NAME, cache / time_limits.FILE_NAME)
+    course = tmp_path / "course.toml"
+    course.write_text(
+        'name = "one exercise"\n\n[[assignment]]\nname = "HW"\nexercises = ["ex02"]\n'
+    )
+    command = [sys.executable, "-m", "grader.cli", "calibrate", "--course", str(course)]
+    done = subprocess.run(
+        [*command, "--cache", str(cache)], capture_output=True, text=True, timeout=1200
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "of 1 exercise(s)" in done.stdout
+    timed = time_limits.load(cache).reference
+    assert {nodeid.split("/")[2] for nodeid in timed} == {EX01.id, EX02.id}
+    assert {k: v for k, v in timed.items() if f"/{EX01.id}/" in k} == earlier.reference
+    assert "ex02" in time_limits.load(cache).source and "earlier calibration" in done.stdout
+    assert not time_limits.batch_should_calibrate(cache, None, (EX01.id, EX02.id))
+    shipped = subprocess.run(
+        [*command, "--cache", str(tmp_path / "other"), "--ship"], capture_output=True, text=True
+    )
+    assert shipped.returncode == 2 and "--ship times every exercise" in shipped.stderr
+    assert not (tmp_path / "other").exists()
+
+
+def test_grade_batch_with_a_course_file_calibrates_the_terms_exercises_only(tmp_path):
+    """Before its first student, a batch of a one-exercise term times that exercise, not the catalog."""
+    course = tmp_path / "course.toml"
+    course.write_text(
+        'name = "one exercise"\n\n[[assignment]]\nname = "HW"\nexercises = ["ex02"]\n'
+    )
+    submission(tmp_path / "class" / "hana", EX02)
+    cache = tmp_path / "cache"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader.cli",
+            "grade-batch",
+            str(tmp_path / "class"),
+            "--out",
+            str(tmp_path / "graded"),
+            "--cache",
+            str(cache),
+            "--course",
+            str(course),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "timing the reference solutions of 1 exercise(s)" in done.stdout
+    timed = time_limits.load(cache).reference
+    assert timed and {nodeid.split("/")[2] for nodeid in timed} == {EX02.id}
+    report = json.loads((student_folder(tmp_path / "graded", "hana") / "report.json").read_text())
+    assert report["environment"]["time_limits"]["source"].startswith("calibrated")
