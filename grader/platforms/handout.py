@@ -10,11 +10,12 @@ hidden test: `verify_handout` scans every file with the check every builder uses
 under its HANDOUT policy), and `build_handout` refuses to finish when it finds anything.
 
 With a term's course file (grader.course.term), the handout holds that term's exercises only (their stubs,
-visible tests and the files those run beside; never another exercise's), the README's table gives the term's
-points and due dates, and course.toml at the handout's root is the course file as students may read it
-(`student_course_file`): name, timezone, points, assignments with their due dates, and the late policy.
-The instructor's extensions (which name students), roster and adjustments never ship, nor the settings
-that are the instructor's business (hidden_visibility, timing).
+visible tests and the files those run beside; never another exercise's), the README is the term's (its
+exercises with their points, assignments and due dates, the late policy, bonus wording and an exercise's own
+section only when the term has that exercise), and course.toml at the handout's root is the course file as
+students may read it (`student_course_file`): name, timezone, points, assignments with their due dates, and
+the late policy. The instructor's extensions (which name students), roster and adjustments never ship, nor
+the settings that are the instructor's business (hidden_visibility, timing).
 """
 
 from __future__ import annotations
@@ -252,7 +253,8 @@ def _exercise_table(exercises: tuple[catalog.Exercise, ...], course: term.Course
             assignment = course.assignment_of(e.id)
             due = course.due(e.id)[0]
             cells += [
-                assignment.name if assignment is not None else "",
+                # a course file's name may hold "|", which would end the cell
+                assignment.name.replace("|", "\\|") if assignment is not None else "",
                 term.readable(due) if due is not None else "no due date",
             ]
         rows.append("| " + " | ".join(cells) + " |")

@@ -187,3 +187,9 @@ def test_a_term_with_the_cluster_exercise_and_a_bonus_keeps_their_sections(extra
     listed = shardlab(extras, "list")
     assert re.search(r"^total +bonus points on top +25\b", listed.stdout, re.MULTILINE)
     assert re.search(r"^ex13_comm_costs +Bonus: .* 5 +not started", listed.stdout, re.MULTILINE)
+
+
+def test_an_assignment_named_with_a_bar_stays_in_its_cell(tmp_path):
+    text = WITH_EXTRAS.replace('name = "all"', 'name = "part 1 | all"')
+    readme = (handout_of(tmp_path / "instructor", text) / "README.md").read_text()
+    assert "| `ex01_meshes` | Devices and meshes | 10 | part 1 \\| all | no due date |" in readme
