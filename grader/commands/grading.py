@@ -9,6 +9,7 @@ from pathlib import Path
 
 from grader.core.options import CALIBRATE, GRADE, GRADE_BATCH, MAX_PARALLEL, GradingOptions
 from grader.course import catalog
+from grader.course.term import Course
 
 
 def options_for(args, command: str) -> GradingOptions:
@@ -152,7 +153,9 @@ def calibrate_command(args) -> int:
     return calibrate(options_for(args, CALIBRATE), ship=args.ship)
 
 
-def calibrate(options: GradingOptions, ship: bool = False) -> int:
+def calibrate(options: GradingOptions, ship: bool = False, course: Course | None = None) -> int:
+    """Time the reference of the term's exercises: `course` (grade-batch's, already read), else the course
+    file the options name or the current folder holds, else the catalog's."""
     from grader.core.errors import ShardlabError
     from grader.grading import calibration
     from grader.grading.engine import GradingError
@@ -161,7 +164,7 @@ def calibrate(options: GradingOptions, ship: bool = False) -> int:
     # from grade-batch: the term's exercises (its course file's), whatever it grades
     options = options.for_command(CALIBRATE)
     try:
-        course, _ = course_and_options(options)
+        course = course or course_and_options(options)[0]
     except ShardlabError as exc:
         print(f"shardlab calibrate: {exc}", file=sys.stderr)
         return 2
@@ -229,8 +232,9 @@ def grade_batch_command(args) -> int:
     if time_limits.batch_should_calibrate(folder, options.test_timeout, graded):
         # Limits from the reference of the term's exercises before the first student: this also fills the
         # compile cache with the programs every student's tests compile (the baselines and references).
-        given = options_for(args, GRADE_BATCH)
-        if calibrate(dataclasses.replace(given, cache=folder, course=options.course)) != 0:
+        # the course read above, never found again (a course.toml in a submission is not the course)
+        given = dataclasses.replace(options_for(args, GRADE_BATCH), cache=folder)
+        if calibrate(given, course=course) != 0:
             print(
                 f"shardlab grade-batch: grading with {time_limits.FALLBACK_SECONDS:g} s per test instead",
                 file=sys.stderr,

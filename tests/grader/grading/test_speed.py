@@ -417,3 +417,30 @@ def test_grade_batch_with_a_course_file_calibrates_the_terms_exercises_only(tmp_
     assert timed and {nodeid.split("/")[2] for nodeid in timed} == {EX02.id}
     report = json.loads((student_folder(tmp_path / "graded", "hana") / "report.json").read_text())
     assert report["environment"]["time_limits"]["source"].startswith("calibrated")
+
+
+def test_calibrate_times_the_course_it_is_given_never_one_found_again(tmp_path, monkeypatch):
+    """grade-batch hands calibrate the course it read (a course.toml inside the submissions it refused is
+    not found again from the current folder); alone, calibrate reads --course, else the folder's file."""
+    from grader.commands import grading
+    from grader.core.options import GradingOptions
+    from grader.course import term
+    from grader.grading import calibration
+
+    timed = []
+
+    def fake(folder, options, *, cache=None, course=None, **overrides):
+        timed.append(tuple(e.id for e in course.exercises))
+        return TimeLimits(source="fake")
+
+    monkeypatch.setattr(calibration, "calibrate", fake)
+    (tmp_path / "course.toml").write_text(
+        'name = "found"\n\n[[assignment]]\nname = "HW"\nexercises = ["ex02"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    options = GradingOptions(cache=tmp_path / "cache", no_compile_cache=True)
+    assert grading.calibrate(options) == 0
+    assert grading.calibrate(options, course=term.default_course()) == 0
+    assert timed == [(EX02.id,), tuple(e.id for e in catalog.EXERCISES)]
+    (tmp_path / "bad.toml").write_text("[late]\npercent = 300\n")
+    assert grading.calibrate(GradingOptions(course=tmp_path / "bad.toml")) == 2
