@@ -324,6 +324,7 @@ def similarity_of(klass, course, cache: Path):
 
 def grade_batch_on_slurm(args, options: GradingOptions, term) -> int:
     from grader.commands import slurm
+    from grader.reports.text import printable
 
     try:
         made = slurm.plan(
@@ -338,6 +339,8 @@ def grade_batch_on_slurm(args, options: GradingOptions, term) -> int:
             for job, script in made.scripts.items():
                 print(f"# --- {job}.sbatch ---\n{script}")
             return 0
+        for student, why in made.changed.items():
+            print(printable(f"{student}: to be regraded, {why}"))
         print(
             f"{len(made.skipped)} already graded; submitting {len(made.batch.todo)} students to Slurm"
         )

@@ -166,12 +166,15 @@ class SlurmPlan:
     batch: SlurmBatch
     scripts: dict[str, str]  # job -> its script, in submission order
     skipped: list[str]  # students already graded
+    # students graded again although graded already -> why (their submission changed)
+    changed: dict[str, str] = field(default_factory=dict)
 
 
-def _graded(out: Path, student: str, submission: Path) -> bool:
-    """A report of `student`'s grading of `submission` as it is now (a changed one is graded again)."""
+def _graded(out: Path, student: str, submission: Path) -> tuple[bool, str | None]:
+    """Whether a report of `student`'s grading exists, and why it is graded again when its submission
+    changed since (None: unchanged)."""
     earlier = read_report(batch.student_folder(out, student) / batch.REPORT)
-    return earlier is not None and batch.resubmitted(earlier, submission) is None
+    return earlier is not None, batch.resubmitted(earlier, submission) if earlier else None
 
 
 def plan(
@@ -188,7 +191,9 @@ def plan(
     submission time (grade-batch --submitted-at)."""
     out = Path(out).resolve()
     klass = batch.find_submissions(Path(submissions_dir))
-    skipped = [s for s, path in klass.to_grade.items() if not force and _graded(out, s, path)]
+    found = {s: _graded(out, s, path) for s, path in klass.to_grade.items() if not force}
+    skipped = [s for s, (graded, why) in found.items() if graded and why is None]
+    changed = {s: why for s, (_, why) in found.items() if why is not None}
     todo = [s for s in klass.to_grade if s not in skipped]
     cache = (options.cache or out / batch.CACHE).resolve()
     options = dataclasses.replace(
@@ -241,7 +246,7 @@ def plan(
         [*collect, "#SBATCH --cpus-per-task=1", "#SBATCH --mem=1G"],
         [*task, "collect", str(made.folder / "manifest.json")],
     )
-    return SlurmPlan(made, scripts, skipped)
+    return SlurmPlan(made, scripts, skipped, changed)
 
 
 # -- submitting and following ---------------------------------------------------------------------------------
