@@ -168,10 +168,14 @@ def _add_grading_commands(commands, handout: bool) -> None:
     )
     grade.add_argument(
         "--submitted-at",
-        metavar="TIME",
+        action="append",
+        metavar="[ASSIGNMENT=]TIME",
         help="when the submission came in, ISO 8601 with its offset (2026-10-05T23:59:00+02:00), for "
-        "the course file's late policy (default: Gradescope's metadata, else a git clone's last "
-        "commit, else the time an earlier grading in OUT recorded)",
+        "the course file's late policy: TIME for every exercise graded, ASSIGNMENT=TIME (its name or "
+        "slug; repeat the flag) for that assignment's exercises only (default: Gradescope's "
+        "metadata, else nbgrader's timestamp.txt, else a git clone's last commit, else the time an "
+        "earlier grading in OUT "
+        "recorded for that exercise)",
     )
     grade.add_argument(
         "--submission-metadata",
@@ -211,8 +215,10 @@ def _add_grading_commands(commands, handout: bool) -> None:
         type=Path,
         metavar="FILE.csv",
         help="when each student's submission came in, for the course file's late policy: a "
-        "student,submitted_at header, then a line per student (ISO 8601 with its offset); "
-        "default: a git clone's last commit, else none (no late penalty)",
+        "student,submitted_at header and a line per student (applied to the exercises graded), or "
+        "student,assignment,submitted_at and a line per student and assignment (applied to that "
+        "assignment's exercises only); ISO 8601 with its offset; default: a git clone's last "
+        "commit, else none (no late penalty, said in grades.csv)",
     )
     add_arguments(batch, GRADE_BATCH)
     from grader.commands.slurm_request import add_slurm_arguments

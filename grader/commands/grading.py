@@ -4,7 +4,9 @@ Slurm) and `calibrate`, from what argparse parsed to what they print and their e
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.core.options import CALIBRATE, GRADE, GRADE_BATCH, MAX_PARALLEL, GradingOptions
@@ -61,11 +63,14 @@ def course_and_options(options: GradingOptions, submission: Path | None = None):
 
 
 def submission_time(args, course):
-    """When the submission came in (grader.grading.lateness), the course with a platform's dates, and the
-    student's name as the course file's extensions and the adjustments name them."""
+    """When the submission came in (grader.grading.lateness.Times: one time, or one per assignment), the
+    course with a platform's dates, and the student's name as the course file's extensions and the
+    adjustments name them (default: the submission's, a folder given as "." by its own name)."""
     from grader.grading import lateness
 
-    submitted, student = None, args.student or Path(args.submission).stem
+    student = args.student or Path(os.path.abspath(args.submission)).stem
+    given = lateness.Times.parse(args.submitted_at or [], course, "--submitted-at")
+    platform = None
     if args.submission_metadata:
         from grader.grading import gradescope_metadata as gradescope
 
@@ -79,21 +84,23 @@ def submission_time(args, course):
             )
         else:
             course = gradescope.course_with_platform_dates(course, meta)
-            submitted = lateness.SubmissionTime(
+            platform = lateness.SubmissionTime(
                 meta.submitted_at, "Gradescope's submission_metadata.json"
             )
             student = args.student or gradescope.course_student(course, meta) or student
-    if args.submitted_at:
-        submitted = lateness.SubmissionTime(
-            lateness.moment(args.submitted_at, "--submitted-at"), "--submitted-at"
-        )
-    return submitted or lateness.from_git(Path(args.submission)), course, student
+    every = (
+        given.every
+        or platform
+        or lateness.from_nbgrader(Path(args.submission))
+        or lateness.from_git(Path(args.submission))
+    )
+    return dataclasses.replace(given, every=every), course, student
 
 
 def grade_command(args) -> int:
     from grader.core.errors import ShardlabError
     from grader.course import adjustments
-    from grader.grading import lateness, regrade
+    from grader.grading import lateness, regrade, submission_digest
     from grader.grading.engine import GradingError, grade_submission
     from grader.grading.standing import standing
     from grader.grading.submission import SubmissionError
@@ -108,6 +115,9 @@ def grade_command(args) -> int:
         print(f"shardlab grade: {exc}", file=sys.stderr)
         return 2
     cache, folder = compile_cache_for(options)
+    # what was read, before grading reads it
+    digest = submission_digest.digest(args.submission)
+    graded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     try:
         results = grade_submission(
             args.submission,
@@ -120,13 +130,17 @@ def grade_command(args) -> int:
         print(f"shardlab grade: {exc}", file=sys.stderr)
         return 2
     earlier = regrade.earlier_report(args.out, args.submission)
-    if submitted is None and earlier is not None:
-        submitted = lateness.recorded_time(earlier)
-    results = lateness.with_term(results, course, student, submitted)
+    # each exercise graded judged from its own time; the exercises a partial grading keeps are not judged here
+    results = lateness.with_term(
+        lateness.stamped(results, course, submitted, earlier), course, student
+    )
+    results = dataclasses.replace(results, submission_digest=digest, graded_at=graded_at)
     if earlier is not None:
         # one assignment graded into an earlier report keeps the others' exercises as they were
         partial = bool(options.exercises) or options.assignment is not None
         results = regrade.merge(earlier, results, partial=partial)
+    for line in regrade.regraded(earlier, results):
+        print(f"regraded {line}")
     mine = standing(results, adjusted, student)
     written = write_all(
         results, args.out, hidden_visibility=options.hidden_visibility, standing=mine
@@ -200,7 +214,6 @@ def grade_batch_command(args) -> int:
 
     from grader.commands.publish import class_term, publish_class
     from grader.core.errors import ShardlabError
-    from grader.grading import lateness
     from grader.grading.batch import CACHE, REFUSED, SIMILARITY, find_submissions, grade_batch
     from grader.harness import time_limits
     from grader.reports.text import printable
@@ -210,9 +223,7 @@ def grade_batch_command(args) -> int:
         course, options = course_and_options(
             GradingOptions.from_args(args, GRADE_BATCH), Path(args.submissions)
         )
-        term = class_term(
-            course, lateness.read_times(args.submitted_at) if args.submitted_at else None
-        )
+        term = class_term(course, times_of(args.submitted_at, course, Path(args.submissions)))
     except ShardlabError as exc:
         print(f"shardlab grade-batch: {exc}", file=sys.stderr)
         return 2
@@ -250,9 +261,12 @@ def grade_batch_command(args) -> int:
 
         def advance(student, outcome):
             # Text, not str: a student's name is theirs, and rich would read "[link=...]" in a str as markup.
-            bar.console.print(
-                Text(printable(f"{student}: {outcome.status} {outcome.detail[:200]}".rstrip()))
-            )
+            # "bob: regraded, submission changed since ...; ex05: 8 -> 10", else "bob: graded"
+            said = outcome.detail
+            if not said.startswith("regraded"):
+                said = f"{outcome.status} {said}"
+            # soft_wrap: one line per student, whatever the terminal's width (a log is searched by line)
+            bar.console.print(Text(printable(f"{student}: {said[:300]}".rstrip())), soft_wrap=True)
             bar.advance(task)
 
         summary = grade_batch(
@@ -285,6 +299,39 @@ def grade_batch_command(args) -> int:
     return 0
 
 
+def times_of(path: Path | None, course, submissions: Path) -> dict | None:
+    """grade-batch's times file read: each student's times (grader.grading.lateness.Times). A student it
+    names who is neither in the class folder nor on the roster is an error naming the line; a student of
+    the class it does not name is graded without a time, and said on stderr."""
+    from grader.course import roster
+    from grader.grading import lateness
+    from grader.grading.batch import find_submissions
+    from grader.grading.results import NO_TIME
+    from grader.reports.text import printable
+
+    if path is None:
+        return None
+    read = lateness.read_times(path, course)
+    klass = set(find_submissions(submissions).to_grade)
+    try:
+        known = set(roster.load(course.roster).students) if course.roster is not None else set()
+    except roster.RosterError:
+        known = set()  # course check names the roster's problems
+    read.check_students(
+        klass | known, "in the class folder" + (" nor on the roster" if known else "")
+    )
+    missing = sorted(klass - set(read.students))
+    if missing:
+        print(
+            printable(
+                f"shardlab grade-batch: {path} gives no time for {', '.join(missing)}: {NO_TIME} "
+                "(unless an earlier grading of theirs recorded one)"
+            ),
+            file=sys.stderr,
+        )
+    return read.students
+
+
 def similarity_of(klass, course, cache: Path):
     """The class page's section of unusually similar submissions, per exercise of the course; what it
     computes kept in `cache` for the next run."""
@@ -298,6 +345,7 @@ def similarity_of(klass, course, cache: Path):
 
 def grade_batch_on_slurm(args, options: GradingOptions, term) -> int:
     from grader.commands import slurm
+    from grader.reports.text import printable
 
     try:
         made = slurm.plan(
@@ -312,6 +360,8 @@ def grade_batch_on_slurm(args, options: GradingOptions, term) -> int:
             for job, script in made.scripts.items():
                 print(f"# --- {job}.sbatch ---\n{script}")
             return 0
+        for student, why in made.changed.items():
+            print(printable(f"{student}: to be regraded, {why}"))
         print(
             f"{len(made.skipped)} already graded; submitting {len(made.batch.todo)} students to Slurm"
         )

@@ -43,7 +43,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -52,6 +51,8 @@ from grader.core.errors import ShardlabError
 from grader.core.options import CALIBRATE, GRADE, GradingOptions
 from grader.course import paths, term
 from grader.grading import batch
+from grader.grading.lateness import Times
+from grader.grading.results import read_report
 from grader.harness import time_limits, timing_lock
 from grader.reports.text import printable
 
@@ -107,8 +108,8 @@ class SlurmBatch:
     jobs: dict[str, str] = field(default_factory=dict)
     # students not graded -> why (batch.ClassFolder)
     refused: dict[str, str] = field(default_factory=dict)
-    # student -> submission time (--submitted-at)
-    submitted_at: dict[str, str] = field(default_factory=dict)
+    # student -> their submission times, as grade's --submitted-at takes them (TIME, ASSIGNMENT=TIME)
+    submitted_at: dict[str, list[str]] = field(default_factory=dict)
 
     def grade_options(self) -> GradingOptions:
         """The options each student is graded with, as `shardlab grade` parses its arguments."""
@@ -118,8 +119,15 @@ class SlurmBatch:
         """The course the grade arguments name, its adjustments, and the submission times."""
         from grader.commands.publish import class_term
 
-        times = {student: datetime.fromisoformat(at) for student, at in self.submitted_at.items()}
-        return class_term(term.load(self.grade_options().course), times)
+        course = term.load(self.grade_options().course)
+        times = {
+            # an older manifest's: one time, a string
+            student: Times.parse(
+                [values] if isinstance(values, str) else values, course, "--submitted-at"
+            )
+            for student, values in self.submitted_at.items()
+        }
+        return class_term(course, times)
 
     @property
     def folder(self) -> Path:
@@ -156,6 +164,15 @@ class SlurmPlan:
     batch: SlurmBatch
     scripts: dict[str, str]  # job -> its script, in submission order
     skipped: list[str]  # students already graded
+    # students graded again although graded already -> why (their submission changed)
+    changed: dict[str, str] = field(default_factory=dict)
+
+
+def _graded(out: Path, student: str, submission: Path) -> tuple[bool, str | None]:
+    """Whether a report of `student`'s grading exists, and why it is graded again when its submission
+    changed since (None: unchanged)."""
+    earlier = read_report(batch.student_folder(out, student) / batch.REPORT)
+    return earlier is not None, batch.resubmitted(earlier, submission) if earlier else None
 
 
 def plan(
@@ -166,18 +183,15 @@ def plan(
     *,
     force: bool = False,
     timeout: float | None = None,
-    times: dict[str, datetime] | None = None,
+    times: dict[str, Times] | None = None,
 ) -> SlurmPlan:
     """The batch and its job scripts: nothing is submitted (submit does that). times: each student's
     submission time (grade-batch --submitted-at)."""
     out = Path(out).resolve()
     klass = batch.find_submissions(Path(submissions_dir))
-    skipped = [
-        s
-        for s in klass.to_grade
-        if not force
-        and batch.ClassTerm().standing(batch.student_folder(out, s) / batch.REPORT, s) is not None
-    ]
+    found = {s: _graded(out, s, path) for s, path in klass.to_grade.items() if not force}
+    skipped = [s for s, (graded, why) in found.items() if graded and why is None]
+    changed = {s: why for s, (_, why) in found.items() if why is not None}
     todo = [s for s in klass.to_grade if s not in skipped]
     cache = (options.cache or out / batch.CACHE).resolve()
     options = dataclasses.replace(
@@ -197,7 +211,7 @@ def plan(
         course=course_digest(),
         cwd=str(paths.REPO_ROOT),
         refused=klass.refused,
-        submitted_at={s: t.isoformat() for s, t in (times or {}).items()},
+        submitted_at={s: t.arguments() for s, t in (times or {}).items()},
     )
     minutes = int((options.time_limit + TASK_MARGIN_SECONDS) // 60)
     directives = slurm.directives(f"{minutes // 60:02d}:{minutes % 60:02d}:00")
@@ -238,7 +252,7 @@ def plan(
         [*collect, "#SBATCH --cpus-per-task=1", "#SBATCH --mem=1G"],
         [*task, "collect", str(made.folder / "manifest.json")],
     )
-    return SlurmPlan(made, scripts, skipped)
+    return SlurmPlan(made, scripts, skipped, changed)
 
 
 # -- submitting and following ---------------------------------------------------------------------------------

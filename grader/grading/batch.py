@@ -1,6 +1,8 @@
 """Grading a whole class: one submission per student folder or .zip, each graded by `shardlab grade` in
 a fresh process, N at a time, with a progress bar. Resumable: a student whose report.json exists is
-skipped unless forced. One broken or hostile submission never stops the batch.
+skipped unless forced, or unless their submission changed since that grading (its digest, which report.json
+records: grader.grading.submission_digest), when they are graded again and the batch says so. One broken or
+hostile submission never stops the batch.
 
 OUT's layout keeps the class's names apart from the batch's own files: students' names come from the LMS
 export, so from students, and a student named `grades.tmp`, `index.html` or `.cache` must not take the
@@ -24,7 +26,6 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import psutil
@@ -33,9 +34,10 @@ from grader.core.options import GRADE, GradingOptions
 from grader.course.adjustments import Adjustment
 from grader.course.devices import cores
 from grader.course.term import Course, default_course
-from grader.grading import lateness, spreadsheet
+from grader.grading import lateness, regrade, spreadsheet
 from grader.grading.results import GradingResults, read_report
 from grader.grading.standing import Standing, standing
+from grader.grading.submission_digest import digest
 from grader.harness import timing_lock
 from grader.sandbox import cgroups, confinement, disk
 
@@ -123,25 +125,33 @@ def find_submissions(folder: Path) -> ClassFolder:
 @dataclass(frozen=True)
 class ClassTerm:
     """What a class is graded and published against: the course, the instructor's adjustments and the
-    submission times given for the batch (grade-batch --submitted-at FILE.csv)."""
+    submission times given for the batch (grade-batch --submitted-at FILE.csv: each student's, one or one per
+    assignment)."""
 
     course: Course = field(default_factory=default_course)
     adjustments: tuple[Adjustment, ...] = ()
-    times: dict[str, datetime] = field(default_factory=dict)
+    times: dict[str, lateness.Times] = field(default_factory=dict)
 
     def standing(self, report: Path, student: str) -> Standing | None:
         """`student`'s grade from their report.json: its late penalties judged again by this course (an extension
         granted since counts) and the adjustments applied; None when there is no report to read."""
         results = read_report(report)
-        return (
-            None
-            if results is None
-            else standing(self.judged(results, student), list(self.adjustments), student)
-        )
+        return None if results is None else self.standing_of(results, student)
+
+    def standing_of(self, results: GradingResults, student: str) -> Standing:
+        return standing(self.judged(results, student), list(self.adjustments), student)
 
     def judged(self, results: GradingResults, student: str) -> GradingResults:
-        """`results` with this course's late penalties, from the submission time it records."""
-        return lateness.with_term(results, self.course, student, lateness.recorded_time(results))
+        """`results` with this course's late penalties, each exercise's from the time it records."""
+        return lateness.with_term(results, self.course, student)
+
+
+def resubmitted(earlier: GradingResults, submission: Path) -> str | None:
+    """Why `submission` is graded again although `earlier` graded it: its files changed since (None: they did
+    not, or the report is older than digests and cannot tell)."""
+    if earlier.submission_digest is None or earlier.submission_digest == digest(submission):
+        return None
+    return f"submission changed since its grading at {earlier.graded_at or 'an unknown time'}"
 
 
 def grade_one(
@@ -153,15 +163,18 @@ def grade_one(
     timeout: float,
     env: dict[str, str],
     class_term: ClassTerm | None = None,
+    why: str = "",
 ) -> StudentOutcome:
     """`shardlab grade` with `options`, in a session of its own, so that a timeout kills all it started. An
     earlier report in the student's folder is graded into (grader.grading.regrade), never lost: a grading
-    that fails leaves it as it was."""
+    that fails leaves it as it was. A graded outcome's detail says why it was graded again (`why`) and each
+    exercise's score before -> after."""
     term = class_term or ClassTerm()
     target = student_folder(out, student)
     target.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    submitted = term.times.get(student)
+    submitted = term.times.get(student, lateness.Times())
+    earlier = read_report(target / REPORT)
     command = [
         sys.executable,
         "-m",
@@ -173,7 +186,7 @@ def grade_one(
         "--quiet",
         # --flag=value: a student named "-2+3" is a value, not a flag
         f"--student={student}",
-        *([f"--submitted-at={submitted.isoformat()}"] if submitted else []),
+        *(f"--submitted-at={value}" for value in submitted.arguments()),
         *options.arguments(GRADE),
     ]
     child = subprocess.Popen(
@@ -196,9 +209,17 @@ def grade_one(
         )
     (target / "grading.log").write_text(log[-20_000:])
     seconds = time.monotonic() - started
-    graded = term.standing(target / REPORT, student) if code == 0 else None
-    if graded is not None:
-        return StudentOutcome(student, "graded", seconds, standing=graded)
+    now = read_report(target / REPORT) if code == 0 else None
+    if now is not None:
+        changes = regrade.regraded(earlier, now)
+        detail = "; ".join(([why] if why else []) + changes)
+        return StudentOutcome(
+            student,
+            "graded",
+            seconds,
+            f"regraded, {detail}" if earlier is not None and detail else detail,
+            standing=term.standing_of(now, student),
+        )
     return StudentOutcome(student, "failed", seconds, f"exit status {code}: {log.strip()[-300:]}")
 
 
@@ -212,7 +233,7 @@ def _row(graded: Standing, failure: str | None) -> dict:
         "adjusted": round(graded.override, 2),
         "total": round(graded.final, 2),
         "max_score": round(graded.max_score, 2),
-        "status": f"graded; {failure}" if failure else "graded",
+        "status": "; ".join(["graded", *filter(None, [graded.untimed, failure])]),
         "late": "; ".join(graded.late),
         "adjustments": "; ".join(graded.adjusted),
     }
@@ -296,21 +317,33 @@ def grade_batch(
         summary.outcomes.append(StudentOutcome(student, REFUSED, detail=why))
         if progress:
             progress(student, summary.outcomes[-1])
+    why: dict[str, str] = {}
     for student, path in klass.to_grade.items():
-        earlier = None if force else term.standing(student_folder(out, student) / REPORT, student)
-        if earlier is not None:
-            standings[student] = earlier
+        earlier = None if force else read_report(student_folder(out, student) / REPORT)
+        changed = resubmitted(earlier, path) if earlier is not None else None
+        if earlier is not None and changed is None:
+            graded = term.standing_of(earlier, student)
+            standings[student] = graded
             summary.outcomes.append(
-                StudentOutcome(student, "skipped", detail="already graded", standing=earlier)
+                StudentOutcome(student, "skipped", detail="already graded", standing=graded)
             )
             if progress:
                 progress(student, summary.outcomes[-1])
         else:
             todo[student] = path
+            why[student] = changed or ""
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {
             pool.submit(
-                grade_one, s, p, out, options=options, timeout=timeout, env=env, class_term=term
+                grade_one,
+                s,
+                p,
+                out,
+                options=options,
+                timeout=timeout,
+                env=env,
+                class_term=term,
+                why=why[s],
             ): s
             for s, p in todo.items()
         }

@@ -2,8 +2,10 @@
 
 `grade --exercise ex04 --out OUT` (and `grade-batch --force --exercise ex04`, on one machine or on Slurm,
 which runs `grade` per student) grades ex04 alone: its result replaces ex04's in OUT/report.json and every
-other exercise's results, scores and facts stay as they were. Each exercise graded again is recorded with
-when, and its score before and after.
+other exercise's results, scores, facts and submission times stay as they were (so their lateness is never
+judged again from the time of what was graded after them). Each exercise graded again is recorded with when,
+and its score before and after. A partial grading keeps the earlier submission digest: the exercises kept
+were graded from the files it names, and grade-batch grades the whole again when they changed.
 """
 
 from __future__ import annotations
@@ -55,4 +57,23 @@ def merge(
         # The earlier grading ran every test of the exercises kept: the whole is visible-only if either was.
         visible_only=earlier.visible_only or new.visible_only,
         duration=earlier.duration + new.duration,
+        submission_digest=earlier.submission_digest,
+        graded_at=earlier.graded_at,
     )
+
+
+def regraded(earlier: GradingResults | None, now: GradingResults) -> list[str]:
+    """What grading `now` into `earlier` changed, a line per exercise graded again: "ex05: 8 -> 10", and
+    what counts after a late penalty where one applies: " (after the late penalty: 8 -> 9)"."""
+    lines = []
+    for record in now.regrades[len(earlier.regrades) :] if earlier is not None else []:
+        line = f"{record.exercise}: {_points(record.before)} -> {_points(record.after)}"
+        before, after = earlier.exercises.get(record.exercise), now.exercises.get(record.exercise)
+        if before is not None and after is not None and (before.penalty or after.penalty):
+            line += f" (after the late penalty: {_points(before.final)} -> {_points(after.final)})"
+        lines.append(line)
+    return lines
+
+
+def _points(value: float) -> str:
+    return f"{round(value, 2):g}"

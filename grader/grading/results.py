@@ -23,6 +23,9 @@ from grader.core.results import Category, Environment, TestResult
 from grader.course import catalog
 from grader.course.term import Lateness
 
+# an exercise's state when a due date applies and no submission time is known
+NO_TIME = "no submission time: no late penalty applied"
+
 
 @dataclass
 class ExerciseResult:
@@ -34,6 +37,10 @@ class ExerciseResult:
     bonus: bool = False  # extra credit: its score counts, its max_score does not
     # when it came in against its due date, and what that costs (the course file)
     late: Lateness | None = None
+    # the time it was judged with: a grading of another assignment keeps it (grader.grading.lateness)
+    submitted: Submitted | None = None
+    # a due date applies but no submission time is known: no late penalty applied, and every output says so
+    untimed: bool = False
 
     @property
     def score(self) -> float:
@@ -60,6 +67,22 @@ class ExerciseResult:
 
 
 @dataclass(frozen=True)
+class Submitted:
+    """When an exercise's submission came in, and where that time came from (the flag, a times file, git,
+    Gradescope)."""
+
+    at: str  # ISO 8601 with its offset
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Submitted:
+        return cls(str(data["at"]), str(data["source"]))
+
+
+@dataclass(frozen=True)
 class TermRecord:
     """Which term graded whose submission, and when it came in: report.json's "term"."""
 
@@ -67,7 +90,7 @@ class TermRecord:
     course_file: str | None = None  # None: no course file, the catalog's course
     course_digest: str | None = None  # sha256 of the course file's bytes
     student: str | None = None  # as extensions and adjustments name them
-    # ISO 8601 with its offset; None: not known, no late policy applied
+    # the latest of its exercises' times (ISO 8601 with its offset); None: none known, no late policy applied
     submitted_at: str | None = None
     # where that time came from: the flag, a times file, git, Gradescope
     submitted_from: str | None = None
@@ -121,6 +144,10 @@ class GradingResults:
     term: TermRecord | None = None  # the course file, the student and the submission time
     # exercises graded again into this report, oldest first
     regrades: list[Regrade] = field(default_factory=list)
+    # sha256 of the submission as intake reads it (grader.grading.submission.digest), and when it was graded:
+    # grade-batch grades again a student whose submission changed since
+    submission_digest: str | None = None
+    graded_at: str | None = None  # ISO 8601, UTC
 
     def __post_init__(self):
         """A grading's text is bounded (grader.core.bounds), whatever made it: when its tests would take more
@@ -187,6 +214,8 @@ class GradingResults:
                 "bonus": ex.bonus,
                 "score": ex.score,
                 "late": ex.late.to_dict() if ex.late is not None else None,
+                "submitted": ex.submitted.to_dict() if ex.submitted is not None else None,
+                "untimed": ex.untimed,
                 "penalty": ex.penalty,
                 "final": ex.final,
             }
@@ -200,6 +229,8 @@ class GradingResults:
             "max_score": self.max_score,
             "term": self.term.to_dict() if self.term is not None else None,
             "regrades": [r.to_dict() for r in self.regrades],
+            "submission_digest": self.submission_digest,
+            "graded_at": self.graded_at,
             "visible_only": self.visible_only,
             "duration": self.duration,
             "exercises": exercises,
@@ -212,11 +243,22 @@ class GradingResults:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GradingResults:
         """From to_dict()'s form, as report.json holds it: this version's, or an older one's (whose tests
-        carry no strike and no facts). A test with a key TestResult does not know is an error."""
+        carry no strike and no facts; whose exercises record no time of their own: the one time it judged them
+        all with is theirs). A test with a key TestResult does not know is an error."""
+        term = TermRecord.from_dict(data["term"]) if data.get("term") else None
+        one_time = (
+            Submitted(term.submitted_at, term.submitted_from or "an earlier grading")
+            if term is not None and term.submitted_at is not None
+            else None
+        )
         exercises = {}
         for ex_id, ex in data["exercises"].items():
             tests = [TestResult.from_dict(t, ignore=("name",)) for t in ex["tests"]]
             late = ex.get("late")
+            if "submitted" not in ex:  # an older report's: the one time it recorded
+                submitted = one_time
+            else:
+                submitted = Submitted.from_dict(ex["submitted"]) if ex["submitted"] else None
             exercises[ex_id] = ExerciseResult(
                 ex["id"],
                 ex["title"],
@@ -225,8 +267,9 @@ class GradingResults:
                 ex.get("note", ""),
                 ex.get("bonus", False),
                 Lateness.from_dict(late) if late else None,
+                submitted,
+                bool(ex.get("untimed", False)),
             )
-        term = data.get("term")
         return cls(
             data["submission"],
             exercises,
@@ -236,8 +279,10 @@ class GradingResults:
             data.get("duration", 0.0),
             data.get("visible_only", False),
             data.get("ignored", []),
-            TermRecord.from_dict(term) if term else None,
+            term,
             [Regrade.from_dict(r) for r in data.get("regrades", ())],
+            data.get("submission_digest"),
+            data.get("graded_at"),
         )
 
 

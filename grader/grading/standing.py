@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from grader.course.adjustments import Adjustment
 from grader.course.term import Lateness
-from grader.grading.results import ExerciseResult, GradingResults
+from grader.grading.results import NO_TIME, ExerciseResult, GradingResults
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,9 @@ class ExerciseStanding:
     late: Lateness | None = None
     adjustments: tuple[Adjustment, ...] = ()
     attempted: bool = True
+    untimed: bool = (
+        False  # a due date applies, no submission time is known: no late penalty applied
+    )
 
 
 @dataclass(frozen=True)
@@ -64,10 +67,21 @@ class Standing:
 
     @property
     def late(self) -> list[str]:
-        """Each penalized exercise's reason: "ex04: 2 d 1 h after the due date ...: 20% off"."""
+        """Each penalized exercise's reason: "ex04: 2 d 1 h after the due date ...: 20% off", and each one
+        with a due date and no submission time: "ex05: no submission time: no late penalty applied"."""
         return [
             f"{e.id}: {e.late.reason}" for e in self.exercises if e.penalty and e.late is not None
-        ]
+        ] + [f"{e.id}: {NO_TIME}" for e in self.exercises if e.untimed]
+
+    @property
+    def untimed(self) -> str:
+        """The missing-time state of grades.csv's status: "" when every exercise with a due date had a time."""
+        missing = [e.id for e in self.exercises if e.untimed]
+        if not missing:
+            return ""
+        if len(missing) == len([e for e in self.exercises if e.attempted]):
+            return NO_TIME
+        return f"{NO_TIME} to {', '.join(missing)}"
 
     @property
     def adjusted(self) -> list[str]:
@@ -111,6 +125,7 @@ def _exercise(
         exercise.late,
         tuple(applied),
         not exercise.note,
+        exercise.untimed,
     )
 
 

@@ -126,32 +126,44 @@ def _hidden(parts: tuple[str, ...]) -> bool:
     )
 
 
-def _head(path: Path, limit: int) -> bytes:
+def head(path: Path, limit: int) -> bytes:
     """At most limit + 1 bytes of `path`: enough to tell it is too large without reading a huge file whole."""
     with path.open("rb") as file:
         return file.read(limit + 1)
 
 
-def _from_folder(folder: Path, prepared: PreparedSubmission) -> None:
+def folder_reads(folder: Path, problems: list[str] | None = None) -> tuple[dict, dict, list[str]]:
+    """What intake reads of a folder: its modules (relative parts -> path, each read up to MAX_MODULE_BYTES
+    + 1 bytes) and notebooks (within MAX_NOTEBOOK_BYTES, read whole), and the names it leaves out. A symbolic
+    link is never followed (said in `problems`)."""
     files = {}
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder).parts
         if _hidden(relative):
             continue
         if path.is_symlink():
-            prepared.problems.append(f"{'/'.join(relative)} is a symbolic link: ignored")
+            if problems is not None:
+                problems.append(f"{'/'.join(relative)} is a symbolic link: ignored")
         elif path.is_file():
             files[relative] = path
     base = _choose_base(list(files))
-    notebooks = {}
+    modules, notebooks, ignored = {}, {}, []
     for parts, path in files.items():
         if parts[:-1] == base and parts[-1] in MODULE_NAMES:
-            _copy_module(parts[-1], _head(path, MAX_MODULE_BYTES), prepared, "/".join(parts))
+            modules[parts] = path
         elif _notebook_exercise(parts) and path.stat().st_size <= MAX_NOTEBOOK_BYTES:
-            notebooks[parts] = path.read_bytes()
+            notebooks[parts] = path
         else:
-            prepared.ignored.append("/".join(parts))
-    _take_notebooks(notebooks, prepared)
+            ignored.append("/".join(parts))
+    return modules, notebooks, ignored
+
+
+def _from_folder(folder: Path, prepared: PreparedSubmission) -> None:
+    modules, notebooks, ignored = folder_reads(folder, prepared.problems)
+    for parts, path in modules.items():
+        _copy_module(parts[-1], head(path, MAX_MODULE_BYTES), prepared, "/".join(parts))
+    prepared.ignored += ignored
+    _take_notebooks({parts: path.read_bytes() for parts, path in notebooks.items()}, prepared)
 
 
 def _from_zip(archive: Path, prepared: PreparedSubmission) -> None:

@@ -48,6 +48,7 @@ from pathlib import Path
 from grader.core.cells import as_text
 from grader.course.roster import Roster, RosterEntry
 from grader.course.term import Assignment, Course
+from grader.grading.results import NO_TIME
 from grader.grading.spreadsheet import write_csv
 from grader.grading.standing import ExerciseStanding, Standing
 
@@ -301,7 +302,11 @@ def _long_row(
         # written so that raw - penalty + override is final, digit for digit
         "override": _number(final - raw + penalty, LONG_DECIMALS),
         "final": _number(final, LONG_DECIMALS),
-        "late_reason": exercise.late.reason if exercise.late is not None else "",
+        "late_reason": NO_TIME
+        if exercise.untimed
+        else exercise.late.reason
+        if exercise.late is not None
+        else "",
         "adjustments": "; ".join(adjustment.describe() for adjustment in exercise.adjustments),
     }
 

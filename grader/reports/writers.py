@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.core.results import Category, TestResult
-from grader.grading.results import ExerciseResult, GradingResults
+from grader.grading.results import NO_TIME, ExerciseResult, GradingResults
 from grader.grading.standing import Standing
 from grader.reports import feedback_page, markdown
 from grader.reports.files import write_atomically
@@ -206,21 +206,26 @@ def late_part(results: GradingResults) -> list[str]:
         if term is not None and term.course_file is not None:
             return ["**Submitted:** no submission time: no late penalty applied."]
         return []
+    # an exercise kept from a grading of another assignment keeps the time it was judged with
+    times = {e.submitted for e in results.exercises.values() if e.submitted is not None}
+    each = len(times) > 1
     rows = [
         [
             markdown.text(exercise.id),
-            markdown.text(exercise.late.due or "no due date"),
-            markdown.text(exercise.late.reason),
+            *([markdown.text(exercise.submitted.at if exercise.submitted else "")] if each else []),
+            markdown.text(exercise.late.due or "no due date" if exercise.late else ""),
+            markdown.text(exercise.late.reason if exercise.late else NO_TIME),
         ]
         for exercise in results.exercises.values()
-        if exercise.late is not None
+        if exercise.late is not None or exercise.untimed
     ]
     came = (
         f"{term.submitted_at} ({term.submitted_from})" if term.submitted_from else term.submitted_at
     )
-    parts = [f"**Submitted:** {markdown.text(came)}"]
+    parts = [f"**Submitted:** {markdown.text('each exercise when it came in' if each else came)}"]
     if rows:
-        parts.append(markdown.table(["Exercise", "Due", "Late"], rows))
+        header = ["Exercise", *(["Submitted"] if each else []), "Due", "Late"]
+        parts.append(markdown.table(header, rows))
     return parts
 
 

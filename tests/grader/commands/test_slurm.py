@@ -189,6 +189,26 @@ def test_students_already_graded_are_not_submitted_again(tmp_path):
     assert "alice" in forced.batch.todo
 
 
+def test_a_student_whose_submission_changed_since_their_grading_is_submitted_again(tmp_path):
+    from grader.grading.submission_digest import digest
+
+    klass = make_class(tmp_path)
+    out = tmp_path / "out"
+    for student in ("alice", "bob"):
+        folder = student_folder(out, student)
+        folder.mkdir(parents=True)
+        graded = GradingResults(student, {}, submission_digest=digest(klass / student))
+        graded.graded_at = "2026-10-06T08:00:00+00:00"
+        (folder / "report.json").write_text(json.dumps(graded.to_dict()))
+    changed = next(path for path in (klass / "bob").iterdir() if path.suffix == ".py")
+    changed.write_text(changed.read_text() + "\n# resubmitted\n")
+    made = slurm.plan(klass, out, GradingOptions(test_timeout=30.0), slurm.SlurmRequest())
+    assert "alice" in made.skipped and "alice" not in made.batch.todo
+    assert "bob" in made.batch.todo and made.changed == {
+        "bob": "submission changed since its grading at 2026-10-06T08:00:00+00:00"
+    }
+
+
 def test_a_task_on_a_node_with_another_course_grades_nobody(tmp_path):
     made = slurm.plan(
         make_class(tmp_path),

@@ -210,6 +210,14 @@ def results_of(scores: dict[str, list[tuple[str, str, float]]], course) -> Gradi
     return GradingResults("alice", exercises)
 
 
+def timed(results: GradingResults, course, student: str, time: str) -> GradingResults:
+    """`results` judged by the course as if all came in at `time` (a grading's one time for all)."""
+    every = lateness.SubmissionTime(at(time), "--submitted-at")
+    return lateness.with_term(
+        lateness.stamped(results, course, lateness.Times(every)), course, student
+    )
+
+
 def test_course_points_scale_every_test_alike(course):
     graded = results_of(
         {"ex04": [("test_a", Category.PASSED, 15.0), ("test_b", Category.FAILED, 5.0)]}, course
@@ -246,10 +254,15 @@ def test_a_standing_applies_test_adjustments_then_lateness_then_exercise_adjustm
         course,
     )
     graded = lateness.with_term(
-        graded,
+        lateness.stamped(
+            graded,
+            course,
+            lateness.Times(
+                lateness.SubmissionTime(at("2026-10-06T12:00:00+02:00"), "--submitted-at")
+            ),
+        ),
         course,
         "bob",
-        lateness.SubmissionTime(at("2026-10-06T12:00:00+02:00"), "--submitted-at"),
     )
     assert graded.exercises["ex04_sharded_layer"].late.percent == 10
     path = tmp_path / "adjustments.csv"
@@ -330,10 +343,13 @@ def test_a_regrade_of_one_exercise_keeps_the_others_and_records_before_and_after
 
 def test_a_report_with_a_term_and_regrades_reads_back_the_same(course):
     graded = lateness.with_term(
-        results_of({"ex01": [("test_c", Category.PASSED, 10.0)]}, course),
+        lateness.stamped(
+            results_of({"ex01": [("test_c", Category.PASSED, 10.0)]}, course),
+            course,
+            lateness.Times(lateness.SubmissionTime(at("2026-10-09T00:00:00+02:00"), "times.csv")),
+        ),
         course,
         "bob",
-        lateness.SubmissionTime(at("2026-10-09T00:00:00+02:00"), "times.csv"),
     )
     graded = regrade.merge(graded, graded, partial=True)
     back = GradingResults.from_dict(graded.to_dict())
@@ -345,13 +361,13 @@ def test_a_report_with_a_term_and_regrades_reads_back_the_same(course):
     assert back.final == pytest.approx(7.0)
 
 
-def test_submission_times_file_names_the_line_of_a_bad_time(tmp_path):
+def test_submission_times_file_names_the_line_of_a_bad_time(tmp_path, course):
     path = tmp_path / "times.csv"
     path.write_text(
         "student,submitted_at\nal,2026-10-05T10:00:00+02:00\nbo,yesterday\ncy,2026-10-05T10:00:00\n"
     )
     with pytest.raises(lateness.SubmissionTimeError) as caught:
-        lateness.read_times(path)
+        lateness.read_times(path, term.default_course())
     assert "line 3: 'yesterday' is not an ISO 8601" in str(caught.value)
     assert "line 4: '2026-10-05T10:00:00' has no UTC offset" in str(caught.value)
 

@@ -1,0 +1,50 @@
+"""A submission's digest: what grading reads of it, hashed, so that grade-batch can tell a resubmission (files
+changed since the student's grading) from a submission it graded already.
+
+Plain bounded reads, as intake's (docs/trust-model.md, "What the trusted side reads of a submission"): a
+folder's exercise modules and notebooks, each read as intake reads it (a module up to 1 MiB + 1 byte, a
+notebook within 16 MiB), with its path; a zip's bytes, up to intake's 64 MiB (a larger zip by its size and
+modification time); a lone module's first 1 MiB + 1 byte. Nothing in it is run or parsed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from grader.grading.submission import (
+    MAX_MODULE_BYTES,
+    MAX_NOTEBOOK_BYTES,
+    MAX_ZIP_BYTES,
+    folder_reads,
+    head,
+)
+
+_CHUNK = 1 << 20
+
+
+def digest(source: str | Path) -> str:
+    """sha256 of what grading reads of `source` (a folder, a .zip or one module); "" for nothing readable."""
+    source = Path(source)
+    sha = hashlib.sha256()
+    if source.is_dir():
+        modules, notebooks, _ = folder_reads(source)
+        for parts, path in sorted({**modules, **notebooks}.items()):
+            limit = MAX_MODULE_BYTES if parts in modules else MAX_NOTEBOOK_BYTES
+            data = head(path, limit)
+            sha.update(f"{'/'.join(parts)}\0{len(data)}\0".encode())
+            sha.update(data)
+    elif source.is_file():
+        status = source.stat()
+        if status.st_size > MAX_ZIP_BYTES:
+            # beyond what intake would take whole: its size and time say a new one came
+            sha.update(f"{status.st_size}\0{status.st_mtime_ns}".encode())
+        else:
+            left = MAX_ZIP_BYTES + 1  # a file that grows while read is still read within the bound
+            with source.open("rb") as file:
+                while left > 0 and (chunk := file.read(min(_CHUNK, left))):
+                    sha.update(chunk)
+                    left -= len(chunk)
+    else:
+        return ""
+    return sha.hexdigest()
