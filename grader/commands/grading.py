@@ -88,13 +88,15 @@ def submission_time(args, course):
                 meta.submitted_at, "Gradescope's submission_metadata.json"
             )
             student = args.student or gradescope.course_student(course, meta) or student
-    every = (
-        given.every
-        or platform
-        or lateness.from_nbgrader(Path(args.submission))
+    every = given.every or platform
+    # the submission's own time only where no time is given for all: a student can write it
+    clock = (
+        None
+        if every is not None
+        else lateness.from_nbgrader(Path(args.submission))
         or lateness.from_git(Path(args.submission))
     )
-    return dataclasses.replace(given, every=every), course, student
+    return dataclasses.replace(given, every=every, student_clock=clock), course, student
 
 
 def grade_command(args) -> int:

@@ -58,13 +58,22 @@ def moment(text: str, where: str) -> datetime:
     return value
 
 
+# Where a time came from, when it is what the student's own machine wrote (a commit, nbgrader's timestamp.txt)
+FROM_GIT = "the last commit of the git clone"
+FROM_NBGRADER = "nbgrader's timestamp.txt (the student's clock)"
+STUDENT_CLOCK = frozenset({FROM_GIT, FROM_NBGRADER})
+
+
 @dataclass(frozen=True)
 class Times:
     """The submission times one grading applies: `every` to each exercise it grades, an assignment's own time
-    (keyed by the course file's name for it) to that assignment's exercises in its place."""
+    (keyed by the course file's name for it) to that assignment's exercises in its place. `student_clock`, a
+    time the submission's own files give (git, timestamp.txt), counts only where neither these nor an earlier
+    grading's time from the instructor or a platform does (`stamped`)."""
 
     every: SubmissionTime | None = None
     assignments: dict[str, SubmissionTime] = field(default_factory=dict)
+    student_clock: SubmissionTime | None = None
 
     def of(self, course: Course, exercise_id: str) -> SubmissionTime | None:
         assignment = course.assignment_of(catalog.get(exercise_id).id)
@@ -194,7 +203,7 @@ def from_git(submission: Path) -> SubmissionTime | None:
             file=sys.stderr,
         )
         return None
-    return SubmissionTime(found.at, "the last commit of the git clone")
+    return SubmissionTime(found.at, FROM_GIT)
 
 
 # nbgrader's timestamp.txt: "2026-10-05 18:00:00.000000 UTC" (nbgrader writes UTC), or ISO 8601 with an offset
@@ -235,7 +244,7 @@ def from_nbgrader(submission: Path) -> SubmissionTime | None:
         ) from None
     if at.tzinfo is None:  # nbgrader's own form: UTC without an offset
         at = at.replace(tzinfo=timezone.utc)
-    return SubmissionTime(at, "nbgrader's timestamp.txt (the student's clock)")
+    return SubmissionTime(at, FROM_NBGRADER)
 
 
 def stamped(
@@ -245,16 +254,24 @@ def stamped(
     earlier: GradingResults | None = None,
 ) -> GradingResults:
     """`results`, a grading just made, with the time each exercise came in: its assignment's, else the one for
-    all; an exercise given none keeps the time an earlier grading of it recorded (a regrade without a time)."""
+    all; an exercise given none keeps the time an earlier grading of it recorded from the instructor or a
+    platform; else the submission's own (git, timestamp.txt), which a student can write, so it never takes
+    the place of a time the instructor gave before (a forced regrade without the times file)."""
     kept = earlier.exercises if earlier is not None else {}
+
+    def when(ex_id: str) -> Submitted | None:
+        given = _submitted(times.of(course, ex_id))
+        before = kept[ex_id].submitted if ex_id in kept else None
+        if given is not None:
+            return given
+        if before is not None and before.source not in STUDENT_CLOCK:
+            return before
+        return _submitted(times.student_clock) or before
+
     return dataclasses.replace(
         results,
         exercises={
-            ex_id: dataclasses.replace(
-                ex,
-                submitted=_submitted(times.of(course, ex_id))
-                or (kept[ex_id].submitted if ex_id in kept else None),
-            )
+            ex_id: dataclasses.replace(ex, submitted=when(ex_id))
             for ex_id, ex in results.exercises.items()
         },
     )

@@ -89,10 +89,11 @@ def test_the_flag_outranks_timestamp_txt_which_outranks_git(tmp_path):
     for command in (["git", "init", "-q"], ["git", "commit", "-q", "--allow-empty", "-m", "x"]):
         subprocess.run(command, cwd=alice, env=env, check=True)
     times, _, student = submission_time(grade_args(alice), course)
-    assert times.every.source == "the last commit of the git clone" and student == "alice"
+    assert times.student_clock.source == lateness.FROM_GIT and student == "alice"
+    assert times.every is None
     (alice / "timestamp.txt").write_text("2026-10-05 18:00:00.000000 UTC")
     times, _, _ = submission_time(grade_args(alice), course)
-    assert times.every.at == datetime(2026, 10, 5, 18, tzinfo=timezone.utc)
-    assert course.lateness("ex01", "alice", times.every.at).percent == 0
+    assert times.student_clock.at == datetime(2026, 10, 5, 18, tzinfo=timezone.utc)
+    assert course.lateness("ex01", "alice", times.student_clock.at).percent == 0
     times, _, _ = submission_time(grade_args(alice, "2026-10-07T00:00:00+02:00"), course)
-    assert times.every.source == "--submitted-at"
+    assert times.every.source == "--submitted-at" and times.student_clock is None

@@ -194,6 +194,23 @@ def test_a_regrade_without_a_time_keeps_each_exercises_own(course):
     }
 
 
+def test_the_submissions_own_clock_never_replaces_a_time_the_instructor_gave(course):
+    # graded with the instructor's times; later forced again without them, the clone's commit (which the
+    # student dates as they like) on time: the instructor's time stays
+    first = graded(course, passing(course, "ex01", "ex05"), lateness.Times(one(HW2_TIME)))
+    forged = lateness.SubmissionTime(datetime.fromisoformat(ON_TIME_HW1), lateness.FROM_GIT)
+    again = graded(
+        course, passing(course, "ex01", "ex05"), lateness.Times(student_clock=forged), first
+    )
+    assert {ex.submitted.at for ex in again.exercises.values()} == {HW2_TIME}
+    assert again.penalty == first.penalty > 0
+    # a time the student's clock gave earlier gives way to the one it gives now (a new commit)
+    by_git = graded(course, passing(course, "ex01"), lateness.Times(student_clock=forged))
+    later = lateness.SubmissionTime(datetime.fromisoformat(HW2_TIME), lateness.FROM_GIT)
+    newer = graded(course, passing(course, "ex01"), lateness.Times(student_clock=later), by_git)
+    assert {ex.submitted.at for ex in newer.exercises.values()} == {HW2_TIME}
+
+
 def test_an_older_reports_one_time_is_each_exercises(course):
     old = graded(course, passing(course, "ex01", "ex05"), lateness.Times(one(HW2_TIME)))
     data = old.to_dict()
