@@ -212,7 +212,9 @@ def _row(graded: Standing, failure: str | None) -> dict:
         "adjusted": round(graded.override, 2),
         "total": round(graded.final, 2),
         "max_score": round(graded.max_score, 2),
-        "status": f"graded; {failure}" if failure else "graded",
+        "status": "; ".join(
+            ["graded", *([failure] if failure else []), *(f"refused {r}" for r in graded.refused)]
+        ),
         "late": "; ".join(graded.late),
         "adjustments": "; ".join(graded.adjusted),
     }

@@ -121,6 +121,8 @@ class GradingResults:
     term: TermRecord | None = None  # the course file, the student and the submission time
     # exercises graded again into this report, oldest first
     regrades: list[Regrade] = field(default_factory=list)
+    # files handed in and not graded (each also among problems): the class page and grades.csv name them
+    refused: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         """A grading's text is bounded (grader.core.bounds), whatever made it: when its tests would take more
@@ -149,6 +151,9 @@ class GradingResults:
             " problems, not listed",
         )
         self.ignored = at_most([clipped(str(name), NAME_CHARS) for name in self.ignored], PROBLEMS)
+        self.refused = at_most(
+            [clipped(str(p), PROBLEM_CHARS) for p in self.refused], PROBLEMS, " files refused"
+        )
 
     @property
     def score(self) -> float:
@@ -205,6 +210,7 @@ class GradingResults:
             "exercises": exercises,
             "problems": self.problems,
             "ignored": self.ignored,
+            "refused": self.refused,
             "output": self.output,
             "environment": self.environment.to_dict(),
         }
@@ -238,6 +244,7 @@ class GradingResults:
             data.get("ignored", []),
             TermRecord.from_dict(term) if term else None,
             [Regrade.from_dict(r) for r in data.get("regrades", ())],
+            list(data.get("refused", [])),
         )
 
 
