@@ -532,3 +532,42 @@ def test_the_why_column_wraps_inside_the_window(browser, page_visit, out):
         assert lines > 1, (width, lines)
         if width == 1400:
             assert box["x"] + box["width"] <= width, box
+
+
+def test_after_an_override_the_statuses_say_graded_and_who_was_adjusted(out):
+    """An override grades nothing: every student read back from OUT is "skipped" to it, and the page still
+    says graded, with "adjusted" for the student the adjustment names."""
+    from grader.commands.term import class_outcomes, make_adjustment, record_override
+    from grader.course import term
+
+    make_class(out)
+    (out / "grades.csv").write_text("student,status\n")
+    course_file = out.parent / "course.toml"
+    course_file.write_text(
+        'name = "Autumn"\n[[assignment]]\nname = "w1"\nexercises = ["ex01", "ex04"]\n'
+    )
+    course = term.load(course_file)
+    assert {o.status for o in class_outcomes(out) if o.student == "bob"} == {"skipped"}
+    adjustment = make_adjustment("bob", "ex04", None, None, 2.0, "flaky timing", "Ann")
+    published = record_override(out, course, adjustment, "after_due_date")
+    page = parse(published.page.read_text(encoding="utf-8"))
+    rows = {r.attrs["data-student"]: r for r in page.all("tr") if "data-student" in r.attrs}
+    status = {
+        name: row.one("td", **{"class": "status status-ok"}).text
+        for name, row in rows.items()
+        if row.all("td", **{"class": "status status-ok"})
+    }
+    assert status["bob"] == "graded; adjusted"
+    assert status["alice"] == status["zed"] == "graded"
+    assert "graded earlier" not in page.text
+    assert page.one("h1").text == "Autumn"
+
+
+def test_a_refused_files_name_never_becomes_markup(out):
+    """A student names a file as they like: its name reaches the class page as text."""
+    graded = late("alice")
+    graded.refused = [f"{MARKUP}.py is a symbolic link: ignored"]
+    write_report_json(graded, student_folder(out, "alice") / "report.json")
+    html = class_page(out, [StudentOutcome("alice", "graded")])
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert parse(html).one("section", id="refused").one("code").text == graded.refused[0]
