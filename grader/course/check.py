@@ -6,10 +6,11 @@ match, a file it cannot read); a warning is what it would do by a rule the instr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from grader.course import adjustments as adjustments_file, roster as roster_file
-from grader.course.term import Course, line_of
+from grader.course.term import Assignment, Course, line_of
 
 ERROR, WARNING = "error", "warning"
 # Canvas's gradebook import finds a student by one of these (lms_export.CANVAS_STUDENT_COLUMNS): a roster
@@ -136,6 +137,8 @@ def _extensions(course: Course, roster: roster_file.Roster | None, found: list[F
                         "which has no due date: it changes nothing",
                     )
                 )
+            else:
+                _extended_due(course, i, line, assignment, extension.due(assignment.due), found)
             key = (extension.student, assignment.name)
             if key in granted:
                 found.append(
@@ -181,8 +184,58 @@ def _adjustments(course: Course, roster: roster_file.Roster | None, found: list[
             )
 
 
+def _extended_due(
+    course: Course,
+    i: int,
+    line: int | None,
+    assignment: Assignment,
+    new: datetime,
+    found: list[Finding],
+) -> None:
+    """An extension's due date that takes time away, or that the late policy's last moment voids."""
+    who = f"extension {i + 1} ({course.extensions[i].student})"
+    if new < assignment.due:
+        found.append(
+            Finding(
+                ERROR,
+                _course_path(course),
+                line,
+                f"{who} gives {assignment.name!r} the due date {new.isoformat()}, before its own "
+                f"{assignment.due.isoformat()}: it would make the student late sooner",
+            )
+        )
+    zero_after = course.late.zero_after
+    if zero_after is not None and new > zero_after:
+        found.append(
+            Finding(
+                ERROR,
+                _course_path(course),
+                line,
+                f"{who} moves {assignment.name!r} to {new.isoformat()}, after the late policy's "
+                f"zero_after {zero_after.isoformat()}: work handed in after that gets 0 points, "
+                "extension or not",
+            )
+        )
+
+
 def _due_dates(course: Course, found: list[Finding]) -> None:
     late = course.late
+    for i, assignment in enumerate(course.assignments):
+        if (
+            late.zero_after is not None
+            and assignment.due is not None
+            and assignment.due > late.zero_after
+        ):
+            found.append(
+                Finding(
+                    ERROR,
+                    _course_path(course),
+                    _course_line(course, ("assignment", i, "due")),
+                    f"assignment {assignment.name!r} is due {assignment.due.isoformat()}, after the "
+                    f"late policy's zero_after {late.zero_after.isoformat()}: work handed in on time "
+                    "after that gets 0 points",
+                )
+            )
     if not (late.percent or late.zero_after):
         return
     for i, assignment in enumerate(course.assignments):

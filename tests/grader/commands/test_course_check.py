@@ -142,3 +142,37 @@ def test_without_a_roster_the_extensions_are_said_to_be_unchecked(tmp_path, caps
     code, err = check(term(tmp_path, named=False, extended="anyone"), capsys)
     assert code == 0
     assert "warning: " in err and "names no roster: the students of its extensions" in err
+
+
+@pytest.mark.parametrize(
+    "late, extension, says",
+    [
+        # an until before the due date: the "extension" makes the student late sooner
+        ("", "until = 2026-10-01T12:00:00", "before its own 2026-10-05T23:59:00+02:00"),
+        # an extension past the last moment late work counts: worth nothing after it
+        (
+            "zero_after = 2026-10-07T23:59:00",
+            "days = 5",
+            "after the late policy's zero_after 2026-10-07T23:59:00+02:00",
+        ),
+    ],
+)
+def test_an_extension_that_takes_time_away_is_an_error(tmp_path, capsys, late, extension, says):
+    path = term(tmp_path)
+    text = path.read_text().replace("percent = 10", f"percent = 10\n{late}")
+    path.write_text(text.replace("days = 3", extension))
+    code, err = check(path, capsys)
+    assert code == 1
+    bob = line(path, 'student = "bob"')
+    assert f"line {bob}: extension 1 (bob)" in err and says in err
+
+
+def test_an_assignment_due_after_zero_after_is_an_error(tmp_path, capsys):
+    path = term(tmp_path)
+    path.write_text(
+        path.read_text().replace("percent = 10", "percent = 10\nzero_after = 2026-10-10T00:00:00")
+    )
+    code, err = check(path, capsys)
+    assert code == 1
+    assert f"line {line(path, '2026-10-12 23:59')}: assignment 'HW2' is due" in err
+    assert "work handed in on time after that gets 0 points" in err
