@@ -643,6 +643,7 @@ def syntax_errors(tmp_path_factory) -> GradingResults:
     folder.mkdir()
     (folder / "ex01_meshes.py").write_text("def make_mesh_2x4(:\n    pass\n")
     (folder / "ex04_sharded_layer.py").write_text("import jax\n\n\ndef layer(x:\n")
+    (folder / "ex02_sharding_properties.ipynb").write_text("{broken")  # refused at intake
     return grade_submission(folder, exercises=["ex01", "ex04"])
 
 
@@ -663,6 +664,13 @@ def test_a_module_that_cannot_be_imported_is_said_once_per_exercise(syntax_error
     # every test named, a line each: bounded by the tests, not by a card's size
     assert page.count("<li>") <= len(tests) + 10
     assert page.count("<") < 8 * len(tests)
+
+
+def test_a_real_grading_records_the_file_intake_refused(syntax_errors):
+    """The engine carries intake's refusal into the grading (report.json's "refused"), beside its problems."""
+    [refused] = syntax_errors.refused
+    assert refused.startswith("ex02_sharding_properties.ipynb is not a readable notebook")
+    assert refused in syntax_errors.problems
 
 
 def test_one_error_needs_every_test_to_end_in_it():
