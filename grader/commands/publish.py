@@ -72,5 +72,5 @@ def publish_class(
         published.append(dataclasses.replace(outcome, standing=graded))
     students = sorted(o.student for o in outcomes)
     grades = batch.write_grades_csv(out, students, standings, failures, term.course)
-    page = write_class_page(out, published, similarity)
+    page = write_class_page(out, published, similarity, term.course.name)
     return Publication(grades, page, standings, problems)

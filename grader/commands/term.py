@@ -11,7 +11,13 @@ from grader.commands.publish import Publication, class_term, publish_class
 from grader.core.cells import as_data
 from grader.core.errors import ShardlabError
 from grader.core.options import DEFAULTS
-from grader.course import adjustments as adjustments_file, catalog, roster, term as course_file
+from grader.course import (
+    adjustments as adjustments_file,
+    catalog,
+    check as course_checks,
+    roster,
+    term as course_file,
+)
 from grader.course.adjustments import Adjustment
 from grader.course.term import Course
 from grader.grading import batch, spreadsheet
@@ -164,23 +170,26 @@ def load_course(args, command: str):
 
 
 def course_check_command(args) -> int:
+    """The term, then every problem of the roster, extensions and adjustments with its file and line: 1 when
+    one is an error (grading or the export would get it wrong without a word), 0 with warnings only."""
     course = load_course(args, "course check")
     if course is None:
         return 2
     for line in course_file.describe(course):
         print(line)
-    try:
-        found = adjustments_file.load(course.adjustments)
-    except adjustments_file.AdjustmentsError as exc:
-        print(f"shardlab course check: {exc}", file=sys.stderr)
-        return 2
-    if course.adjustments is not None:
+    findings = course_checks.check(course)
+    if course.adjustments is not None and not any(
+        f.path == course.adjustments and f.line is None for f in findings
+    ):
+        count = len(adjustments_file.load(course.adjustments))
         print(
-            f"  adjustments: {len(found)} in {course.adjustments}"
-            if found
+            f"  adjustments: {count} in {course.adjustments}"
+            if count
             else f"  adjustments: none yet ({course.adjustments})"
         )
-    return 0
+    for finding in findings:
+        print(printable(f"shardlab course check: {finding.describe()}"), file=sys.stderr)
+    return 1 if any(f.severity == course_checks.ERROR for f in findings) else 0
 
 
 def override_command(args) -> int:

@@ -233,7 +233,13 @@ def _row(graded: Standing, failure: str | None) -> dict:
         "adjusted": round(graded.override, 2),
         "total": round(graded.final, 2),
         "max_score": round(graded.max_score, 2),
-        "status": "; ".join(["graded", *filter(None, [graded.untimed, failure])]),
+        "status": "; ".join(
+            [
+                "graded",
+                *filter(None, [graded.untimed, failure]),
+                *(f"refused {r}" for r in graded.refused),
+            ]
+        ),
         "late": "; ".join(graded.late),
         "adjustments": "; ".join(graded.adjusted),
     }

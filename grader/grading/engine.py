@@ -367,6 +367,7 @@ def grade_submission(
         ),
         problems=prepared.problems,
         ignored=prepared.ignored,
+        refused=prepared.refused,
         # with its end
         output=clipped("".join(run.output for run in runs), limits.output_chars, keep_end=True),
         # A course without hidden tests (a student's handout) grades its visible tests only, and says so.

@@ -148,6 +148,8 @@ class GradingResults:
     # grade-batch grades again a student whose submission changed since
     submission_digest: str | None = None
     graded_at: str | None = None  # ISO 8601, UTC
+    # files handed in and not graded (each also among problems): the class page and grades.csv name them
+    refused: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         """A grading's text is bounded (grader.core.bounds), whatever made it: when its tests would take more
@@ -176,6 +178,9 @@ class GradingResults:
             " problems, not listed",
         )
         self.ignored = at_most([clipped(str(name), NAME_CHARS) for name in self.ignored], PROBLEMS)
+        self.refused = at_most(
+            [clipped(str(p), PROBLEM_CHARS) for p in self.refused], PROBLEMS, " files refused"
+        )
 
     @property
     def score(self) -> float:
@@ -236,6 +241,7 @@ class GradingResults:
             "exercises": exercises,
             "problems": self.problems,
             "ignored": self.ignored,
+            "refused": self.refused,
             "output": self.output,
             "environment": self.environment.to_dict(),
         }
@@ -283,6 +289,7 @@ class GradingResults:
             [Regrade.from_dict(r) for r in data.get("regrades", ())],
             data.get("submission_digest"),
             data.get("graded_at"),
+            list(data.get("refused", [])),
         )
 
 

@@ -41,6 +41,7 @@ class Standing:
     student: str
     exercises: tuple[ExerciseStanding, ...]
     problems: tuple[str, ...] = ()  # adjustments that could not apply (a test it does not have)
+    refused: tuple[str, ...] = ()  # files handed in and not graded, each with why (intake's words)
 
     def exercise(self, exercise_id: str) -> ExerciseStanding | None:
         return next((e for e in self.exercises if e.id == exercise_id), None)
@@ -153,4 +154,4 @@ def standing(
         _exercise(ex, [a for a in mine if a.exercise == ex.id], problems)
         for ex in results.exercises.values()
     )
-    return Standing(student, exercises, tuple(problems))
+    return Standing(student, exercises, tuple(problems), tuple(results.refused))

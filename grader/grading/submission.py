@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import stat
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -34,6 +35,13 @@ class PreparedSubmission:
     ignored: list[str] = field(default_factory=list)  # files shipped but never loaded
     # what the student should know about the hand-in
     problems: list[str] = field(default_factory=list)
+    # the problems that are a file handed in and not graded (an unreadable notebook, a symbolic link): the
+    # class page and grades.csv name them, not only the student's own page
+    refused: list[str] = field(default_factory=list)
+
+    def refuse(self, problem: str) -> None:
+        self.problems.append(problem)
+        self.refused.append(problem)
 
 
 def _base_rank(parents: tuple[str, ...]) -> int | None:
@@ -67,7 +75,7 @@ def _take_notebooks(notebooks: dict[tuple[str, ...], bytes], prepared: PreparedS
         try:
             source = module_from_notebook(data, exercise, where)
         except NotebookError as exc:
-            prepared.problems.append(f"{exc}: not graded")
+            prepared.refuse(f"{exc}: not graded")
             continue
         _copy_module(exercise.module_file, source.encode(), prepared, where)
 
@@ -109,10 +117,10 @@ def prepare_submission(source: str | Path, workdir: Path) -> PreparedSubmission:
 def _copy_module(name: str, data: bytes, prepared: PreparedSubmission, where: str) -> None:
     exercise = catalog.get(name)
     if exercise.id in prepared.found:
-        prepared.problems.append(f"{where}: a second {name}; the first one found is graded")
+        prepared.refuse(f"{where}: a second {name}; the first one found is graded")
         return
     if len(data) > MAX_MODULE_BYTES:
-        prepared.problems.append(f"{where} is larger than {MAX_MODULE_BYTES >> 20} MiB: not graded")
+        prepared.refuse(f"{where} is larger than {MAX_MODULE_BYTES >> 20} MiB: not graded")
         return
     (prepared.modules_dir / name).write_bytes(data)
     prepared.found.append(exercise.id)
@@ -132,18 +140,20 @@ def head(path: Path, limit: int) -> bytes:
         return file.read(limit + 1)
 
 
-def folder_reads(folder: Path, problems: list[str] | None = None) -> tuple[dict, dict, list[str]]:
+def folder_reads(
+    folder: Path, refuse: Callable[[str], None] | None = None
+) -> tuple[dict, dict, list[str]]:
     """What intake reads of a folder: its modules (relative parts -> path, each read up to MAX_MODULE_BYTES
     + 1 bytes) and notebooks (within MAX_NOTEBOOK_BYTES, read whole), and the names it leaves out. A symbolic
-    link is never followed (said in `problems`)."""
+    link is never followed (said to `refuse`)."""
     files = {}
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder).parts
         if _hidden(relative):
             continue
         if path.is_symlink():
-            if problems is not None:
-                problems.append(f"{'/'.join(relative)} is a symbolic link: ignored")
+            if refuse is not None:
+                refuse(f"{'/'.join(relative)} is a symbolic link: ignored")
         elif path.is_file():
             files[relative] = path
     base = _choose_base(list(files))
@@ -159,7 +169,7 @@ def folder_reads(folder: Path, problems: list[str] | None = None) -> tuple[dict,
 
 
 def _from_folder(folder: Path, prepared: PreparedSubmission) -> None:
-    modules, notebooks, ignored = folder_reads(folder, prepared.problems)
+    modules, notebooks, ignored = folder_reads(folder, prepared.refuse)
     for parts, path in modules.items():
         _copy_module(parts[-1], head(path, MAX_MODULE_BYTES), prepared, "/".join(parts))
     prepared.ignored += ignored
@@ -178,11 +188,11 @@ def _from_zip(archive: Path, prepared: PreparedSubmission) -> None:
             for member in members:
                 name = member.filename
                 if _unsafe(name):
-                    prepared.problems.append(f"zip entry {name!r} has an unsafe path: ignored")
+                    prepared.refuse(f"zip entry {name!r} has an unsafe path: ignored")
                 elif member.is_dir() or _hidden(PurePosixPath(name).parts):
                     continue
                 elif stat.S_ISLNK(member.external_attr >> 16):
-                    prepared.problems.append(f"zip entry {name!r} is a symbolic link: ignored")
+                    prepared.refuse(f"zip entry {name!r} is a symbolic link: ignored")
                 else:
                     files.setdefault(PurePosixPath(name).parts, []).append(member)
             base = _choose_base(list(files))
@@ -196,7 +206,7 @@ def _from_zip(archive: Path, prepared: PreparedSubmission) -> None:
                     continue
                 for member in entries:  # a zip may hold one name twice
                     if member.file_size > MAX_MODULE_BYTES:
-                        prepared.problems.append(
+                        prepared.refuse(
                             f"{member.filename} is larger than {MAX_MODULE_BYTES >> 20} MiB: "
                             "not graded"
                         )

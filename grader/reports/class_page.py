@@ -68,6 +68,9 @@ class StudentSummary:
     penalty: float = 0.0  # what the late policy took off
     override: float = 0.0  # what the instructor's adjustments changed
     reasons: tuple[str, ...] = ()  # why: each late penalty's and adjustment's reason
+    adjusted: bool = False  # an adjustment of the instructor's applies
+    regraded: tuple[str, ...] = ()  # "ex04 at 2026-10-07T10:00:00+00:00", oldest first
+    refused: tuple[str, ...] = ()  # files handed in and not graded, each with why
 
     @property
     def graded(self) -> bool:
@@ -196,6 +199,9 @@ def _add_student(tallies: ClassTallies, out: Path, outcome: StudentOutcome) -> N
             penalty=graded.penalty,
             override=graded.override,
             reasons=tuple(graded.late + graded.adjusted),
+            adjusted=bool(graded.adjusted),
+            regraded=tuple(f"{r.exercise} at {r.at}" for r in results.regrades),
+            refused=graded.refused,
         )
     )
 
@@ -251,13 +257,28 @@ def student_link(summary: StudentSummary) -> Markup:
     )
 
 
+# "skipped" is a student this run did not grade again (an earlier grading stands, as after an override, which
+# grades nothing): to the reader of the page they are graded all the same
 STATUS_TEXT = {
     "graded": "graded",
-    "skipped": "graded earlier",
+    "skipped": "graded",
     "failed": "could not be graded",
     REFUSED: "not graded",
     "unreadable": "report unreadable",
 }
+
+
+def status_text(summary: StudentSummary) -> str:
+    """What the status column says: graded or why not; for a graded student, what changed the grading since
+    (a regrade, an adjustment) and how many of their files were refused."""
+    said = [STATUS_TEXT.get(summary.status, summary.status)]
+    if summary.graded:
+        said += [f"regraded {r}" for r in summary.regraded]
+        said += ["adjusted"] if summary.adjusted else []
+        if summary.refused:
+            count = len(summary.refused)
+            said.append(f"{count} file{'s' if count != 1 else ''} refused")
+    return "; ".join(said)
 
 
 def students_table(tallies: ClassTallies, exercises: list[ExerciseTally]) -> Markup:
@@ -268,7 +289,23 @@ def students_table(tallies: ClassTallies, exercises: list[ExerciseTally]) -> Mar
         "tr",
         element("th", "student"),
         element("th", "total", class_="num"),
-        *[element("th", name, class_="num") for name in ("tests", "late", "adjusted") if changed],
+        *(
+            [
+                element(
+                    "th",
+                    element(
+                        "abbr",
+                        "from tests",
+                        title="points the tests gave, before the late penalty and the adjustments",
+                    ),
+                    class_="num",
+                ),
+                element("th", "late", class_="num"),
+                element("th", "adjusted", class_="num"),
+            ]
+            if changed
+            else []
+        ),
         *[
             element(
                 "th",
@@ -310,7 +347,7 @@ def students_table(tallies: ClassTallies, exercises: list[ExerciseTally]) -> Mar
                     ),
                     element(
                         "td",
-                        signed_points(s.override) if s.override else "",
+                        signed_points(s.override) if round(s.override, 2) else "",
                         class_="num",
                         data_override=points(s.override),
                     ),
@@ -324,8 +361,8 @@ def students_table(tallies: ClassTallies, exercises: list[ExerciseTally]) -> Mar
             parts = [element("td", "-", class_="num")] * 3 if changed else []
         status = element(
             "td",
-            STATUS_TEXT.get(s.status, s.status),
-            class_="status-ok" if s.graded else "status-bad",
+            status_text(s),
+            class_="status status-ok" if s.graded and not s.refused else "status status-bad",
         )
         why = (
             element(
@@ -442,17 +479,54 @@ def teach_entry(tally: TestTally, attempted: int) -> Markup:
     )
 
 
-def class_page(out: Path, outcomes: list[StudentOutcome], similarity: Markup | None = None) -> str:
+def refused_section(refused: list[StudentSummary]) -> Markup:
+    """Files intake refused from students who were otherwise graded: who, which file and why (intake's words),
+    so that a notebook that could not be read is not named on its student's own page only."""
+    return element(
+        "section",
+        element("h2", f"Files refused at intake ({sum(len(s.refused) for s in refused)})"),
+        element(
+            "p",
+            "Files these students handed in that were not graded; the rest of their work was.",
+            class_="note",
+        ),
+        element(
+            "ul",
+            [
+                element(
+                    "li",
+                    element("strong", s.student),
+                    element("ul", [element("li", element("code", why)) for why in s.refused]),
+                    data_student=s.student,
+                    data_refused=len(s.refused),
+                )
+                for s in refused
+            ],
+            class_="refused",
+        ),
+        id="refused",
+    )
+
+
+def class_page(
+    out: Path,
+    outcomes: list[StudentOutcome],
+    similarity: Markup | None = None,
+    course_name: str | None = None,
+) -> str:
     """The whole page, as text: the same reports and outcomes give the same bytes. similarity: the section of
-    similar submissions (grader.reports.similarity_section), when one was computed."""
+    similar submissions (grader.reports.similarity_section), when one was computed. course_name: the course
+    file's name of the term, the page's title (the output folder its subtitle)."""
     out = Path(out)
     tallies = tally_class(out, outcomes)
     exercises = sorted(tallies.exercises.values(), key=lambda e: _exercise_order(e.id))
     graded = [s for s in tallies.students if s.graded]
     not_graded = [s for s in tallies.students if not s.graded]
+    refused = [s for s in graded if s.refused]
     totals = [s.total for s in graded]
     top = max((s.max_score for s in graded), default=0.0)
     name = out.resolve().name
+    title = course_name or "shardlab class"
     figures = (
         f"mean {points(_mean(totals))}, median {points(statistics.median(totals))} of {points(top)} points"
         if totals
@@ -460,7 +534,8 @@ def class_page(out: Path, outcomes: list[StudentOutcome], similarity: Markup | N
     )
     header = element(
         "header",
-        element("h1", f"shardlab class: {name}"),
+        element("h1", title),
+        element("p", "graded class in ", element("code", name), class_="subtitle"),
         element(
             "p",
             element(
@@ -545,13 +620,19 @@ def class_page(out: Path, outcomes: list[StudentOutcome], similarity: Markup | N
         teach_section,
         similarity,
         not_graded_section,
+        refused_section(refused) if refused else None,
     ]
-    return document(f"shardlab class: {printable(name)}", *body)
+    return document(
+        f"{printable(title)}: {printable(name)}", element("main", body, class_="class-page")
+    )
 
 
 def write_class_page(
-    out: Path, outcomes: list[StudentOutcome], similarity: Markup | None = None
+    out: Path,
+    outcomes: list[StudentOutcome],
+    similarity: Markup | None = None,
+    course_name: str | None = None,
 ) -> Path:
     """OUT/index.html, written atomically."""
     out = Path(out)
-    return write_atomically(out / FILE_NAME, class_page(out, outcomes, similarity))
+    return write_atomically(out / FILE_NAME, class_page(out, outcomes, similarity, course_name))

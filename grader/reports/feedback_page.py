@@ -246,6 +246,43 @@ def _test_group(tests: list[TestResult], heading: str) -> list[Markup]:
 # -- one exercise -----------------------------------------------------------------------------------------
 
 
+def one_error(tests: list[TestResult]) -> str | None:
+    """The message, when every one of several tests ended in the same error (a module that cannot be
+    imported: a syntax error stops them all): said once, not in a card per test."""
+    messages = {printable(t.message).strip() for t in tests}
+    if len(tests) < 2 or len(messages) != 1 or any(t.category != Category.ERROR for t in tests):
+        return None
+    return messages.pop() or None
+
+
+def stopped_block(message: str, tests: list[TestResult]) -> Markup:
+    """The one error and the tests it stopped, a line each."""
+    return element(
+        "div",
+        element("p", badge(Category.ERROR), " ", element("strong", "Every test stopped on this:")),
+        element("pre", message, class_="message"),
+        element(
+            "details",
+            element("summary", f"the {len(tests)} tests it stopped"),
+            element(
+                "ul",
+                [
+                    element(
+                        "li",
+                        element("code", t.name),
+                        " (hidden)" if t.hidden else None,
+                        f" · 0/{points(t.max_score)} points",
+                    )
+                    for t in tests
+                ],
+                class_="stopped-tests",
+            ),
+        ),
+        class_="stopped",
+        data_tests=len(tests),
+    )
+
+
 def _hint(exercise: ExerciseResult) -> str:
     """The catalog's hint, for an exercise some test of which did not earn its points: what the terminal
     shows after a failing check."""
@@ -293,14 +330,19 @@ def exercise_section(
         parts.append(element("p", exercise.note, class_="note"))
     if hint := _hint(exercise):
         parts.append(element("p", element("strong", "Hint: "), hint, class_="hint"))
-    parts += _test_group(visible, f"Visible tests ({len(visible)})")
-    if hidden and show_hidden:
+    shown = visible + hidden if show_hidden else visible
+    if stopped := one_error(shown):
+        parts.append(stopped_block(stopped, shown))
+    else:
+        parts += _test_group(visible, f"Visible tests ({len(visible)})")
+    if hidden and show_hidden and not stopped:
+        # the page is what this grading writes; who sees it, and when, is the course's hidden_visibility
         parts += _test_group(
             hidden,
-            f"Hidden tests ({len(hidden)}): names and messages, shown to students "
-            f"{shown_when(hidden_visibility)} on Gradescope",
+            f"Hidden tests ({len(hidden)}): names and messages, for students "
+            f"{shown_when(hidden_visibility)} (hidden_visibility = {hidden_visibility})",
         )
-    elif hidden:
+    elif hidden and not show_hidden:
         parts.append(
             element("p", f"{len(hidden)} hidden tests, shown to instructors only.", class_="note")
         )
@@ -464,8 +506,8 @@ def feedback_page(
         notes.append(
             element(
                 "p",
-                "This page names the hidden tests and shows their messages; students see them "
-                f"{shown_when(hidden_visibility)}.",
+                "This page names the hidden tests and shows their messages: it is for students "
+                f"{shown_when(hidden_visibility)} (hidden_visibility = {hidden_visibility}).",
                 class_="note",
             )
         )

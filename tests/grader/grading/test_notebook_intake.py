@@ -85,6 +85,9 @@ def test_an_nbgrader_submission_folder_is_taken_in(tmp_path):
         "week2/ex02_sharding_properties.ipynb is not a readable notebook" in p
         for p in prepared.problems
     )
+    # refused, not only a problem of the student's page: the class page and grades.csv name it
+    assert len(prepared.refused) == 1 and prepared.refused[0] in prepared.problems
+    assert "week2/ex02_sharding_properties.ipynb is not a readable notebook" in prepared.refused[0]
 
 
 def test_a_module_wins_over_a_notebook_of_the_same_exercise(tmp_path):
@@ -94,3 +97,44 @@ def test_a_module_wins_over_a_notebook_of_the_same_exercise(tmp_path):
     prepared = prepare_submission(tmp_path / "sub", tmp_path / "work")
     assert (prepared.modules_dir / "ex01_meshes.py").read_text() == "WHO = 'module'\n"
     assert "ex01_meshes.ipynb" in prepared.ignored
+
+
+def test_a_refused_notebook_reaches_grades_csvs_status_through_report_json(tmp_path):
+    """Intake's refusal kept in report.json, read back into the student's standing, and written into
+    grades.csv's status beside "graded"."""
+    import csv
+
+    from grader.grading.batch import write_grades_csv
+    from grader.grading.results import GradingResults, score_exercise
+    from grader.grading.standing import standing
+
+    (tmp_path / "bob").mkdir()
+    (tmp_path / "bob" / "ex01_meshes.py").write_text("X = 1\n")
+    (tmp_path / "bob" / "ex02_sharding_properties.ipynb").write_bytes(b"{broken")
+    prepared = prepare_submission(tmp_path / "bob", tmp_path / "work")
+    graded = GradingResults(
+        "bob",
+        {"ex01_meshes": score_exercise(EX01, [])},
+        problems=prepared.problems,
+        refused=prepared.refused,
+    )
+    again = GradingResults.from_dict(json.loads(json.dumps(graded.to_dict())))
+    assert again.refused == prepared.refused
+    path = write_grades_csv(tmp_path, ["bob"], {"bob": standing(again, student="bob")}, {})
+    with path.open(newline="") as handle:
+        status = next(csv.DictReader(handle))["status"]
+    assert status.startswith("graded; refused ex02_sharding_properties.ipynb is not a readable")
+
+
+def test_refused_files_are_bounded_in_number(tmp_path):
+    """A hand-in of hundreds of symbolic links cannot make the class page or grades.csv grow with it."""
+    from grader.core.bounds import PROBLEMS
+    from grader.grading.results import GradingResults
+
+    (tmp_path / "eve").mkdir()
+    for i in range(300):
+        (tmp_path / "eve" / f"link{i}.py").symlink_to("/etc/hostname")
+    prepared = prepare_submission(tmp_path / "eve", tmp_path / "work")
+    assert len(prepared.refused) == 300
+    graded = GradingResults("eve", {}, problems=prepared.problems, refused=prepared.refused)
+    assert len(graded.refused) == PROBLEMS and graded.refused[-1].startswith("... and 251 more")

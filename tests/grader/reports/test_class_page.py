@@ -202,7 +202,9 @@ def test_the_header_counts_the_class(written):
     path, page = written
     assert path.name == "index.html"
     header = page.all("header")[0]
-    assert "shardlab class: fall-2026" in header.one("h1").text
+    # without a course name the page says what it is; the folder is its subtitle, never its title
+    assert header.one("h1").text == "shardlab class"
+    assert header.one(**{"class": "subtitle"}).text == "graded class in fall-2026"
     assert (
         header.one(data_students="7")
         and header.one(data_graded="5")
@@ -228,7 +230,9 @@ def test_every_student_has_a_row_sorted_by_name(written):
     by_name = {r.attrs["data-student"]: r for r in rows}
     cells = [td.text for td in by_name["bob"].all("td")]
     assert cells == ["bob", "3.33/30", "3.33", "0", "graded"]
-    assert by_name["zed"].all("td")[-1].text == "graded earlier"
+    # zed was graded by an earlier run (as every student is after an override, which grades nothing)
+    assert by_name["zed"].all("td")[-1].text == "graded"
+    assert by_name["zed"].attrs["data-status"] == "skipped"
     assert [td.text for td in by_name["eve"].all("td")][1:] == [
         "-",
         "-",
@@ -440,3 +444,130 @@ def test_the_links_open_the_students_pages(browser, page_visit, written, out):
         with page_visit(browser, target) as opened:
             assert opened.page.title() == str(len(target.parent.name))
             assert opened.requests == [] and opened.errors == []
+
+
+# -- the course's name, the status, refused files, the "why" column ------------------------------------
+
+
+def test_the_course_names_the_page_and_the_folder_is_its_subtitle(out):
+    page = parse(class_page(out, make_class(out), course_name="Parallel JAX, autumn 2026"))
+    assert page.one("h1").text == "Parallel JAX, autumn 2026"
+    assert page.one("head").one("title").text == "Parallel JAX, autumn 2026: fall-2026"
+    assert "fall-2026" in page.one(**{"class": "subtitle"}).text
+
+
+def late(student: str) -> GradingResults:
+    """alice's grading with a late ex04 (20% off) and a regrade of ex01 recorded."""
+    from grader.course.term import Lateness
+    from grader.grading.results import Regrade
+
+    graded = CLASS[student]
+    ex04 = graded.exercises[EX04]
+    late_ex04 = type(ex04)(
+        ex04.id,
+        ex04.title,
+        ex04.max_score,
+        ex04.tests,
+        ex04.note,
+        ex04.bonus,
+        Lateness(
+            "2026-10-13T23:59:00+00:00",
+            "2026-10-12T23:59:00+00:00",
+            86400.0,
+            20.0,
+            "1 d after the due date (2026-10-12T23:59:00+00:00): "
+            + "a long reason " * 30
+            + "20% off",
+        ),
+    )
+    return GradingResults(
+        student,
+        {EX01: graded.exercises[EX01], EX04: late_ex04},
+        regrades=[Regrade(EX01, "2026-10-07T10:00:00+00:00", 3.33, 10.0)],
+        problems=["ex01_meshes.ipynb is not a readable notebook (JSONDecodeError: x): not graded"],
+        refused=["ex01_meshes.ipynb is not a readable notebook (JSONDecodeError: x): not graded"],
+    )
+
+
+def test_a_refused_file_of_a_graded_student_is_on_the_class_page(out):
+    """Intake refused alice's notebook but graded her module: the table's status and a section say so, not
+    only her own page."""
+    write_report_json(late("alice"), student_folder(out, "alice") / "report.json")
+    write_report_json(CLASS["bob"], student_folder(out, "bob") / "report.json")
+    page = parse(
+        class_page(out, [StudentOutcome("alice", "graded"), StudentOutcome("bob", "graded")])
+    )
+    rows = {r.attrs["data-student"]: r for r in page.all("tr") if "data-student" in r.attrs}
+    assert (
+        rows["alice"].all("td")[-2].text
+        == "graded; regraded ex01_meshes at 2026-10-07T10:00:00+00:00; 1 file refused"
+    )
+    assert rows["bob"].all("td")[-2].text == "graded"
+    section = page.one("section", id="refused")
+    assert [li.attrs["data-student"] for li in section.all("li", data_refused="1")] == ["alice"]
+    assert "ex01_meshes.ipynb is not a readable notebook" in section.text
+
+
+def test_no_refused_section_when_nothing_was_refused(written):
+    _, page = written
+    assert not page.all("section", id="refused")
+
+
+def test_the_why_column_wraps_inside_the_window(browser, page_visit, out):
+    """A long reason wraps within its cell, and at a laptop's width the whole "why" cell is on screen."""
+    outcomes = make_class(out)
+    write_report_json(late("alice"), student_folder(out, "alice") / "report.json")
+    path = write_class_page(out, outcomes)
+    for width in (1400, 1000):
+        with page_visit(browser, path) as seen:
+            seen.page.set_viewport_size({"width": width, "height": 900})
+            cell = seen.page.locator("tr[data-student='alice'] td.why")
+            box = cell.bounding_box()
+            overflow = cell.evaluate("td => td.scrollWidth - td.clientWidth")
+            lines = cell.locator("li").first.evaluate(
+                "li => Math.round(li.getBoundingClientRect().height / "
+                "parseFloat(getComputedStyle(li).lineHeight))"
+            )
+        assert overflow <= 0, (width, overflow)
+        assert lines > 1, (width, lines)
+        if width == 1400:
+            assert box["x"] + box["width"] <= width, box
+
+
+def test_after_an_override_the_statuses_say_graded_and_who_was_adjusted(out):
+    """An override grades nothing: every student read back from OUT is "skipped" to it, and the page still
+    says graded, with "adjusted" for the student the adjustment names."""
+    from grader.commands.term import class_outcomes, make_adjustment, record_override
+    from grader.course import term
+
+    make_class(out)
+    (out / "grades.csv").write_text("student,status\n")
+    course_file = out.parent / "course.toml"
+    course_file.write_text(
+        'name = "Autumn"\n[[assignment]]\nname = "w1"\nexercises = ["ex01", "ex04"]\n'
+    )
+    course = term.load(course_file)
+    assert {o.status for o in class_outcomes(out) if o.student == "bob"} == {"skipped"}
+    adjustment = make_adjustment("bob", "ex04", None, None, 2.0, "flaky timing", "Ann")
+    published = record_override(out, course, adjustment, "after_due_date")
+    page = parse(published.page.read_text(encoding="utf-8"))
+    rows = {r.attrs["data-student"]: r for r in page.all("tr") if "data-student" in r.attrs}
+    status = {
+        name: row.one("td", **{"class": "status status-ok"}).text
+        for name, row in rows.items()
+        if row.all("td", **{"class": "status status-ok"})
+    }
+    assert status["bob"] == "graded; adjusted"
+    assert status["alice"] == status["zed"] == "graded"
+    assert "graded earlier" not in page.text
+    assert page.one("h1").text == "Autumn"
+
+
+def test_a_refused_files_name_never_becomes_markup(out):
+    """A student names a file as they like: its name reaches the class page as text."""
+    graded = late("alice")
+    graded.refused = [f"{MARKUP}.py is a symbolic link: ignored"]
+    write_report_json(graded, student_folder(out, "alice") / "report.json")
+    html = class_page(out, [StudentOutcome("alice", "graded")])
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert parse(html).one("section", id="refused").one("code").text == graded.refused[0]

@@ -624,3 +624,63 @@ def test_the_page_carries_the_hint_of_an_exercise_that_lost_points_and_names_1d_
         "s", {EX04.id: score_exercise(EX04, [test_result(EX04, "test_ok", Category.PASSED)])}
     )
     assert "Hint: " not in feedback_page.feedback_page(passed)
+
+
+def test_the_hidden_tests_heading_says_the_courses_visibility_and_no_platform(results):
+    """The page is the same on every route: it says when students are meant to see the hidden tests (the
+    course's hidden_visibility), never that Gradescope shows them, which only results.json's route does."""
+    page = feedback_page.feedback_page(results, hidden_visibility="after_due_date")
+    assert "Gradescope" not in page
+    assert page.count("for students after the due date (hidden_visibility = after_due_date)") >= 2
+
+
+@pytest.fixture(scope="module")
+def syntax_errors(tmp_path_factory) -> GradingResults:
+    """A real grading of two modules with a syntax error each: every test of both ends in the one error."""
+    from grader.grading.engine import grade_submission
+
+    folder = tmp_path_factory.mktemp("syntax") / "sub"
+    folder.mkdir()
+    (folder / "ex01_meshes.py").write_text("def make_mesh_2x4(:\n    pass\n")
+    (folder / "ex04_sharded_layer.py").write_text("import jax\n\n\ndef layer(x:\n")
+    (folder / "ex02_sharding_properties.ipynb").write_text("{broken")  # refused at intake
+    return grade_submission(folder, exercises=["ex01", "ex04"])
+
+
+def test_a_module_that_cannot_be_imported_is_said_once_per_exercise(syntax_errors):
+    """Before, each of the 97 tests carried the syntax error in a card of its own (1,497 elements); now each
+    exercise says it once, with its file and line, and lists the tests it stopped a line each."""
+    tests = syntax_errors.tests()
+    assert len(tests) > 50 and {t.category for t in tests} == {"error"}
+    page = feedback_page.feedback_page(syntax_errors, hidden_visibility="after_due_date")
+    assert page.count("ex01_meshes.py has a syntax error at line 1") == 1
+    assert page.count("ex04_sharded_layer.py has a syntax error at line 4") == 1
+    parsed = Parsed(page)
+    assert parsed.tests == []  # no test card at all
+    stopped = re.findall(r'class="stopped" data-tests="(\d+)"', page)
+    assert sorted(map(int, stopped)) == sorted(
+        len(e.tests) for e in syntax_errors.exercises.values()
+    )
+    # every test named, a line each: bounded by the tests, not by a card's size
+    assert page.count("<li>") <= len(tests) + 10
+    assert page.count("<") < 8 * len(tests)
+
+
+def test_a_real_grading_records_the_file_intake_refused(syntax_errors):
+    """The engine carries intake's refusal into the grading (report.json's "refused"), beside its problems."""
+    [refused] = syntax_errors.refused
+    assert refused.startswith("ex02_sharding_properties.ipynb is not a readable notebook")
+    assert refused in syntax_errors.problems
+
+
+def test_one_error_needs_every_test_to_end_in_it():
+    same = [
+        test_result(EX04, f"test_{i}", Category.ERROR, message="ex04.py has a syntax error")
+        for i in range(3)
+    ]
+    assert feedback_page.one_error(same) == "ex04.py has a syntax error"
+    other = test_result(EX04, "test_x", Category.ERROR, message="ZeroDivisionError")
+    assert feedback_page.one_error([*same, other]) is None
+    failed = test_result(EX04, "test_y", Category.FAILED, message="ex04.py has a syntax error")
+    assert feedback_page.one_error([*same, failed]) is None
+    assert feedback_page.one_error(same[:1]) is None
