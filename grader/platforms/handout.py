@@ -214,7 +214,8 @@ def _readme_values(
     """What the README says of the course, from the exercises that ship (the term's, else the catalog's): the
     table (points; with a term, each exercise's assignment and due date, and the late policy in words), bonus
     wording only when an exercise is a bonus, and a section of SECTIONS_DIR for each exercise that has one."""
-    example = next((e for e in reversed(exercises) if not e.bonus), exercises[-1])
+    # an early exercise, past the warm-ups (the catalog's: ex04), never a bonus one
+    example = next((e for e in reversed(exercises[:4]) if not e.bonus), exercises[0])
     number = str(int(example.number.removeprefix("ex")))
     return {
         "course_name": course_name,

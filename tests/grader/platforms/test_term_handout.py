@@ -139,8 +139,8 @@ def test_the_readme_says_nothing_of_what_the_term_does_not_have(handout):
     assert "bonus" not in text.lower()
     assert "ex12" not in text and "Several processes on a cluster" not in text
     assert "srun" not in text and "SLURM" not in text
-    assert "shardlab check ex05" in text and "!shardlab check ex05" in text
-    assert "5, 05, ex5" in text and "ex04" not in text.replace("ex04_sharded_layer", "")
+    assert "shardlab check ex04" in text and "!shardlab check ex04" in text
+    assert "4, 04, ex4" in text
     assert (
         "$" not in text
     )  # every placeholder filled, and no shell left from a section that is not here
