@@ -71,6 +71,9 @@ class StudentSummary:
     adjusted: bool = False  # an adjustment of the instructor's applies
     regraded: tuple[str, ...] = ()  # "ex04 at 2026-10-07T10:00:00+00:00", oldest first
     refused: tuple[str, ...] = ()  # files handed in and not graded, each with why
+    graded_at: str | None = (
+        None  # when its report was graded (ISO 8601, UTC); None: an older report
+    )
 
     @property
     def graded(self) -> bool:
@@ -202,6 +205,7 @@ def _add_student(tallies: ClassTallies, out: Path, outcome: StudentOutcome) -> N
             adjusted=bool(graded.adjusted),
             regraded=tuple(f"{r.exercise} at {r.at}" for r in results.regrades),
             refused=graded.refused,
+            graded_at=results.graded_at,
         )
     )
 
@@ -272,6 +276,8 @@ def status_text(summary: StudentSummary) -> str:
     """What the status column says: graded or why not; for a graded student, what changed the grading since
     (a regrade, an adjustment) and how many of their files were refused."""
     said = [STATUS_TEXT.get(summary.status, summary.status)]
+    if summary.graded and summary.graded_at:
+        said[0] += f" {summary.graded_at}"
     if summary.graded:
         said += [f"regraded {r}" for r in summary.regraded]
         said += ["adjusted"] if summary.adjusted else []

@@ -571,3 +571,20 @@ def test_a_refused_files_name_never_becomes_markup(out):
     html = class_page(out, [StudentOutcome("alice", "graded")])
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert parse(html).one("section", id="refused").one("code").text == graded.refused[0]
+
+
+def test_a_status_says_when_the_report_was_graded(out):
+    """A report that records when it was graded says so in the status (a report older than that field, as
+    the others here are, says graded alone)."""
+    import dataclasses
+
+    make_class(out)
+    stamped = dataclasses.replace(CLASS["bob"], graded_at="2026-10-07T10:00:00+00:00")
+    write_report_json(stamped, student_folder(out, "bob") / "report.json")
+    outcomes = [StudentOutcome("bob", "skipped"), StudentOutcome("alice", "graded")]
+    page = parse(write_class_page(out, outcomes).read_text(encoding="utf-8"))
+    rows = {r.attrs["data-student"]: r for r in page.all("tr") if "data-student" in r.attrs}
+    assert rows["bob"].one("td", **{"class": "status status-ok"}).text == (
+        "graded 2026-10-07T10:00:00+00:00"
+    )
+    assert rows["alice"].one("td", **{"class": "status status-ok"}).text == "graded"
