@@ -251,13 +251,21 @@ def gradescope_output(
                 f"points ({points(standing.raw)} from the tests)"
             )
         )
-        # An exercise's figures would tell how its hidden tests went: with them shown only.
+        # An exercise's figures would tell how its hidden tests went: with them shown only (its percentage
+        # off tells nothing of them). A late penalty's reason is in the table of lateness below, said once.
         parts.append(
             markdown.bullet_list(
                 markdown.text(
                     f"{e.id}: "
-                    + (f"{standing_words(e)}; " if reveal else "")
-                    + "; ".join(standing_reasons(e))
+                    + "; ".join(
+                        ([standing_words(e)] if reveal else [])
+                        + (
+                            [f"{e.late.percent:g}% off for lateness (below)"]
+                            if e.penalty and e.late is not None and not reveal
+                            else []
+                        )
+                        + [f"adjusted: {a.describe()}" for a in e.adjustments]
+                    )
                 )
                 for e in standing.exercises
                 if e.penalty or e.adjustments

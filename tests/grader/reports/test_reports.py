@@ -562,6 +562,16 @@ def test_gradescope_output_gives_the_student_their_lateness(results):
     assert data["extra_data"]["late"] == {ids[0]: late.to_dict(), ids[1]: on_time.to_dict()}
     assert data["extra_data"]["term"]["submitted_at"] == submitted.isoformat()
     assert gradescope_problems(data) == []
+    # with the grade the penalty changed: the reason is said once, in the table, whoever sees what
+    from grader.grading.standing import standing
+
+    for visibility in ("after_due_date", "visible"):
+        output = reports.gradescope_dict(
+            results, hidden_visibility=visibility, standing=standing(results)
+        )["output"]
+        assert html_of(output).count("2 day(s) started x 10% = 20% off") == 1, output
+    hidden = reports.gradescope_dict(results, standing=standing(results))["output"]
+    assert f"{ids[0]}: 20% off for lateness (below)" in html_of(hidden)
     results.term = dataclasses.replace(results.term, submitted_at=None, submitted_from=None)
     html = html_of(reports.gradescope_dict(results)["output"])
     assert "<strong>Submitted:</strong> no submission time: no late penalty applied." in html
