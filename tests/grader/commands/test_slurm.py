@@ -390,3 +390,43 @@ def test_a_cancelled_task_is_resumed_by_running_the_command_again(
     final = scores(out)
     assert not final[cancelled].startswith("not graded") and final["carol"].startswith("not graded")
     shutil.rmtree(out)
+
+
+@pytest.mark.slow
+def test_on_slurm_grading_the_second_assignment_leaves_the_firsts_lateness(local_slurm, tmp_path):
+    """A term of two assignments graded on Slurm as an instructor does: HW1 with its times, then HW2 alone
+    (--force --exercise) with HW2's times, eight days after HW1's due date: alice's HW1 keeps its score, her
+    HW2 is judged late against HW2's due date only."""
+    ex02 = catalog.get("ex02")
+    course = tmp_path / "course.toml"
+    course.write_text(
+        'name = "Two on Slurm"\n[late]\npercent = 10\nper = "day"\ncap = 50\n'
+        '[[assignment]]\nname = "Homework 1"\nslug = "hw1"\ndue = 2026-10-05T23:59:00Z\n'
+        'exercises = ["ex01"]\n'
+        '[[assignment]]\nname = "Homework 2"\ndue = 2026-10-12T23:59:00Z\nexercises = ["ex02"]\n'
+    )
+    alice = tmp_path / "class" / "alice"
+    alice.mkdir(parents=True)
+    for exercise in (EX01, ex02):
+        shutil.copy(exercise.solution_path(), alice / exercise.module_file)
+    hw1 = tmp_path / "hw1.csv"
+    hw1.write_text("student,assignment,submitted_at\nalice,hw1,2026-10-05T20:00:00Z\n")
+    hw2 = tmp_path / "hw2.csv"  # a day and a bit late for HW2: 20% off ex02
+    hw2.write_text("student,assignment,submitted_at\nalice,Homework 2,2026-10-14T01:00:00Z\n")
+    out = tmp_path / "graded"
+    common = ["--course", str(course), "--test-timeout", "60", "--slurm-cpus-per-task", "1"]
+    first = shardlab(
+        local_slurm, "grade-batch", str(alice.parent), "--out", str(out), "--slurm", "--wait",
+        "--exercise", "ex01", "--submitted-at", str(hw1), *common,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert float(scores(out)["alice"]) == EX01.points
+    second = shardlab(
+        local_slurm, "grade-batch", str(alice.parent), "--out", str(out), "--slurm", "--wait",
+        "--force", "--exercise", "ex02", "--submitted-at", str(hw2), *common,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stdout + second.stderr
+    row = next(csv.DictReader(open(out / "grades.csv")))
+    assert float(row[EX01.id]) == EX01.points  # before the fix: half, judged 8 days late
+    assert float(row[ex02.id]) == pytest.approx(ex02.points * 0.8)
+    assert "ex01" not in row["late"] and "20% off" in row["late"]
