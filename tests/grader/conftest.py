@@ -180,3 +180,34 @@ def local_slurm():
         pytest.skip(missing)
     with local.started() as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def two_assignment_course() -> str:
+    """A term's course file of two assignments, a fortnight apart (the submission-time tests' term): a time 8
+    days after HW1's due date is on time for HW2."""
+    return """
+name = "Two assignments"
+timezone = "Europe/Paris"
+
+[points]
+ex01 = 10
+ex05 = 10
+
+[late]
+percent = 10
+per = "day"
+cap = 50
+
+[[assignment]]
+name = "Homework 1"
+slug = "HW1"
+due = 2026-10-05T23:59:00
+exercises = ["ex01"]
+
+[[assignment]]
+name = "Homework 2"
+slug = "HW2"
+due = 2026-10-19T23:59:00
+exercises = ["ex05"]
+"""

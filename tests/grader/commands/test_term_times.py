@@ -20,33 +20,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_term_times")]
 
 EX01, EX05 = catalog.get("ex01"), catalog.get("ex05")
 
-# HW2 is due two weeks after HW1: alice hands it in 8 days after HW1's due date, on time for HW2.
-COURSE = """
-name = "Two assignments"
-timezone = "Europe/Paris"
-
-[points]
-ex01 = 10
-ex05 = 10
-
-[late]
-percent = 10
-per = "day"
-cap = 50
-
-[[assignment]]
-name = "Homework 1"
-slug = "HW1"
-due = 2026-10-05T23:59:00
-exercises = ["ex01"]
-
-[[assignment]]
-name = "Homework 2"
-slug = "HW2"
-due = 2026-10-19T23:59:00
-exercises = ["ex05"]
-"""
-
+# The term is two_assignment_course's: HW2 is due two weeks after HW1, and alice hands it in 8 days after
+# HW1's due date, on time for HW2.
 HW1_TIMES = "student,submitted_at\nalice,2026-10-05T20:00:00+02:00\nbob,2026-10-05T21:00:00+02:00\n"
 # today's two-column form, as the issue ran it: alice's HW2 time
 HW2_TIMES = "student,submitted_at\nalice,2026-10-13T20:00:00+02:00\nbob,2026-10-21T10:00:00+02:00\n"
@@ -84,9 +59,9 @@ def final(out: Path, student: str, exercise) -> float:
 
 
 @pytest.fixture(scope="module")
-def term(tmp_path_factory):
+def term(tmp_path_factory, two_assignment_course):
     root = tmp_path_factory.mktemp("times")
-    (root / "course.toml").write_text(COURSE)
+    (root / "course.toml").write_text(two_assignment_course)
     for name, text in (("hw1.csv", HW1_TIMES), ("hw2.csv", HW2_TIMES), ("both.csv", BOTH_TIMES)):
         (root / name).write_text(text)
     klass, out = root / "class", root / "graded"

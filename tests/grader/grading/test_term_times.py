@@ -23,41 +23,15 @@ from grader.grading.results import NO_TIME, GradingResults, score_exercise
 from grader.grading.submission_digest import digest
 from grader.reports import lms_export
 
-COURSE = """
-name = "Two assignments"
-timezone = "Europe/Paris"
-
-[points]
-ex01 = 10
-ex05 = 10
-
-[late]
-percent = 10
-per = "day"
-cap = 50
-
-[[assignment]]
-name = "Homework 1"
-slug = "HW1"
-due = 2026-10-05T23:59:00
-exercises = ["ex01"]
-
-[[assignment]]
-name = "Homework 2"
-slug = "HW2"
-due = 2026-10-19T23:59:00
-exercises = ["ex05"]
-"""
-
 ON_TIME_HW1 = "2026-10-05T20:00:00+02:00"
 # 8 days after HW1's due date, before HW2's
 HW2_TIME = "2026-10-13T20:00:00+02:00"
 
 
 @pytest.fixture
-def course(tmp_path):
+def course(tmp_path, two_assignment_course):
     path = tmp_path / "course.toml"
-    path.write_text(COURSE)
+    path.write_text(two_assignment_course)
     return term.load(path)
 
 
