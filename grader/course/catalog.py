@@ -22,6 +22,7 @@ class Exercise:
     seeds: str  # where the idea comes from, for course authors
     devices: tuple[int, ...] = (2, 4, 8)  # mesh sizes the hidden tests grade
     bonus: bool = False  # extra credit: its points add to a score but not to the maximum
+    part: int = 1  # the course's half: 1 (meshes to multi-process JAX) or 2 (scaling a model)
 
     @property
     def number(self) -> str:
