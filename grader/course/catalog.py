@@ -167,6 +167,18 @@ EXERCISES: tuple[Exercise, ...] = (
         devices=(8,),
         bonus=True,
     ),
+    Exercise(
+        id="ex14_pipeline",
+        title="Pipeline parallelism",
+        points=20,
+        hint="Each device holds one stage's layer; at step t stage s works on microbatch t - s, and one "
+        "ppermute per step hands every stage's activations to the next. A loop carry that starts the "
+        'same everywhere and becomes per-device needs jax.lax.pcast(..., "stage", to="varying"); '
+        "give the loop static bounds so its sends can be counted.",
+        seeds='MinText workshop; JAX shard_map guide "SPMD pipeline parallelism"; scaling book '
+        '"Pipelining"',
+        part=2,
+    ),
 )
 
 _BY_ID = {exercise.id: exercise for exercise in EXERCISES}
