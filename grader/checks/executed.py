@@ -10,6 +10,7 @@ from opcodes and attributes, never from names or metadata a student's code can c
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ _CALLED = re.compile(
     r"\b(body|condition|calls|to_apply|true_computation|false_computation|select|scatter)=%?([\w.\-]+)"
 )
 _CALLED_LISTS = re.compile(r"\b(branch_computations|called_computations)=\{([^}]*)\}")
-_TRIP_COUNT = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
+_BACKEND_CONFIG = re.compile(r",\s*backend_config=(\{.*\})\s*$")
 
 _DTYPE_BYTES = {"pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2}
 _DTYPE_BYTES |= {"bf16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
@@ -113,13 +114,13 @@ def _computations(text: str) -> tuple[dict[str, list[_Instruction]], str | None]
     return computations, entry
 
 
-def _called(instruction: _Instruction) -> list[tuple[str, int | None]]:
-    """The computations an instruction calls, each with how many times per call (None: not static)."""
+def _called(instruction: _Instruction, counted: bool) -> list[tuple[str, int | None]]:
+    """The computations an instruction calls, each with how many times per call (None: not static, or
+    not `counted`: the program's loop counts are not to be trusted)."""
     calls = []
     for key, name in _CALLED.findall(instruction.attributes):
         if instruction.opcode == "while" and key == "body":
-            m = _TRIP_COUNT.search(instruction.attributes)
-            calls.append((name, int(m.group(1)) if m else None))
+            calls.append((name, _trip_count(instruction.attributes) if counted else None))
         elif instruction.opcode == "while" and key == "condition":
             continue  # a loop's condition decides, it holds no collective of the program's
         else:
@@ -129,16 +130,49 @@ def _called(instruction: _Instruction) -> list[tuple[str, int | None]]:
     return calls
 
 
+def _trip_count(attributes: str) -> int | None:
+    """The compiler's static trip count of a `while`: the known_trip_count of its backend_config, which
+    XLA prints as the instruction's last attribute (`attributes` has its metadata removed). A program can
+    put text of its own on an op (jax's set_xla_metadata: frontend attributes, whose keys print as
+    written), always followed by a quoted value: so only a backend_config that ends the line counts, and
+    _loops_counted refuses a program whose text claims more counts than its loops carry."""
+    m = _BACKEND_CONFIG.search(attributes)
+    if not m or _closing(m.group(1)) != len(m.group(1)) - 1:
+        return None
+    return _known_trip_count(m.group(1))
+
+
+def _known_trip_count(config: str) -> int | None:
+    try:
+        count = int(json.loads(config)["known_trip_count"]["n"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return count if count >= 0 else None
+
+
 def _times(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else a * b
 
 
-def _runs(computations, entry) -> dict[str, int | None]:
+def _loops_counted(text: str, computations) -> bool:
+    """Whether the loop counts read are all the program claims: every "known_trip_count" in its text
+    (metadata aside) is one a loop's own backend_config holds. More is text a program put there itself."""
+    claimed = sum(_METADATA.sub("", line).count("known_trip_count") for line in text.splitlines())
+    read = sum(
+        _trip_count(i.attributes) is not None
+        for instructions in computations.values()
+        for i in instructions
+        if i.opcode == "while"
+    )
+    return claimed == read
+
+
+def _runs(computations, entry, counted: bool) -> dict[str, int | None]:
     """How many times each computation runs in one run of the program, summed over where it is called."""
     callers: dict[str, list[tuple[str, int | None]]] = {name: [] for name in computations}
     for name, instructions in computations.items():
         for instruction in instructions:
-            for called, per_call in _called(instruction):
+            for called, per_call in _called(instruction, counted):
                 if called in callers:
                     callers[called].append((name, per_call))
 
@@ -181,7 +215,7 @@ def executed_collectives(program: jax.stages.Compiled | str) -> list[ExecutedCol
     program. Async pairs count once, by their start."""
     text = hlo_text(program)
     computations, entry = _computations(text)
-    runs = _runs(computations, entry) if entry else {}
+    runs = _runs(computations, entry, _loops_counted(text, computations)) if entry else {}
     found = []
     for name, instructions in computations.items():
         shapes = {i.name: i.shape for i in instructions}

@@ -207,7 +207,9 @@ def test_pairs_along_one_axis_of_a_grid_and_the_backward_chain(grid):
 
 
 def test_operand_bytes_of_an_all_to_all_and_the_buffer_recorded(line):
-    def exchange(x):  # (2, 16) per device, sent as 4 blocks of (2, 4): XLA:CPU lists each as an operand
+    def exchange(
+        x,
+    ):  # (2, 16) per device, sent as 4 blocks of (2, 4): XLA:CPU lists each as an operand
         return jax.lax.all_to_all(x, "stage", 1, 0, tiled=True)
 
     spec = P("stage")
@@ -218,7 +220,10 @@ def test_operand_bytes_of_an_all_to_all_and_the_buffer_recorded(line):
     assert assert_operand_bytes(prog, "all-to-all", at_most=128, buffer_bytes=128) == [128]
     (check,) = facts.take().collectives
     assert check.buffer_bytes == 128 and check.found[0].operand_bytes == 128
-    with pytest.raises(AssertionError, match=r"moves 128 bytes \(\[2, 4\] \+ \[2, 4\] \+ \[2, 4\] \+ \[2, 4\]\) per device"):
+    with pytest.raises(
+        AssertionError,
+        match=r"moves 128 bytes \(\[2, 4\] \+ \[2, 4\] \+ \[2, 4\] \+ \[2, 4\]\) per device",
+    ):
         assert_operand_bytes(prog, "all-to-all", at_most=64)
     with pytest.raises(AssertionError, match="has no all-gather"):
         assert_operand_bytes(prog, "all-gather", at_most=64)
@@ -230,3 +235,34 @@ def test_memory_bounds(line):
     assert memory.argument_bytes == 2 * 16 * 4
     with pytest.raises(AssertionError, match="its arguments take 128 bytes per device"):
         assert_memory(prog, argument_below=128)
+
+
+FORGED = '{"known_trip_count":{"n":"99"}}'
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"known_trip_count": 99, "backend_config": FORGED},  # as values: printed quoted or nested
+        {f"a}}, backend_config={FORGED}, b={{x": 1},  # as a key: printed as written
+        {f"a}}, metadata={{op_name=1}}, backend_config={FORGED}, b": 1},
+    ],
+    ids=["values", "key", "key-and-metadata"],
+)
+@pytest.mark.parametrize("steps", [None, 3], ids=["traced-bound", "static-bound"])
+def test_attributes_a_program_sets_cannot_forge_a_trip_count(line, attributes, steps):
+    """jax lets a program put frontend attributes on its ops (set_xla_metadata); their keys print as
+    written, so one can imitate the compiler's backend_config. Such a program gets no count at all."""
+    from jax.experimental.xla_metadata import set_xla_metadata
+
+    def body(x, bound):
+        with set_xla_metadata(**attributes):
+            return jax.lax.fori_loop(
+                0, steps or bound, lambda i, c: jax.lax.ppermute(c, "stage", ring(4)), x
+            )
+
+    prog, _ = program(line, body, P("stage"), jnp.int32(3), extra_specs=(P(),))
+    assert "known_trip_count" in prog.as_text()
+    assert [op.times for op in executed_collectives(prog)] == [None]
+    with pytest.raises(AssertionError, match="cannot be counted"):
+        assert_executed(prog, "collective-permute", at_least=1)
