@@ -1,5 +1,13 @@
 """The checks the exercise tests are written with. Each failure message is meant for a student."""
 
+from grader.checks.executed import (
+    ExecutedCollective,
+    assert_executed,
+    assert_memory,
+    assert_operand_bytes,
+    assert_permute_pairs,
+    executed_collectives,
+)
 from grader.checks.hlo import (
     COLLECTIVES,
     NotReported,
@@ -33,12 +41,17 @@ from grader.checks.speedup import (
 __all__ = [
     "COLLECTIVES",
     "Clock",
+    "ExecutedCollective",
     "NotReported",
     "SpeedupResult",
     "TimingPolicy",
     "assert_close",
     "assert_collectives",
     "assert_computes",
+    "assert_executed",
+    "assert_memory",
+    "assert_operand_bytes",
+    "assert_permute_pairs",
     "assert_shard_values",
     "assert_sharded_like",
     "assert_sharding",
@@ -47,6 +60,7 @@ __all__ = [
     "collectives_in",
     "compare",
     "compiled",
+    "executed_collectives",
     "flops_per_device",
     "hlo_text",
     "inspect_collectives",

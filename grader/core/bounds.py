@@ -17,6 +17,9 @@ MESSAGE_CHARS = 4_000  # a test's message: what its failure says
 OUTPUT_CHARS = 2_000  # what a test's code printed
 NAME_CHARS = 200  # one name in a fact: a mesh axis, a check, an op, a spec as written, a label
 LINE_CHARS = 2_000  # one HLO instruction
+# a collective's source -> target pairs (a compiled program has at most one per device) and its operands
+MAX_PAIRS = 1_024
+MAX_OPERANDS = 16
 # all one test's facts (as text_size counts them), each name already cut ...
 TEST_FACTS_CHARS = 48_000
 # ... and this much for each (a check, a collective found): the markup and the indentation reports put

@@ -19,6 +19,8 @@ from typing import Any
 from grader.core.bounds import (
     AROUND_A_FACT,
     LINE_CHARS,
+    MAX_OPERANDS,
+    MAX_PAIRS,
     MESSAGE_CHARS,
     NAME_CHARS,
     OUTPUT_CHARS,
@@ -211,10 +213,21 @@ class Collective:
     # the mesh axes its groups run along; None: none found, or no mesh
     mesh_axes: tuple[str, ...] | None
     line: str  # the HLO instruction, its metadata left out
+    # How many times it runs: the product of the static trip counts of the loops around it. None: not
+    # counted by the check, or (with unknown_trip_count) inside a loop whose trip count is not static.
+    executed: int | None = None
+    unknown_trip_count: bool = False
+    # A collective-permute's source -> target pairs, as positions in the mesh's device order.
+    pairs: tuple[tuple[int, int], ...] = ()
+    operand_shapes: tuple[tuple[int, ...], ...] = ()  # per device
+    operand_bytes: int | None = None  # per device, every operand together
 
     def __post_init__(self):
         _bound(self, NAME_CHARS, "op", "mesh_axes")
         _bound(self, LINE_CHARS, "line")
+        # a compiled program's pairs number at most its devices; more is not a program we grade
+        object.__setattr__(self, "pairs", tuple(self.pairs[:MAX_PAIRS]))
+        object.__setattr__(self, "operand_shapes", tuple(self.operand_shapes[:MAX_OPERANDS]))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -222,18 +235,76 @@ class Collective:
             "group_size": self.group_size,
             "mesh_axes": list(self.mesh_axes) if self.mesh_axes is not None else None,
             "line": self.line,
-        }
+        } | _given(
+            executed=self.executed,
+            unknown_trip_count=self.unknown_trip_count or None,
+            pairs=[list(p) for p in self.pairs] or None,
+            operand_shapes=[list(s) for s in self.operand_shapes] or None,
+            operand_bytes=self.operand_bytes,
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Collective:
         data = _keys(cls, data)
         axes = data["mesh_axes"]
+        executed, size = data.get("executed"), data.get("operand_bytes")
         return cls(
             data["op"],
             data["group_size"],
             tuple(str(a) for a in axes) if axes is not None else None,
             data["line"],
+            int(executed) if executed is not None else None,
+            bool(data.get("unknown_trip_count", False)),
+            tuple(_pair(p) for p in data.get("pairs", ())),
+            tuple(_ints(s) for s in data.get("operand_shapes", ())),
+            int(size) if size is not None else None,
         )
+
+
+def _given(**fields) -> dict[str, Any]:
+    """The fields that are set: the figures only some checks record stay out of the others' JSON."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _pair(values) -> tuple[int, int]:
+    source, target = _ints(values)
+    return source, target
+
+
+@dataclass(frozen=True)
+class PipelineSchedule:
+    """A pipeline a check expects: S stages, M microbatches, each going round the stages `repeats` times (a
+    circular pipeline). Item i = r * M + m (microbatch m on its pass r) enters stage 0 at step i and reaches
+    stage s at step i + s, so the whole takes repeats * M + S - 1 steps and a stage idles S - 1 of them."""
+
+    stages: int
+    microbatches: int
+    repeats: int = 1
+
+    @property
+    def steps(self) -> int:
+        return self.repeats * self.microbatches + self.stages - 1
+
+    def grid(self, steps: int | None = None) -> list[list[int]]:
+        """Stage s's row: the microbatch it works on at each step, -1 for a bubble. With `steps`, the grid
+        of a pipeline that took that many steps through the same stages (what a count of sends implies)."""
+        steps = self.steps if steps is None else steps
+        items = max(steps - self.stages + 1, 0)
+        return [
+            [
+                (t - s) % self.microbatches if 0 <= t - s < items and self.microbatches else -1
+                for t in range(steps)
+            ]
+            for s in range(self.stages)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stages": self.stages, "microbatches": self.microbatches, "repeats": self.repeats}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PipelineSchedule:
+        data = _keys(cls, data)
+        return cls(int(data["stages"]), int(data["microbatches"]), int(data.get("repeats", 1)))
 
 
 @dataclass(frozen=True)
@@ -248,9 +319,18 @@ class CollectivesCheck:
     present: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
     only: tuple[str, ...] | None = None
+    # A rule of the executed program, in words ("collective-permute runs 8 or 9 times"), when the check
+    # judged one (grader.checks.executed); the figures the pages draw beside it:
+    rule: str | None = None
+    schedule: PipelineSchedule | None = None  # the pipeline it expects
+    expected_pairs: tuple[tuple[int, int], ...] | None = None  # the permute pairs it expects
+    buffer_bytes: int | None = None  # an exchange's buffer at the capacity, per device
 
     def __post_init__(self):
         _bound(self, NAME_CHARS, "what", "exactly", "present", "absent", "only")
+        _bound(self, LINE_CHARS, "rule")
+        if self.expected_pairs is not None:
+            object.__setattr__(self, "expected_pairs", tuple(self.expected_pairs[:MAX_PAIRS]))
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -267,13 +347,22 @@ class CollectivesCheck:
             "present": list(self.present),
             "absent": list(self.absent),
             "only": list(self.only) if self.only is not None else None,
-        }
+        } | _given(
+            rule=self.rule,
+            schedule=self.schedule.to_dict() if self.schedule is not None else None,
+            expected_pairs=(
+                [list(p) for p in self.expected_pairs] if self.expected_pairs is not None else None
+            ),
+            buffer_bytes=self.buffer_bytes,
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CollectivesCheck:
         data = _keys(cls, data)
         exactly, only = data.get("exactly"), data.get("only")
         passed = data["passed"]
+        schedule, pairs = data.get("schedule"), data.get("expected_pairs")
+        buffer = data.get("buffer_bytes")
         return cls(
             data["what"],
             tuple(Collective.from_dict(c) for c in data["found"]),
@@ -282,6 +371,10 @@ class CollectivesCheck:
             tuple(data.get("present", ())),
             tuple(data.get("absent", ())),
             tuple(only) if only is not None else None,
+            data.get("rule"),
+            PipelineSchedule.from_dict(schedule) if schedule is not None else None,
+            tuple(_pair(p) for p in pairs) if pairs is not None else None,
+            int(buffer) if buffer is not None else None,
         )
 
 

@@ -1,0 +1,566 @@
+"""What a compiled program's collectives do when it runs: how many times each runs (the trip counts of the
+loops around it), where a collective-permute sends (its source -> target pairs), and how many bytes each
+moves per device.
+
+The program text lists a loop's body once. XLA:CPU writes the trip count of a loop with static bounds on
+its `while` (`backend_config={... "known_trip_count":{"n":"9"}}`), so a collective in the body of a
+`fori_loop(0, 9, ...)` runs 9 times; a loop whose bound is a traced value carries no count, and a
+collective inside it is reported as uncounted, never guessed. As in grader.checks.hlo, everything is read
+from opcodes and attributes, never from names or metadata a student's code can choose."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+import jax
+import numpy as np
+
+from grader.checks.hlo import (
+    _METADATA,
+    COLLECTIVES,
+    DeviceMemory,
+    NotReported,
+    _closing,
+    _groups,
+    _program_mesh,
+    hlo_text,
+    instruction_opcode,
+    memory_per_device,
+    mesh_axes_of,
+)
+from grader.checks.numerics import assert_computes
+from grader.core import facts
+from grader.core.results import Collective, CollectivesCheck, PipelineSchedule
+
+_COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\{\s*$")
+_NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*")
+_OPERAND = re.compile(r"%([\w.\-]+)")
+_ARRAY = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+\w*)?)\[([\d,]*)\]")
+_CALLED = re.compile(
+    r"\b(body|condition|calls|to_apply|true_computation|false_computation|select|scatter)=%?([\w.\-]+)"
+)
+_CALLED_LISTS = re.compile(r"\b(branch_computations|called_computations)=\{([^}]*)\}")
+_BACKEND_CONFIG = re.compile(r",\s*backend_config=(\{.*\})\s*$")
+
+_DTYPE_BYTES = {"pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2}
+_DTYPE_BYTES |= {"bf16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
+_DTYPE_BYTES |= {"c64": 8, "c128": 16}
+
+PairShape = Literal["chain", "cycle", "within"]
+_SHOWN_PAIRS = 12  # a message lists this many pairs, then says how many more
+
+
+@dataclass(frozen=True)
+class ExecutedCollective:
+    """One collective of the program, with how it runs."""
+
+    kind: str  # one of COLLECTIVES
+    times: int | None  # how many times it runs; None: a loop around it has no static trip count
+    groups: (
+        tuple[tuple[int, ...], ...] | None
+    )  # replica groups, or a permute's pairs (mesh positions)
+    operand_shapes: tuple[tuple[int, ...], ...]  # per device
+    operand_bytes: int  # per device, every operand together
+    line: str
+
+    @property
+    def pairs(self) -> tuple[tuple[int, int], ...]:
+        """A collective-permute's source -> target pairs (positions in the mesh's device order)."""
+        if self.kind != "collective-permute" or not self.groups:
+            return ()
+        return tuple((g[0], g[1]) for g in self.groups if len(g) == 2)
+
+    @property
+    def group_size(self) -> int | None:
+        return len(self.groups[0]) if self.groups else None
+
+
+@dataclass
+class _Instruction:
+    name: str
+    opcode: str
+    attributes: str
+    shape: str  # its result's shape, as written
+    line: str
+
+
+def _computations(text: str) -> tuple[dict[str, list[_Instruction]], str | None]:
+    """The program's computations by name, each its instructions in order, and the entry's name."""
+    computations: dict[str, list[_Instruction]] = {}
+    entry, current = None, None
+    for line in text.splitlines():
+        if current is None:
+            if m := _COMPUTATION.match(line):
+                current = m.group(2)
+                computations[current] = []
+                entry = current if m.group(1) else entry
+            continue
+        if line.strip() == "}":
+            current = None
+            continue
+        parsed = instruction_opcode(line)
+        head = _NAME.match(line)
+        if parsed is None or head is None:
+            continue
+        opcode, attributes = parsed
+        rest = line[head.end() :]
+        shape = rest[: _closing(rest) + 1] if rest.startswith("(") else rest.split(" ", 1)[0]
+        computations[current].append(_Instruction(head.group(1), opcode, attributes, shape, line))
+    return computations, entry
+
+
+def _called(instruction: _Instruction, counted: bool) -> list[tuple[str, int | None]]:
+    """The computations an instruction calls, each with how many times per call (None: not static, or
+    not `counted`: the program's loop counts are not to be trusted)."""
+    calls = []
+    for key, name in _CALLED.findall(instruction.attributes):
+        if instruction.opcode == "while" and key == "body":
+            calls.append((name, _trip_count(instruction.attributes) if counted else None))
+        elif instruction.opcode == "while" and key == "condition":
+            continue  # a loop's condition decides, it holds no collective of the program's
+        else:
+            calls.append((name, 1))
+    for _, listed in _CALLED_LISTS.findall(instruction.attributes):
+        calls += [(name, 1) for name in _OPERAND.findall(listed)]
+    return calls
+
+
+def _trip_count(attributes: str) -> int | None:
+    """The compiler's static trip count of a `while`: the known_trip_count of its backend_config, which
+    XLA prints as the instruction's last attribute (`attributes` has its metadata removed). A program can
+    put text of its own on an op (jax's set_xla_metadata: frontend attributes, whose keys print as
+    written), always followed by a quoted value: so only a backend_config that ends the line counts, and
+    _loops_counted refuses a program whose text claims more counts than its loops carry."""
+    m = _BACKEND_CONFIG.search(attributes)
+    if not m or _closing(m.group(1)) != len(m.group(1)) - 1:
+        return None
+    return _known_trip_count(m.group(1))
+
+
+def _known_trip_count(config: str) -> int | None:
+    try:
+        count = int(json.loads(config)["known_trip_count"]["n"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return count if count >= 0 else None
+
+
+def _times(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a * b
+
+
+def _loops_counted(text: str, computations) -> bool:
+    """Whether the loop counts read are all the program claims: every "known_trip_count" in its text
+    (metadata aside) is one a loop's own backend_config holds. More is text a program put there itself."""
+    claimed = sum(_METADATA.sub("", line).count("known_trip_count") for line in text.splitlines())
+    read = sum(
+        _trip_count(i.attributes) is not None
+        for instructions in computations.values()
+        for i in instructions
+        if i.opcode == "while"
+    )
+    return claimed == read
+
+
+def _runs(computations, entry, counted: bool) -> dict[str, int | None]:
+    """How many times each computation runs in one run of the program, summed over where it is called."""
+    callers: dict[str, list[tuple[str, int | None]]] = {name: [] for name in computations}
+    for name, instructions in computations.items():
+        for instruction in instructions:
+            for called, per_call in _called(instruction, counted):
+                if called in callers:
+                    callers[called].append((name, per_call))
+
+    @cache
+    def runs(name: str, depth: int = 0) -> int | None:
+        if name == entry:
+            return 1
+        if depth > len(computations):  # a cycle of calls is no program XLA writes
+            return None
+        total: int | None = 0
+        for caller, per_call in callers[name]:
+            counted = _times(runs(caller, depth + 1), per_call)
+            total = None if counted is None or total is None else total + counted
+        return total
+
+    return {name: runs(name) for name in computations}
+
+
+def _array_shapes(shape: str) -> list[tuple[str, tuple[int, ...]]]:
+    return [
+        (dtype, tuple(int(d) for d in dims.split(",") if d))
+        for dtype, dims in _ARRAY.findall(shape)
+        if dtype in _DTYPE_BYTES
+    ]
+
+
+def _operands(instruction: _Instruction, shapes: dict[str, str]) -> list[tuple[str, tuple]]:
+    rest = instruction.line[
+        instruction.line.index(instruction.opcode + "(") + len(instruction.opcode) :
+    ]
+    inside = rest[1 : _closing(rest)]
+    found = []
+    for name in _OPERAND.findall(inside):
+        found += _array_shapes(shapes.get(name, ""))
+    return found
+
+
+def executed_collectives(program: jax.stages.Compiled | str) -> list[ExecutedCollective]:
+    """Every collective of the compiled program in text order, with how many times it runs per run of the
+    program. Async pairs count once, by their start."""
+    text = hlo_text(program)
+    computations, entry = _computations(text)
+    runs = _runs(computations, entry, _loops_counted(text, computations)) if entry else {}
+    found = []
+    for name, instructions in computations.items():
+        shapes = {i.name: i.shape for i in instructions}
+        for instruction in instructions:
+            kind = instruction.opcode.removesuffix("-start")
+            if kind not in COLLECTIVES:
+                continue
+            operands = _operands(instruction, shapes)
+            found.append(
+                ExecutedCollective(
+                    kind=kind,
+                    times=runs.get(name),
+                    groups=_groups(instruction.attributes),
+                    operand_shapes=tuple(dims for _, dims in operands),
+                    operand_bytes=sum(
+                        _DTYPE_BYTES[dtype] * int(np.prod(dims)) for dtype, dims in operands
+                    ),
+                    line=instruction.line.strip(),
+                )
+            )
+    return found
+
+
+def _fact(op: ExecutedCollective, mesh) -> Collective:
+    return Collective(
+        op.kind,
+        op.group_size,
+        mesh_axes_of(op.groups, mesh) if mesh is not None else None,
+        _METADATA.sub("", op.line),
+        executed=op.times,
+        unknown_trip_count=op.times is None,
+        pairs=op.pairs,
+        operand_shapes=op.operand_shapes,
+        operand_bytes=op.operand_bytes,
+    )
+
+
+def _record(program, ops, args, *, what: str, passed: bool, rule: str, **figures) -> None:
+    mesh = _program_mesh(program, args, {})
+    facts.record_collectives(
+        CollectivesCheck(
+            what=what,
+            found=tuple(_fact(op, mesh) for op in ops),
+            passed=passed,
+            rule=rule,
+            **figures,
+        )
+    )
+
+
+def _check_values(program, expected, args, rtol, atol, what) -> None:
+    if expected is None:
+        return
+    if isinstance(program, str):
+        raise TypeError("expected=... needs the compiled program, not its HLO text")
+    assert_computes(program(*args), expected, rtol=rtol, atol=atol, what=what)
+
+
+def _say(hint: str) -> str:
+    return f" {hint}" if hint else ""
+
+
+def _range(at_least: int | None, at_most: int | None) -> str:
+    if at_least is not None and at_least == at_most:
+        return f"exactly {at_least} times"
+    if at_least is not None and at_most is not None:
+        return (
+            f"{at_least} to {at_most} times"
+            if at_most > at_least + 1
+            else f"{at_least} or {at_most} times"
+        )
+    if at_least is not None:
+        return f"at least {at_least} times"
+    return f"at most {at_most} times"
+
+
+def assert_executed(
+    program: jax.stages.Compiled | str,
+    kind: str,
+    *,
+    at_least: int | None = None,
+    at_most: int | None = None,
+    what: str = "your function",
+    hint: str = "",
+    schedule: PipelineSchedule | None = None,
+    expected=None,
+    args: Sequence = (),
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> int:
+    """How many times collectives of `kind` run when the program runs, summed: it must lie within
+    [at_least, at_most]. A collective of that kind inside a loop without a static trip count fails (its
+    count is unknown, and a rule on it cannot be earned by a guess). With `expected`, the program is also
+    run on `args` and must give those values: a function that does nothing runs no collective at all."""
+    if kind not in COLLECTIVES:
+        raise ValueError(f"unknown collective {kind!r} (known: {', '.join(COLLECTIVES)})")
+    ops = executed_collectives(program)
+    of_kind = [op for op in ops if op.kind == kind]
+    uncounted = [op for op in of_kind if op.times is None]
+    total = sum(op.times or 0 for op in of_kind)
+    rule = f"{kind} runs {_range(at_least, at_most)}"
+    low_ok = at_least is None or total >= at_least
+    high_ok = at_most is None or total <= at_most
+    passed = not uncounted and low_ok and high_ok
+    _record(program, ops, args, what=what, passed=passed, rule=rule, schedule=schedule)
+    _check_values(program, expected, args, rtol, atol, what)
+    if uncounted:
+        raise AssertionError(
+            f"the compiled program of {what} runs {kind} inside a loop whose number of steps is not "
+            "fixed when it compiles (a while_loop, or a fori_loop/scan whose bounds are traced values), "
+            f"so how many times it runs cannot be counted; {rule} is the rule. Give the loop static "
+            "bounds: Python ints in fori_loop, or scan over an array of known length."
+        )
+    if not (low_ok and high_ok):
+        raise AssertionError(
+            f"the compiled program of {what} runs {kind} {total} times; it should run "
+            f"{_range(at_least, at_most)}.{_say(hint)}"
+        )
+    return total
+
+
+def _coordinates(mesh: jax.sharding.Mesh, position: int) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(position, mesh.devices.shape))
+
+
+def _along(mesh, axis: str, pair: tuple[int, int]):
+    """(the group's other coordinates, source, target) along `axis`, or None if the pair leaves its group."""
+    index = mesh.axis_names.index(axis)
+    size = mesh.devices.size
+    if not all(0 <= p < size for p in pair):
+        return None
+    source, target = (_coordinates(mesh, p) for p in pair)
+    rest = source[:index] + source[index + 1 :]
+    if rest != target[:index] + target[index + 1 :]:
+        return None
+    return rest, source[index], target[index]
+
+
+def _shown(mesh, pairs) -> str:
+    def where(position):
+        if len(mesh.devices.shape) == 1:
+            return str(position)
+        coords = _coordinates(mesh, position)
+        return "(" + ", ".join(f"{a} {c}" for a, c in zip(mesh.axis_names, coords)) + ")"
+
+    listed = [f"{where(s)}->{where(t)}" for s, t in pairs[:_SHOWN_PAIRS]]
+    more = f" and {len(pairs) - _SHOWN_PAIRS} more" if len(pairs) > _SHOWN_PAIRS else ""
+    return ", ".join(listed) + more
+
+
+def _chain(n: int, reverse: bool = False) -> set[tuple[int, int]]:
+    return {(s + 1, s) if reverse else (s, s + 1) for s in range(n - 1)}
+
+
+def _is_cycle(pairs: set[tuple[int, int]], n: int) -> bool:
+    forward = {(s, (s + 1) % n) for s in range(n)}
+    backward = {(s, (s - 1) % n) for s in range(n)}
+    return n > 1 and pairs in (forward, backward)
+
+
+def _expected_positions(mesh, axis: str, shape: PairShape, reverse_too: bool):
+    """The pairs a rule expects, as mesh positions: for the pages to draw beside the program's."""
+    if shape == "within":
+        return None
+    index = mesh.axis_names.index(axis)
+    n = mesh.shape[axis]
+    along = _chain(n) | (_chain(n, reverse=True) if reverse_too else set())
+    if shape == "cycle":
+        along = {(s, (s + 1) % n) for s in range(n)}
+    positions = np.arange(mesh.devices.size).reshape(mesh.devices.shape)
+    rows = np.moveaxis(positions, index, -1).reshape(-1, n)
+    return tuple(sorted((int(row[a]), int(row[b])) for row in rows for a, b in along))
+
+
+def assert_permute_pairs(
+    program: jax.stages.Compiled | str,
+    mesh: jax.sharding.Mesh,
+    axis: str,
+    *,
+    shape: PairShape,
+    reverse_too: bool = False,
+    what: str = "your function",
+    hint: str = "",
+    expected=None,
+    args: Sequence = (),
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> list[tuple[tuple[int, int], ...]]:
+    """Where the program's collective-permutes send. Every pair runs along mesh axis `axis` (source and
+    target differ in that coordinate only); and per group of devices along it:
+    - "chain": each permute sends only to the next device (s -> s+1, never the last back to the first), and
+      together they do; with `reverse_too`, the reversed chain (s+1 -> s, a backward pass) is present as well;
+    - "cycle": each permute's pairs make one cycle through every device of the group, in either direction;
+    - "within": any pairs, within the group.
+    There must be at least one collective-permute. Returns each permute's pairs."""
+    if axis not in mesh.axis_names:
+        raise ValueError(f"mesh has no axis {axis!r} (it has {', '.join(mesh.axis_names)})")
+    n = mesh.shape[axis]
+    ops = executed_collectives(program)
+    permutes = [op for op in ops if op.kind == "collective-permute"]
+    words = {
+        "chain": f"to the next device along {axis!r} only (s -> s+1, no pair from the last back to the first)"
+        + (", and back (s+1 -> s) in the backward pass" if reverse_too else ""),
+        "cycle": f"round one cycle through all {n} devices along {axis!r}",
+        "within": f"within {axis!r} only",
+    }[shape]
+    problems: list[str] = []
+    if not permutes:
+        problems.append("it has no collective-permute at all")
+    union: dict[tuple, set[tuple[int, int]]] = {}
+    for op in permutes:
+        placed = [(pair, _along(mesh, axis, pair)) for pair in op.pairs]
+        crossing = [pair for pair, at in placed if at is None]
+        if crossing:
+            problems.append(
+                f"a collective-permute sends {_shown(mesh, crossing)}, across another mesh axis than {axis!r}"
+            )
+            continue
+        by_group: dict[tuple, set[tuple[int, int]]] = {}
+        for _, (group, source, target) in placed:
+            by_group.setdefault(group, set()).add((source, target))
+            union.setdefault(group, set()).add((source, target))
+        for pairs in by_group.values():
+            if shape == "cycle" and not _is_cycle(pairs, n):
+                problems.append(
+                    f"a collective-permute sends {_shown(mesh, op.pairs)}, not one cycle"
+                )
+                break
+            allowed = _chain(n) | (_chain(n, reverse=True) if reverse_too else set())
+            if shape == "chain" and not pairs <= allowed:
+                problems.append(f"a collective-permute sends {_shown(mesh, op.pairs)}")
+                break
+    if shape == "chain" and permutes and not problems:
+        groups = int(mesh.devices.size // n)
+        needed = [_chain(n)] + ([_chain(n, reverse=True)] if reverse_too else [])
+        if len(union) < groups or any(
+            not want <= pairs for pairs in union.values() for want in needed
+        ):
+            missing = (
+                "the reversed pairs of the backward pass" if reverse_too else "some of the chain"
+            )
+            problems.append(f"its permutes leave out {missing}")
+    _record(
+        program,
+        ops,
+        args,
+        what=what,
+        passed=not problems,
+        rule=f"collective-permute sends {words}",
+        expected_pairs=_expected_positions(mesh, axis, shape, reverse_too),
+    )
+    _check_values(program, expected, args, rtol, atol, what)
+    if problems:
+        raise AssertionError(
+            f"the compiled program of {what} should send {words}; "
+            + "; ".join(dict.fromkeys(problems))
+            + f".{_say(hint)}"
+        )
+    return [op.pairs for op in permutes]
+
+
+def assert_operand_bytes(
+    program: jax.stages.Compiled | str,
+    kind: str,
+    *,
+    at_most: int | None = None,
+    at_least: int | None = None,
+    what: str = "your function",
+    hint: str = "",
+    buffer_bytes: int | None = None,
+    expected=None,
+    args: Sequence = (),
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> list[int]:
+    """Each collective of `kind` moves, per device, between at_least and at_most bytes of operands (there
+    must be one). `buffer_bytes`: the size the rule is about (an exchange's buffer at its capacity), for the
+    pages to show beside what moved. Returns each op's bytes."""
+    ops = executed_collectives(program)
+    of_kind = [op for op in ops if op.kind == kind]
+    wrong = [
+        op
+        for op in of_kind
+        if (at_most is not None and op.operand_bytes > at_most)
+        or (at_least is not None and op.operand_bytes < at_least)
+    ]
+    bounds = " and ".join(
+        text
+        for text in (
+            f"at least {at_least}" if at_least is not None else "",
+            f"at most {at_most}" if at_most is not None else "",
+        )
+        if text
+    )
+    rule = f"each {kind} moves {bounds} bytes per device"
+    passed = bool(of_kind) and not wrong
+    _record(program, ops, args, what=what, passed=passed, rule=rule, buffer_bytes=buffer_bytes)
+    _check_values(program, expected, args, rtol, atol, what)
+    if not of_kind:
+        raise AssertionError(f"the compiled program of {what} has no {kind}; {rule}.{_say(hint)}")
+    if wrong:
+        moved = ", ".join(
+            f"{op.operand_bytes} bytes ({' + '.join(str(list(s)) for s in op.operand_shapes) or 'no array'})"
+            for op in wrong[:_SHOWN_PAIRS]
+        )
+        raise AssertionError(
+            f"in the compiled program of {what}, {kind} moves {moved} per device; "
+            f"each should move {bounds} bytes.{_say(hint)}"
+        )
+    return [op.operand_bytes for op in of_kind]
+
+
+def assert_memory(
+    program: jax.stages.Compiled,
+    *,
+    argument_below: int | None = None,
+    temp_below: int | None = None,
+    what: str = "your function",
+    hint: str = "",
+) -> DeviceMemory:
+    """XLA's own figures for one device of the compiled program: the bytes of its arguments and of its
+    temporary buffers, each below its bound. Raises NotReported where the compiler reports none."""
+    memory = memory_per_device(program)
+    problems = []
+    if argument_below is not None and memory.argument_bytes >= argument_below:
+        problems.append(
+            f"its arguments take {memory.argument_bytes} bytes per device (should be below {argument_below})"
+        )
+    if temp_below is not None and memory.temp_bytes >= temp_below:
+        problems.append(
+            f"its temporary buffers take {memory.temp_bytes} bytes per device (should be below {temp_below})"
+        )
+    if problems:
+        raise AssertionError(
+            f"in the compiled program of {what}, " + "; ".join(problems) + f".{_say(hint)}"
+        )
+    return memory
+
+
+__all__ = [
+    "ExecutedCollective",
+    "NotReported",
+    "assert_executed",
+    "assert_memory",
+    "assert_operand_bytes",
+    "assert_permute_pairs",
+    "executed_collectives",
+]
