@@ -1,0 +1,313 @@
+"""What ex14's visible and hidden tests share: the weights and microbatches, placed on the mesh, the float64
+NumPy references (the forward pass, and the training step's loss and gradient written out by hand), and the
+rules the compiled programs are graded by (the sends of a pipeline, its weights staying put, its memory, the
+training step's pairs and gradient all-reduce), so that `shardlab check` applies the very checks grading
+does.
+
+Why sizes matter here: the tests pick F > (2M + S) * B, so that the bytes a pipeline may move (M + S - 1
+sends of one (B, F) microbatch, one (M, B, F) handing-out of the outputs) cannot carry even one other stage's
+(F, F) weights; a function whose sends and values are right, and whose collectives move no more than that,
+has computed each layer where its weights live."""
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from grader.checks import (
+    NotReported,
+    assert_close,
+    assert_computes,
+    assert_executed,
+    assert_memory,
+    assert_permute_pairs,
+    assert_sharding,
+    compiled,
+    executed_collectives,
+    inputs,
+)
+from grader.checks.hlo import mesh_axes_of
+from grader.core.results import PipelineSchedule
+
+# float32 tanh layers applied in a different order of sums; activations are of order 1.
+FORWARD_TOL = dict(rtol=1e-5, atol=1e-5)
+TRAIN_TOL = dict(rtol=1e-4, atol=1e-5)
+LR = 0.5  # large enough that a wrong gradient moves ws visibly
+F32 = 4  # bytes
+
+
+def _weights(shape, seed):
+    """float32 weights of `shape` (..., F, F), scaled by 1/sqrt(F) so that activations stay of order 1."""
+    F = shape[-1]
+    return (inputs.rng(seed).standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(F))).astype(
+        np.float32
+    )
+
+
+def _microbatches(M, B, F, seed):
+    return inputs.rng(seed).standard_normal((M, B, F), dtype=np.float32)
+
+
+def _reference_forward(ws, xs):
+    """ws (L, F, F) applied in order to every microbatch, in float64."""
+    h = np.asarray(xs, np.float64)
+    for w in np.asarray(ws, np.float64):
+        h = np.tanh(h @ w)
+    return h
+
+
+def _reference_train_step(ws, xs, ys, lr):
+    """(ws - lr * grad, loss) of loss = mean((forward - ys) ** 2), in float64, the backward pass by hand."""
+    ws = np.asarray(ws, np.float64)
+    hs = [np.asarray(xs, np.float64).reshape(-1, ws.shape[-1])]
+    for w in ws:
+        hs.append(np.tanh(hs[-1] @ w))
+    err = hs[-1] - np.asarray(ys, np.float64).reshape(hs[-1].shape)
+    loss = np.mean(err**2)
+    grad = np.zeros_like(ws)
+    dh = 2 * err / err.size
+    for i in reversed(range(len(ws))):
+        dz = dh * (1 - hs[i + 1] ** 2)
+        grad[i] = hs[i].T @ dz
+        dh = dz @ ws[i].T
+    return ws - lr * grad, loss
+
+
+def _placed(mesh, *pairs):
+    """Each (value, spec) put on the mesh."""
+    return tuple(jax.device_put(v, NamedSharding(mesh, spec)) for v, spec in pairs)
+
+
+@pytest.fixture
+def weights():
+    """weights(shape, seed) -> float32 NumPy weights scaled by 1/sqrt(F)."""
+    return _weights
+
+
+@pytest.fixture
+def microbatches():
+    """microbatches(M, B, F, seed) -> (M, B, F) float32 NumPy microbatches."""
+    return _microbatches
+
+
+@pytest.fixture
+def reference_forward():
+    return _reference_forward
+
+
+@pytest.fixture
+def reference_train_step():
+    return _reference_train_step
+
+
+# --- values and shardings --------------------------------------------------------------------------
+
+
+def _check_forward(impl, name, mesh, ws, xs):
+    """impl.<name> (pipeline_forward or circular_forward) under jax.jit: P() outputs, the reference's values."""
+    ws_spec = P("stage") if ws.ndim == 3 else P(None, "stage")
+    args = _placed(mesh, (ws, ws_spec), (xs, P()))
+    out = jax.jit(lambda w, x: getattr(impl, name)(w, x, mesh))(*args)
+    assert_sharding(out, mesh, P(), name=f"the outputs of {name}")
+    layers = ws.reshape(-1, *ws.shape[-2:])
+    assert_close(out, _reference_forward(layers, xs), **FORWARD_TOL, name=f"the outputs of {name}")
+
+
+def _train_args(mesh, ws, xs, ys):
+    return _placed(mesh, (ws, P("stage")), (xs, P(None, "data")), (ys, P(None, "data")))
+
+
+def _check_train_step(impl, mesh, ws, xs, ys):
+    """pipeline_train_step under jax.jit: ws P("stage"), the loss a replicated scalar, both the reference's."""
+    args = _train_args(mesh, ws, xs, ys)
+    result = jax.jit(lambda w, x, y: impl.pipeline_train_step(w, x, y, LR, mesh))(*args)
+    assert isinstance(result, (tuple, list)) and len(result) == 2, (
+        f"pipeline_train_step should return (ws, loss), got {type(result).__name__}"
+    )
+    new_ws, loss = result
+    want_ws, want_loss = _reference_train_step(ws, xs, ys, LR)
+    assert np.shape(loss) == (), f"the loss should be a scalar, got shape {np.shape(loss)}"
+    assert_sharding(new_ws, mesh, P("stage"), name="the new ws")
+    assert_sharding(loss, mesh, P(), name="the loss")
+    assert_close(loss, want_loss, **TRAIN_TOL, name="the loss (at the old ws)")
+    assert_close(new_ws, want_ws, **TRAIN_TOL, name="the new ws (ws - lr * grad)")
+
+
+@pytest.fixture
+def check_forward():
+    """check_forward(impl, name, mesh, ws, xs): impl.<name>'s outputs (P(), values); ws (S, F, F) for
+    pipeline_forward, (R, S, F, F) for circular_forward, as NumPy arrays (placed here)."""
+    return _check_forward
+
+
+@pytest.fixture
+def check_train_step():
+    """check_train_step(impl, mesh, ws, xs, ys): pipeline_train_step's new ws and loss (shardings, values)."""
+    return _check_train_step
+
+
+# --- the compiled programs -------------------------------------------------------------------------
+
+
+def _weights_stay_put(program, name, M, B, F):
+    """Besides its sends, the program may hand the outputs to every device once: one all-reduce or
+    all-gather of at most the (M, B, F) outputs' bytes. Any other collective moves weights (or more than the
+    answer needs): an all-gather of ws, a psum of everything, a second exchange."""
+    outputs = M * B * F * F32
+    others = [op for op in executed_collectives(program) if op.kind != "collective-permute"]
+    wrong = [
+        op
+        for op in others
+        if op.kind not in ("all-reduce", "all-gather") or op.operand_bytes > outputs
+    ]
+    runs = sum(op.times or 0 for op in others)
+    uncounted = any(op.times is None for op in others)
+    if wrong or runs > 1 or uncounted:
+        found = "; ".join(
+            f"{op.kind} of {op.operand_bytes} bytes ({' + '.join(str(list(s)) for s in op.operand_shapes)}) "
+            f"run {'an unknown number of' if op.times is None else op.times} time(s)"
+            for op in others
+        )
+        raise AssertionError(
+            f"the compiled program of {name} runs, besides its collective-permutes: {found}. Only one "
+            f"all-reduce or all-gather of at most the outputs' {outputs} bytes (M, B, F = {M}, {B}, {F}) is "
+            "allowed, to hand the outputs to every device at the end. Are the weights gathered (each stage "
+            f"holds one layer of {F * F * F32} bytes), or the outputs summed at every step?"
+        )
+
+
+def _check_sends(impl, mesh, ws, xs):
+    """The compiled pipeline_forward (ws (S, F, F)) or circular_forward (ws (R, S, F, F)): its sends run
+    the schedule's number of times, between the pairs the contract gives, each one microbatch; no other
+    collective moves weights; and it computes the reference's values."""
+    circular = ws.ndim == 4
+    name = "circular_forward" if circular else "pipeline_forward"
+    S = mesh.shape["stage"]
+    R = ws.shape[0] if circular else 1
+    M, B, F = xs.shape
+    args = _placed(mesh, (ws, P(None, "stage") if circular else P("stage")), (xs, P()))
+    program = compiled(lambda w, x: getattr(impl, name)(w, x, mesh), *args)
+    expected = _reference_forward(ws.reshape(-1, F, F), xs)
+    steps = R * M + S - 1
+    passes = f"{M} microbatches through {S} stages" + (f", {R} times round," if circular else "")
+    assert_executed(
+        program,
+        "collective-permute",
+        at_least=steps - 1,
+        at_most=steps,
+        what=name,
+        hint=f"{passes} take {steps} steps, and the activations move once between two steps: is the "
+        "whole batch going through as one microbatch, or a step sending more than once?",
+        schedule=PipelineSchedule(stages=S, microbatches=M, repeats=R),
+        expected=expected,
+        args=args,
+        **FORWARD_TOL,
+    )
+    assert_permute_pairs(
+        program,
+        mesh,
+        "stage",
+        shape="cycle" if circular else "chain",
+        what=name,
+        hint=(
+            "Stage S-1 hands each microbatch back to stage 0 for its next pass (pair S-1 -> 0)."
+            if circular
+            else "Stage s hands its activations to stage s + 1 only: nothing comes back from the last."
+        ),
+    )
+    for op in executed_collectives(program):
+        if op.kind == "collective-permute" and op.operand_bytes > B * F * F32:
+            raise AssertionError(
+                f"in the compiled program of {name}, a collective-permute moves {op.operand_bytes} bytes per "
+                f"device ({' + '.join(str(list(s)) for s in op.operand_shapes)}); a send should carry one "
+                f"microbatch's (B, F) = ({B}, {F}) activations, {B * F * F32} bytes. Is the whole batch going "
+                "through as one microbatch, or are weights travelling round the ring?"
+            )
+    _weights_stay_put(program, name, M, B, F)
+
+
+def _check_memory(impl, mesh, ws, xs):
+    """XLA's argument plus temporary bytes per device of the compiled pipeline_forward (which must also
+    compute the reference's values): below two stages' weights, where F is large enough that one stage's
+    (F, F) weights dominate what else a device holds (the microbatches, the outputs, one in flight)."""
+    S = mesh.shape["stage"]
+    M, B, F = xs.shape
+    args = _placed(mesh, (ws, P("stage")), (xs, P()))
+    program = compiled(lambda w, x: impl.pipeline_forward(w, x, mesh), *args)
+    assert_computes(
+        program(*args), _reference_forward(ws, xs), **FORWARD_TOL, what="pipeline_forward"
+    )
+    stage = F * F * F32
+    try:
+        memory = assert_memory(program, what="pipeline_forward")
+    except NotReported as exc:
+        pytest.skip(str(exc))
+    held = memory.argument_bytes + memory.temp_bytes
+    assert held < 2 * stage, (
+        f"with {S} stages of ({F}, {F}) weights ({stage} bytes each) and xs {xs.shape}, the compiled "
+        f"pipeline_forward holds {memory.argument_bytes} bytes of arguments and {memory.temp_bytes} of "
+        f"temporary buffers per device, {held} in all: it should hold one stage's weights, below "
+        f"{2 * stage} bytes (two stages'). Are the weights gathered onto every device?"
+    )
+
+
+def _check_train_program(impl, mesh, ws, xs, ys):
+    """The compiled pipeline_train_step: its permutes run along "stage" within each data row, forward and
+    back; every all-reduce of a weight-sized gradient sums over "data" only (at least one does); and it
+    computes the reference's new ws and loss."""
+    args = _train_args(mesh, ws, xs, ys)
+    program = compiled(lambda w, x, y: impl.pipeline_train_step(w, x, y, LR, mesh), *args)
+    new_ws, loss = _reference_train_step(ws, xs, ys, LR)
+    assert_permute_pairs(
+        program,
+        mesh,
+        "stage",
+        shape="chain",
+        reverse_too=True,
+        what="pipeline_train_step",
+        hint="Activations go forward s -> s + 1 within each data row, and the backward pass sends their "
+        "gradients back s + 1 -> s; nothing crosses from one data row to another.",
+        expected=(new_ws, loss),
+        args=args,
+        **TRAIN_TOL,
+    )
+    F = ws.shape[-1]
+    grads = [
+        op
+        for op in executed_collectives(program)
+        if op.kind == "all-reduce" and op.operand_bytes >= F * F * F32
+    ]
+    axes = [mesh_axes_of(op.groups, mesh) for op in grads]
+    wrong = [(op, a) for op, a in zip(grads, axes) if a != ("data",)]
+    assert grads and not wrong, (
+        "in the compiled program of pipeline_train_step, "
+        + (
+            "all-reduces of weight-sized gradients sum over "
+            + ", ".join(f"{a or 'no set of mesh axes'} ({op.operand_bytes} bytes)" for op, a in wrong)
+            if grads
+            else f"no all-reduce sums a weight-sized ({F}, {F}) gradient"
+        )
+        + f"; each stage's gradient should be summed over the data rows only (mesh {dict(mesh.shape)}: "
+        '"data" groups). Stages hold different layers: their gradients must never be added together, and '
+        "each data row saw only its part of the batch."
+    )
+
+
+@pytest.fixture
+def check_sends():
+    """check_sends(impl, mesh, ws, xs): the compiled pipeline_forward (ws (S, F, F)) or circular_forward
+    (ws (R, S, F, F)) sends as the contract says, moves no weights, and computes the reference."""
+    return _check_sends
+
+
+@pytest.fixture
+def check_memory():
+    """check_memory(impl, mesh, ws, xs): the compiled pipeline_forward holds one stage's weights per device."""
+    return _check_memory
+
+
+@pytest.fixture
+def check_train_program():
+    """check_train_program(impl, mesh, ws, xs, ys): the compiled pipeline_train_step's pairs and gradient
+    all-reduces, and its values."""
+    return _check_train_program
