@@ -39,9 +39,7 @@ F32 = 4  # bytes
 def _weights(shape, seed):
     """float32 weights of `shape` (..., F, F), scaled by 1/sqrt(F) so that activations stay of order 1."""
     F = shape[-1]
-    return (inputs.rng(seed).standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(F))).astype(
-        np.float32
-    )
+    return inputs.rng(seed).standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(F))
 
 
 def _microbatches(M, B, F, seed):
@@ -283,7 +281,9 @@ def _check_train_program(impl, mesh, ws, xs, ys):
         "in the compiled program of pipeline_train_step, "
         + (
             "all-reduces of weight-sized gradients sum over "
-            + ", ".join(f"{a or 'no set of mesh axes'} ({op.operand_bytes} bytes)" for op, a in wrong)
+            + ", ".join(
+                f"{a or 'no set of mesh axes'} ({op.operand_bytes} bytes)" for op, a in wrong
+            )
             if grads
             else f"no all-reduce sums a weight-sized ({F}, {F}) gradient"
         )

@@ -53,7 +53,9 @@ def test_schedule_and_bubble(impl):
 @pytest.mark.rules("values", "layouts")
 def test_pipeline_forward(impl, weights, microbatches, check_forward):
     S, M, B, F = 8, 6, 3, 16
-    check_forward(impl, "pipeline_forward", _stages(S), weights((S, F, F), 1), microbatches(M, B, F, 2))
+    check_forward(
+        impl, "pipeline_forward", _stages(S), weights((S, F, F), 1), microbatches(M, B, F, 2)
+    )
 
 
 @pytest.mark.points(1)
