@@ -219,7 +219,7 @@ def _check_sends(impl, mesh, ws, xs):
                 f"in the compiled program of {name}, a collective-permute moves {op.operand_bytes} bytes per "
                 f"device ({' + '.join(str(list(s)) for s in op.operand_shapes)}); a send should carry one "
                 f"microbatch's (B, F) = ({B}, {F}) activations, {B * F * F32} bytes. Is the whole batch going "
-                "through as one microbatch, or are weights travelling round the ring?"
+                "through as one microbatch, or are weights travelling between the stages?"
             )
     _weights_stay_put(program, name, M, B, F)
 
