@@ -15,7 +15,10 @@ for the training step). Between two steps every stage hands its activations to t
 S - 1 -> 0. Two traps:
   - Inside `jax.shard_map` (which checks what varies across devices), a loop carry that starts as the
     same value everywhere (zeros, or xs) and becomes different on each device (what a stage computed)
-    must be made device-varying where it starts: `jax.lax.pcast(x, "stage", to="varying")`.
+    must be made device-varying where it starts: `jax.lax.pcast(x, "stage", to="varying")`. On the
+    training step's 2-D mesh the activations vary along both axes, so pcast the zeros to
+    ("data", "stage"); note that `jnp.zeros_like(x)` keeps x's own varying axes, `jnp.zeros(shape)` has
+    none.
   - Write the loop over the steps with static bounds: `jax.lax.fori_loop(0, n, ...)` with Python-int
     n, or `jax.lax.scan` with a static length (a Python loop also works). The tests read how many times
     the compiled program runs each collective, counting the trip counts of its loops; a loop whose
@@ -28,15 +31,16 @@ weights scaled by 1/sqrt(F), so activations are of order 1. They run on meshes o
 the schedule table and bubble fractions must be exact, on sizes the visible tests do not use.
 
 The tests also compile each shard_map function and read the collectives its program runs, how many
-times, between which devices and how many bytes each moves, and XLA's memory figure per device: each
-function's docstring says what they expect. Those tests check the values of the program they read too.
+times (the trip counts of its loops included), between which devices and how many bytes each moves, and
+XLA's memory figure per device: each function's docstring says what they expect. Those tests check the
+values of the program they read too.
 
 Grading: 20 points. The schedule and bubble fractions 3 (1 visible, 2 hidden). pipeline_forward: values
-and sharding 2 (1 visible, 1 hidden); its sends (count, pairs and size) 3 (1 visible, 2 hidden); no
-gathered weights and one stage's memory 2 (1 visible, 1 hidden). pipeline_train_step: values and
-shardings 4 (1.5 visible, 2.5 hidden); its pairs and gradient all-reduce 2 (1 visible, 1 hidden).
-circular_forward: values and sharding 2 (1 visible, 1 hidden); its sends (count and cycle) and no
-gathered weights 2 (1 visible, 1 hidden).
+and sharding 2 (1 visible, 1 hidden); its collectives (how many sends, between which stages, how big, and
+no other collective but the outputs' hand-out) 3 (1 visible, 2 hidden); its memory 2 (1 visible, 1
+hidden). pipeline_train_step: values and shardings 4 (1.5 visible, 2.5 hidden); its pairs and gradient
+all-reduce 2 (1 visible, 1 hidden). circular_forward: values and sharding 2 (1 visible, 1 hidden); its
+collectives (as pipeline_forward's, round a cycle) 2 (1 visible, 1 hidden).
 """
 
 import jax
@@ -85,8 +89,10 @@ def pipeline_forward(ws, xs, mesh):
     stage).
     The tests compile it and expect: collective-permutes between neighbours s -> s + 1 only (no pair
     S-1 -> 0), executed M + S - 2 or M + S - 1 times in all, each moving one microbatch's (B, F)
-    activations; no all-gather of the weights (an all-reduce or all-gather of the outputs' size at the
-    end only); XLA's argument plus temporary bytes per device holding about one stage's weights, not S.
+    activations; no all-gather of the weights, nor any other collective but one all-reduce or
+    all-gather of at most the outputs' (M, B, F) size, run once; and, with F large enough that one
+    stage's (F, F) weights dominate, XLA's argument plus temporary bytes per device below two stages'
+    weights (a device holds its own stage's, not S).
     Mind the module docstring's traps: pcast the loop carry to varying, and give the loop static bounds.
     Hint: a stage s works at step t on microbatch t - s; `jnp.where` on `jax.lax.axis_index("stage")`
     picks what stage 0 takes in (a new microbatch) from what the others take in (what they received).
@@ -191,9 +197,11 @@ def circular_forward(ws, xs, mesh):
     stage s works on microbatch (t - s) mod M, pass (t - s) // M, over R*M + S - 1 steps. What the last
     stage sends round to stage 0 (pair S-1 -> 0) comes back before it is needed: stage 0 keeps it
     (a small buffer of M microbatches) until its turn, M - S steps later.
-    The tests compile it and expect: collective-permute pairs forming one cycle through all S devices
-    (s -> s + 1 and S-1 -> 0), executed R*M + S - 2 or R*M + S - 1 times in all (the reference sends
-    after every step: R*M + S - 1); no all-gather of the weights. Values within rtol=1e-5.
+    The tests compile it and expect: collective-permutes whose pairs form one cycle through all S
+    devices (s -> s + 1 and S-1 -> 0), executed R*M + S - 2 or R*M + S - 1 times in all (a send after
+    every step, or after every step but the last), each moving one microbatch's (B, F) activations; no
+    all-gather of the weights, nor any other collective but one all-reduce or all-gather of at most the
+    outputs' size, run once. Values within rtol=1e-5.
     Mind the module docstring's traps (pcast, static loop bounds).
     Hint: keep on every device an (M, B, F) buffer of each microbatch's latest activations (only stage
     0's is used): write what arrives into it before reading the microbatch to start.
