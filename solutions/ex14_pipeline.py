@@ -90,9 +90,10 @@ def pipeline_forward(ws, xs, mesh):
     The tests compile it and expect: collective-permutes between neighbours s -> s + 1 only (no pair
     S-1 -> 0), executed M + S - 2 or M + S - 1 times in all, each moving one microbatch's (B, F)
     activations; no all-gather of the weights, nor any other collective but one all-reduce or
-    all-gather of at most the outputs' (M, B, F) size, run once; and, with F large enough that one
-    stage's (F, F) weights dominate, XLA's argument plus temporary bytes per device below two stages'
-    weights (a device holds its own stage's, not S).
+    all-gather, run once, of at most M + S - 1 steps' (B, F) results (the outputs, or the last stage's
+    whole history, bubbles included); and, with F large enough that one stage's (F, F) weights
+    dominate, XLA's argument plus temporary bytes per device below two stages' weights (a device holds
+    its own stage's, not S).
     Mind the module docstring's traps: pcast the loop carry to varying, and give the loop static bounds.
     Hint: a stage s works at step t on microbatch t - s; `jnp.where` on `jax.lax.axis_index("stage")`
     picks what stage 0 takes in (a new microbatch) from what the others take in (what they received).
@@ -200,8 +201,8 @@ def circular_forward(ws, xs, mesh):
     The tests compile it and expect: collective-permutes whose pairs form one cycle through all S
     devices (s -> s + 1 and S-1 -> 0), executed R*M + S - 2 or R*M + S - 1 times in all (a send after
     every step, or after every step but the last), each moving one microbatch's (B, F) activations; no
-    all-gather of the weights, nor any other collective but one all-reduce or all-gather of at most the
-    outputs' size, run once. Values within rtol=1e-5.
+    all-gather of the weights, nor any other collective but one all-reduce or all-gather, run once, of
+    at most R*M + S - 1 steps' (B, F) results. Values within rtol=1e-5.
     Mind the module docstring's traps (pcast, static loop bounds).
     Hint: keep on every device an (M, B, F) buffer of each microbatch's latest activations (only stage
     0's is used): write what arrives into it before reading the microbatch to start.

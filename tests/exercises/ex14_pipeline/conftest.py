@@ -4,10 +4,10 @@ rules the compiled programs are graded by (the sends of a pipeline, its weights 
 training step's pairs and gradient all-reduce), so that `shardlab check` applies the very checks grading
 does.
 
-Why sizes matter here: the tests pick F > (2M + S) * B, so that the bytes a pipeline may move (M + S - 1
-sends of one (B, F) microbatch, one (M, B, F) handing-out of the outputs) cannot carry even one other stage's
-(F, F) weights; a function whose sends and values are right, and whose collectives move no more than that,
-has computed each layer where its weights live."""
+Why sizes matter here: the forward pipeline's tests pick F > 2 (M + S) B, so that the bytes a pipeline may
+move (M + S - 1 sends of one (B, F) microbatch, and one hand-out of at most its M + S - 1 steps' (B, F)
+results) cannot carry even one other stage's (F, F) weights; a function whose sends and values are right,
+and whose collectives move no more than that, has computed each layer where its weights live."""
 
 import jax
 import numpy as np
@@ -20,6 +20,7 @@ from grader.checks import (
     assert_computes,
     assert_executed,
     assert_memory,
+    assert_operand_bytes,
     assert_permute_pairs,
     assert_sharding,
     compiled,
@@ -147,11 +148,12 @@ def check_train_step():
 # --- the compiled programs -------------------------------------------------------------------------
 
 
-def _weights_stay_put(program, name, M, B, F):
+def _weights_stay_put(program, name, steps, B, F):
     """Besides its sends, the program may hand the outputs to every device once: one all-reduce or
-    all-gather of at most the (M, B, F) outputs' bytes. Any other collective moves weights (or more than the
-    answer needs): an all-gather of ws, a psum of everything, a second exchange."""
-    outputs = M * B * F * F32
+    all-gather of at most every step's (B, F) results (the outputs, or the whole history of the last stage,
+    bubbles included). Any other collective moves weights (or more than the answer needs): an all-gather of
+    ws, a psum of everything, a second exchange."""
+    outputs = steps * B * F * F32
     others = [op for op in executed_collectives(program) if op.kind != "collective-permute"]
     wrong = [
         op
@@ -168,7 +170,7 @@ def _weights_stay_put(program, name, M, B, F):
         )
         raise AssertionError(
             f"the compiled program of {name} runs, besides its collective-permutes: {found}. Only one "
-            f"all-reduce or all-gather of at most the outputs' {outputs} bytes (M, B, F = {M}, {B}, {F}) is "
+            f"all-reduce or all-gather of at most {outputs} bytes ({steps} steps' ({B}, {F}) results) is "
             "allowed, to hand the outputs to every device at the end. Are the weights gathered (each stage "
             f"holds one layer of {F * F * F32} bytes), or the outputs summed at every step?"
         )
@@ -213,15 +215,15 @@ def _check_sends(impl, mesh, ws, xs):
             else "Stage s hands its activations to stage s + 1 only: nothing comes back from the last."
         ),
     )
-    for op in executed_collectives(program):
-        if op.kind == "collective-permute" and op.operand_bytes > B * F * F32:
-            raise AssertionError(
-                f"in the compiled program of {name}, a collective-permute moves {op.operand_bytes} bytes per "
-                f"device ({' + '.join(str(list(s)) for s in op.operand_shapes)}); a send should carry one "
-                f"microbatch's (B, F) = ({B}, {F}) activations, {B * F * F32} bytes. Is the whole batch going "
-                "through as one microbatch, or are weights travelling between the stages?"
-            )
-    _weights_stay_put(program, name, M, B, F)
+    assert_operand_bytes(
+        program,
+        "collective-permute",
+        at_most=B * F * F32,
+        what=name,
+        hint=f"A send carries one microbatch's (B, F) = ({B}, {F}) activations. Is the whole batch going "
+        "through as one microbatch, or are weights travelling between the stages?",
+    )
+    _weights_stay_put(program, name, steps, B, F)
 
 
 def _check_memory(impl, mesh, ws, xs):

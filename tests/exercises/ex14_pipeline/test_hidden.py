@@ -58,7 +58,7 @@ def test_pipeline_forward_values(impl, n_devices, weights, microbatches, check_f
 def test_pipeline_forward_sends_one_microbatch_between_neighbours(
     impl, n_devices, weights, microbatches, check_sends
 ):
-    """F > (2M + S) * B: the sends and one handing-out of the outputs cannot carry another stage's weights."""
+    """F > 2 (M + S) B: the sends and one hand-out of the outputs cannot carry another stage's weights."""
     S = n_devices
     M, B, F = {2: (5, 3, 48), 4: (3, 2, 32), 8: (7, 1, 32)}[S]
     check_sends(impl, _stages(S), weights((S, F, F), 30 + S), microbatches(M, B, F, 40 + S))
