@@ -35,6 +35,7 @@ from grader.course.implementations import resolve_source
 from grader.grading.compile_cache import CompileCache
 from grader.grading.results import ExerciseResult, GradingResults, score_exercise
 from grader.harness.runner import RunFailed, run_tests
+from grader.reports.executed_text import check_lines
 from grader.reports.feedback_page import write_feedback_html
 from grader.reports.text import visible_share
 
@@ -464,6 +465,10 @@ def render_test(test: TestResult, console: Console) -> None:
     _print_verbatim(console, line)
     if message and category is not Category.PASSED:
         _print_verbatim(console, Text(_indented(message, 6)))
+    if category is not Category.PASSED:  # the executed facts, drawn as text as the layouts are
+        for check in test.collectives:
+            if lines := check_lines(check):
+                _print_verbatim(console, Text(_indented("\n".join(lines), 6)))
 
 
 def _heading(item: ExerciseCheck) -> Text:
