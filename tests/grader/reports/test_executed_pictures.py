@@ -314,10 +314,11 @@ def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
 
 @pytest.fixture(scope="module")
 def pictured(tmp_path_factory):
-    """write_all's folder for a grading with a pipeline check (11 sends) and a ring check missing its wrap."""
+    """write_all's folder for a grading with a pipeline check (11 sends), a ring check missing its wrap and
+    with an extra pair, and a pipeline of a billion sends (the widest grid drawn)."""
     ex = catalog.get("ex10")
     test = dataclasses.replace(
-        failed_test(pipeline_check(11), ring_check((*CHAIN, (1, 3)))),
+        failed_test(pipeline_check(11), ring_check((*CHAIN, (1, 3))), pipeline_check(10**9)),
         exercise=ex.id,
         nodeid=f"tests/exercises/{ex.id}/test_visible.py::test_x",
     )
@@ -336,12 +337,12 @@ def test_report_json_holds_what_the_page_draws(pictured):
 def test_the_screenshot_shows_the_grids_and_the_ring(browser, page_visit, pictured):
     with page_visit(browser, pictured / "feedback.html", javascript=True) as seen:
         page = seen.page
-        figure = page.locator("figure.pipeline-check")
+        figure = page.locator('figure.pipeline-check[data-actual-steps="12"]')
         figure.scroll_into_view_if_needed()
         box = figure.bounding_box()
         shot = page.screenshot(clip=box)
         cells_seen = page.evaluate("""() => [...document.querySelectorAll(
-            'figure.pipeline-check g.cell')].map(g => { const r = g.querySelector('rect')
+            'figure.pipeline-check[data-actual-steps="12"] g.cell')].map(g => { const r = g.querySelector('rect')
             .getBoundingClientRect(); return {role: g.closest('svg').dataset.role,
             bubble: g.classList.contains('bubble'), x: r.x + r.width / 2, y: r.y + r.height / 2,
             w: r.width, h: r.height}; })""")
@@ -357,15 +358,15 @@ def test_the_screenshot_shows_the_grids_and_the_ring(browser, page_visit, pictur
             y2: +l.getAttribute('y2'), svg: l.ownerSVGElement.getBoundingClientRect().toJSON(),
             dash: getComputedStyle(l).strokeDasharray, arrows: document.querySelectorAll(
             'figure.ring-check[data-missing="1"] g.pair').length}; }""")
-        overflow = page.evaluate("""() => [...document.querySelectorAll(
-            'figure.collectives-check, figure.pipeline-check, figure.ring-check, figure.schedule')]
-            .filter(f => { const a = f.closest('article').getBoundingClientRect();
-              return [...f.querySelectorAll('svg')].some(s => { const r = s.getBoundingClientRect();
-                const frame = s.closest('.wide') || f; const b = frame.getBoundingClientRect();
-                return r.left < a.left || (r.right > b.right + 0.5 && frame === f); })
-              || f.getBoundingClientRect().right > a.right + 0.5; }).length""")
+        # every picture and table inside its test's box, the 64 steps of the widest grid too
+        outside = page.evaluate("""() => [...document.querySelectorAll(
+            'figure.collectives-check svg, figure.collectives-check table')].filter(s => {
+              const r = s.getBoundingClientRect(), a = s.closest('article').getBoundingClientRect();
+              return r.width === 0 || r.left < a.left || r.right > a.right; }).length""")
+        widest = page.evaluate("""() => document.querySelector(
+            'figure.pipeline-check svg[data-role="actual"][data-steps="64"]').getBBox().width""")
     assert seen.requests == [] and seen.console == [] and seen.errors == []
-    assert overflow == 0
+    assert outside == 0 and widest > 64 * 14
     # the cells: 4 x 9 expected and 4 x 12 actual, 12 bubbles in each, each cell of a visible size
     expected = [c for c in cells_seen if c["role"] == "expected"]
     actual = [c for c in cells_seen if c["role"] == "actual"]
