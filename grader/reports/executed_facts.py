@@ -9,12 +9,14 @@ built past GRID_STEPS steps (nor GRID_STAGES stages), and a picture says when it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from grader.core.results import CollectivesCheck, PipelineSchedule
 
 PERMUTE, ALL_TO_ALL = "collective-permute", "all-to-all"
 GRID_STEPS = 64  # steps drawn at most
 GRID_STAGES = 64  # stages drawn at most
+PAIRS_LISTED = 64  # pairs of one kind listed as text at most
 BUBBLE = -1
 
 Pair = tuple[int, int]
@@ -109,12 +111,17 @@ class PairFigures:
     found: tuple[Pair, ...]
     expected: tuple[Pair, ...] | None  # None: the check expected none in particular
 
+    @cached_property
+    def _sets(self) -> tuple[frozenset[Pair], frozenset[Pair]]:
+        return frozenset(self.found), frozenset(self.expected or ())
+
     def kind(self, pair: Pair) -> str:
         """ "matched", "missing" (expected, not found), "extra" (found, not expected) or "found"."""
+        found, expected = self._sets
         if self.expected is None:
             return "found"
-        if pair in self.found:
-            return "matched" if pair in self.expected else "extra"
+        if pair in found:
+            return "matched" if pair in expected else "extra"
         return "missing"
 
     def pairs(self) -> list[Pair]:
@@ -148,10 +155,13 @@ def pair_figures(check: CollectivesCheck) -> PairFigures | None:
 
 
 def pair_lines(figures: PairFigures) -> list[str]:
-    """The pairs as text, grouped by what they are against the rule."""
+    """The pairs as text, grouped by what they are against the rule, at most PAIRS_LISTED of each kind."""
     by_kind: dict[str, list[str]] = {}
     for pair in figures.pairs():
         by_kind.setdefault(figures.kind(pair), []).append(f"{pair[0]}->{pair[1]}")
+    for kind, listed in by_kind.items():
+        if len(listed) > PAIRS_LISTED:
+            by_kind[kind] = [*listed[:PAIRS_LISTED], f"and {len(listed) - PAIRS_LISTED} more"]
     heads = {
         "matched": "expected and found",
         "missing": "expected, MISSING",

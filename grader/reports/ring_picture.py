@@ -108,7 +108,7 @@ def ring_svg(figures: ef.PairFigures, devices: list[int]) -> Markup:
 
 def ring_figure(figures: ef.PairFigures) -> Markup:
     """Every group's circle (at most MAX_RINGS of at most MAX_DEVICES devices), a legend with the counts,
-    and the pairs as text a click away (all of them, drawn or not)."""
+    and the pairs as text a click away, drawn or not (at most PAIRS_LISTED of each kind)."""
     rings = figures.rings()
     drawn = [ring for ring in rings[:MAX_RINGS] if len(ring) <= MAX_DEVICES]
     left_out = len(rings) - len(drawn)
@@ -126,7 +126,8 @@ def ring_figure(figures: ef.PairFigures) -> Markup:
         element(
             "p",
             f"{left_out} groups of devices not drawn (more than {MAX_RINGS} groups, or more than "
-            f"{MAX_DEVICES} devices in one): their pairs are in the text below",
+            f"{MAX_DEVICES} devices in one): the text below lists their pairs, at most "
+            f"{ef.PAIRS_LISTED} of each kind",
             class_="note",
         )
         if left_out

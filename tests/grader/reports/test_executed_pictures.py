@@ -173,6 +173,21 @@ def test_more_rings_than_drawn_are_said_and_listed():
     assert "12 groups of devices not drawn" in figure and "38-&gt;39" in figure
 
 
+def test_a_ring_of_1024_devices_is_listed_not_drawn():
+    """A permute's pairs are bounded by bounds.MAX_PAIRS (1,024): such a ring is too large to draw, its text is
+    cut at 64 pairs of a kind, and the counts stay whole."""
+    ring = tuple((i, (i + 1) % 1024) for i in range(1024))
+    figures = ef.pair_figures(ring_check(ring, expected=tuple((b, a) for a, b in ring)))
+    figure = ring_figure(figures)
+    assert 'class="ring"' not in figure and "1 groups of devices not drawn" in figure
+    assert 'data-missing="1024"' in figure and 'data-extra="1024"' in figure
+    lines = ef.pair_lines(figures)
+    assert [line.split(": ")[0] for line in lines] == ["expected, MISSING", "found, NOT expected"]
+    listed = [line.split(": ", 1)[1].split() for line in lines]
+    assert [len(words) for words in listed] == [64 + 3] * 2  # 64 pairs, "and 960 more"
+    assert all(" ".join(words[-3:]) == "and 960 more" for words in listed)
+
+
 # -- the exchange ---------------------------------------------------------------------------------------
 
 
