@@ -13,10 +13,15 @@ import json
 import struct
 import zlib
 
+import jax
+import jax.numpy as jnp
 import pytest
+from jax.sharding import NamedSharding, PartitionSpec
 from rich.console import Console
 
+from grader.checks import assert_executed, assert_permute_pairs, compiled, test_mesh
 from grader.commands import student
+from grader.core import facts
 from grader.core.results import (
     Category,
     Collective,
@@ -413,3 +418,71 @@ def test_the_screenshot_shows_the_grids_and_the_ring(browser, page_visit, pictur
         pixel(ring_rows, ring_box, mx + dx, my + dy) for dx in range(-2, 3) for dy in range(-2, 3)
     ]
     assert any(r > 150 and g < 100 and b < 100 for r, g, b in near), near
+
+
+# -- from real compiled programs ------------------------------------------------------------------------
+
+
+def recorded(check_call) -> CollectivesCheck:
+    """The collectives check that grader.checks.executed records for `check_call`, failing or not."""
+    facts.start()
+    try:
+        check_call()
+    except AssertionError:
+        pass
+    (check,) = facts.take().collectives
+    return check
+
+
+def loop_of_sends(mesh, steps: int, pairs):
+    def body(x):
+        return jax.lax.fori_loop(0, steps, lambda i, c: jax.lax.ppermute(c, "stage", pairs), x)
+
+    spec = PartitionSpec("stage")
+    fn = jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec)
+    x = jax.device_put(jnp.ones((8, 16), jnp.float32), NamedSharding(mesh, spec))
+    return compiled(fn, x)
+
+
+@pytest.mark.parametrize("sends, steps", [(8, 9), (3, 4)])
+def test_a_compiled_pipeline_draws_the_grid_its_sends_make(sends, steps):
+    """8 sends in a loop (the reference's M + S - 2) draw the expected 9 steps; the whole batch as one
+    microbatch (3 sends) draws 4 steps, the cells of 4 items: the picture tells them apart."""
+    line = test_mesh((4,), ("stage",), "explicit")
+    prog = loop_of_sends(line, sends, CHAIN)
+    check = recorded(
+        lambda: assert_executed(
+            prog, P, at_least=8, at_most=9, schedule=PipelineSchedule(4, 6), what="pipeline"
+        )
+    )
+    figure = schedule_figure(ef.pipeline_figures(check))
+    assert f'data-actual-steps="{steps}"' in figure
+    assert cells(figure, "work", "actual") == 4 * (steps - 3)
+    assert ("not the steps expected" in figure) == (steps != 9)
+
+
+def test_a_compiled_chain_judged_as_a_cycle_draws_its_missing_wrap():
+    line = test_mesh((4,), ("stage",), "explicit")
+    check = recorded(
+        lambda: assert_permute_pairs(loop_of_sends(line, 1, CHAIN), line, "stage", shape="cycle")
+    )
+    figures = ef.pair_figures(check)
+    kinds = {pair: figures.kind(pair) for pair in figures.pairs()}
+    assert [pair for pair, kind in kinds.items() if kind == "missing"] == [(3, 0)]
+    assert 'data-missing="1"' in ring_figure(figures)
+
+
+def test_compiled_pairs_within_the_rows_of_a_2d_mesh_draw_a_ring_per_row():
+    grid = test_mesh((2, 4), ("data", "stage"), "explicit")
+
+    def body(x):
+        return jax.lax.ppermute(x, "stage", [(s, (s + 1) % 4) for s in range(4)])
+
+    spec = PartitionSpec("data", "stage")
+    fn = jax.shard_map(body, mesh=grid, in_specs=spec, out_specs=spec)
+    x = jax.device_put(jnp.ones((8, 16), jnp.float32), NamedSharding(grid, spec))
+    check = recorded(lambda: assert_permute_pairs(compiled(fn, x), grid, "stage", shape="cycle"))
+    figures = ef.pair_figures(check)
+    assert figures.rings() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    figure = ring_figure(figures)
+    assert figure.count('class="ring"') == 2 and figure.count('class="pair matched"') == 8
