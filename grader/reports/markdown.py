@@ -84,7 +84,8 @@ def _rule_asks(check: CollectivesCheck, op: str) -> str:
     asks += ["at least 1"] * (op in check.present) + ["none"] * (op in check.absent)
     if check.only is not None:
         asks.append("allowed" if op in check.only else "not allowed")
-    return "; ".join(asks) or "any"
+    # a rule of the executed program is in words, in the block below the table
+    return "; ".join(asks) or ("the rule below" if check.rule is not None else "any")
 
 
 _HELD = {

@@ -275,6 +275,7 @@ def test_the_markdown_draws_the_grid_and_the_pairs_verbatim():
     assert "actual    step  0  1" in drawn and "  stage 3" in drawn
     assert "expected, MISSING: 3->0" in drawn
     assert "collective-permute runs: 11 times" in drawn
+    assert "| collective\\-permute | 1 | 2 | stage | the rule below |" in blocks[2]
 
 
 def test_the_terminal_prints_the_grids_under_a_failed_test():
