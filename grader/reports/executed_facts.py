@@ -15,7 +15,7 @@ from grader.core.results import CollectivesCheck, PipelineSchedule
 
 PERMUTE, ALL_TO_ALL = "collective-permute", "all-to-all"
 GRID_STEPS = 64  # steps drawn at most
-GRID_STAGES = 64  # stages drawn at most
+GRID_STAGES = 16  # stages drawn at most (a pipeline has a stage per device along its axis)
 PAIRS_LISTED = 64  # pairs of one kind listed as text at most
 BUBBLE = -1
 

@@ -12,6 +12,7 @@ from grader.reports.html import Markup, element, number
 
 MAX_RINGS = 8  # groups drawn at most
 MAX_DEVICES = 32  # devices of one group drawn at most
+MAX_ARROWS = 128  # arrows of one figure at most: a page's bytes per test stay bounded
 _NODE = 11  # a device's circle's radius
 _PAD = 16
 _STYLE = {
@@ -107,10 +108,19 @@ def ring_svg(figures: ef.PairFigures, devices: list[int]) -> Markup:
 
 
 def ring_figure(figures: ef.PairFigures) -> Markup:
-    """Every group's circle (at most MAX_RINGS of at most MAX_DEVICES devices), a legend with the counts,
+    """Every group's circle (at most MAX_RINGS of at most MAX_DEVICES devices, MAX_ARROWS arrows in all; the
+    groups that would pass these are left out, whole), a legend with the counts,
     and the pairs as text a click away, drawn or not (at most PAIRS_LISTED of each kind)."""
     rings = figures.rings()
-    drawn = [ring for ring in rings[:MAX_RINGS] if len(ring) <= MAX_DEVICES]
+    of_ring = {d: i for i, ring in enumerate(rings) for d in ring}
+    arrows = [0] * len(rings)
+    for a, _ in figures.pairs():
+        arrows[of_ring[a]] += 1
+    drawn, total = [], 0
+    for i, ring in enumerate(rings):
+        if len(drawn) < MAX_RINGS and len(ring) <= MAX_DEVICES and total + arrows[i] <= MAX_ARROWS:
+            drawn.append(ring)
+            total += arrows[i]
     left_out = len(rings) - len(drawn)
     counts: dict[str, int] = {}
     for pair in figures.pairs():
@@ -125,9 +135,9 @@ def ring_figure(figures: ef.PairFigures) -> Markup:
         element("div", [ring_svg(figures, ring) for ring in drawn], class_="rings"),
         element(
             "p",
-            f"{left_out} groups of devices not drawn (more than {MAX_RINGS} groups, or more than "
-            f"{MAX_DEVICES} devices in one): the text below lists their pairs, at most "
-            f"{ef.PAIRS_LISTED} of each kind",
+            f"{left_out} groups of devices not drawn (at most {MAX_RINGS} groups of at most "
+            f"{MAX_DEVICES} devices are, with {MAX_ARROWS} arrows in all): the text below lists "
+            f"their pairs, at most {ef.PAIRS_LISTED} of each kind",
             class_="note",
         )
         if left_out

@@ -115,6 +115,14 @@ def test_a_count_of_a_billion_sends_draws_64_steps_and_says_so():
     assert f"(only the first 64 of {10**9 + 1} steps drawn)" in text
 
 
+def test_a_pipeline_of_20_stages_draws_16_and_says_so():
+    figure = schedule_figure(ef.pipeline_figures(pipeline_check(24, stages=20, microbatches=6)))
+    assert (
+        figure.count('data-stages="16"') == 2 and "only the first 16 of 20 stages drawn" in figure
+    )
+    assert cells(figure, "work", "expected") + cells(figure, "bubble", "expected") == 16 * 25
+
+
 def test_an_unknown_trip_count_is_said_never_guessed():
     check = pipeline_check(None, unknown=True)
     figure = schedule_figure(ef.pipeline_figures(check))
@@ -191,6 +199,17 @@ def test_a_ring_of_1024_devices_is_listed_not_drawn():
     listed = [line.split(": ", 1)[1].split() for line in lines]
     assert [len(words) for words in listed] == [64 + 3] * 2  # 64 pairs, "and 960 more"
     assert all(" ".join(words[-3:]) == "and 960 more" for words in listed)
+
+
+def test_every_pair_among_32_devices_is_listed_not_drawn_past_128_arrows():
+    """32 devices sending to each other (992 pairs) pass the devices' cap but not the arrows' (128): the group is
+    said and listed, and a small ring beside it is still drawn."""
+    every = tuple((a, b) for a in range(32) for b in range(32) if a != b)
+    check = CollectivesCheck("your function", (permute((*every, (40, 41)), 1),), None)
+    figure = ring_figure(ef.pair_figures(check))
+    assert figure.count('class="ring"') == 1 and 'data-devices="40,41"' in figure
+    assert figure.count('class="pair found"') == 1 and "1 groups of devices not drawn" in figure
+    assert len(figure) < 16_000
 
 
 # -- the exchange ---------------------------------------------------------------------------------------
