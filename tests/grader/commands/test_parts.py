@@ -148,3 +148,15 @@ def test_run_autograder_grades_the_zips_part_whatever_the_submission_holds(two_p
         assert arguments[:4] == ["-I", "-m", "grader.cli", "grade"]
         found = arguments[arguments.index("--part") + 1] if "--part" in arguments else None
         assert found == expected
+
+
+def test_check_goes_through_the_parts_exercises_only(two_parts, tmp_path):
+    from grader.commands import student
+
+    (
+        tmp_path / "work"
+    ).mkdir()  # no module: each exercise checked is reported missing, nothing runs
+    every = student.check(impl=tmp_path / "work", all_exercises=True, record=False, part=2)
+    assert [item.exercise.id for item in every.checks] == [two_parts.id]
+    every = student.check(impl=tmp_path / "work", all_exercises=True, record=False, part=1)
+    assert two_parts.id not in [item.exercise.id for item in every.checks]
