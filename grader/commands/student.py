@@ -662,7 +662,9 @@ def render_list(
         if i == 0 or exercise.part != statuses[i - 1][0].part:  # each part under its heading
             if i:
                 table.add_section()
-            table.add_row(Text(catalog.part(exercise.part).title, style="bold"))
+            # "Part 2" under the ids, its subject under the titles: the id column keeps its width
+            label, _, subject = catalog.part(exercise.part).title.partition(": ")
+            table.add_row(Text(label, style="bold"), Text(subject, style="bold"))
         dated = []
         if course is not None:
             assignment, (due, _) = course.assignment_of(exercise.id), course.due(exercise.id)
