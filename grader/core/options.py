@@ -311,7 +311,9 @@ class GradingOptions:
         "--part",
         "one part of the course, by its number (1: meshes to multi-process JAX, 2: scaling a model): only "
         "the term's exercises of that part (default: both parts)",
-        commands=GRADING | {"release", "nbgrader build", "gradescope build"} | STUDENT_COMMANDS,
+        commands=EVERY_COMMAND
+        | {"release", "nbgrader build", "gradescope build"}
+        | STUDENT_COMMANDS,
         type=int,
         metavar="N",
     )
