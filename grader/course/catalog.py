@@ -63,11 +63,6 @@ class Part:
     title: str
 
     @property
-    def name(self) -> str:
-        """ "part 2": how a course file's assignment and the command line's --part name it."""
-        return f"part {self.number}"
-
-    @property
     def exercises(self) -> tuple[Exercise, ...]:
         return tuple(e for e in EXERCISES if e.part == self.number)
 

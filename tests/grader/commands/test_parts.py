@@ -90,6 +90,12 @@ def test_nbgrader_builds_one_part(two_parts, tmp_path, capsys):
     assert built == [f"{two_parts.id}.ipynb"]
     assert run("nbgrader", "build", str(tmp_path / "x"), "--part", "2", "--exercise", "ex01") == 2
     assert "ex01_meshes (not in this term's course file)" in capsys.readouterr().err
+    # without a course file, --group groups the part's exercises only
+    assert (
+        run("nbgrader", "build", str(tmp_path / "y"), "--part", "2", "--group", "g=ex01,ex13") == 2
+    )
+    assert "not in the course built (--part): ex01_meshes" in capsys.readouterr().err
+    assert not (tmp_path / "y").exists()
 
 
 def test_gradescope_zip_of_one_part(two_parts, tmp_path, capsys):
