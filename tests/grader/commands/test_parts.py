@@ -9,10 +9,12 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from grader import cli
 from grader.commands.grading import course_and_options
 from grader.core.options import GRADE, GradingOptions
-from grader.course import catalog
+from grader.course import catalog, paths
 from grader.platforms import gradescope
 
 
@@ -171,3 +173,20 @@ def test_check_goes_through_the_parts_exercises_only(two_parts, tmp_path):
     assert [item.exercise.id for item in every.checks] == [two_parts.id]
     every = student.check(impl=tmp_path / "work", all_exercises=True, record=False, part=1)
     assert two_parts.id not in [item.exercise.id for item in every.checks]
+
+
+@pytest.mark.slow
+def test_grade_with_a_part_grades_end_to_end(tmp_path):
+    """The real catalog, in a process of its own: --part reaches the grading (about 8 s here)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.cli", "grade", str(paths.SOLUTIONS_DIR), "--part", "1"]
+        + ["--exercise", "ex01", "--out", str(tmp_path / "out"), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert list(report["exercises"]) == ["ex01_meshes"]
+    assert report["score"] == report["max_score"] == catalog.get("ex01").points
