@@ -701,6 +701,13 @@ def describe(course: Course) -> list[str]:
         slug = f" [{assignment.slug}]" if assignment.slug != assignment.name else ""
         lines.append(f"  {assignment.name}{slug}: due {due}: {items}")
     lines.append(f"  {course.max_score:g} points in all; late work: {course.late.describe()}")
+    for (
+        part
+    ) in catalog.PARTS:  # the parts the term grades, so a course file naming "part 2" is seen whole
+        held = [e for e in course.exercises if e.part == part.number]
+        if held:
+            points = math.fsum(e.points for e in held if not e.bonus)
+            lines.append(f"  {part.title}: {len(held)} exercise(s), {points:g} points")
     for extension in course.extensions:
         new = extension.until.isoformat() if extension.until else f"+{extension.days:g} days"
         lines.append(

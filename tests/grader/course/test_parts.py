@@ -74,6 +74,16 @@ def test_a_course_file_names_a_part_as_its_exercises(two_parts, tmp_path):
         term.load(path)
 
 
+def test_course_check_prints_each_part_the_term_grades(two_parts, tmp_path):
+    path = tmp_path / "course.toml"
+    path.write_text(PARTS_COURSE)
+    lines = term.describe(term.load(path))
+    first = catalog.part(1).exercises
+    assert f"  Part 1: meshes to multi-process JAX: {len(first)} exercise(s), " in "\n".join(lines)
+    assert "  Part 2: scaling a model: 1 exercise(s), 0 points" in lines  # ex13: a bonus
+    assert not any("Part 2" in line for line in term.describe(term.load(path).part(1)))
+
+
 def test_a_course_file_naming_an_unknown_or_empty_part_is_refused_with_its_line(
     monkeypatch, tmp_path
 ):
