@@ -117,10 +117,12 @@ class SlurmBatch:
 
     def class_term(self) -> batch.ClassTerm:
         """The course the grade arguments name, its adjustments, and the submission times."""
-        from grader.commands.grading import course_and_options
         from grader.commands.publish import class_term
 
-        course = course_and_options(self.grade_options())[0]  # one part of it, with --part
+        options = self.grade_options()
+        course = term.load(options.course)
+        # one part of it, with --part (grade-batch refused a part the term lacks before it came here)
+        course = course.part(options.part) if options.part is not None else course
         times = {
             # an older manifest's: one time, a string
             student: Times.parse(
