@@ -309,8 +309,8 @@ class GradingOptions:
     part: int | None = option(
         None,
         "--part",
-        "one part of the course, by its number (1: meshes to multi-process JAX, 2: scaling a model): only "
-        "the term's exercises of that part (default: both parts)",
+        "one part of the course, by its number (`shardlab list` heads each part's exercises): only "
+        "the term's exercises of that part (default: every part)",
         commands=EVERY_COMMAND
         | {"release", "nbgrader build", "gradescope build"}
         | STUDENT_COMMANDS,
