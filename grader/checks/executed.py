@@ -381,7 +381,7 @@ def _expected_positions(mesh, axis: str, shape: PairShape, reverse_too: bool):
     if shape == "within":
         return None
     index = mesh.axis_names.index(axis)
-    n = mesh.shape[axis]
+    n = int(mesh.shape[axis])
     along = _chain(n) | (_chain(n, reverse=True) if reverse_too else set())
     if shape == "cycle":
         along = {(s, (s + 1) % n) for s in range(n)}
@@ -413,7 +413,7 @@ def assert_permute_pairs(
     There must be at least one collective-permute. Returns each permute's pairs."""
     if axis not in mesh.axis_names:
         raise ValueError(f"mesh has no axis {axis!r} (it has {', '.join(mesh.axis_names)})")
-    n = mesh.shape[axis]
+    n = int(mesh.shape[axis])
     ops = executed_collectives(program)
     permutes = [op for op in ops if op.kind == "collective-permute"]
     words = {
