@@ -18,7 +18,7 @@ SIZES = dict(d=16, h=64)
 # moe_layer: per E, a capacity factor whose formula, in Python floats, lands one above exact arithmetic with
 # 50 tokens per device (1.12 * 50 / 8 = 7.000000000000001 -> 8), so that int(), round() or exact fractions
 # keep one token fewer per crowded expert.
-ROUNDING = {2: 1.12, 4: 1.12, 8: 1.12, 16: 2.24}
+ROUNDING = {2: 0.56, 4: 1.12, 8: 1.12, 16: 2.24}
 
 
 def _mesh(n):
