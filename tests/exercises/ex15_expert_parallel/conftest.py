@@ -21,6 +21,8 @@ from grader.checks import (
     assert_operand_bytes,
     assert_sharding,
     compiled,
+    differentiating,
+    executed_collectives,
     flops_per_device,
     inputs,
     test_mesh,
@@ -177,7 +179,9 @@ def _check_gradients(impl, mesh, case: Case, seed=0):
         out, _ = impl.dispatch_combine(x, ids, gates, w1, w2, mesh, case.capacity)
         return (out * r_placed).sum()
 
-    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(x, w1, w2)
+    # While grading, the program is the one the worker traced: it is sent with its derivative.
+    with differentiating():
+        grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(x, w1, w2)
     for name, got, want in zip(("x", "w1", "w2"), grads, _reference_grads(case, r)):
         assert_close(
             got,
@@ -208,14 +212,17 @@ def _check_exchange(impl, mesh, case: Case):
     device, no all-gather; earned only by a program that also computes the values and the drops."""
     program, args = _program(impl, mesh, case)
     d = case.x.shape[1]
+    exchanges = [op for op in executed_collectives(program) if op.kind == "all-to-all"]
+    hint = (
+        "One all_to_all sends the tokens' buffer to the experts' devices, one brings the results back: "
+        + (
+            "without them the tokens never move; are the experts' weights gathered instead?"
+            if not exchanges
+            else "are the tokens (or their gates and ids) sent in several exchanges?"
+        )
+    )
     assert_executed(
-        program,
-        "all-to-all",
-        at_least=2,
-        at_most=2,
-        what="dispatch_combine",
-        hint="One all_to_all sends the tokens' buffer to the experts' devices, one brings the results "
-        "back: are the tokens (or their gates and ids) sent in several exchanges?",
+        program, "all-to-all", at_least=2, at_most=2, what="dispatch_combine", hint=hint
     )
     _check_program_out(program, args, case)
     assert_collectives(program, absent=("all-gather",), what="dispatch_combine")
