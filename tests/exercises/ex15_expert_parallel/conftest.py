@@ -33,6 +33,9 @@ TOL = dict(rtol=1e-5, atol=1e-5)
 GRAD_TOL = dict(rtol=1e-4, atol=1e-4)
 # What an all-to-all may move per slot beyond a token's D floats: a gate and one more value sent with it.
 EXTRA_PER_SLOT = 2
+# What every collective but the all-to-alls may move per device, as executed: the drop count (4 bytes) and
+# room for a few more scalars; one expert's w1 is D * H * 4 = 4096 bytes on the tests' sizes.
+OTHER_BYTES = 64
 # XLA's flops per device against the expert work on full (E, capacity) buffers, on the tests' sizes (T/n = 16
 # tokens per device, D = 16, H = 64, balanced routing): measured 1.04x-1.10x for the reference's scatter and
 # gather, 1.31x-1.39x for a dense one-hot einsum dispatch; buffers of T/n rows per expert 4.1x (n = 2, k = 2)
@@ -207,12 +210,33 @@ def _check_program_out(program, args, case: Case):
     assert_computes(result[0], _reference(case)[0], **TOL, what="dispatch_combine")
 
 
+def _check_nothing_else_moves(ops):
+    """Beside the all-to-alls, the collectives together move at most OTHER_BYTES per device, as executed:
+    the experts' weights do not move by any other collective (a psum of zero-padded weights or a ring of
+    permutes replicates them without an all-gather)."""
+    others = [op for op in ops if op.kind != "all-to-all"]
+    uncounted = [op.kind for op in others if op.times is None]
+    assert not uncounted, (
+        f"the compiled program of dispatch_combine runs {', '.join(uncounted)} inside a loop without a "
+        "static trip count, so what it moves cannot be counted; it needs no loop at all"
+    )
+    moved = sum(op.operand_bytes * op.times for op in others)
+    assert moved <= OTHER_BYTES, (
+        f"the compiled program of dispatch_combine moves {moved} bytes per device in collectives other "
+        f"than its all-to-alls ({', '.join(sorted({op.kind for op in others}))}); expected at most "
+        f"{OTHER_BYTES} (the drop count's psum). Only the tokens travel, by the two all_to_alls: are the "
+        "experts' weights brought to every device some other way?"
+    )
+
+
 def _check_exchange(impl, mesh, case: Case):
     """The compiled dispatch_combine: exactly two all-to-alls, each moving an (E, capacity, D) buffer per
-    device, no all-gather; earned only by a program that also computes the values and the drops."""
+    device, no all-gather and no other collective moving more than the drop count; earned only by a program
+    that also computes the values."""
     program, args = _program(impl, mesh, case)
     d = case.x.shape[1]
-    exchanges = [op for op in executed_collectives(program) if op.kind == "all-to-all"]
+    ops = executed_collectives(program)
+    exchanges = [op for op in ops if op.kind == "all-to-all"]
     hint = (
         "One all_to_all sends the tokens' buffer to the experts' devices, one brings the results back: "
         + (
@@ -226,6 +250,7 @@ def _check_exchange(impl, mesh, case: Case):
     )
     _check_program_out(program, args, case)
     assert_collectives(program, absent=("all-gather",), what="dispatch_combine")
+    _check_nothing_else_moves(ops)
     buffer = case.experts * case.capacity * d * 4
     assert_operand_bytes(
         program,
