@@ -24,10 +24,11 @@ NumPy reference at rtol=1e-5, atol=1e-5 (float32 matmuls summed in different ord
 exactly, and the gradients of sum(out * r) (r a fixed random array) with respect to x, w1 and w2 at
 rtol=1e-4, atol=1e-4. The tests compile dispatch_combine and read its program: it runs all-to-all
 exactly twice (no loop needed here), each moving one (E, capacity, D) float32 buffer per device (the
-bound allows two more float32 values per slot, e.g. a gate sent with its token), no all-gather (the
-experts' weights never move), XLA's argument bytes per device hold only 1/n of w1 and w2 and its
-temporary bytes stay below the whole of w1, and XLA's flops per device are at most twice the expert
-work on full (E, capacity) buffers, 4 * E * capacity * D * H (on sizes where a device's T/n tokens are
+bound allows two more float32 values per slot, e.g. a gate sent with its token), no all-gather, and
+its other collectives move at most 64 bytes per device in all (the drop count's psum: the experts'
+weights never move, by any collective); XLA's argument bytes per device hold only 1/n of w1 and w2,
+its temporary bytes stay below w1 and w2 together, and its flops per device are at most twice the
+expert work on full (E, capacity) buffers, 4 * E * capacity * D * H (on sizes where a device's T/n tokens are
 far fewer than H, so that sorting tokens into slots costs little). Each of those rules is earned only
 by a program that also computes the right values.
 
@@ -67,7 +68,8 @@ def dispatch_combine(x, expert_ids, gates, w1, w2, mesh, capacity: int):
     `jax.lax.all_to_all` so that each device receives, from every device, the slots of the experts it
     owns, applies its k experts to them, sends the results back with a second all_to_all, and reads each
     kept token's result from its slot. Exactly two all-to-alls, each moving the (E, capacity, D) buffer:
-    never a buffer of T/n (or T) rows per expert, and never the experts' weights (no all-gather).
+    never a buffer of T/n (or T) rows per expert, and never the experts' weights (no all-gather, and no
+    other collective moving more than the drop count).
     Traps: the capacity counts per SOURCE device (each device decides alone which of its tokens fit);
     the first tokens are kept, not the last; num_dropped is the sum over all devices, returned P().
     Hint: a one-hot of expert_ids and a cumulative sum down the tokens gives each token its slot;
