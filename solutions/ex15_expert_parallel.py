@@ -25,7 +25,7 @@ exactly, and the gradients of sum(out * r) (r a fixed random array) with respect
 rtol=1e-4, atol=1e-4. The tests compile dispatch_combine and read its program: it runs all-to-all
 exactly twice (no loop needed here), each moving one (E, capacity, D) float32 buffer per device (the
 bound allows two more float32 values per slot, e.g. a gate sent with its token), no all-gather, and
-its other collectives move at most 64 bytes per device in all (the drop count's psum: the experts'
+its other collectives move at most 1 KiB per device in all (room for the drop counts: the experts'
 weights never move, by any collective); XLA's argument bytes per device hold only 1/n of w1 and w2,
 its temporary bytes stay below w1 and w2 together, and its flops per device are at most twice the
 expert work on full (E, capacity) buffers, 4 * E * capacity * D * H (on sizes where a device's T/n tokens are

@@ -33,9 +33,11 @@ TOL = dict(rtol=1e-5, atol=1e-5)
 GRAD_TOL = dict(rtol=1e-4, atol=1e-4)
 # What an all-to-all may move per slot beyond a token's D floats: a gate and one more value sent with it.
 EXTRA_PER_SLOT = 2
-# What every collective but the all-to-alls may move per device, as executed: the drop count (4 bytes) and
-# room for a few more scalars; one expert's w1 is D * H * 4 = 4096 bytes on the tests' sizes.
-OTHER_BYTES = 64
+# What every collective but the all-to-alls may move per device, as executed: the drop count (4 bytes), with
+# room for an honest count per (device, expert) summed (n * E int32: 512 bytes at n = 8, E = 16); one
+# expert's w1 alone is D * H * 4 = 4096 bytes on the tests' sizes, and replicating the weights moves all of
+# them but a device's own.
+OTHER_BYTES = 1024
 # XLA's flops per device against the expert work on full (E, capacity) buffers, on the tests' sizes (T/n = 16
 # tokens per device, D = 16, H = 64, balanced routing): measured 1.04x-1.10x for the reference's scatter and
 # gather, 1.31x-1.39x for a dense one-hot einsum dispatch; buffers of T/n rows per expert 4.1x (n = 2, k = 2)
@@ -224,7 +226,7 @@ def _check_nothing_else_moves(ops):
     assert moved <= OTHER_BYTES, (
         f"the compiled program of dispatch_combine moves {moved} bytes per device in collectives other "
         f"than its all-to-alls ({', '.join(sorted({op.kind for op in others}))}); expected at most "
-        f"{OTHER_BYTES} (the drop count's psum). Only the tokens travel, by the two all_to_alls: are the "
+        f"{OTHER_BYTES} (the drop counts' psum). Only the tokens travel, by the two all_to_alls: are the "
         "experts' weights brought to every device some other way?"
     )
 
