@@ -268,7 +268,7 @@ def _check_exchange(impl, mesh, case: Case):
 def _check_memory_and_flops(impl, mesh, case: Case):
     """XLA's figures for the compiled dispatch_combine (which must compute the right values): arguments hold
     1/n of w1 and w2, temporaries less than the whole of w1 and w2 together (measured on the tests' sizes:
-    4-12 KiB for honest dispatches, 139-198 KiB with the weights gathered), flops at most FLOPS_FACTOR times
+    4240-12480 bytes for honest dispatches, 139392-198784 with the weights gathered), flops at most FLOPS_FACTOR times
     the expert work on full (E, capacity) buffers."""
     program, args = _program(impl, mesh, case)
     _check_program_out(program, args, case)
