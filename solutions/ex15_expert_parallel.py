@@ -70,8 +70,12 @@ def dispatch_combine(x, expert_ids, gates, w1, w2, mesh, capacity: int):
     kept token's result from its slot. Exactly two all-to-alls, each moving the (E, capacity, D) buffer:
     never a buffer of T/n (or T) rows per expert, and never the experts' weights (no all-gather, and no
     other collective moving more than the drop count).
+    No loop is needed; a loop around a collective must have static bounds (a Python loop, or
+    fori_loop/scan with Python-int bounds), since the tests count the all-to-alls as executed.
     Traps: the capacity counts per SOURCE device (each device decides alone which of its tokens fit);
     the first tokens are kept, not the last; num_dropped is the sum over all devices, returned P().
+    Tolerances: out at rtol=1e-5, atol=1e-5 against float64 NumPy; num_dropped exactly; the gradients
+    of sum(out * r) with respect to x, w1 and w2 at rtol=1e-4, atol=1e-4.
     Hint: a one-hot of expert_ids and a cumulative sum down the tokens gives each token its slot;
     `all_to_all(buf, "ep", split_axis=0, concat_axis=0, tiled=True)` on a buffer whose first axis
     is grouped by destination device sends group j to device j.
@@ -126,6 +130,8 @@ def moe_layer(x, wg, w1, w2, mesh, capacity_factor: float):
     tokens per device). That formula is the contract: 2.2 * 50 / 2 gives 56 in floats, not 55, and
     1.12 * 50 / 8 gives 8, not 7; int(), round() or exact fractions give other capacities, hence
     other drops.
+    Values at rtol=1e-5, atol=1e-5, num_dropped exactly (the tests route tokens clearly, so float32
+    and float64 argmaxes agree, and make some tokens' logits exactly equal).
     Hint: the shapes are static, so the capacity is a Python int computed before anything is traced.
     """
     ### BEGIN SOLUTION
