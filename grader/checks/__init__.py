@@ -37,6 +37,7 @@ from grader.checks.speedup import (
     judge,
     measure_speedup,
 )
+from grader.checks.tracing import differentiating
 
 __all__ = [
     "COLLECTIVES",
@@ -60,6 +61,7 @@ __all__ = [
     "collectives_in",
     "compare",
     "compiled",
+    "differentiating",
     "executed_collectives",
     "flops_per_device",
     "hlo_text",

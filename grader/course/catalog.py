@@ -197,6 +197,16 @@ EXERCISES: tuple[Exercise, ...] = (
         '"Pipelining"',
         part=2,
     ),
+    Exercise(
+        id="ex15_expert_parallel",
+        title="Experts over devices",
+        points=20,
+        hint="Move the tokens, not the experts: sort each device's tokens into an (E, capacity, D) buffer, "
+        "send it to the experts' owners with one all_to_all and bring the results back with another. "
+        "The first capacity tokens per (device, expert) are kept; count the rest.",
+        seeds='"How to Scale Your Model" (Transformers, MoE), MaxText moe',
+        part=2,
+    ),
 )
 
 _BY_ID = {exercise.id: exercise for exercise in EXERCISES}

@@ -46,7 +46,10 @@ class Call(FunctionRequest, frozen=True, tag="call"):
 
 
 class Export(FunctionRequest, frozen=True, tag="export"):
-    """Trace the function on the abstract arrays among its arguments; the answer is a Program."""
+    """Trace the function on the abstract arrays among its arguments; the answer is a Program. derivative:
+    the program carries its VJP too (a test differentiates it: grader.checks.tracing.differentiating)."""
+
+    derivative: bool = False
 
 
 # --- the worker's answers (worker -> harness) ------------------------------------------------------------

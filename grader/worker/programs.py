@@ -133,11 +133,12 @@ def _need(condition: bool, why: str) -> None:
         raise UntrustedProgram(why)
 
 
-def checked_program(artifact: str):
+def checked_program(artifact: str, *, derivative: bool = False):
     """Deserialize a worker's exported program and refuse anything the harness should not compile: see
     the module's docstring (custom calls, host transfers, huge buffers, dynamic shapes), and a program
-    for another platform, for more devices than exist, or carrying a derivative of its own (which
-    jax.grad of it would compile unchecked; the worker never sends one)."""
+    for another platform, or for more devices than exist. A derivative (the VJP jax.grad of the program
+    compiles) is refused unless the harness asked for one (`derivative`), and then it must be there,
+    have none of its own, and pass the same checks."""
     import jax
 
     # its size: bounded as its message's
@@ -153,6 +154,26 @@ def checked_program(artifact: str):
         raise UntrustedProgram(
             f"the traced program could not be read: {type(exc).__name__}: {exc}"
         ) from None
+    _check_exported(exported, found)
+    if not derivative:
+        _need(not exported.has_vjp(), "the traced program carries a derivative of its own")
+        return exported
+    _need(exported.has_vjp(), "the traced program's derivative is missing")
+    try:
+        vjp = exported.vjp()
+        vjp_found = exported_facts(vjp)
+    except Exception as exc:
+        raise UntrustedProgram(
+            f"the traced program's derivative could not be read: {type(exc).__name__}: {exc}"
+        ) from None
+    _need(not vjp.has_vjp(), "the traced program's derivative carries a derivative of its own")
+    _check_exported(vjp, vjp_found)
+    return exported
+
+
+def _check_exported(exported, found: ProgramFacts) -> None:
+    import jax
+
     _need(
         tuple(exported.platforms) == (jax.default_backend(),),
         f"the traced program is for {exported.platforms}, not {jax.default_backend()}",
@@ -161,10 +182,8 @@ def checked_program(artifact: str):
         exported.nr_devices <= jax.device_count(),
         "the traced program needs more devices than exist",
     )
-    _need(not exported.has_vjp(), "the traced program carries a derivative of its own")
     why = refusal(found)
     _need(why is None, why or "")
-    return exported
 
 
 REFUSED = "host callbacks and custom kernels are not allowed in graded functions"

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
-from grader.checks.tracing import layout_hint
+from grader.checks.tracing import layout_hint, wants_derivative
 from grader.worker import codec, messages, traced_programs
 from grader.worker.error_reports import remote_exception
 from grader.worker.failures import FunctionStopped, WorkerFailure
@@ -212,13 +212,17 @@ class RemoteModule:
 
     def _traced_call(self, target: dict, args: tuple, kwargs: dict, origin: str | None):
         abstract, arrays = traced_programs.abstract_arrays(args, kwargs, _abstract)
-        message = messages.Export(self._name, **target, **self._encoded(target, *abstract))
+        derivative = wants_derivative()
+        message = messages.Export(
+            self._name, **target, **self._encoded(target, *abstract), derivative=derivative
+        )
         key = repr(message)
         if key not in self._programs:
             answer = self._answer(
                 self.request(message, origin), messages.Program, "a malformed program"
             )
-            self._programs[key] = (checked_program(answer.artifact), self._decode(answer.out))
+            program = checked_program(answer.artifact, derivative=derivative)
+            self._programs[key] = (program, self._decode(answer.out))
         exported, layout = self._programs[key]
         return traced_programs.call_exported(exported, layout, arrays)
 

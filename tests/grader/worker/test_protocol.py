@@ -409,6 +409,40 @@ def test_dynamic_shapes_and_derivatives_are_refused():
         checked_program(base64.b64encode(exported.serialize(vjp_order=1)).decode())
 
 
+def test_a_derivative_crosses_only_when_asked_and_is_checked_as_the_program():
+    """A test that takes jax.grad of a student's function asks for the program's VJP (differentiating()):
+    it must be there, carry none of its own, and pass the program's own checks, so that a clean forward
+    pass cannot bring a refused op in through its derivative."""
+    x = jax.ShapeDtypeStruct((4, 4), jnp.float32)
+
+    def serialized(fn, order):
+        exported = jax.export.export(jax.jit(fn))(x)
+        return base64.b64encode(exported.serialize(vjp_order=order)).decode()
+
+    square = lambda a: (a * a).sum()  # noqa: E731
+    program = checked_program(serialized(square, 1), derivative=True)
+    a = jnp.arange(16.0).reshape(4, 4)
+    assert jnp.allclose(jax.grad(program.call)(a), 2 * a)
+    with pytest.raises(UntrustedProgram, match="derivative is missing"):
+        checked_program(serialized(square, 0), derivative=True)
+    with pytest.raises(UntrustedProgram, match="derivative carries a derivative of its own"):
+        checked_program(serialized(square, 2), derivative=True)
+
+    @jax.custom_vjp
+    def clean_forward(a):
+        return a.sum()
+
+    def forward(a):
+        return a.sum(), a
+
+    def backward(a, g):  # a LAPACK custom call in the derivative only
+        return (g * jax.lax.linalg.lu(a)[0],)
+
+    clean_forward.defvjp(forward, backward)
+    with pytest.raises(UntrustedProgram, match=f"lapack_sgetrf_ffi: {programs.REFUSED}"):
+        checked_program(serialized(clean_forward, 1), derivative=True)
+
+
 @jax.jit
 def _secret_helper_of_the_tests(v):
     return v * 3
