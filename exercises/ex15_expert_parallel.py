@@ -29,7 +29,8 @@ its other collectives move at most 1 KiB per device in all (room for the drop co
 weights never move, by any collective); XLA's argument bytes per device hold only 1/n of w1 and w2,
 its temporary bytes stay below w1 and w2 together, and its flops per device are at most twice the
 expert work on full (E, capacity) buffers, 4 * E * capacity * D * H (on sizes where a device's T/n tokens are
-far fewer than H, so that sorting tokens into slots costs little). Each of those rules is earned only
+far fewer than H, so that sorting tokens into slots costs little; XLA counts a loop's body once, so the
+flops are read only from a program without a loop). Each of those rules is earned only
 by a program that also computes the right values.
 
 Grading: 20 points. dispatch_combine: values, num_dropped and shardings 6 (1.5 in the visible tests);

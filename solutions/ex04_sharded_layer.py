@@ -85,7 +85,8 @@ def layer_shard_map(x, W, b, mesh):
 
     x arrives sharded P("data", None), W and b replicated. Each device applies the layer to its own
     block of rows. Returns the output sharded P("data", None). No collectives: the compiled program
-    must contain none, and each device does a 1/n share of the flops. The tests time it (under
+    must contain none, and each device does a 1/n share of the flops (read from a program without a
+    loop: XLA counts a loop's body once). The tests time it (under
     jax.jit) against every device computing the whole batch, and expect at least n/2 times that
     baseline's speed on n devices.
     Hint: in_specs say how each argument is split among the devices, out_specs how the per-device

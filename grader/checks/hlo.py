@@ -362,7 +362,23 @@ def memory_per_device(compiled_fn: jax.stages.Compiled) -> DeviceMemory:
     )
 
 
-def flops_per_device(compiled_fn: jax.stages.Compiled) -> float:
+class LoopedFlops(AssertionError):
+    """A flops rule asked of a program with a loop: XLA's count would not be the work it does."""
+
+
+def flops_per_device(compiled_fn: jax.stages.Compiled, *, what: str = "your function") -> float:
+    """XLA's count of the flops one device does in the program. XLA:CPU's cost analysis counts a loop's
+    body once, whatever its trip count (measured, jax 0.10.2), so work moved into a loop would vanish
+    from the count: a program with a loop fails the rule (LoopedFlops) instead of being counted."""
+    if any(
+        (parsed := instruction_opcode(line)) is not None and parsed[0] == "while"
+        for line in compiled_fn.as_text().splitlines()
+    ):
+        raise LoopedFlops(
+            f"the compiled program of {what} has a loop (a fori_loop, scan or while_loop), and XLA counts "
+            "a loop's body once however many times it runs, so its flops cannot be read; this rule "
+            "needs a program without one. Write it without a loop: the work here needs none."
+        )
     analysis = compiled_fn.cost_analysis()
     if isinstance(analysis, (list, tuple)):  # older jax returned one dict per program
         analysis = analysis[0] if analysis else None

@@ -114,7 +114,7 @@ def flops_rule(impl):
         assert_computes(program(*args), _reference(*inputs), **TOL, what="layer_shard_map")
         try:
             one = flops_per_device(compiled(lambda x, W, b: jax.nn.softmax(x @ W + b), *inputs))
-            each = flops_per_device(program)
+            each = flops_per_device(program, what="layer_shard_map")
         except NotReported as exc:
             pytest.skip(str(exc))
         assert each <= 1.25 * one / n, (

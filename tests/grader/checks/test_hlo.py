@@ -195,6 +195,9 @@ class _SilentCompiled:
     def cost_analysis(self):
         return {}
 
+    def as_text(self):
+        return "HloModule silent"
+
 
 def test_unreported_figures_raise_a_clear_error():
     with pytest.raises(NotReported, match="does not report memory_analysis"):
@@ -273,3 +276,19 @@ def test_collectives_inspected_by_a_test_are_recorded_as_its_fact(mesh, x):
     assert [(c.op, c.group_size, tuple(c.mesh_axes)) for c in check.found] == [
         ("all-reduce", 8, ("i",))
     ]
+
+
+def test_flops_are_not_read_from_a_program_with_a_loop():
+    """XLA:CPU's cost analysis counts a loop body once: 8 steps of a matmul report the flops of one, so work
+    moved into a loop would vanish from a flops rule. Such a program fails the rule instead."""
+    from grader.checks.hlo import LoopedFlops
+
+    x = w = jnp.ones((64, 64), jnp.float32)
+
+    def looped(x):
+        return jax.lax.fori_loop(0, 8, lambda i, c: c @ w, x)
+
+    once, eight = (compiled(f, x).cost_analysis()["flops"] for f in (lambda x: x @ w, looped))
+    assert eight < 2 * once  # the reason for the rule, as measured
+    with pytest.raises(LoopedFlops, match="has a loop"):
+        flops_per_device(compiled(looped, x), what="looped")
