@@ -46,7 +46,11 @@ class Call(FunctionRequest, frozen=True, tag="call"):
 
 
 class Export(FunctionRequest, frozen=True, tag="export"):
-    """Trace the function on the abstract arrays among its arguments; the answer is a Program."""
+    """Trace the function on the abstract arrays among its arguments; the answer is a Program.
+    derivative: the harness differentiates the call (jax.grad of a test's function around it), so the
+    program carries its first-order VJP too."""
+
+    derivative: bool = False
 
 
 # --- the worker's answers (worker -> harness) ------------------------------------------------------------

@@ -100,7 +100,13 @@ def handle(
         kwargs = codec.decode(request.kwargs, functions=harness_function)
         if isinstance(request, messages.Export):
             return messages.Program(
-                **traced_programs.export_traced(fn, args, kwargs, functions=channel.returned)
+                **traced_programs.export_traced(
+                    fn,
+                    args,
+                    kwargs,
+                    functions=channel.returned,
+                    vjp_order=1 if request.derivative else 0,
+                )
             )
         result = fn(*args, **kwargs)
     except UnsupportedValue as exc:

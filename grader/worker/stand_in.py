@@ -64,16 +64,29 @@ def _harness_functions(worker: Worker) -> HarnessFunctions:
     return _HARNESS_FUNCTIONS.setdefault(worker, HarnessFunctions())
 
 
-def _has_tracer(tree) -> bool:
+def _tracers(tree):
     import jax
 
     if isinstance(tree, jax.core.Tracer):
-        return True
-    if type(tree) in (tuple, list):
-        return any(_has_tracer(v) for v in tree)
-    if type(tree) is dict:
-        return any(_has_tracer(v) for v in tree.values())
-    return False
+        yield tree
+    elif type(tree) in (tuple, list):
+        for v in tree:
+            yield from _tracers(v)
+    elif type(tree) is dict:
+        for v in tree.values():
+            yield from _tracers(v)
+
+
+def _has_tracer(tree) -> bool:
+    return any(True for _ in _tracers(tree))
+
+
+def _differentiated(tree) -> bool:
+    """Whether an argument is a tracer of JAX's differentiation (jax.grad, jax.vjp or jax.jvp around the
+    call: JVPTracer and the linearize tracer beside it): the program must then carry its VJP."""
+    from jax.interpreters.ad import JVPTracer
+
+    return any(type(t).__module__ == JVPTracer.__module__ for t in _tracers(tree))
 
 
 def _abstract(value):
@@ -212,13 +225,19 @@ class RemoteModule:
 
     def _traced_call(self, target: dict, args: tuple, kwargs: dict, origin: str | None):
         abstract, arrays = traced_programs.abstract_arrays(args, kwargs, _abstract)
-        message = messages.Export(self._name, **target, **self._encoded(target, *abstract))
+        derivative = _differentiated((args, kwargs))
+        message = messages.Export(
+            self._name, **target, **self._encoded(target, *abstract), derivative=derivative
+        )
         key = repr(message)
         if key not in self._programs:
             answer = self._answer(
                 self.request(message, origin), messages.Program, "a malformed program"
             )
-            self._programs[key] = (checked_program(answer.artifact), self._decode(answer.out))
+            self._programs[key] = (
+                checked_program(answer.artifact, derivative=derivative),
+                self._decode(answer.out),
+            )
         exported, layout = self._programs[key]
         return traced_programs.call_exported(exported, layout, arrays)
 

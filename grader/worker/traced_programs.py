@@ -17,13 +17,20 @@ from grader.worker.slots import Slot, map_leaves, slots
 
 
 def export_traced(
-    fn, args, kwargs, *, functions: list | None = None, anonymous: bool = False
+    fn,
+    args,
+    kwargs,
+    *,
+    functions: list | None = None,
+    anonymous: bool = False,
+    vjp_order: int = 0,
 ) -> dict:
     """Trace fn on the abstract arrays (ShapeDtypeStructs) among args, the rest fixed, and export it:
     {"artifact": the serialized program, "out": the encoded layout of its results}. Arrays among the
     results become the program's outputs; everything else comes back as data, with a Slot where each
     output goes. anonymous: strip the program of every source location, scope and function name of the
-    code traced (grader.worker.programs.anonymous), for a reader not to see them."""
+    code traced (grader.worker.programs.anonymous), for a reader not to see them. vjp_order 1: the
+    program carries its VJP, for a harness that differentiates through it."""
     import jax
 
     structs = []
@@ -54,7 +61,7 @@ def export_traced(
     if anonymous:
         exported = programs.anonymous(exported)
     return {
-        "artifact": base64.b64encode(exported.serialize()).decode("ascii"),
+        "artifact": base64.b64encode(exported.serialize(vjp_order=vjp_order)).decode("ascii"),
         "out": encode(layout["out"], functions=functions),
     }
 

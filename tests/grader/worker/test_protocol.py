@@ -409,6 +409,48 @@ def test_dynamic_shapes_and_derivatives_are_refused():
         checked_program(base64.b64encode(exported.serialize(vjp_order=1)).decode())
 
 
+def _with_vjp(fn, *args, order=1) -> str:
+    exported = jax.export.export(jax.jit(fn))(*args)
+    return base64.b64encode(exported.serialize(vjp_order=order)).decode()
+
+
+def test_a_derivative_asked_for_is_checked_and_is_the_one_differentiated():
+    """When the tests differentiate a student's function, its program comes with its VJP: jax.grad then
+    runs that derivative, checked as the program is. A program without one, or whose derivative carries
+    one of its own, is refused."""
+    x = jax.ShapeDtypeStruct((4,), jnp.float32)
+    exported = checked_program(_with_vjp(jnp.sin, x), derivative=True)
+    grad = jax.jit(jax.grad(lambda v: exported.call(v).sum()))(jnp.arange(4.0))
+    np.testing.assert_allclose(grad, np.cos(np.arange(4.0)), rtol=1e-6)
+    with pytest.raises(UntrustedProgram, match="carries no derivative"):
+        checked_program(_artifact(jnp.sin, x), derivative=True)
+    with pytest.raises(UntrustedProgram, match="derivative carries a derivative"):
+        checked_program(_with_vjp(jnp.sin, x, order=2), derivative=True)
+
+
+def test_a_derivative_with_a_custom_call_is_refused():
+    """Hostile: a clean forward whose custom VJP calls a custom call (jax will not serialize a host
+    callback at all; a custom call is what could reach the harness's native code when jax.grad runs the
+    derivative). The derivative is checked as strictly as the program."""
+    x = jax.ShapeDtypeStruct((4,), jnp.float32)
+
+    @jax.custom_vjp
+    def f(v):
+        return v * 2
+
+    def backward(_, g):
+        return (jax.ffi.ffi_call("shardlab_forged_target", x)(g),)
+
+    f.defvjp(lambda v: (f(v), None), backward)
+    exported = jax.export.export(
+        jax.jit(f),
+        disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("shardlab_forged_target")],
+    )(x)
+    assert checked_program(_artifact(f, x)) is not None  # the forward alone is clean
+    with pytest.raises(UntrustedProgram, match="shardlab_forged_target"):
+        checked_program(base64.b64encode(exported.serialize(vjp_order=1)).decode(), derivative=True)
+
+
 @jax.jit
 def _secret_helper_of_the_tests(v):
     return v * 3

@@ -127,6 +127,20 @@ def test_a_traced_call_is_compiled_by_the_harness(module):
     assert collectives_in(program.lower(x).compile())["all-reduce"] == 1
 
 
+def test_a_traced_call_can_be_differentiated(module):
+    """jax.grad around a student's function (a gradient rule): the worker exports the program with its
+    derivative, and the harness's jax.grad runs it; without the grad, no derivative is asked for."""
+    mesh = mesh4()
+    x = jax.device_put(np.arange(24, dtype=np.float32).reshape(8, 3), NamedSharding(mesh, P("d")))
+    weights = jnp.asarray([1.0, 2.0, 3.0])
+    grad = jax.jit(jax.grad(lambda v: jnp.sum(module.total(v, mesh) * weights)))(x)
+    np.testing.assert_array_equal(np.asarray(grad), np.tile([1.0, 2.0, 3.0], (8, 1)))
+    programs_sent = list(module._programs.values())
+    assert [exported.has_vjp() for exported, _ in programs_sent] == [True]
+    jax.jit(lambda v: module.total(v, mesh))(x)
+    assert sorted(e.has_vjp() for e, _ in module._programs.values()) == [False, True]
+
+
 def test_on_an_auto_mesh_the_traced_program_gets_the_checks_input_layout(module):
     """A tracer on an Auto mesh carries no layout; the program traced in the worker must still compile,
     here, to what the check's own jit would give (the layout comes from the argument being compiled for)."""
