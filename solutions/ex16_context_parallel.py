@@ -24,15 +24,16 @@ only their own: a contiguous split gives the last device n times the work of the
 sequence into 2n chunks and giving device d chunks d and 2n-1-d balances it.
 
 Results are compared with a float64 NumPy reference at rtol=1e-5, atol=1e-5 (float32 softmax sums
-accumulated in another order; the tests' scores are of order 1). The visible tests run on 8 devices;
-the hidden ones on 2, 4 and 8 with other sequence lengths, causal and not.
+accumulated in another order; the tests' scores are of order 1), and ring attention's gradients (of
+sum(out * r) for a fixed random r, with respect to q, k and v) at rtol=1e-4, atol=1e-4. The visible tests
+run on 8 devices; the hidden ones on 2, 4 and 8 with other sequence lengths, causal and not.
 
-Grading: 20 points. Ring attention: values and shardings 5 (2 visible, 3 hidden: causal and not), no
-NaN with the causal mask 1.5 (0.5 visible, 1 hidden), the compiled collectives 3.5 (1 visible, 2.5
+Grading: 20 points. Ring attention: values and shardings 4 (1 visible, 3 hidden: causal and not),
+gradients with no NaN anywhere 2 (0.5 visible, 1.5 hidden), the compiled collectives 4 (1 visible, 3
 hidden: collective-permute only, pairs forming one cycle, run at least n - 1 times), the temporary
 memory per device 2 (0.5 visible, 1.5 hidden, on 4 and 8 devices). Ulysses attention: values and
-shardings 3 (1 visible, 2 hidden), the compiled collectives 2.5 (0.5 visible, 2 hidden). zigzag_order
-2.5 (0.5 visible, 2 hidden).
+shardings 3 (1 visible, 2 hidden), the compiled collectives 2 (0.5 visible, 1.5 hidden). zigzag_order 3
+(1 visible, 2 hidden).
 """
 
 import math
@@ -54,14 +55,17 @@ def ring_attention(q, k, v, mesh, causal: bool):
     output, rescaled whenever the maximum grows; divide at the end. Never gather K or V.
     Write the steps as a `jax.lax.fori_loop` (or `jax.lax.scan`) with static bounds (Python ints):
     the tests count how many times the compiled ppermutes run from the loop's trip count. A ring
-    unrolled in a Python loop computes the right values, but XLA:CPU then keeps every block it
-    receives alive at once, as much memory as gathering K and V.
+    unrolled in a Python loop computes the right values, but XLA:CPU then keeps every step's blocks
+    alive at once: on the memory tests' shapes it needs more than the whole K and V and fails that
+    rule (measured on 8 devices, T=192, D=16: 29700 bytes per device, K and V 24576, a fori_loop ring
+    9224).
     The tests compile your function and check: collective-permute and no other collective, its pairs
     forming one cycle through all n devices, run at least n - 1 times; from 4 devices up, the compiled
-    temporary bytes per device below the size of the whole K and V.
+    temporary bytes per device below the size of the whole K and V (2 * T * D * 4 bytes), with T/n
+    larger than D. Each of these tests also checks the values the compiled program computes.
     The causal trap: a key block that lies entirely after a device's queries is fully masked. If its
     row maximum is -inf, exp(score - max) is exp(-inf + inf) = NaN, and one NaN spoils the whole row.
-    No output may be NaN: make sure a fully masked block adds nothing.
+    No output, and no gradient of q, k or v, may be NaN: make sure a fully masked block adds nothing.
     Hint: `jax.lax.axis_index("sp")` and the step number say which block you hold, so which positions
     its keys have. A carry that starts the same on every device (zeros, -inf) and becomes
     device-varying needs `jax.lax.pcast(..., "sp", to="varying")` where it starts.

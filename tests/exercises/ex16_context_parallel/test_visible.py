@@ -8,6 +8,7 @@ import pytest
 N = 8
 T, D = 64, 16  # 8 positions per device
 H = 8  # ulysses: one head per device
+MEMORY_T = 192  # 24 positions per device: a block's scores outweigh its K and V, as in a long sequence
 
 
 @pytest.mark.points(1)
@@ -34,8 +35,9 @@ def test_ring_attention_compiled_ring(impl, check_ring_program):
 @pytest.mark.points(0.5)
 @pytest.mark.rules("memory", "values")
 def test_ring_attention_temp_memory(impl, check_ring_memory):
-    """XLA's temporary bytes per device stay below the whole K and V."""
-    check_ring_memory(impl, N, T, D, seed=4)
+    """XLA's temporary bytes per device stay below the whole K and V (24576 bytes here; measured: the
+    reference 9224, a ring unrolled in a Python loop 29700, K and V gathered 49152)."""
+    check_ring_memory(impl, N, MEMORY_T, D, seed=4)
 
 
 @pytest.mark.points(1)
