@@ -8,7 +8,8 @@ import pytest
 N = 8
 T, D = 64, 16  # 8 positions per device
 H = 8  # ulysses: one head per device
-MEMORY_T = 192  # 24 positions per device: a block's scores outweigh its K and V, as in a long sequence
+# 24 positions per device for the memory rule: a block's scores outweigh its K and V, as in long sequences
+MEMORY_T = 192
 
 
 @pytest.mark.points(1)
