@@ -121,6 +121,7 @@ def _add_student_commands(commands, handout: bool) -> None:
         if MULTI_PROCESS in ids
         else argparse.SUPPRESS,
     )
+    add_arguments(check, "check")
     check.set_defaults(func=_handler("student", "check_from_args"))
 
     listing = commands.add_parser(
@@ -134,6 +135,7 @@ def _add_student_commands(commands, handout: bool) -> None:
         metavar="PATH",
         help="the folder of exercise modules (default: exercises/)",
     )
+    add_arguments(listing, "list")
     listing.set_defaults(func=_handler("student", "list_from_args"))
 
 

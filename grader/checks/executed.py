@@ -21,17 +21,17 @@ import jax
 import numpy as np
 
 from grader.checks.hlo import (
-    _METADATA,
     COLLECTIVES,
+    METADATA,
     DeviceMemory,
     NotReported,
-    _closing,
-    _groups,
-    _program_mesh,
+    closing_bracket,
     hlo_text,
     instruction_opcode,
     memory_per_device,
     mesh_axes_of,
+    program_mesh,
+    replica_groups,
 )
 from grader.checks.numerics import assert_computes
 from grader.core import facts
@@ -109,7 +109,7 @@ def _computations(text: str) -> tuple[dict[str, list[_Instruction]], str | None]
             continue
         opcode, attributes = parsed
         rest = line[head.end() :]
-        shape = rest[: _closing(rest) + 1] if rest.startswith("(") else rest.split(" ", 1)[0]
+        shape = rest[: closing_bracket(rest) + 1] if rest.startswith("(") else rest.split(" ", 1)[0]
         computations[current].append(_Instruction(head.group(1), opcode, attributes, shape, line))
     return computations, entry
 
@@ -137,7 +137,7 @@ def _trip_count(attributes: str) -> int | None:
     written), always followed by a quoted value: so only a backend_config that ends the line counts, and
     _loops_counted refuses a program whose text claims more counts than its loops carry."""
     m = _BACKEND_CONFIG.search(attributes)
-    if not m or _closing(m.group(1)) != len(m.group(1)) - 1:
+    if not m or closing_bracket(m.group(1)) != len(m.group(1)) - 1:
         return None
     return _known_trip_count(m.group(1))
 
@@ -157,7 +157,7 @@ def _times(a: int | None, b: int | None) -> int | None:
 def _loops_counted(text: str, computations) -> bool:
     """Whether the loop counts read are all the program claims: every "known_trip_count" in its text
     (metadata aside) is one a loop's own backend_config holds. More is text a program put there itself."""
-    claimed = sum(_METADATA.sub("", line).count("known_trip_count") for line in text.splitlines())
+    claimed = sum(METADATA.sub("", line).count("known_trip_count") for line in text.splitlines())
     read = sum(
         _trip_count(i.attributes) is not None
         for instructions in computations.values()
@@ -203,7 +203,7 @@ def _operands(instruction: _Instruction, shapes: dict[str, str]) -> list[tuple[s
     rest = instruction.line[
         instruction.line.index(instruction.opcode + "(") + len(instruction.opcode) :
     ]
-    inside = rest[1 : _closing(rest)]
+    inside = rest[1 : closing_bracket(rest)]
     found = []
     for name in _OPERAND.findall(inside):
         found += _array_shapes(shapes.get(name, ""))
@@ -228,7 +228,7 @@ def executed_collectives(program: jax.stages.Compiled | str) -> list[ExecutedCol
                 ExecutedCollective(
                     kind=kind,
                     times=runs.get(name),
-                    groups=_groups(instruction.attributes),
+                    groups=replica_groups(instruction.attributes),
                     operand_shapes=tuple(dims for _, dims in operands),
                     operand_bytes=sum(
                         _DTYPE_BYTES[dtype] * int(np.prod(dims)) for dtype, dims in operands
@@ -244,7 +244,7 @@ def _fact(op: ExecutedCollective, mesh) -> Collective:
         op.kind,
         op.group_size,
         mesh_axes_of(op.groups, mesh) if mesh is not None else None,
-        _METADATA.sub("", op.line),
+        METADATA.sub("", op.line),
         executed=op.times,
         unknown_trip_count=op.times is None,
         pairs=op.pairs,
@@ -254,7 +254,7 @@ def _fact(op: ExecutedCollective, mesh) -> Collective:
 
 
 def _record(program, ops, args, *, what: str, passed: bool, rule: str, **figures) -> None:
-    mesh = _program_mesh(program, args, {})
+    mesh = program_mesh(program, args, {})
     facts.record_collectives(
         CollectivesCheck(
             what=what,
@@ -381,7 +381,7 @@ def _expected_positions(mesh, axis: str, shape: PairShape, reverse_too: bool):
     if shape == "within":
         return None
     index = mesh.axis_names.index(axis)
-    n = mesh.shape[axis]
+    n = int(mesh.shape[axis])
     along = _chain(n) | (_chain(n, reverse=True) if reverse_too else set())
     if shape == "cycle":
         along = {(s, (s + 1) % n) for s in range(n)}
@@ -413,7 +413,7 @@ def assert_permute_pairs(
     There must be at least one collective-permute. Returns each permute's pairs."""
     if axis not in mesh.axis_names:
         raise ValueError(f"mesh has no axis {axis!r} (it has {', '.join(mesh.axis_names)})")
-    n = mesh.shape[axis]
+    n = int(mesh.shape[axis])
     ops = executed_collectives(program)
     permutes = [op for op in ops if op.kind == "collective-permute"]
     words = {

@@ -23,7 +23,7 @@ from grader.core.results import Collective, CollectivesCheck
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*")
-_METADATA = re.compile(r',\s*metadata=\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')
+METADATA = re.compile(r',\s*metadata=\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')
 _LIST_GROUPS = re.compile(r"replica_groups=\{((?:\{[\d,]*\},?)*)\}")
 _IOTA_GROUPS = re.compile(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 _PAIRS = re.compile(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}")
@@ -62,7 +62,7 @@ def hlo_text(fn_or_compiled, *args, **kwargs) -> str:
     return fn_or_compiled.as_text()
 
 
-def _closing(text: str) -> int:
+def closing_bracket(text: str) -> int:
     """The index of the bracket that closes text[0]."""
     depth = 0
     for index, char in enumerate(text):
@@ -82,13 +82,13 @@ def instruction_opcode(line: str) -> tuple[str, str] | None:
         return None
     rest = line[head.end() :]
     if rest.startswith("("):  # a tuple shape: skip to its closing parenthesis
-        rest = rest[_closing(rest) + 1 :]
+        rest = rest[closing_bracket(rest) + 1 :]
     else:
         rest = rest.split(" ", 1)[1] if " " in rest else ""
     opcode = re.match(r"\s*([\w\-]+)\(", rest)
     if not opcode:
         return None
-    return opcode.group(1), _METADATA.sub("", rest[opcode.end() :])
+    return opcode.group(1), METADATA.sub("", rest[opcode.end() :])
 
 
 def _mesh_device_ids(text: str, count: int):
@@ -120,7 +120,7 @@ def _mesh_axes_groups(line: str):
     ids = np.arange(count)
     if rest.startswith(", device_ids=("):
         start = rest.index("(")
-        end = start + _closing(rest[start:])
+        end = start + closing_bracket(rest[start:])
         ids = _mesh_device_ids(rest[start + 1 : end], count)
         rest = rest[end + 1 :]
     listed = re.match(r"\s*\{([^}]*)\}", rest)
@@ -162,7 +162,7 @@ def _mesh_axes_groups(line: str):
     return tuple(tuple(int(d) for d in row) for row in layout.reshape(-1, per_group))
 
 
-def _groups(line: str):
+def replica_groups(line: str):
     if _MESH_GROUPS.search(line):
         try:
             return _mesh_axes_groups(line)
@@ -196,7 +196,7 @@ def collective_ops(fn_or_text, *args, **kwargs) -> list[CollectiveOp]:
         # async pairs count once, by their start; "-done" is not counted
         kind = opcode.removesuffix("-start")
         if kind in COLLECTIVES:
-            ops.append(CollectiveOp(kind, _groups(attributes), line.strip()))
+            ops.append(CollectiveOp(kind, replica_groups(attributes), line.strip()))
     return ops
 
 
@@ -274,7 +274,7 @@ def assert_collectives(
         extra = sorted(k for k in counts if k not in only)
         if extra or not any(counts[k] for k in only):
             problems.append(f"expected only {' / '.join(only)}")
-    mesh = _program_mesh(program, args, kwargs)
+    mesh = program_mesh(program, args, kwargs)
     facts.record_collectives(
         CollectivesCheck(
             what=what,
@@ -305,7 +305,7 @@ def inspect_collectives(
     """collective_ops(program), recorded as the running test's fact: for a test that judges the collectives
     by a rule of its own (no all-gather of the whole batch, say) rather than through assert_collectives."""
     ops = collective_ops(program)
-    mesh = _program_mesh(program, (), {})
+    mesh = program_mesh(program, (), {})
     facts.record_collectives(
         CollectivesCheck(
             what=what, found=tuple(_collective_fact(op, mesh) for op in ops), passed=None
@@ -314,7 +314,7 @@ def inspect_collectives(
     return ops
 
 
-def _program_mesh(program, args, kwargs) -> jax.sharding.Mesh | None:
+def program_mesh(program, args, kwargs) -> jax.sharding.Mesh | None:
     """The mesh the program's arguments live on (its device assignment, for mesh_axes_of), if any."""
     shardings = []
     if isinstance(program, jax.stages.Compiled):
@@ -338,7 +338,7 @@ def _collective_fact(op: CollectiveOp, mesh: jax.sharding.Mesh | None) -> Collec
         op=op.kind,
         group_size=op.group_size,
         mesh_axes=mesh_axes_of(op, mesh) if mesh is not None else None,
-        line=_METADATA.sub("", op.line),
+        line=METADATA.sub("", op.line),
     )
 
 

@@ -17,6 +17,18 @@ def course_file(path: Path | None) -> term.Course | None:
     return term.load(found) if found else None
 
 
+def course_of_part(path: Path | None, part: int | None) -> term.Course | None:
+    """course_file's course, narrowed to one part of the course (--part; the catalog's course when there is no
+    course file). A part unknown, or of which the term has no exercise, is a ShardlabError."""
+    course = course_file(path)
+    if part is None:
+        return course
+    try:
+        return (course or term.default_course()).part(part)
+    except KeyError as exc:
+        raise ShardlabError(f"--part {part}: {exc.args[0]}") from None
+
+
 def stubs_command(args) -> int:
     if args.check:
         from grader.commands.devcheck import Findings, check_stubs_current
@@ -42,7 +54,7 @@ def release_command(args) -> int:
             args.out,
             course_name=args.course_name,
             force=args.force,
-            course=course_file(args.course),
+            course=course_of_part(args.course, args.part),
         )
     except ShardlabError as exc:
         print(f"shardlab release: {exc}", file=sys.stderr)
@@ -71,10 +83,12 @@ def gradescope_build_command(args) -> int:
         if args.each_assignment is not None:
             if course is None:
                 raise ShardlabError("--each-assignment needs a course file (--course)")
-            written = build_each_assignment(args.each_assignment, course=course)
+            written = build_each_assignment(args.each_assignment, course=course, part=args.part)
         else:
             written = [
-                build_gradescope_zip(args.out_zip, course=course, assignment=args.assignment)
+                build_gradescope_zip(
+                    args.out_zip, course=course, assignment=args.assignment, part=args.part
+                )
             ]
     except ShardlabError as exc:
         print(f"shardlab gradescope build: {exc}", file=sys.stderr)
@@ -94,9 +108,9 @@ def nbgrader_build_command(args) -> int:
             groups=parse_groups(args.group),
             exercises=args.exercise,
             course_id=args.course_id,
-            course=course_file(args.course),
+            course=course_of_part(args.course, args.part),
         )
-    except (ValueError, catalog.UnknownExercise, GradingError) as exc:
+    except (ValueError, catalog.UnknownExercise, GradingError, ShardlabError) as exc:
         print(f"shardlab nbgrader build: {exc}", file=sys.stderr)
         return 2
     for path in written:

@@ -57,6 +57,11 @@ def course_and_options(options: GradingOptions, submission: Path | None = None):
             course = course.only(options.assignment)
         except KeyError as exc:
             raise term.CourseFileError(found or "the catalog's course", [exc.args[0]]) from None
+    if options.part is not None:
+        try:
+            course = course.part(options.part)
+        except KeyError as exc:
+            raise term.CourseFileError(found or "the catalog's course", [exc.args[0]]) from None
     return course, options.with_course(
         {"timing": course.timing, "hidden_visibility": course.hidden_visibility}
     )
@@ -139,7 +144,9 @@ def grade_command(args) -> int:
     results = dataclasses.replace(results, submission_digest=digest, graded_at=graded_at)
     if earlier is not None:
         # one assignment graded into an earlier report keeps the others' exercises as they were
-        partial = bool(options.exercises) or options.assignment is not None
+        partial = (
+            bool(options.exercises) or options.assignment is not None or options.part is not None
+        )
         results = regrade.merge(earlier, results, partial=partial)
     for line in regrade.regraded(earlier, results):
         print(f"regraded {line}")

@@ -119,7 +119,10 @@ class SlurmBatch:
         """The course the grade arguments name, its adjustments, and the submission times."""
         from grader.commands.publish import class_term
 
-        course = term.load(self.grade_options().course)
+        options = self.grade_options()
+        course = term.load(options.course)
+        # one part of it, with --part (grade-batch refused a part the term lacks before it came here)
+        course = course.part(options.part) if options.part is not None else course
         times = {
             # an older manifest's: one time, a string
             student: Times.parse(
@@ -218,13 +221,13 @@ def plan(
     task = [made.python, "-m", "grader.commands.slurm"]
     scripts = {}
     # those graded of the term (the course file grade-batch read, passed on to calibrate as --course)
-    graded = (
-        time_limits.graded_ids(
-            tuple(e.id for e in term.load(options.course).exercises), options.exercises
-        )
-        if options.course
-        else None
-    )
+    if options.course or options.part is not None:
+        course = term.load(options.course) if options.course else term.default_course()
+        # grade-batch refused a part the term lacks before it came here
+        course = course.part(options.part) if options.part is not None else course
+        graded = time_limits.graded_ids(tuple(e.id for e in course.exercises), options.exercises)
+    else:
+        graded = None
     if time_limits.batch_should_calibrate(cache, options.test_timeout, graded):
         calibrate = [
             made.python,

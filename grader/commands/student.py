@@ -35,6 +35,7 @@ from grader.course.implementations import resolve_source
 from grader.grading.compile_cache import CompileCache
 from grader.grading.results import ExerciseResult, GradingResults, score_exercise
 from grader.harness.runner import RunFailed, run_tests
+from grader.reports.executed_text import check_lines
 from grader.reports.feedback_page import write_feedback_html
 from grader.reports.text import visible_share
 
@@ -220,9 +221,21 @@ def term_course() -> term.Course | None:
         raise CheckUsageError(str(exc)) from None
 
 
-def term_exercises() -> tuple[catalog.Exercise, ...]:
-    """This term's exercises, with its points; without a course file, the catalog's."""
-    return (term_course() or term.default_course()).exercises
+def term_of_part(part: int | None) -> term.Course | None:
+    """term_course, narrowed to one part of the course (--part; without a course file, the catalog's course's
+    part). A part unknown, or of which the term has none, is a CheckUsageError."""
+    course = term_course()
+    if part is None:
+        return course
+    try:
+        return (course or term.default_course()).part(part)
+    except KeyError as exc:
+        raise CheckUsageError(f"--part {part}: {exc.args[0]}") from None
+
+
+def term_exercises(part: int | None = None) -> tuple[catalog.Exercise, ...]:
+    """This term's exercises (of one part: --part), with its points; without a course file, the catalog's."""
+    return (term_of_part(part) or term.default_course()).exercises
 
 
 def check(
@@ -232,6 +245,7 @@ def check(
     all_exercises: bool = False,
     record: bool = True,
     launcher: str = "local",
+    part: int | None = None,
 ) -> CheckReport:
     """Check one exercise (an id or number), every exercise, or by default the catalog in order up to
     the first one whose visible tests do not all pass. Records each outcome unless record=False."""
@@ -239,12 +253,17 @@ def check(
         raise CheckUsageError("give an exercise or --all, not both")
     try:
         source = resolve_source(impl)
-        exercises = term_exercises()
+        exercises = term_exercises(part)
         chosen = (
             next((e for e in exercises if e.id == catalog.get(exercise).id), None)
             if exercise
             else None
         )
+        if exercise and chosen is None and part is not None:
+            raise CheckUsageError(
+                f"{catalog.get(exercise).id} is not among this term's exercises of "
+                f"{catalog.part(part).title} (--part {part})"
+            )
         if exercise and chosen is None:
             raise catalog.UnknownExercise(
                 f"{catalog.get(exercise).id} (not in this term's course.toml)"
@@ -405,12 +424,15 @@ def exercise_status(
 
 
 def exercise_statuses(
-    *, impl: str | Path = "exercises", solutions: Path = paths.SOLUTIONS_DIR
+    *,
+    impl: str | Path = "exercises",
+    solutions: Path = paths.SOLUTIONS_DIR,
+    part: int | None = None,
 ) -> list[tuple[catalog.Exercise, Status]]:
     source = resolve_source(impl)
     recorded = load_status(source)
     return [
-        (e, exercise_status(e, source, recorded.get(e.id), solutions)) for e in term_exercises()
+        (e, exercise_status(e, source, recorded.get(e.id), solutions)) for e in term_exercises(part)
     ]
 
 
@@ -464,6 +486,10 @@ def render_test(test: TestResult, console: Console) -> None:
     _print_verbatim(console, line)
     if message and category is not Category.PASSED:
         _print_verbatim(console, Text(_indented(message, 6)))
+    if category is not Category.PASSED:  # the executed facts, drawn as text as the layouts are
+        for check in test.collectives:
+            if lines := check_lines(check):
+                _print_verbatim(console, Text(_indented("\n".join(lines), 6)))
 
 
 def _heading(item: ExerciseCheck) -> Text:
@@ -637,7 +663,13 @@ def render_list(
         table.add_column("due", no_wrap=True)
     table.add_column("points", justify="right", no_wrap=True)
     table.add_column("status", no_wrap=True)
-    for exercise, status in statuses:
+    for i, (exercise, status) in enumerate(statuses):
+        if i == 0 or exercise.part != statuses[i - 1][0].part:  # each part under its heading
+            if i:
+                table.add_section()
+            # "Part 2" under the ids, its subject under the titles: the id column keeps its width
+            label, _, subject = catalog.part(exercise.part).title.partition(": ")
+            table.add_row(Text(label, style="bold"), Text(subject, style="bold"))
         dated = []
         if course is not None:
             assignment, (due, _) = course.assignment_of(exercise.id), course.due(exercise.id)
@@ -692,13 +724,16 @@ def check_command(
     html: Path | bool = False,
     console: Console | None = None,
     launcher: str = "local",
+    part: int | None = None,
 ) -> int:
     """`shardlab check`: 0 when everything checked passes, 1 when something does not, 2 for bad usage.
     html: also write the feedback page (True: beside the status file; a path: there) and print where.
     launcher: "srun" runs a multi-process exercise's processes as one Slurm step."""
     out, err = _consoles(console)
     try:
-        report = check(exercise, impl=impl, all_exercises=all_exercises, launcher=launcher)
+        report = check(
+            exercise, impl=impl, all_exercises=all_exercises, launcher=launcher, part=part
+        )
     except CheckUsageError as exc:
         err.print(Text(f"shardlab check: {exc}"), soft_wrap=True)
         return 2
@@ -714,13 +749,15 @@ def list_command(
     impl: str | Path = "exercises",
     solutions: Path = paths.SOLUTIONS_DIR,
     console: Console | None = None,
+    part: int | None = None,
 ) -> int:
-    """`shardlab list`: the term's exercises, their points and status; with a course file, each one's
-    assignment and due date, and the late policy."""
+    """`shardlab list`: the term's exercises (of one part: --part), under their part's heading, their points
+    and status; with a course file, each one's assignment and due date, and the late policy."""
     out, err = _consoles(console)
     try:
-        statuses = exercise_statuses(impl=impl, solutions=solutions)
-        course = term_course()
+        statuses = exercise_statuses(impl=impl, solutions=solutions, part=part)
+        course = term_of_part(part)
+        course = course if course is not None and course.source is not None else None
     except (FileNotFoundError, CheckUsageError) as exc:
         err.print(Text(f"shardlab list: {exc}"), soft_wrap=True)
         return 2
@@ -736,8 +773,9 @@ def check_from_args(args) -> int:
         all_exercises=args.all,
         html=True if args.html == "" else args.html or False,
         launcher=args.launcher,
+        part=args.part,
     )
 
 
 def list_from_args(args) -> int:
-    return list_command(impl=args.impl)
+    return list_command(impl=args.impl, part=args.part)

@@ -70,6 +70,8 @@ COURSE_COMMANDS = GRADING | {
     "override",
     "export",
 }
+# The students' commands, which read the handout's course.toml (`shardlab list`, `check`): --part only.
+STUDENT_COMMANDS = frozenset({"check", "list"})
 
 
 def memory_gib(text: str) -> float:
@@ -303,6 +305,17 @@ class GradingOptions:
         commands=frozenset({GRADE, "gradescope build"}),
         type=str,
         metavar="NAME",
+    )
+    part: int | None = option(
+        None,
+        "--part",
+        "one part of the course, by its number (`shardlab list` heads each part's exercises): only "
+        "the term's exercises of that part (default: every part)",
+        commands=EVERY_COMMAND
+        | {"release", "nbgrader build", "gradescope build"}
+        | STUDENT_COMMANDS,
+        type=int,
+        metavar="N",
     )
 
     # The options the course file may set that no flag gave (from_args): with_course fills them.

@@ -22,7 +22,7 @@ class Exercise:
     seeds: str  # where the idea comes from, for course authors
     devices: tuple[int, ...] = (2, 4, 8)  # mesh sizes the hidden tests grade
     bonus: bool = False  # extra credit: its points add to a score but not to the maximum
-    part: int = 1  # the course's half: 1 (meshes to multi-process JAX) or 2 (scaling a model)
+    part: int = 1  # the course's half, a Part's number (PARTS)
 
     @property
     def number(self) -> str:
@@ -53,6 +53,24 @@ class Exercise:
 
 
 SUPPORT_FILES = ("conftest.py", "driver.py")
+
+
+@dataclass(frozen=True)
+class Part:
+    """A half of the course: its exercises are those whose `part` is its number."""
+
+    number: int
+    title: str
+
+    @property
+    def exercises(self) -> tuple[Exercise, ...]:
+        return tuple(e for e in EXERCISES if e.part == self.number)
+
+
+PARTS: tuple[Part, ...] = (
+    Part(1, "Part 1: meshes to multi-process JAX"),
+    Part(2, "Part 2: scaling a model"),
+)
 
 EXERCISES: tuple[Exercise, ...] = (
     Exercise(
@@ -186,6 +204,26 @@ class UnknownExercise(ShardlabError, KeyError):
     def __str__(self) -> str:
         known = ", ".join(e.id for e in EXERCISES)
         return f"no exercise {self.args[0]!r} in the catalog (known: {known})"
+
+
+class UnknownPart(ShardlabError, KeyError):
+    def __str__(self) -> str:
+        known = ", ".join(str(p.number) for p in PARTS)
+        return f"no part {str(self.args[0]).strip()!r} in the catalog (its parts: {known})"
+
+
+def part(number: int | str) -> Part:
+    """A part by its number (2, "2") or its name as a course file writes it ("part 2")."""
+    key = str(number).strip().casefold().removeprefix("part").strip()
+    for found in PARTS:
+        if key == str(found.number):
+            return found
+    raise UnknownPart(number)
+
+
+def is_part_name(name: str) -> bool:
+    """Whether a course file's exercise item names a part ("part 2") rather than an exercise."""
+    return str(name).strip().casefold().startswith("part")
 
 
 def get(name: str) -> Exercise:

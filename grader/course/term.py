@@ -26,7 +26,7 @@ speed is judged. Without one, the catalog is the course: every exercise, its cat
     slug = "week1"                     # its name where a platform takes only letters, digits, - and _
                                        # (nbgrader's folders, Gradescope's zips); default: from the name
     due = 2026-10-05T23:59:00
-    exercises = ["ex01", "ex02", "ex03"]
+    exercises = ["ex01", "ex02", "ex03"]   # or a whole part: ["part 2"] (its exercises, in order)
     lms_id = 12345                     # the LMS's id of the assignment, for the gradebook export
 
     [[extension]]
@@ -34,7 +34,8 @@ speed is judged. Without one, the catalog is the course: every exercise, its cat
     days = 3                           # or until = 2026-10-09T12:00:00
     assignments = ["week1"]            # default: every assignment
 
-Every problem is reported at once, each with the line it is on.
+Every problem is reported at once, each with the line it is on. The course's two parts (catalog.PARTS) are
+named in an assignment's exercises ("part 1"); the commands' --part narrows any term to one part (Course.part).
 """
 
 from __future__ import annotations
@@ -270,6 +271,25 @@ class Course:
             exercises=tuple(e for e in self.exercises if e.id in chosen.exercises),
             assignments=(chosen,),
         )
+
+    def part(self, number: int | str) -> Course:
+        """The term narrowed to one part of the course (catalog.PARTS): its exercises only, each assignment
+        keeping its exercises of that part, an assignment left with none dropped. KeyError, saying why, for a
+        part the catalog does not have or of which this term grades nothing."""
+        try:
+            chosen = catalog.part(number)
+        except catalog.UnknownPart as exc:
+            raise KeyError(str(exc)) from None
+        exercises = tuple(e for e in self.exercises if e.part == chosen.number)
+        if not exercises:
+            raise KeyError(f"this term grades no exercise of {chosen.title}")
+        ids = {e.id for e in exercises}
+        assignments = tuple(
+            dataclasses.replace(a, exercises=tuple(i for i in a.exercises if i in ids))
+            for a in self.assignments
+            if ids.intersection(a.exercises)
+        )
+        return dataclasses.replace(self, exercises=exercises, assignments=assignments)
 
     def assignment_of(self, exercise_id: str) -> Assignment | None:
         return next((a for a in self.assignments if exercise_id in a.exercises), None)
@@ -529,6 +549,26 @@ def _exercise_id(r: _Reader, name: Any, where: tuple) -> str | None:
         return None
 
 
+def _listed_ids(r: _Reader, listed: list, where: tuple) -> list[str]:
+    """An assignment's exercises as ids: an exercise by any name catalog.get takes, or a whole part ("part 2")
+    as its exercises in catalog order."""
+    ids = []
+    for item in listed:
+        if not catalog.is_part_name(item):
+            ex_id = _exercise_id(r, item, where)
+            ids += [ex_id] if ex_id is not None else []
+            continue
+        try:
+            part = catalog.part(item)
+        except catalog.UnknownPart as exc:
+            r.problem(where, str(exc))
+            continue
+        if not part.exercises:
+            r.problem(where, f"{item!r}: the catalog has no exercise of {part.title} yet")
+        ids += [e.id for e in part.exercises]
+    return ids
+
+
 def _points(r: _Reader, table: dict) -> dict[str, float]:
     found = {}
     for key, value in table.items():
@@ -557,10 +597,7 @@ def _assignments(r: _Reader, tables: Any) -> tuple[Assignment, ...]:
         listed = r.typed(table, "exercises", (list,), where, "a list of exercise ids", default=[])
         if not listed:
             r.problem(where, f"assignment {name!r} lists no exercises")
-        for item in listed:
-            ex_id = _exercise_id(r, item, (*where, "exercises"))
-            if ex_id is None:
-                continue
+        for ex_id in _listed_ids(r, listed, (*where, "exercises")):
             if ex_id in owner:
                 r.problem(
                     (*where, "exercises"),
@@ -664,6 +701,13 @@ def describe(course: Course) -> list[str]:
         slug = f" [{assignment.slug}]" if assignment.slug != assignment.name else ""
         lines.append(f"  {assignment.name}{slug}: due {due}: {items}")
     lines.append(f"  {course.max_score:g} points in all; late work: {course.late.describe()}")
+    for (
+        part
+    ) in catalog.PARTS:  # the parts the term grades, so a course file naming "part 2" is seen whole
+        held = [e for e in course.exercises if e.part == part.number]
+        if held:
+            points = math.fsum(e.points for e in held if not e.bonus)
+            lines.append(f"  {part.title}: {len(held)} exercise(s), {points:g} points")
     for extension in course.extensions:
         new = extension.until.isoformat() if extension.until else f"+{extension.days:g} days"
         lines.append(

@@ -30,6 +30,10 @@ zip per assignment, OUTDIR/<slug>.zip. A course file of several assignments is r
 zip for the whole term would score every assignment in each and apply one assignment's late penalty again
 in the next.
 
+One part of the course (`--part 2`, catalog.PARTS) writes its number into the zip as part.txt, which
+run_autograder passes to `shardlab grade --part`: the zip grades that part's exercises only (of the
+assignment, with --assignment; --each-assignment: a zip for each assignment holding exercises of the part).
+
 On Gradescope, give the assignment more than the default resources (Autograder Settings): 2 CPUs for 8
 forced host devices, and 2 GB of memory, since a grading child peaked at 480 MB here, close to the
 default 768 MB. Grading a fully correct submission took 26 s here on 2 cores. run_autograder stops
@@ -59,6 +63,8 @@ REQUIRED_GRADER_FILES = ("grader/__init__.py", "grader/cli.py", "grader/course/p
 COURSE_FILE = term.FILE_NAME
 # the slug of the one assignment the zip grades, at the zip's root (run_autograder reads it)
 ASSIGNMENT_FILE = "assignment.txt"
+# the number of the one part of the course the zip grades, at the zip's root (run_autograder reads it)
+PART_FILE = "part.txt"
 # the earliest a zip can hold: the same course gives the same bytes
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
@@ -168,14 +174,22 @@ def build_gradescope_zip(
     secrets: no_secrets.CourseSecrets | None = None,
     course: term.Course | None = None,
     assignment: str | None = None,
+    part: int | None = None,
 ) -> Path:
     """Write the autograder zip to `out_zip` and verify it against `secrets` (the course's own by
     default). If verification finds a problem, nothing is left at `out_zip` and GradescopeBuildError
     lists what is wrong. course: the term (grader.course.term.load), whose course file the zip holds
     whole as course.toml, for run_autograder to grade with; None (or the catalog's course): no course file.
-    assignment: the one the zip grades (name or slug), required of a course file of several."""
+    assignment: the one the zip grades (name or slug), required of a course file of several.
+    part: the one part of the course the zip grades (its exercises of the assignment)."""
     out_zip = Path(out_zip)
     extra = course_file_bytes(course, out_zip) if course is not None else {}
+    if part is not None:
+        extra[PART_FILE] = f"{part}\n".encode()
+        try:
+            course = (course or term.default_course()).part(part)
+        except KeyError as exc:
+            raise GradescopeBuildError(out_zip, [f"--part {part}: {exc.args[0]}"]) from None
     extra |= assignment_file_bytes(course, assignment, out_zip)
     out_zip.parent.mkdir(parents=True, exist_ok=True)
     partial = out_zip.with_name(f".{out_zip.name}.part")
@@ -195,13 +209,23 @@ def build_each_assignment(
     *,
     course: term.Course,
     secrets: no_secrets.CourseSecrets | None = None,
+    part: int | None = None,
 ) -> list[Path]:
-    """One autograder zip per assignment of the term, OUTDIR/<slug>.zip, each grading that assignment only."""
+    """One autograder zip per assignment of the term, OUTDIR/<slug>.zip, each grading that assignment only
+    (of one part: each assignment holding exercises of that part, its exercises of the part)."""
+    try:
+        chosen = course.part(part) if part is not None else course
+    except KeyError as exc:
+        raise GradescopeBuildError(Path(out_dir), [f"--part {part}: {exc.args[0]}"]) from None
     return [
         build_gradescope_zip(
-            Path(out_dir) / f"{a.slug}.zip", secrets=secrets, course=course, assignment=a.slug
+            Path(out_dir) / f"{a.slug}.zip",
+            secrets=secrets,
+            course=course,
+            assignment=a.slug,
+            part=part,
         )
-        for a in course.assignments
+        for a in chosen.assignments
     ]
 
 
@@ -265,6 +289,12 @@ def _course_file_problems(zf: zipfile.ZipFile, names: set[str]) -> list[str]:
                 course = term.load(path)
             except term.CourseFileError as exc:
                 return [f"{COURSE_FILE}: {problem}" for problem in exc.problems]
+    if PART_FILE in names:
+        number = zf.read(PART_FILE).decode("utf-8", "replace").strip()
+        try:
+            course = course.part(number)
+        except KeyError as exc:
+            return [f"{PART_FILE}: {exc.args[0]}"]
     if ASSIGNMENT_FILE not in names:
         return []
     slug = zf.read(ASSIGNMENT_FILE).decode("utf-8", "replace").strip()

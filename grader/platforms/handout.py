@@ -248,7 +248,9 @@ def _exercise_table(exercises: tuple[catalog.Exercise, ...], course: term.Course
         "| " + " | ".join(columns) + " |",
         "| --- | --- | ---: |" + " --- |" * (len(columns) - 3),
     ]
-    for e in exercises:
+    for i, e in enumerate(exercises):
+        if i == 0 or e.part != exercises[i - 1].part:  # each part under its heading
+            rows.append(f"| **{catalog.part(e.part).title}** | |" + " |" * (len(columns) - 2))
         cells = [f"`{e.id}`", e.title, f"{_points(e.points)}{' bonus' if e.bonus else ''}"]
         if course is not None:
             assignment = course.assignment_of(e.id)

@@ -327,6 +327,8 @@ def build_course(
     course file, `groups` is refused: the course file groups.
     None (or the catalog's course, with groups): each exercise alone or in its group, no due date."""
     groups = groups or {}
+    # the exercises the groups may take: the catalog's course's (narrowed to one part by --part)
+    pool = tuple(course.exercises) if course is not None else catalog.EXERCISES
     if course is not None and groups:
         if course.source is not None:
             raise ValueError(
@@ -342,8 +344,11 @@ def build_course(
         plan = course_assignments(course, exercises)
         chosen = [e for members in plan.values() for e in members]
     else:
-        chosen = [catalog.get(name) for name in exercises] if exercises else list(catalog.EXERCISES)
+        chosen = [catalog.get(name) for name in exercises] if exercises else list(pool)
         chosen += [e for members in groups.values() for e in members if e not in chosen]
+        outside = [e.id for e in chosen if e not in pool]
+        if outside:
+            raise ValueError(f"not in the course built (--part): {', '.join(outside)}")
         plan = assignments(chosen, groups)
     if tests is None:
         from grader.grading.collection import collect_tests

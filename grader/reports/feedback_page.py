@@ -27,9 +27,11 @@ from grader.core.results import (
 from grader.course import catalog
 from grader.grading.results import ExerciseResult, GradingResults
 from grader.grading.standing import Standing
-from grader.reports import pictures
+from grader.reports import executed_facts, pictures
 from grader.reports.files import write_atomically
 from grader.reports.html import Markup, document, element
+from grader.reports.ring_picture import ring_figure
+from grader.reports.schedule_picture import schedule_figure
 from grader.reports.text import (
     COUNTED,
     category_counts,
@@ -113,13 +115,56 @@ def _rule(check: CollectivesCheck) -> str:
         asked.append("no " + ", ".join(check.absent))
     if check.only is not None:
         asked.append("nothing but " + (", ".join(check.only) or "no collective"))
+    if check.rule is not None:
+        asked.append(check.rule)
     return "; ".join(asked) or "the test's own rule (its message says which)"
+
+
+def exchange_table(rows: list[executed_facts.ExchangeRow]) -> Markup:
+    """Each all-to-all's operands beside the buffer the capacity gives (both per device)."""
+    head = element(
+        "tr",
+        element("th", "all-to-all operand shapes"),
+        element("th", "bytes", class_="num"),
+        element("th", "buffer at the capacity", class_="num"),
+        element("th", "ratio", class_="num"),
+    )
+    body = [
+        element(
+            "tr",
+            element("td", row.shape_words or "?"),
+            element("td", "?" if row.bytes is None else row.bytes, class_="num"),
+            element("td", row.buffer, class_="num"),
+            element("td", row.ratio, class_="num"),
+            class_="exchange",
+        )
+        for row in rows
+    ] or [element("tr", element("td", "no all-to-all in the compiled program", colspan=4))]
+    return element(
+        "figure",
+        element("figcaption", "what each all-to-all moves per device, beside its buffer"),
+        element("table", element("thead", head), element("tbody", body), class_="exchange"),
+        class_="exchange-check",
+    )
+
+
+def executed_figures(check: CollectivesCheck) -> list[Markup]:
+    """The pictures of an executed-program check's facts (none for an older report.json)."""
+    figures = []
+    if (pipeline := executed_facts.pipeline_figures(check)) is not None:
+        figures.append(schedule_figure(pipeline))
+    if (pairs := executed_facts.pair_figures(check)) is not None:
+        figures.append(ring_figure(pairs))
+    if (exchange := executed_facts.exchange_rows(check)) is not None:
+        figures.append(exchange_table(exchange))
+    return figures
 
 
 def collectives_table(check: CollectivesCheck) -> Markup:
     """The collectives the compiled program holds (op, group size, the mesh axes it runs over), the rule, and
     each op's HLO line on demand."""
     held = "held" if check.passed else "not held" if check.passed is False else "judged by the test"
+    counted = executed_facts.counted(check)
     rows = [
         element(
             "tr",
@@ -133,6 +178,13 @@ def collectives_table(check: CollectivesCheck) -> Markup:
                 if c.mesh_axes is not None
                 else "-",
             ),
+            element(
+                "td",
+                executed_facts.executed_words(c.executed, c.unknown_trip_count),
+                class_="runs",
+            )
+            if counted
+            else None,
             element("td", element("details", element("summary", "HLO"), element("pre", c.line))),
             class_="collective",
             data_op=c.op,
@@ -143,7 +195,12 @@ def collectives_table(check: CollectivesCheck) -> Markup:
         rows = [
             element(
                 "tr",
-                element("td", "no collective in the compiled program", colspan=4, class_="note"),
+                element(
+                    "td",
+                    "no collective in the compiled program",
+                    colspan=4 + counted,
+                    class_="note",
+                ),
             )
         ]
     head = element(
@@ -151,6 +208,7 @@ def collectives_table(check: CollectivesCheck) -> Markup:
         element("th", "op"),
         element("th", "group size", class_="num"),
         element("th", "mesh axes"),
+        element("th", "runs") if counted else None,
         element("th", "instruction"),
     )
     return element(
@@ -162,6 +220,7 @@ def collectives_table(check: CollectivesCheck) -> Markup:
             ")",
         ),
         element("table", element("thead", head), element("tbody", rows), class_="collectives"),
+        executed_figures(check),
         class_="collectives-check",
         data_what=check.what,
         data_passed="null" if check.passed is None else str(check.passed).lower(),

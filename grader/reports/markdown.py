@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from grader.core.results import CollectivesCheck, Layout, LayoutCheck, SpeedFigures, TestResult
+from grader.reports.executed_text import check_lines
 from grader.reports.text import feedback, printable
 
 # ASCII punctuation to which Markdown (CommonMark, GFM tables and strikethrough, math, autolinks, emoji)
@@ -83,7 +84,8 @@ def _rule_asks(check: CollectivesCheck, op: str) -> str:
     asks += ["at least 1"] * (op in check.present) + ["none"] * (op in check.absent)
     if check.only is not None:
         asks.append("allowed" if op in check.only else "not allowed")
-    return "; ".join(asks) or "any"
+    # a rule of the executed program is in words, in the block below the table
+    return "; ".join(asks) or ("the rule below" if check.rule is not None else "any")
 
 
 _HELD = {
@@ -113,12 +115,15 @@ def collectives_table(check: CollectivesCheck) -> str:
             ]
         )
     caption = f"**Collectives of {text(check.what)}**: {_HELD[check.passed]}"
+    # the executed facts (a pipeline's grids, a permute's pairs, an exchange's bytes) as the terminal shows them
+    drawn = "\n\n" + code_block("\n".join(lines)) if (lines := check_lines(check)) else ""
     if not rows:
-        return f"{caption}; none found."
+        return f"{caption}; none found.{drawn}"
     return (
         caption
         + "\n\n"
         + table(["collective", "found", "group size", "mesh axes", "rule asks"], rows)
+        + drawn
     )
 
 

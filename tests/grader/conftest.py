@@ -211,3 +211,24 @@ slug = "HW2"
 due = 2026-10-19T23:59:00
 exercises = ["ex05"]
 """
+
+
+# -- the course's two parts ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_parts(monkeypatch):
+    """The catalog with a part 2 whatever the real one holds: ex13_comm_costs moved to part 2 (its stub, tests
+    and solution exist, so every build can ship it) and every other exercise in part 1. Returns it."""
+    import dataclasses
+
+    from grader.course import catalog
+
+    exercises = tuple(
+        dataclasses.replace(e, part=2 if e.id == "ex13_comm_costs" else 1)
+        for e in catalog.EXERCISES
+        if e.number <= "ex13"
+    )
+    monkeypatch.setattr(catalog, "EXERCISES", exercises)
+    monkeypatch.setattr(catalog, "_BY_ID", {e.id: e for e in exercises})
+    return catalog.get("ex13")

@@ -430,3 +430,14 @@ def test_on_slurm_grading_the_second_assignment_leaves_the_firsts_lateness(local
     assert float(row[EX01.id]) == EX01.points  # before the fix: half, judged 8 days late
     assert float(row[ex02.id]) == pytest.approx(ex02.points * 0.8)
     assert "ex01" not in row["late"] and "20% off" in row["late"]
+
+
+def test_a_batch_of_one_part_grades_calibrates_and_publishes_that_part(two_parts, tmp_path):
+    klass = make_class(tmp_path)
+    args = grade_batch_args(str(klass), "--out", str(tmp_path / "out"), "--slurm", "--part", "2")
+    options = GradingOptions.from_args(args, GRADE_BATCH)
+    made = slurm.plan(klass, args.out, options, slurm.SlurmRequest.from_args(args))
+    assert "--part=2" in made.batch.grade_arguments
+    # a fresh cache: the part's reference is timed first, that part only
+    assert "--part=2" in made.scripts["calibrate"]
+    assert [e.id for e in made.batch.class_term().course.exercises] == [two_parts.id]

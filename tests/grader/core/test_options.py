@@ -25,6 +25,7 @@ from grader.core.options import (
     HARNESS_ALLOWANCE_BYTES,
     HARNESS_MEMORY_BYTES,
     SANDBOX_DISK_PER_HARNESS_BYTES,
+    STUDENT_COMMANDS,
     GradingOptions,
     add_arguments,
 )
@@ -52,6 +53,7 @@ SAMPLE = GradingOptions(
     hidden_visibility="visible",
     course=Path("/tmp/a course.toml"),
     assignment="Homework 2",
+    part=2,
 )
 POSITIONAL = {
     GRADE: ["some-submission", "--out", "out"],
@@ -78,7 +80,8 @@ def test_every_field_is_declared_once_and_every_flag_is_its_own():
     harness_flags = [d.harness.flag for d in DECLARATIONS.values() if d.harness is not None]
     assert len(set(flags)) == len(flags) and len(set(harness_flags)) == len(harness_flags)
     assert all(
-        d.commands and d.commands <= EVERY_COMMAND | COURSE_COMMANDS for d in DECLARATIONS.values()
+        d.commands and d.commands <= EVERY_COMMAND | COURSE_COMMANDS | STUDENT_COMMANDS
+        for d in DECLARATIONS.values()
     )
 
 

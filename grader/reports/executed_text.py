@@ -1,0 +1,70 @@
+"""The executed-program facts of a collectives check as monospace text, for the terminal (`shardlab check`)
+and the Markdown of results.json: the pipeline grids, the permute pairs, the all-to-all buffers, drawn as the
+layouts are drawn there, in a few lines of plain characters."""
+
+from __future__ import annotations
+
+from grader.core.results import CollectivesCheck
+from grader.reports import executed_facts as ef
+from grader.reports.text import printable
+
+_BUBBLE = "."
+
+
+def grid_text(rows: list[list[int]], label: str) -> list[str]:
+    """A stages x steps grid: a microbatch's number where a stage works, "." for a bubble."""
+    if not rows or not rows[0]:
+        return [f"{label}: no step"]
+    width = max(len(str(max(max(r) for r in rows))), len(str(len(rows[0]) - 1)))
+    head = f"{label:<10}step " + " ".join(f"{t:>{width}}" for t in range(len(rows[0])))
+    lines = [head]
+    for s, row in enumerate(rows):
+        cells = " ".join(f"{_BUBBLE if m == ef.BUBBLE else m:>{width}}" for m in row)
+        lines.append(f"  stage {s:<{max(2, len(str(len(rows) - 1)))}}     {cells}")
+    return lines
+
+
+def pipeline_text(figures: ef.PipelineFigures) -> list[str]:
+    schedule = figures.schedule
+    lines = [f"pipeline of {ef.schedule_words(schedule)}: {ef.sends_words(figures)}"]
+    lines += grid_text(ef.grid_rows(schedule, schedule.steps), "expected")
+    if cut := ef.cut_words(schedule, schedule.steps):
+        lines.append(f"  ({cut})")
+    steps = figures.actual_steps
+    if steps is None:
+        lines.append("actual: not drawn, its number of steps is unknown")
+        return lines
+    lines += grid_text(ef.grid_rows(schedule, steps), "actual")
+    if cut := ef.cut_words(schedule, steps):
+        lines.append(f"  ({cut})")
+    return lines
+
+
+def exchange_text(rows: list[ef.ExchangeRow]) -> list[str]:
+    if not rows:
+        return ["all-to-all: none in the compiled program"]
+    return [
+        f"all-to-all {row.shape_words or '?'}: {'?' if row.bytes is None else row.bytes} bytes per "
+        f"device, the capacity's buffer {row.buffer} bytes ({row.ratio})"
+        for row in rows
+    ]
+
+
+def check_lines(check: CollectivesCheck) -> list[str]:
+    """Everything the executed facts of `check` say, as text; [] for a check without them."""
+    lines: list[str] = []
+    if check.rule is not None:
+        lines.append(f"rule: {printable(check.rule)}")
+    if ef.counted(check):
+        lines += [
+            f"{c.op} runs: {ef.executed_words(c.executed, c.unknown_trip_count)}"
+            for c in check.found
+        ]
+    if (pipeline := ef.pipeline_figures(check)) is not None:
+        lines += pipeline_text(pipeline)
+    if (pairs := ef.pair_figures(check)) is not None:
+        lines += ["collective-permute pairs (device positions, source->target):"]
+        lines += ["  " + line for line in ef.pair_lines(pairs)]
+    if (exchange := ef.exchange_rows(check)) is not None:
+        lines += exchange_text(exchange)
+    return [printable(line) for line in lines]

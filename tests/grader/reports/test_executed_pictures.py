@@ -1,0 +1,508 @@
+"""The executed-program facts drawn: a pipeline's stages x steps grid (expected beside what the executed sends
+imply), a permute's pairs on rings, an all-to-all's bytes beside its buffer; in the HTML page, the Markdown of
+results.json and the terminal. The facts are built by hand, as grader.checks.executed records them.
+
+The browser test opens the page in Chromium, takes a screenshot and reads its pixels: the bubbles and the
+microbatches are visible where the cells are, the missing pair's arrow is red, and nothing leaves its box."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import struct
+import zlib
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec
+from rich.console import Console
+
+from grader.checks import assert_executed, assert_permute_pairs, compiled, test_mesh
+from grader.commands import student
+from grader.core import facts
+from grader.core.results import (
+    Category,
+    Collective,
+    CollectivesCheck,
+    PipelineSchedule,
+    TestResult,
+)
+from grader.course import catalog
+from grader.grading.results import GradingResults, score_exercise
+from grader.reports import executed_facts as ef, feedback_page, markdown
+from grader.reports.executed_text import check_lines, grid_text
+from grader.reports.ring_picture import ring_figure
+from grader.reports.schedule_picture import schedule_figure
+from grader.reports.writers import write_all
+
+P, A2A = "collective-permute", "all-to-all"
+SCRIPT = "<script>alert(1)</script><img src=x>"
+CHAIN = ((0, 1), (1, 2), (2, 3))
+CYCLE = (*CHAIN, (3, 0))
+
+
+def permute(pairs, executed=None, unknown=False) -> Collective:
+    return Collective(
+        P, 2, ("stage",), "cp = f32[8] collective-permute(x)", executed, unknown, tuple(pairs)
+    )
+
+
+def pipeline_check(sends: int | None, unknown: bool = False, stages=4, microbatches=6):
+    return CollectivesCheck(
+        "your pipeline",
+        (permute(CHAIN, sends, unknown),),
+        sends == stages + microbatches - 2,
+        rule=f"collective-permute runs exactly {stages + microbatches - 2} times",
+        schedule=PipelineSchedule(stages, microbatches),
+    )
+
+
+def ring_check(found, expected=CYCLE) -> CollectivesCheck:
+    return CollectivesCheck(
+        "your ring",
+        (permute(found, 3),),
+        set(found) == set(expected),
+        rule="collective-permute sends one cycle along 'x'",
+        expected_pairs=expected,
+    )
+
+
+def cells(markup: str, kind: str, role: str) -> int:
+    grid = markup.split(f'data-role="{role}"', 1)[1].split("</svg>", 1)[0]
+    return grid.count(f'class="cell {kind}"')
+
+
+# -- the pipeline ---------------------------------------------------------------------------------------
+
+
+def test_the_expected_grid_of_4_stages_and_6_microbatches():
+    schedule = PipelineSchedule(4, 6)
+    rows = ef.grid_rows(schedule, schedule.steps)
+    assert rows == schedule.grid()  # the cut grid is the schedule's own, when nothing is cut
+    assert len(rows) == 4 and all(len(row) == 9 for row in rows)
+    for s, row in enumerate(rows):  # stage s works on 0..5 from step s, idle the other 3 steps
+        assert row[s : s + 6] == list(range(6))
+        assert row.count(ef.BUBBLE) == 3
+    figure = schedule_figure(ef.pipeline_figures(pipeline_check(8)))
+    assert cells(figure, "work", "expected") == 24 and cells(figure, "bubble", "expected") == 12
+    assert cells(figure, "work", "actual") == 24 and cells(figure, "bubble", "actual") == 12
+    assert 'data-actual-steps="9"' in figure and "the steps expected" in figure
+    assert "9 steps, 12 bubble cells" in figure
+
+
+def test_the_actual_grid_is_what_the_executed_sends_make():
+    """11 sends: 12 steps, which the same 4 stages fill with 9 items (microbatches 0-2 a second time): 3 more
+    work cells in each of the 4 rows than the expected grid, still 3 bubbles each."""
+    figures = ef.pipeline_figures(pipeline_check(11))
+    assert figures.actual_steps == 12
+    assert ef.grid_rows(figures.schedule, 12) == figures.schedule.grid(steps=12)
+    figure = schedule_figure(figures)
+    assert cells(figure, "work", "actual") == 4 * 9 and cells(figure, "bubble", "actual") == 12
+    assert cells(figure, "bubble", "expected") == 12 and "not the steps expected" in figure
+    assert "run 11 times, which makes 12 steps" in figure
+
+
+def test_a_count_of_a_billion_sends_draws_64_steps_and_says_so():
+    figures = ef.pipeline_figures(pipeline_check(10**9))
+    rows = ef.grid_rows(figures.schedule, figures.actual_steps)
+    assert [len(row) for row in rows] == [ef.GRID_STEPS] * 4
+    figure = schedule_figure(figures)
+    assert f"only the first 64 of {10**9 + 1} steps drawn" in figure
+    assert cells(figure, "work", "actual") + cells(figure, "bubble", "actual") == 4 * 64
+    text = "\n".join(check_lines(pipeline_check(10**9)))
+    assert f"(only the first 64 of {10**9 + 1} steps drawn)" in text
+
+
+def test_a_pipeline_of_20_stages_draws_16_and_says_so():
+    figure = schedule_figure(ef.pipeline_figures(pipeline_check(24, stages=20, microbatches=6)))
+    assert (
+        figure.count('data-stages="16"') == 2 and "only the first 16 of 20 stages drawn" in figure
+    )
+    assert cells(figure, "work", "expected") + cells(figure, "bubble", "expected") == 16 * 25
+
+
+def test_an_unknown_trip_count_is_said_never_guessed():
+    check = pipeline_check(None, unknown=True)
+    figure = schedule_figure(ef.pipeline_figures(check))
+    assert 'data-actual-steps="unknown"' in figure
+    assert "not drawn: how many steps the program takes is unknown" in figure
+    assert (
+        cells(figure, "work", "expected") == 24 and 'data-role="actual" data-stages' not in figure
+    )
+    table = feedback_page.collectives_table(check)
+    assert "unknown: in a loop with no static trip count" in table and "<th>runs</th>" in table
+    lines = check_lines(check)
+    assert "collective-permute runs: unknown: in a loop with no static trip count" in lines
+    assert "actual: not drawn, its number of steps is unknown" in lines
+
+
+def test_the_terminal_grid_marks_bubbles_with_dots():
+    schedule = PipelineSchedule(4, 6)
+    lines = grid_text(ef.grid_rows(schedule, 9), "expected")
+    assert lines[0].split()[1:] == ["step", *map(str, range(9))]
+    assert lines[1].split()[2:] == ["0", "1", "2", "3", "4", "5", ".", ".", "."]
+    assert lines[4].split()[2:] == [".", ".", ".", "0", "1", "2", "3", "4", "5"]
+    # the cells stand under their step's number
+    assert lines[4].index("5") == lines[0].rindex("8")
+
+
+# -- the pairs ------------------------------------------------------------------------------------------
+
+
+def test_a_chain_missing_its_wrap_draws_the_wrap_dashed_red():
+    figures = ef.pair_figures(ring_check(CHAIN))
+    assert [figures.kind(p) for p in CYCLE] == ["matched"] * 3 + ["missing"]
+    figure = ring_figure(figures)
+    assert figure.count('class="pair matched"') == 3 and figure.count('class="pair missing"') == 1
+    missing = figure.split('class="pair missing"', 1)[1].split("</g>", 1)[0]
+    assert 'data-source="3" data-target="0"' in missing and 'stroke-dasharray="5 3"' in missing
+    assert 'data-missing="1"' in figure and 'data-extra="0"' in figure
+    assert "expected, MISSING: 3->0" in ef.pair_lines(figures)
+
+
+def test_a_ring_with_an_extra_pair_marks_it():
+    figures = ef.pair_figures(ring_check((*CYCLE, (1, 3))))
+    figure = ring_figure(figures)
+    assert figure.count('class="pair matched"') == 4 and figure.count('class="pair extra"') == 1
+    assert 'data-source="1" data-target="3"' in figure.split('class="pair extra"', 1)[1]
+    assert ef.pair_lines(figures)[-1] == "found, NOT expected: 1->3"
+
+
+def test_pairs_within_the_groups_of_a_2d_mesh_draw_a_ring_per_group():
+    rows = tuple(p for base in (0, 4) for p in ((base, base + 1), (base + 1, base)))
+    figures = ef.pair_figures(ring_check(rows, expected=rows))
+    assert figures.rings() == [[0, 1], [4, 5]]
+    figure = ring_figure(figures)
+    assert figure.count('class="ring"') == 2 and figure.count('class="pair matched"') == 4
+    assert 'data-devices="0,1"' in figure and 'data-devices="4,5"' in figure
+
+
+def test_more_rings_than_drawn_are_said_and_listed():
+    pairs = tuple((2 * i, 2 * i + 1) for i in range(20))
+    figure = ring_figure(ef.pair_figures(ring_check(pairs, expected=pairs)))
+    assert figure.count('class="ring"') == 8
+    assert "12 groups of devices not drawn" in figure and "38-&gt;39" in figure
+
+
+def test_a_ring_of_1024_devices_is_listed_not_drawn():
+    """A permute's pairs are bounded by bounds.MAX_PAIRS (1,024): such a ring is too large to draw, its text is
+    cut at 64 pairs of a kind, and the counts stay whole."""
+    ring = tuple((i, (i + 1) % 1024) for i in range(1024))
+    figures = ef.pair_figures(ring_check(ring, expected=tuple((b, a) for a, b in ring)))
+    figure = ring_figure(figures)
+    assert 'class="ring"' not in figure and "1 groups of devices not drawn" in figure
+    assert 'data-missing="1024"' in figure and 'data-extra="1024"' in figure
+    lines = ef.pair_lines(figures)
+    assert [line.split(": ")[0] for line in lines] == ["expected, MISSING", "found, NOT expected"]
+    listed = [line.split(": ", 1)[1].split() for line in lines]
+    assert [len(words) for words in listed] == [64 + 3] * 2  # 64 pairs, "and 960 more"
+    assert all(" ".join(words[-3:]) == "and 960 more" for words in listed)
+
+
+def test_every_pair_among_32_devices_is_listed_not_drawn_past_128_arrows():
+    """32 devices sending to each other (992 pairs) pass the devices' cap but not the arrows' (128): the group is
+    said and listed, and a small ring beside it is still drawn."""
+    every = tuple((a, b) for a in range(32) for b in range(32) if a != b)
+    check = CollectivesCheck("your function", (permute((*every, (40, 41)), 1),), None)
+    figure = ring_figure(ef.pair_figures(check))
+    assert figure.count('class="ring"') == 1 and 'data-devices="40,41"' in figure
+    assert figure.count('class="pair found"') == 1 and "1 groups of devices not drawn" in figure
+    assert len(figure) < 16_000
+
+
+# -- the exchange ---------------------------------------------------------------------------------------
+
+
+def test_the_all_to_all_table_sets_the_bytes_beside_the_buffer():
+    check = CollectivesCheck(
+        "your layer",
+        (
+            Collective(A2A, 4, ("expert",), "a2a", 1, False, (), ((4, 8, 16),), 2048),
+            Collective(A2A, 4, ("expert",), "a2a", 1, False, (), ((512,),), 2048),
+        ),
+        False,
+        rule="each all-to-all moves at most 1024 bytes per device",
+        buffer_bytes=1024,
+    )
+    rows = ef.exchange_rows(check)
+    assert [(r.shape_words, r.bytes, r.buffer, r.ratio) for r in rows] == [
+        ("(4, 8, 16)", 2048, 1024, "2.00x"),
+        ("(512,)", 2048, 1024, "2.00x"),
+    ]
+    table = feedback_page.collectives_table(check)
+    assert table.count('class="exchange"') == 3  # the table and its two rows
+    assert "<td>(4, 8, 16)</td>" in table and '<td class="num">2.00x</td>' in table
+    assert check_lines(check)[-1] == (
+        "all-to-all (512,): 2048 bytes per device, the capacity's buffer 1024 bytes (2.00x)"
+    )
+
+
+# -- old reports, names from a submission ---------------------------------------------------------------
+
+
+def test_an_old_report_without_the_new_keys_renders_as_before():
+    old = {
+        "what": "your layer",
+        "found": [{"op": "all-reduce", "group_size": 4, "mesh_axes": ["x"], "line": "ar"}],
+        "passed": True,
+        "exactly": {"all-reduce": 1},
+    }
+    check = CollectivesCheck.from_dict(old)
+    table = feedback_page.collectives_table(check)
+    assert "runs" not in table and "<svg" not in table and "exchange" not in table
+    assert check_lines(check) == []
+    assert "```" not in markdown.collectives_table(check)
+
+
+def test_names_from_a_submission_stay_text_everywhere():
+    check = CollectivesCheck(
+        SCRIPT,
+        (Collective(P, 2, (SCRIPT,), SCRIPT, 3, False, CHAIN),),
+        False,
+        rule=f"collective-permute runs {SCRIPT}\x1b[31m",
+        schedule=PipelineSchedule(2, 2),
+        expected_pairs=CYCLE,
+    )
+    page = feedback_page.collectives_table(check)
+    assert "<script" not in page and "<img" not in page and "&lt;script&gt;" in page
+    assert all("\x1b" not in line for line in check_lines(check))
+    assert "<script" not in markdown.collectives_table(check).split("```", 1)[0]
+
+
+# -- the Markdown and the terminal ----------------------------------------------------------------------
+
+
+def failed_test(*checks: CollectivesCheck) -> TestResult:
+    return TestResult(
+        nodeid="tests/exercises/ex14_pipeline/test_visible.py::test_schedule",
+        exercise="ex14_pipeline",
+        hidden=False,
+        weight=1.0,
+        category=str(Category.FAILED),
+        message="the compiled program of your pipeline should run collective-permute 8 times",
+        duration=0.5,
+        collectives=list(checks),
+    )
+
+
+def test_the_markdown_draws_the_grid_and_the_pairs_verbatim():
+    out = markdown.test_output(failed_test(pipeline_check(11), ring_check(CHAIN)))
+    blocks = out.split("```")
+    drawn = "\n".join(blocks[3::2])  # the blocks after the verdict's
+    assert "actual    step  0  1" in drawn and "  stage 3" in drawn
+    assert "expected, MISSING: 3->0" in drawn
+    assert "collective-permute runs: 11 times" in drawn
+    assert "| collective\\-permute | 1 | 2 | stage | the rule below |" in blocks[2]
+
+
+def test_the_terminal_prints_the_grids_under_a_failed_test():
+    console = Console(record=True, width=100, file=io.StringIO())
+    student.render_test(failed_test(pipeline_check(11), ring_check(CHAIN)), console)
+    shown = console.export_text()
+    assert "      expected  step 0 1 2 3 4 5 6 7 8\n" in shown
+    assert "      actual    step  0  1  2  3  4  5  6  7  8  9 10 11\n" in shown
+    # 12 steps of the same 4 stages: 9 items, microbatch m's second pass numbered m again
+    assert "        stage 3       .  .  .  0  1  2  3  4  5  0  1  2\n" in shown
+    assert "expected, MISSING: 3->0" in shown
+    passed = dataclasses.replace(failed_test(pipeline_check(8)), category=str(Category.PASSED))
+    console = Console(record=True, width=100, file=io.StringIO())
+    student.render_test(passed, console)
+    assert "stage" not in console.export_text()  # a passed test stays one line
+
+
+# -- in a browser ---------------------------------------------------------------------------------------
+
+
+def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """A Chromium screenshot (8-bit RGB or RGBA, not interlaced) as width, height and rows of RGB bytes."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    at, idat, header = 8, b"", None
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at : at + 8])
+        body = data[at + 8 : at + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        at += 12 + length
+    width, height, depth, colour, _, _, interlace = header
+    assert depth == 8 and colour in (2, 6) and interlace == 0
+    step = 4 if colour == 6 else 3
+    raw, rows, previous = zlib.decompress(idat), [], bytearray(width * step)
+    stride = width * step + 1
+    for y in range(height):
+        kind, line = raw[y * stride], bytearray(raw[y * stride + 1 : (y + 1) * stride])
+        for i in range(len(line)):
+            left = line[i - step] if i >= step else 0
+            up, corner = previous[i], previous[i - step] if i >= step else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 255
+            elif kind == 2:
+                line[i] = (line[i] + up) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 255
+            elif kind == 4:
+                p = left + up - corner
+                near = min((abs(p - left), 0), (abs(p - up), 1), (abs(p - corner), 2))[1]
+                line[i] = (line[i] + (left, up, corner)[near]) & 255
+        rows.append(bytes(b for i, b in enumerate(line) if i % step < 3))
+        previous = line
+    return width, height, rows
+
+
+@pytest.fixture(scope="module")
+def pictured(tmp_path_factory):
+    """write_all's folder for a grading with a pipeline check (11 sends), a ring check missing its wrap and
+    with an extra pair, and a pipeline of a billion sends (the widest grid drawn)."""
+    ex = catalog.get("ex10")
+    test = dataclasses.replace(
+        failed_test(pipeline_check(11), ring_check((*CHAIN, (1, 3))), pipeline_check(10**9)),
+        exercise=ex.id,
+        nodeid=f"tests/exercises/{ex.id}/test_visible.py::test_x",
+    )
+    out = tmp_path_factory.mktemp("pictured")
+    write_all(GradingResults("alice", {ex.id: score_exercise(ex, [test])}), out)
+    return out
+
+
+def test_report_json_holds_what_the_page_draws(pictured):
+    report = GradingResults.from_dict(json.loads((pictured / "report.json").read_text()))
+    (test,) = report.tests()
+    assert test.collectives[0].schedule == PipelineSchedule(4, 6)
+    assert test.collectives[1].expected_pairs == CYCLE
+
+
+def test_the_screenshot_shows_the_grids_and_the_ring(browser, page_visit, pictured):
+    with page_visit(browser, pictured / "feedback.html", javascript=True) as seen:
+        page = seen.page
+        figure = page.locator('figure.pipeline-check[data-actual-steps="12"]')
+        figure.scroll_into_view_if_needed()
+        box = figure.bounding_box()
+        shot = page.screenshot(clip=box)
+        cells_seen = page.evaluate("""() => [...document.querySelectorAll(
+            'figure.pipeline-check[data-actual-steps="12"] g.cell')].map(g => { const r = g.querySelector('rect')
+            .getBoundingClientRect(); return {role: g.closest('svg').dataset.role,
+            bubble: g.classList.contains('bubble'), x: r.x + r.width / 2, y: r.y + r.height / 2,
+            w: r.width, h: r.height}; })""")
+        ring = page.locator(
+            'figure.ring-check[data-missing="1"]'
+        )  # the pipeline's chain has one too
+        ring.scroll_into_view_if_needed()
+        ring_box = ring.bounding_box()
+        ring_shot = page.screenshot(clip=ring_box)
+        missing = page.evaluate("""() => { const l = document.querySelector(
+            'figure.ring-check g.pair.missing line'); const r = l.getBoundingClientRect();
+            return {x1: +l.getAttribute('x1'), y1: +l.getAttribute('y1'), x2: +l.getAttribute('x2'),
+            y2: +l.getAttribute('y2'), svg: l.ownerSVGElement.getBoundingClientRect().toJSON(),
+            dash: getComputedStyle(l).strokeDasharray, arrows: document.querySelectorAll(
+            'figure.ring-check[data-missing="1"] g.pair').length}; }""")
+        # every picture and table inside its test's box, the 64 steps of the widest grid too
+        outside = page.evaluate("""() => [...document.querySelectorAll(
+            'figure.collectives-check svg, figure.collectives-check table')].filter(s => {
+              const r = s.getBoundingClientRect(), a = s.closest('article').getBoundingClientRect();
+              return r.width === 0 || r.left < a.left || r.right > a.right; }).length""")
+        widest = page.evaluate("""() => document.querySelector(
+            'figure.pipeline-check svg[data-role="actual"][data-steps="64"]').getBBox().width""")
+    assert seen.requests == [] and seen.console == [] and seen.errors == []
+    assert outside == 0 and widest > 64 * 14
+    # the cells: 4 x 9 expected and 4 x 12 actual, 12 bubbles in each, each cell of a visible size
+    expected = [c for c in cells_seen if c["role"] == "expected"]
+    actual = [c for c in cells_seen if c["role"] == "actual"]
+    assert (len(expected), sum(c["bubble"] for c in expected)) == (36, 12)
+    assert (len(actual), sum(c["bubble"] for c in actual)) == (48, 12)
+    assert all(c["w"] >= 12 and c["h"] >= 12 for c in cells_seen)
+    # the screenshot: a bubble's centre is the bubble grey, a microbatch's is a colour, not the page's white
+    width, height, rows = png_pixels(shot)
+    assert (width, height) == (round(box["width"]), round(box["height"]))
+
+    def pixel(rows, frame, x, y) -> tuple[int, int, int]:
+        row = rows[int(y - frame["y"])]
+        at = 3 * int(x - frame["x"])
+        return tuple(row[at : at + 3])
+
+    for cell in cells_seen:
+        # a point inside the cell, off its label
+        colour = pixel(rows, box, cell["x"] - cell["w"] / 2 + 2.5, cell["y"] - cell["h"] / 2 + 2.5)
+        if cell["bubble"]:
+            assert colour == (0xEA, 0xEE, 0xF2), cell
+        else:
+            assert colour != (0xEA, 0xEE, 0xF2) and colour != (255, 255, 255), cell
+    # the ring: 5 arrows; the missing one's middle is red in the screenshot
+    assert missing["arrows"] == 5 and missing["dash"] == "5px, 3px"
+    _, _, ring_rows = png_pixels(ring_shot)
+    mx = missing["svg"]["x"] + (missing["x1"] + missing["x2"]) / 2
+    my = missing["svg"]["y"] + (missing["y1"] + missing["y2"]) / 2
+    near = [
+        pixel(ring_rows, ring_box, mx + dx, my + dy) for dx in range(-2, 3) for dy in range(-2, 3)
+    ]
+    assert any(r > 150 and g < 100 and b < 100 for r, g, b in near), near
+
+
+# -- from real compiled programs ------------------------------------------------------------------------
+
+
+def recorded(check_call) -> CollectivesCheck:
+    """The collectives check that grader.checks.executed records for `check_call`, failing or not."""
+    facts.start()
+    try:
+        check_call()
+    except AssertionError:
+        pass
+    (check,) = facts.take().collectives
+    return check
+
+
+def loop_of_sends(mesh, steps: int, pairs):
+    def body(x):
+        return jax.lax.fori_loop(0, steps, lambda i, c: jax.lax.ppermute(c, "stage", pairs), x)
+
+    spec = PartitionSpec("stage")
+    fn = jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec)
+    x = jax.device_put(jnp.ones((8, 16), jnp.float32), NamedSharding(mesh, spec))
+    return compiled(fn, x)
+
+
+@pytest.mark.parametrize("sends, steps", [(8, 9), (3, 4)])
+def test_a_compiled_pipeline_draws_the_grid_its_sends_make(sends, steps):
+    """8 sends in a loop (the reference's M + S - 2) draw the expected 9 steps; the whole batch as one
+    microbatch (3 sends) draws 4 steps, the cells of 4 items: the picture tells them apart."""
+    line = test_mesh((4,), ("stage",), "explicit")
+    prog = loop_of_sends(line, sends, CHAIN)
+    check = recorded(
+        lambda: assert_executed(
+            prog, P, at_least=8, at_most=9, schedule=PipelineSchedule(4, 6), what="pipeline"
+        )
+    )
+    figure = schedule_figure(ef.pipeline_figures(check))
+    assert f'data-actual-steps="{steps}"' in figure
+    assert cells(figure, "work", "actual") == 4 * (steps - 3)
+    assert ("not the steps expected" in figure) == (steps != 9)
+
+
+def test_a_compiled_chain_judged_as_a_cycle_draws_its_missing_wrap():
+    line = test_mesh((4,), ("stage",), "explicit")
+    check = recorded(
+        lambda: assert_permute_pairs(loop_of_sends(line, 1, CHAIN), line, "stage", shape="cycle")
+    )
+    figures = ef.pair_figures(check)
+    kinds = {pair: figures.kind(pair) for pair in figures.pairs()}
+    assert [pair for pair, kind in kinds.items() if kind == "missing"] == [(3, 0)]
+    assert 'data-missing="1"' in ring_figure(figures)
+
+
+def test_compiled_pairs_within_the_rows_of_a_2d_mesh_draw_a_ring_per_row():
+    grid = test_mesh((2, 4), ("data", "stage"), "explicit")
+
+    def body(x):
+        return jax.lax.ppermute(x, "stage", [(s, (s + 1) % 4) for s in range(4)])
+
+    spec = PartitionSpec("data", "stage")
+    fn = jax.shard_map(body, mesh=grid, in_specs=spec, out_specs=spec)
+    x = jax.device_put(jnp.ones((8, 16), jnp.float32), NamedSharding(grid, spec))
+    check = recorded(lambda: assert_permute_pairs(compiled(fn, x), grid, "stage", shape="cycle"))
+    figures = ef.pair_figures(check)
+    assert figures.rings() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    figure = ring_figure(figures)
+    assert figure.count('class="ring"') == 2 and figure.count('class="pair matched"') == 8
