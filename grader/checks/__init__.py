@@ -37,7 +37,6 @@ from grader.checks.speedup import (
     judge,
     measure_speedup,
 )
-from grader.checks.tracing import differentiating
 
 __all__ = [
     "COLLECTIVES",
@@ -61,7 +60,6 @@ __all__ = [
     "collectives_in",
     "compare",
     "compiled",
-    "differentiating",
     "executed_collectives",
     "flops_per_device",
     "hlo_text",

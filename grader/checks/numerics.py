@@ -30,8 +30,10 @@ def compare(actual, expected, *, rtol: float, atol: float, name: str = "result")
     if not bad.any():
         return None
     rel_err = abs_err / np.maximum(np.abs(want64), np.finfo(np.float64).tiny)
-    worst_abs = np.unravel_index(np.nanargmax(np.where(bad, abs_err, -np.inf)), got.shape)
-    worst_rel = np.unravel_index(np.nanargmax(np.where(bad, rel_err, -np.inf)), got.shape)
+    # A NaN against a number is the worst error there is (and an array of NaN only has no other).
+    worst = lambda err: np.argmax(np.where(bad, np.nan_to_num(err, nan=np.inf), -np.inf))  # noqa: E731
+    worst_abs = np.unravel_index(worst(abs_err), got.shape)
+    worst_rel = np.unravel_index(worst(rel_err), got.shape)
     at = lambda idx: tuple(int(i) for i in idx)  # noqa: E731
     return (
         f"{name} differs from the reference in {int(bad.sum())} of {got.size} elements "

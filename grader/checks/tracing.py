@@ -14,7 +14,6 @@ from contextvars import ContextVar
 import jax
 
 _ARGUMENTS: ContextVar[tuple] = ContextVar("shardlab_compiled_arguments", default=())
-_DIFFERENTIATING: ContextVar[bool] = ContextVar("shardlab_differentiating", default=False)
 
 
 @contextlib.contextmanager
@@ -24,22 +23,6 @@ def compiling_for(args):
         yield
     finally:
         _ARGUMENTS.reset(token)
-
-
-@contextlib.contextmanager
-def differentiating():
-    """A test about to take jax.grad of a student's function: a stand-in asks the worker for the program's
-    derivative too (jax.export's VJP), which the harness checks as it checks the program. Elsewhere the
-    harness refuses a program carrying a derivative, and a worker is never asked for one."""
-    token = _DIFFERENTIATING.set(True)
-    try:
-        yield
-    finally:
-        _DIFFERENTIATING.reset(token)
-
-
-def wants_derivative() -> bool:
-    return _DIFFERENTIATING.get()
 
 
 def layout_hint(shape, dtype) -> jax.sharding.Sharding | None:

@@ -207,6 +207,16 @@ EXERCISES: tuple[Exercise, ...] = (
         seeds='"How to Scale Your Model" (Transformers, MoE), MaxText moe',
         part=2,
     ),
+    Exercise(
+        id="ex16_context_parallel",
+        title="Context parallelism: long sequences over devices",
+        points=20,
+        hint="Keep each device's queries and move the keys and values instead: round a ring, block by "
+        "block, with the softmax accumulated online (a running maximum and sum), or with all_to_all "
+        "from a split sequence to split heads. A fully masked block must add nothing, not NaN.",
+        seeds="scaling book; ring attention; DeepSpeed-Ulysses; MaxText context parallelism",
+        part=2,
+    ),
 )
 
 _BY_ID = {exercise.id: exercise for exercise in EXERCISES}

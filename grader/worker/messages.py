@@ -46,8 +46,9 @@ class Call(FunctionRequest, frozen=True, tag="call"):
 
 
 class Export(FunctionRequest, frozen=True, tag="export"):
-    """Trace the function on the abstract arrays among its arguments; the answer is a Program. derivative:
-    the program carries its VJP too (a test differentiates it: grader.checks.tracing.differentiating)."""
+    """Trace the function on the abstract arrays among its arguments; the answer is a Program.
+    derivative: the harness differentiates the call (jax.grad of a test's function around it), so the
+    program carries its first-order VJP too."""
 
     derivative: bool = False
 

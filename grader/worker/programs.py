@@ -133,12 +133,13 @@ def _need(condition: bool, why: str) -> None:
         raise UntrustedProgram(why)
 
 
-def checked_program(artifact: str, *, derivative: bool = False):
+def checked_program(artifact: str, derivative: bool = False):
     """Deserialize a worker's exported program and refuse anything the harness should not compile: see
     the module's docstring (custom calls, host transfers, huge buffers, dynamic shapes), and a program
-    for another platform, or for more devices than exist. A derivative (the VJP jax.grad of the program
-    compiles) is refused unless the harness asked for one (`derivative`), and then it must be there,
-    have none of its own, and pass the same checks."""
+    for another platform or for more devices than exist. derivative: the harness asked for the
+    program's VJP (it differentiates the call), which must be there and pass the same checks, and carry
+    no derivative of its own; otherwise a program carrying one is refused (jax.grad of it would compile
+    it unchecked)."""
     import jax
 
     # its size: bounded as its message's
@@ -149,39 +150,39 @@ def checked_program(artifact: str, *, derivative: bool = False):
         raise UntrustedProgram("the traced program is not base64") from None
     try:
         exported = jax.export.deserialize(bytearray(raw))
-        found = exported_facts(exported)
     except Exception as exc:
         raise UntrustedProgram(
             f"the traced program could not be read: {type(exc).__name__}: {exc}"
         ) from None
-    _check_exported(exported, found)
+    _check(exported, "the traced program")
     if not derivative:
         _need(not exported.has_vjp(), "the traced program carries a derivative of its own")
         return exported
-    _need(exported.has_vjp(), "the traced program's derivative is missing")
+    _need(exported.has_vjp(), "the traced program carries no derivative, and the tests take one")
     try:
         vjp = exported.vjp()
-        vjp_found = exported_facts(vjp)
     except Exception as exc:
         raise UntrustedProgram(
             f"the traced program's derivative could not be read: {type(exc).__name__}: {exc}"
         ) from None
+    _check(vjp, "the traced program's derivative")
     _need(not vjp.has_vjp(), "the traced program's derivative carries a derivative of its own")
-    _check_exported(vjp, vjp_found)
-    return exported
+    # jax.grad calls exactly the derivative checked here, never a fresh copy of it
+    return dataclasses.replace(exported, _get_vjp=lambda _exported: vjp)
 
 
-def _check_exported(exported, found: ProgramFacts) -> None:
+def _check(exported, what: str) -> None:
     import jax
 
+    try:
+        found = exported_facts(exported)
+    except Exception as exc:
+        raise UntrustedProgram(f"{what} could not be read: {type(exc).__name__}: {exc}") from None
     _need(
         tuple(exported.platforms) == (jax.default_backend(),),
-        f"the traced program is for {exported.platforms}, not {jax.default_backend()}",
+        f"{what} is for {exported.platforms}, not {jax.default_backend()}",
     )
-    _need(
-        exported.nr_devices <= jax.device_count(),
-        "the traced program needs more devices than exist",
-    )
+    _need(exported.nr_devices <= jax.device_count(), f"{what} needs more devices than exist")
     why = refusal(found)
     _need(why is None, why or "")
 

@@ -101,7 +101,11 @@ def handle(
         if isinstance(request, messages.Export):
             return messages.Program(
                 **traced_programs.export_traced(
-                    fn, args, kwargs, functions=channel.returned, derivative=request.derivative
+                    fn,
+                    args,
+                    kwargs,
+                    functions=channel.returned,
+                    vjp_order=1 if request.derivative else 0,
                 )
             )
         result = fn(*args, **kwargs)

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
-from grader.checks.tracing import layout_hint, wants_derivative
+from grader.checks.tracing import layout_hint
 from grader.worker import codec, messages, traced_programs
 from grader.worker.error_reports import remote_exception
 from grader.worker.failures import FunctionStopped, WorkerFailure
@@ -64,16 +64,29 @@ def _harness_functions(worker: Worker) -> HarnessFunctions:
     return _HARNESS_FUNCTIONS.setdefault(worker, HarnessFunctions())
 
 
-def _has_tracer(tree) -> bool:
+def _tracers(tree):
     import jax
 
     if isinstance(tree, jax.core.Tracer):
-        return True
-    if type(tree) in (tuple, list):
-        return any(_has_tracer(v) for v in tree)
-    if type(tree) is dict:
-        return any(_has_tracer(v) for v in tree.values())
-    return False
+        yield tree
+    elif type(tree) in (tuple, list):
+        for v in tree:
+            yield from _tracers(v)
+    elif type(tree) is dict:
+        for v in tree.values():
+            yield from _tracers(v)
+
+
+def _has_tracer(tree) -> bool:
+    return any(True for _ in _tracers(tree))
+
+
+def _differentiated(tree) -> bool:
+    """Whether an argument is a tracer of JAX's differentiation (jax.grad, jax.vjp or jax.jvp around the
+    call: JVPTracer and the linearize tracer beside it): the program must then carry its VJP."""
+    from jax.interpreters.ad import JVPTracer
+
+    return any(type(t).__module__ == JVPTracer.__module__ for t in _tracers(tree))
 
 
 def _abstract(value):
@@ -212,7 +225,7 @@ class RemoteModule:
 
     def _traced_call(self, target: dict, args: tuple, kwargs: dict, origin: str | None):
         abstract, arrays = traced_programs.abstract_arrays(args, kwargs, _abstract)
-        derivative = wants_derivative()
+        derivative = _differentiated((args, kwargs))
         message = messages.Export(
             self._name, **target, **self._encoded(target, *abstract), derivative=derivative
         )
@@ -221,8 +234,10 @@ class RemoteModule:
             answer = self._answer(
                 self.request(message, origin), messages.Program, "a malformed program"
             )
-            program = checked_program(answer.artifact, derivative=derivative)
-            self._programs[key] = (program, self._decode(answer.out))
+            self._programs[key] = (
+                checked_program(answer.artifact, derivative=derivative),
+                self._decode(answer.out),
+            )
         exported, layout = self._programs[key]
         return traced_programs.call_exported(exported, layout, arrays)
 

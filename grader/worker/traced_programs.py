@@ -23,14 +23,14 @@ def export_traced(
     *,
     functions: list | None = None,
     anonymous: bool = False,
-    derivative: bool = False,
+    vjp_order: int = 0,
 ) -> dict:
     """Trace fn on the abstract arrays (ShapeDtypeStructs) among args, the rest fixed, and export it:
     {"artifact": the serialized program, "out": the encoded layout of its results}. Arrays among the
     results become the program's outputs; everything else comes back as data, with a Slot where each
     output goes. anonymous: strip the program of every source location, scope and function name of the
-    code traced (grader.worker.programs.anonymous), for a reader not to see them. derivative: serialize the
-    program's VJP with it (jax.export's vjp_order=1), for a test that takes jax.grad of it."""
+    code traced (grader.worker.programs.anonymous), for a reader not to see them. vjp_order 1: the
+    program carries its VJP, for a harness that differentiates through it."""
     import jax
 
     structs = []
@@ -61,7 +61,7 @@ def export_traced(
     if anonymous:
         exported = programs.anonymous(exported)
     return {
-        "artifact": base64.b64encode(exported.serialize(vjp_order=int(derivative))).decode("ascii"),
+        "artifact": base64.b64encode(exported.serialize(vjp_order=vjp_order)).decode("ascii"),
         "out": encode(layout["out"], functions=functions),
     }
 

@@ -39,6 +39,13 @@ def test_nan_where_a_number_is_expected_fails():
     assert compare(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]), rtol=1e-5, atol=1e-6) is None
 
 
+def test_an_answer_of_nan_only_is_reported_not_an_error():
+    """Every element NaN (a causal attention whose fully masked blocks give NaN): a failure naming a NaN,
+    not numpy's "All-NaN slice" ValueError, which grading would count as an error of the grader's."""
+    report = compare(np.full((2, 3), np.nan), np.ones((2, 3)), rtol=1e-5, atol=1e-6)
+    assert "in 6 of 6 elements" in report and "got nan, expected 1" in report
+
+
 def test_a_non_array_answer_is_named():
     with pytest.raises(AssertionError, match="expected numbers"):
         assert_close(np.array(["a", "b"]), np.zeros(2))

@@ -409,38 +409,46 @@ def test_dynamic_shapes_and_derivatives_are_refused():
         checked_program(base64.b64encode(exported.serialize(vjp_order=1)).decode())
 
 
-def test_a_derivative_crosses_only_when_asked_and_is_checked_as_the_program():
-    """A test that takes jax.grad of a student's function asks for the program's VJP (differentiating()):
-    it must be there, carry none of its own, and pass the program's own checks, so that a clean forward
-    pass cannot bring a refused op in through its derivative."""
-    x = jax.ShapeDtypeStruct((4, 4), jnp.float32)
+def _with_vjp(fn, *args, order=1) -> str:
+    exported = jax.export.export(jax.jit(fn))(*args)
+    return base64.b64encode(exported.serialize(vjp_order=order)).decode()
 
-    def serialized(fn, order):
-        exported = jax.export.export(jax.jit(fn))(x)
-        return base64.b64encode(exported.serialize(vjp_order=order)).decode()
 
-    square = lambda a: (a * a).sum()  # noqa: E731
-    program = checked_program(serialized(square, 1), derivative=True)
-    a = jnp.arange(16.0).reshape(4, 4)
-    assert jnp.allclose(jax.grad(program.call)(a), 2 * a)
-    with pytest.raises(UntrustedProgram, match="derivative is missing"):
-        checked_program(serialized(square, 0), derivative=True)
-    with pytest.raises(UntrustedProgram, match="derivative carries a derivative of its own"):
-        checked_program(serialized(square, 2), derivative=True)
+def test_a_derivative_asked_for_is_checked_and_is_the_one_differentiated():
+    """When the tests differentiate a student's function, its program comes with its VJP: jax.grad then
+    runs that derivative, checked as the program is. A program without one, or whose derivative carries
+    one of its own, is refused."""
+    x = jax.ShapeDtypeStruct((4,), jnp.float32)
+    exported = checked_program(_with_vjp(jnp.sin, x), derivative=True)
+    grad = jax.jit(jax.grad(lambda v: exported.call(v).sum()))(jnp.arange(4.0))
+    np.testing.assert_allclose(grad, np.cos(np.arange(4.0)), rtol=1e-6)
+    with pytest.raises(UntrustedProgram, match="carries no derivative"):
+        checked_program(_artifact(jnp.sin, x), derivative=True)
+    with pytest.raises(UntrustedProgram, match="derivative carries a derivative"):
+        checked_program(_with_vjp(jnp.sin, x, order=2), derivative=True)
+
+
+def test_a_derivative_with_a_custom_call_is_refused():
+    """Hostile: a clean forward whose custom VJP calls a custom call (jax will not serialize a host
+    callback at all; a custom call is what could reach the harness's native code when jax.grad runs the
+    derivative). The derivative is checked as strictly as the program."""
+    x = jax.ShapeDtypeStruct((4,), jnp.float32)
 
     @jax.custom_vjp
-    def clean_forward(a):
-        return a.sum()
+    def f(v):
+        return v * 2
 
-    def forward(a):
-        return a.sum(), a
+    def backward(_, g):
+        return (jax.ffi.ffi_call("shardlab_forged_target", x)(g),)
 
-    def backward(a, g):  # a LAPACK custom call in the derivative only
-        return (g * jax.lax.linalg.lu(a)[0],)
-
-    clean_forward.defvjp(forward, backward)
-    with pytest.raises(UntrustedProgram, match=f"lapack_sgetrf_ffi: {programs.REFUSED}"):
-        checked_program(serialized(clean_forward, 1), derivative=True)
+    f.defvjp(lambda v: (f(v), None), backward)
+    exported = jax.export.export(
+        jax.jit(f),
+        disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("shardlab_forged_target")],
+    )(x)
+    assert checked_program(_artifact(f, x)) is not None  # the forward alone is clean
+    with pytest.raises(UntrustedProgram, match="shardlab_forged_target"):
+        checked_program(base64.b64encode(exported.serialize(vjp_order=1)).decode(), derivative=True)
 
 
 @jax.jit

@@ -67,6 +67,19 @@ MODULE = textwrap.dedent('''
         """An honest student's LU decomposition: LAPACK's getrf, a custom call."""
         return x + jax.lax.linalg.lu(jnp.eye(4, dtype=x.dtype) + x.sum())[0][0, 0] * 0
 
+    @jax.custom_vjp
+    def lu_in_its_derivative(x):
+        """A clean forward whose derivative runs a native kernel the harness refuses."""
+        return x * 2
+
+    def _forward(x):
+        return x * 2, x
+
+    def _backward(x, g):
+        return (g * jax.lax.linalg.lu(jnp.diag(x))[0].diagonal(),)
+
+    lu_in_its_derivative.defvjp(_forward, _backward)
+
     def programs_given(f, x):
         """Runs the tests' f under jit, and returns the text of every program the harness sent for it."""
         jax.jit(f)(x)
@@ -125,6 +138,20 @@ def test_a_traced_call_is_compiled_by_the_harness(module):
     program = jax.jit(lambda v: module.total(v, mesh))
     np.testing.assert_array_equal(np.asarray(program(x)), np.full(3, 8.0))
     assert collectives_in(program.lower(x).compile())["all-reduce"] == 1
+
+
+def test_a_traced_call_can_be_differentiated(module):
+    """jax.grad around a student's function (a gradient rule): the worker exports the program with its
+    derivative, and the harness's jax.grad runs it; without the grad, no derivative is asked for."""
+    mesh = mesh4()
+    x = jax.device_put(np.arange(24, dtype=np.float32).reshape(8, 3), NamedSharding(mesh, P("d")))
+    weights = jnp.asarray([1.0, 2.0, 3.0])
+    grad = jax.jit(jax.grad(lambda v: jnp.sum(module.total(v, mesh) * weights)))(x)
+    np.testing.assert_array_equal(np.asarray(grad), np.tile([1.0, 2.0, 3.0], (8, 1)))
+    programs_sent = list(module._programs.values())
+    assert [exported.has_vjp() for exported, _ in programs_sent] == [True]
+    jax.jit(lambda v: module.total(v, mesh))(x)
+    assert sorted(e.has_vjp() for e, _ in module._programs.values()) == [False, True]
 
 
 def test_on_an_auto_mesh_the_traced_program_gets_the_checks_input_layout(module):
@@ -251,6 +278,18 @@ def test_an_lu_decomposition_is_refused_with_the_message_the_tests_expect(module
     x = jax.device_put(np.ones(4, np.float32), jax.devices()[0])
     with pytest.raises(UntrustedProgram, match=f"lapack_sgetrf_ffi: {programs.REFUSED}"):
         jax.jit(module.with_lu)(x)
+    assert module.strict(4) == 4  # the worker was not at fault
+
+
+def test_a_derivative_is_checked_as_strictly_as_the_program(module):
+    """Hostile: the forward is clean and passes; the derivative jax.grad would run calls lapack_sgetrf_ffi
+    (a custom VJP), and is refused before anything of it is compiled."""
+    x = jax.device_put(np.arange(1.0, 5.0, dtype=np.float32), jax.devices()[0])
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(module.lu_in_its_derivative)(x)), 2 * np.arange(1.0, 5.0)
+    )
+    with pytest.raises(UntrustedProgram, match=f"lapack_sgetrf_ffi: {programs.REFUSED}"):
+        jax.jit(jax.grad(lambda v: module.lu_in_its_derivative(v).sum()))(x)
     assert module.strict(4) == 4  # the worker was not at fault
 
 

@@ -1,0 +1,240 @@
+"""What ex16's visible and hidden tests share: the inputs, placed on the mesh, the float64 NumPy references
+(attention, its gradients, the zigzag order), and the rules the compiled programs are graded by, so that
+`shardlab check` applies the very checks grading does."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from grader.checks import (
+    NotReported,
+    assert_close,
+    assert_collectives,
+    assert_computes,
+    assert_executed,
+    assert_memory,
+    assert_permute_pairs,
+    assert_sharded_like,
+    compiled,
+    inputs,
+    test_mesh,
+)
+
+# standard normal inputs, outputs of order 1; float32 softmaxes summed in other orders
+TOL = dict(rtol=1e-5, atol=1e-5)
+GRAD_TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+def _mesh(n):
+    return test_mesh((n,), ("sp",), "explicit")
+
+
+def _arrays(shape, seed, count=3):
+    rng = inputs.rng(seed)
+    return tuple(rng.standard_normal(shape, dtype=np.float32) for _ in range(count))
+
+
+def _placed(mesh, *arrays):
+    return tuple(jax.device_put(a, NamedSharding(mesh, P("sp"))) for a in arrays)
+
+
+def _probabilities(q, k, causal):
+    q, k = np.asarray(q, np.float64), np.asarray(k, np.float64)
+    scores = q @ k.T / np.sqrt(q.shape[-1])
+    if causal:
+        scores = np.where(np.tril(np.ones(scores.shape, bool)), scores, -np.inf)
+    p = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+def _attention(q, k, v, causal=False):
+    """softmax(q @ k.T / sqrt(D) + mask) @ v in float64, (T, D); (T, H, D) head by head."""
+    if np.ndim(q) == 3:
+        heads = [_attention(q[:, h], k[:, h], v[:, h], causal) for h in range(q.shape[1])]
+        return np.stack(heads, axis=1)
+    return _probabilities(q, k, causal) @ np.asarray(v, np.float64)
+
+
+def _attention_grads(q, k, v, r, causal):
+    """The gradients of sum(attention(q, k, v) * r) with respect to q, k and v, in float64."""
+    q, k, v, r = (np.asarray(a, np.float64) for a in (q, k, v, r))
+    c = 1 / np.sqrt(q.shape[-1])
+    p = _probabilities(q, k, causal)
+    dp = r @ v.T
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    return ds @ k * c, ds.T @ q * c, p.T @ r
+
+
+def _zigzag(seq_len, n):
+    """The positions in device order: device d holds chunks d and 2n - 1 - d of 2n equal chunks."""
+    chunks = np.arange(seq_len).reshape(2 * n, seq_len // (2 * n))
+    return [int(i) for d in range(n) for i in np.concatenate([chunks[d], chunks[2 * n - 1 - d]])]
+
+
+@pytest.fixture
+def reference_zigzag():
+    """reference_zigzag(seq_len, n) -> the list zigzag_order must return."""
+    return _zigzag
+
+
+# --- the checks ------------------------------------------------------------------------------------
+
+
+def _ring_call(impl, mesh, causal):
+    return lambda q, k, v: impl.ring_attention(q, k, v, mesh, causal)
+
+
+def _check_ring_values(impl, n, T, D, causal, seed):
+    """ring_attention on n devices: P("sp") and the float64 attention's values."""
+    mesh = _mesh(n)
+    q, k, v = _arrays((T, D), seed)
+    out = jax.jit(_ring_call(impl, mesh, causal))(*_placed(mesh, q, k, v))
+    assert_sharded_like(out, mesh, P("sp"), _attention(q, k, v, causal), **TOL)
+
+
+def _check_ring_grads(impl, n, T, D, causal, seed):
+    """The gradients of sum(ring_attention(q, k, v) * r) for a fixed random r: no NaN anywhere (fully masked
+    blocks), and the float64 gradients' values."""
+    mesh = _mesh(n)
+    q, k, v = _arrays((T, D), seed)
+    (r,) = _arrays((T, D), seed + 100, count=1)
+    ring = _ring_call(impl, mesh, causal)
+
+    def loss(a, b, c):
+        return jnp.sum(ring(a, b, c) * r)
+
+    out, grads = jax.jit(
+        lambda a, b, c: (ring(a, b, c), jax.grad(loss, argnums=(0, 1, 2))(a, b, c))
+    )(*_placed(mesh, q, k, v))
+    kind = "causal" if causal else "non-causal"
+    for name, value in zip(("the output", "dq", "dk", "dv"), (out, *grads)):
+        bad = np.isnan(np.asarray(value))
+        assert not bad.any(), (
+            f"{kind} ring_attention on {n} devices (T={T}): {name} has {int(bad.sum())} NaN entries, first "
+            f"at {tuple(int(i) for i in np.argwhere(bad)[0])}. Expected none. A block whose keys all come "
+            "after the queries is masked out entirely: with a running maximum of -inf, exp(-inf - (-inf)) is "
+            "NaN. Start the maximum finite, or make sure a fully masked block adds exactly nothing."
+        )
+    expected = _attention_grads(q, k, v, r, causal)
+    for name, value, want in zip(("dq", "dk", "dv"), grads, expected):
+        assert_close(value, want, **GRAD_TOL, name=f"{kind} {name} on {n} devices")
+
+
+def _check_ring_program(impl, n, T, D, causal, seed):
+    """The compiled ring_attention: collective-permute only, pairs forming one n-cycle, run at least n - 1
+    times, and the program computes the attention."""
+    mesh = _mesh(n)
+    q, k, v = _arrays((T, D), seed)
+    args = _placed(mesh, q, k, v)
+    expected = _attention(q, k, v, causal)
+    program = compiled(_ring_call(impl, mesh, causal), *args)
+    what = f"ring_attention on {n} devices"
+    assert_collectives(
+        program, *args, only=("collective-permute",), expected=expected, **TOL, what=what
+    )
+    assert_permute_pairs(
+        program,
+        mesh,
+        "sp",
+        shape="cycle",
+        what=what,
+        hint="K and V travel round a ring: every device sends its block to the same neighbour, the "
+        "last one back to the first.",
+    )
+    assert_executed(
+        program,
+        "collective-permute",
+        at_least=n - 1,
+        what=what,
+        hint="the K and V blocks must make n - 1 moves round the ring, and the step count must be "
+        "static (a fori_loop or scan with Python int bounds).",
+    )
+
+
+def _check_ring_memory(impl, n, T, D, seed):
+    """XLA's temporary bytes per device of the compiled causal ring_attention, which must compute the
+    attention, stay below the whole K and V: a ring holds a block or two of them at a time."""
+    mesh = _mesh(n)
+    q, k, v = _arrays((T, D), seed)
+    args = _placed(mesh, q, k, v)
+    program = compiled(_ring_call(impl, mesh, True), *args)
+    what = f"ring_attention on {n} devices (T={T}, D={D})"
+    assert_computes(program(*args), _attention(q, k, v, True), **TOL, what=what)
+    whole_kv = k.nbytes + v.nbytes
+    try:
+        assert_memory(
+            program,
+            temp_below=whole_kv,
+            what=what,
+            hint=f"the whole K and V take {whole_kv} bytes, one block of each {whole_kv // n}. Do you "
+            "gather K and V, or keep every block you received (a Python loop over the steps)? Pass the "
+            "blocks on in a fori_loop and keep only the running m, l and o.",
+        )
+    except NotReported as exc:
+        pytest.skip(str(exc))
+
+
+def _check_ulysses_values(impl, n, T, H, D, seed):
+    mesh = _mesh(n)
+    q, k, v = _arrays((T, H, D), seed)
+    out = jax.jit(lambda a, b, c: impl.ulysses_attention(a, b, c, mesh))(*_placed(mesh, q, k, v))
+    assert_sharded_like(out, mesh, P("sp"), _attention(q, k, v), **TOL)
+
+
+def _check_ulysses_program(impl, n, T, H, D, seed):
+    """The compiled ulysses_attention: all-to-all only, 2 to 4 of them (q, k and v stacked in one or apart,
+    the output back in one), and the program computes the attention."""
+    mesh = _mesh(n)
+    q, k, v = _arrays((T, H, D), seed)
+    args = _placed(mesh, q, k, v)
+    expected = _attention(q, k, v)
+    program = compiled(lambda a, b, c: impl.ulysses_attention(a, b, c, mesh), *args)
+    what = f"ulysses_attention on {n} devices"
+    assert_collectives(program, *args, only=("all-to-all",), expected=expected, **TOL, what=what)
+    assert_executed(
+        program,
+        "all-to-all",
+        at_least=2,
+        at_most=4,
+        what=what,
+        hint="q, k and v go to a head split in one all_to_all (stacked) or three, the output comes "
+        "back in one.",
+    )
+
+
+@pytest.fixture
+def check_ring_values():
+    """check_ring_values(impl, n, T, D, causal, seed): ring_attention's sharding and values."""
+    return _check_ring_values
+
+
+@pytest.fixture
+def check_ring_grads():
+    """check_ring_grads(impl, n, T, D, causal, seed): no NaN, and the gradients of q, k and v."""
+    return _check_ring_grads
+
+
+@pytest.fixture
+def check_ring_program():
+    """check_ring_program(impl, n, T, D, causal, seed): the compiled ring's collectives, pairs and count."""
+    return _check_ring_program
+
+
+@pytest.fixture
+def check_ring_memory():
+    """check_ring_memory(impl, n, T, D, seed): the compiled causal ring's temporary bytes per device."""
+    return _check_ring_memory
+
+
+@pytest.fixture
+def check_ulysses_values():
+    """check_ulysses_values(impl, n, T, H, D, seed): ulysses_attention's sharding and values."""
+    return _check_ulysses_values
+
+
+@pytest.fixture
+def check_ulysses_program():
+    """check_ulysses_program(impl, n, T, H, D, seed): the compiled Ulysses program's all-to-alls."""
+    return _check_ulysses_program
