@@ -1,0 +1,144 @@
+"""ex14_pipeline: pipeline parallelism.
+
+A model of S layers is too big for one device, so each device holds one layer (a "stage") and the
+activations travel from device to device. A stage is one layer `layer(w, h) = tanh(h @ w)`, w (F, F);
+the S stages' weights are `ws` (S, F, F), and the model applies ws[0], ws[1], ..., ws[S-1] in order.
+The batch comes cut into M microbatches `xs` (M, B, F): while stage 1 works on microbatch 0, stage 0
+can already start microbatch 1, and so on (GPipe). At step t stage s works on microbatch t - s, so M
+microbatches through S stages take M + S - 1 steps, and each stage idles S - 1 of them (the bubble).
+A looping ("circular") pipeline with R layers per device sends each microbatch round the ring R times,
+and its bubble is (S - 1) / (R*M + S - 1).
+
+The shard_map functions run on a 1-D Explicit mesh "stage" of S devices (a 2-D ("data", "stage") mesh
+for the training step). Between two steps every stage hands its activations to the next one with one
+`jax.lax.ppermute`: (source, destination) pairs s -> s + 1, and, in the circular pipeline only,
+S - 1 -> 0. Two traps:
+  - Inside `jax.shard_map` (which checks what varies across devices), a loop carry that starts as the
+    same value everywhere (zeros, or xs) and becomes different on each device (what a stage computed)
+    must be made device-varying where it starts: `jax.lax.pcast(x, "stage", to="varying")`. On the
+    training step's 2-D mesh the activations vary along both axes, so pcast the zeros to
+    ("data", "stage"); note that `jnp.zeros_like(x)` keeps x's own varying axes, `jnp.zeros(shape)` has
+    none.
+  - Write the loop over the steps with static bounds: `jax.lax.fori_loop(0, n, ...)` with Python-int
+    n, or `jax.lax.scan` with a static length (a Python loop also works). The tests read how many times
+    the compiled program runs each collective, counting the trip counts of its loops; a loop whose
+    count is only known at run time cannot be counted and fails those tests.
+
+Values are compared with a float64 NumPy reference: the forward passes within rtol=1e-5, atol=1e-5,
+the training step's new weights and loss within rtol=1e-4, atol=1e-5. The tests use normal inputs and
+weights scaled by 1/sqrt(F), so activations are of order 1. They run on meshes of 2, 4 and 8 devices
+(the training step on ("data", "stage") meshes of 2x4, 1x2, 2x2 and 4x2) with sizes you cannot guess;
+the schedule table must be exact and the bubble fractions floats within 1e-12 (relative), on sizes the
+visible tests do not use.
+
+The tests also compile each shard_map function and read the collectives its program runs, how many
+times (the trip counts of its loops included), between which devices and how many bytes each moves, and
+XLA's memory figure per device: each function's docstring says what they expect. Those tests check the
+values of the program they read too.
+
+Grading: 20 points. The schedule and bubble fractions 3 (1 visible, 2 hidden). pipeline_forward: values
+and sharding 2 (1 visible, 1 hidden); its collectives (how many sends, between which stages, how big, and
+no other collective but the outputs' hand-out) 3 (1 visible, 2 hidden); its memory 2 (1 visible, 1
+hidden). pipeline_train_step: values and shardings 4 (1.5 visible, 2.5 hidden); its pairs and gradient
+all-reduce 2 (1 visible, 1 hidden). circular_forward: values and sharding 2 (1 visible, 1 hidden); its
+collectives (as pipeline_forward's, round a cycle) 2 (1 visible, 1 hidden).
+"""
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+
+
+def gpipe_schedule(num_stages: int, num_microbatches: int) -> list[list[int]]:
+    """The GPipe forward schedule as a table: pure Python, no JAX.
+
+    S = num_stages rows, one per stage, and M + S - 1 columns, one per step (M = num_microbatches):
+    entry [s][t] is the microbatch stage s works on at step t, or -1 when it idles (a bubble). Stage s
+    starts microbatch 0 at step s and takes one microbatch per step after that.
+    Example: gpipe_schedule(2, 3) == [[0, 1, 2, -1], [-1, 0, 1, 2]].
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex14: gpipe_schedule")
+
+
+def bubble_fraction(num_stages: int, num_microbatches: int, repeats: int = 1) -> float:
+    """The share of the steps a stage idles in a pipeline, a float: (S - 1) / (repeats*M + S - 1).
+
+    With repeats=1 it is GPipe's bubble (count the -1 entries of gpipe_schedule's table); with R
+    repeats, the circular pipeline's, where each microbatch goes round the S stages R times.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex14: bubble_fraction")
+
+
+def pipeline_forward(ws, xs, mesh):
+    """The S layers applied to every microbatch, one layer per device, GPipe style.
+
+    mesh: 1-D Explicit mesh "stage" of S devices. ws (S, F, F) arrives P("stage"): each device holds only
+    its own stage's (1, F, F) weights. xs (M, B, F) arrives P(): every device has every microbatch.
+    Returns the (M, B, F) outputs, tanh(...tanh(tanh(xs[m] @ ws[0]) @ ws[1])... @ ws[S-1]) for each m,
+    replicated (P()). Use `jax.shard_map`. Over M + S - 1 steps, stage 0 takes microbatch t at step t,
+    every stage applies its layer to what it holds, and passes the result on to stage s + 1 with one
+    `jax.lax.ppermute`; the last stage keeps what it finishes; at the end, hand the outputs to every
+    device (one all-reduce or all-gather, e.g. a `psum` of outputs that are zero except on the last
+    stage).
+    The tests compile it and expect: collective-permutes between neighbours s -> s + 1 only (no pair
+    S-1 -> 0), executed M + S - 2 or M + S - 1 times in all, each moving one microbatch's (B, F)
+    activations; no all-gather of the weights, nor any other collective but one all-reduce or
+    all-gather, run once, of at most M + S - 1 steps' (B, F) results (the outputs, or the last stage's
+    whole history, bubbles included); and, with F large enough that one stage's (F, F) weights
+    dominate, XLA's argument plus temporary bytes per device below two stages' weights (a device holds
+    its own stage's, not S).
+    Mind the module docstring's traps: pcast the loop carry to varying, and give the loop static bounds.
+    Hint: a stage s works at step t on microbatch t - s; `jnp.where` on `jax.lax.axis_index("stage")`
+    picks what stage 0 takes in (a new microbatch) from what the others take in (what they received).
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex14: pipeline_forward")
+
+
+def pipeline_train_step(ws, xs, ys, lr, mesh):
+    """One SGD step of the pipelined model, data parallel over "data" and pipelined over "stage".
+
+    mesh: 2-D Explicit mesh ("data", "stage"). ws (S, F, F) arrives P("stage") (the same on every data
+    row); xs and ys (M, B, F) arrive P(None, "data"): each data row pipelines its part of every
+    microbatch, as pipeline_forward does. loss = mean((pipeline output - ys) ** 2) over all M*B*F
+    entries; returns (ws - lr * grad of loss, loss): the new ws P("stage"), the loss (at the old ws) a
+    replicated float32 scalar.
+    The tests compile it and expect: every collective-permute pair stays within one data row (along
+    "stage", never across "data"); the backward pass's reversed pairs s + 1 -> s present beside the
+    forward ones; every all-reduce of the weights' gradient summing over "data" only (each stage's
+    gradient is summed over the data rows, never over the stages). Values within rtol=1e-4.
+    Hint: write the loss of one data row's pipeline inside `jax.shard_map` and take `jax.value_and_grad`
+    of the whole shard_mapped loss: the backward pass of a ppermute is the ppermute the other way, and
+    weights that are the same on every data row get their gradient summed over "data" for you. Where:
+    used as they arrive inside the loop, at every step of the backward loop; made varying over "data"
+    (`jax.lax.pcast(w, "data", to="varying")`) before the loop, once.
+    Mind the module docstring's traps (pcast, static loop bounds).
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex14: pipeline_train_step")
+
+
+def circular_forward(ws, xs, mesh):
+    """R*S layers on S devices: each microbatch goes round the ring of stages R times.
+
+    mesh: 1-D Explicit mesh "stage" of S devices. ws (R, S, F, F) arrives P(None, "stage"): layer r*S + s
+    is ws[r, s] and lives on device s (so device s holds layers s, S + s, 2S + s, ...). xs (M, B, F)
+    arrives P(), with M >= S. Returns the (M, B, F) outputs of all R*S layers applied in order
+    (ws[0, 0], ws[0, 1], ..., ws[0, S-1], ws[1, 0], ...), replicated (P()).
+    Stage 0 starts microbatch m's pass r at step r*M + m; stage s works on it s steps later, so at step t
+    stage s works on microbatch (t - s) mod M, pass (t - s) // M, over R*M + S - 1 steps. What the last
+    stage sends round to stage 0 (pair S-1 -> 0) comes back before it is needed: stage 0 keeps it
+    (a small buffer of M microbatches) until its turn, M - S steps later.
+    The tests compile it and expect: collective-permutes whose pairs form one cycle through all S
+    devices (s -> s + 1 and S-1 -> 0), executed R*M + S - 2 or R*M + S - 1 times in all (a send after
+    every step, or after every step but the last), each moving one microbatch's (B, F) activations; no
+    all-gather of the weights, nor any other collective but one all-reduce or all-gather, run once, of
+    at most R*M + S - 1 steps' (B, F) results. Values within rtol=1e-5.
+    Mind the module docstring's traps (pcast, static loop bounds).
+    Hint: keep on every device an (M, B, F) buffer of each microbatch's latest activations (only stage
+    0's is used): write what arrives into it before reading the microbatch to start.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex14: circular_forward")
