@@ -305,18 +305,27 @@ def assert_executed(
     args: Sequence = (),
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    operands: bool = False,
 ) -> int:
     """How many times collectives of `kind` run when the program runs, summed: it must lie within
-    [at_least, at_most]. A collective of that kind inside a loop without a static trip count fails (its
-    count is unknown, and a rule on it cannot be earned by a guess). With `expected`, the program is also
+    [at_least, at_most]. With `operands`, each run counts its operands: XLA combines collectives of one
+    kind into a single instruction of several operands (six per-microbatch all-reduces become one
+    instruction run MB times), so a rule per array counts operands, not instructions. A collective of
+    that kind inside a loop without a static trip count fails (its count is unknown, and a rule on it
+    cannot be earned by a guess). With `expected`, the program is also
     run on `args` and must give those values: a function that does nothing runs no collective at all."""
     if kind not in COLLECTIVES:
         raise ValueError(f"unknown collective {kind!r} (known: {', '.join(COLLECTIVES)})")
     ops = executed_collectives(program)
     of_kind = [op for op in ops if op.kind == kind]
     uncounted = [op for op in of_kind if op.times is None]
-    total = sum(op.times or 0 for op in of_kind)
-    rule = f"{kind} runs {_range(at_least, at_most)}"
+    total = sum((op.times or 0) * (len(op.operand_shapes) if operands else 1) for op in of_kind)
+    counted = f"{kind} operands" if operands else kind
+    rule = (
+        f"{counted} run {_range(at_least, at_most)}"
+        if operands
+        else f"{kind} runs {_range(at_least, at_most)}"
+    )
     low_ok = at_least is None or total >= at_least
     high_ok = at_most is None or total <= at_most
     passed = not uncounted and low_ok and high_ok
@@ -331,7 +340,7 @@ def assert_executed(
         )
     if not (low_ok and high_ok):
         raise AssertionError(
-            f"the compiled program of {what} runs {kind} {total} times; it should run "
+            f"the compiled program of {what} runs {counted} {total} times; it should run "
             f"{_range(at_least, at_most)}.{_say(hint)}"
         )
     return total

@@ -266,3 +266,27 @@ def test_attributes_a_program_sets_cannot_forge_a_trip_count(line, attributes, s
     assert [op.times for op in executed_collectives(prog)] == [None]
     with pytest.raises(AssertionError, match="cannot be counted"):
         assert_executed(prog, "collective-permute", at_least=1)
+
+
+def test_operands_count_each_array_a_combined_collective_reduces(line):
+    """Three psums in one loop step become one all-reduce instruction of three operands, run 4 times: per
+    array, that is 12 reductions, and an operand rule sees them where an instruction count sees 4."""
+
+    def body(x):
+        def step(i, carry):
+            a, b, c = carry
+            return tuple(v + jax.lax.psum(v * k, "stage") for k, v in enumerate((a, b, c), 1))
+
+        return sum(jax.lax.fori_loop(0, 4, step, (x, x * 3, x - 1)))
+
+    prog, _ = program(line, body, P("stage"))
+    reduces = [op for op in executed_collectives(prog) if op.kind == "all-reduce"]
+    per_instruction = sum(op.times for op in reduces)
+    per_operand = sum(op.times * len(op.operand_shapes) for op in reduces)
+    assert per_operand == 12
+    assert assert_executed(prog, "all-reduce", operands=True, at_most=12) == 12
+    with pytest.raises(
+        AssertionError, match="runs all-reduce operands 12 times; it should run at most 3"
+    ):
+        assert_executed(prog, "all-reduce", operands=True, at_most=3)
+    assert assert_executed(prog, "all-reduce", at_most=12) == per_instruction
