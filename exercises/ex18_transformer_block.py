@@ -86,9 +86,9 @@ def block_train_step(params, x, y, lr, mesh, *, num_heads: int = 8):
     Tolerances: the loss rtol=1e-4, the new params rtol=1e-3, atol=1e-6.
     The gradient of a weight gathered over "data" in the forward comes back through a reduce-scatter
     over "data": each device gets the sum over the batch for its own slice only. The tests compile your
-    step and check, with the values: reduce-scatters over "data", and no all-reduce moving as many bytes
-    as a weight's slice (a scalar all-reduce of the loss is fine). All-reducing the gradients and then
-    slicing them computes the same step, and fails that rule.
+    step and check, with the values: reduce-scatters over "data", and no all-reduce over "data" moving
+    as many bytes as a weight's slice per device (a scalar all-reduce of the loss is fine). All-reducing
+    the gradients and then slicing them computes the same step, and fails that rule.
     Hint: `jax.value_and_grad` of a loss built on your block_forward does it: the transpose of an
     all_gather is a psum_scatter.
     """
