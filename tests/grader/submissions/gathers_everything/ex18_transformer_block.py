@@ -1,6 +1,6 @@
 """ex18 that gathers every weight and the whole batch and sequence onto every device, computes the whole
-block there and slices its own part: the right values, replicated work, and none of the forward's reduce-scatters
-(its step's gradients come back over both axes, not over "data")."""
+block there and slices its own part: the right values, replicated work, none of the forward's reduce-scatters, and
+a stack whose gradient program holds every device's copy of the whole activations, remat or not."""
 
 import math
 
