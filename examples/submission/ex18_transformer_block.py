@@ -20,8 +20,9 @@ run on a 2x4 mesh; the hidden ones on 1x8, 2x4 and 4x2 with other sizes and head
 size 1 may keep collectives over single devices: the rules ignore those).
 
 Grading: 20 points. shard_block_params: the shardings and values 2 (0.5 visible, 1.5 hidden).
-block_forward: values and sharding 3 (1 visible, 2 hidden); its compiled collectives 5 (1 visible, 4
-hidden: all-gathers over "data" and over "model", reduce-scatters over "model", no all-reduce).
+block_forward: values and sharding 3 (1 visible, 2 hidden); its compiled collectives and work 5 (1
+visible, 4 hidden: all-gathers over "data" and over "model", reduce-scatters over "model", no all-reduce,
+flops per device of a split block).
 block_train_step: values and shardings after a step 3 (1 visible, 2 hidden); its compiled gradient
 reductions 3 (1 visible, 2 hidden: reduce-scatters over "data", no all-reduce of a weight's size).
 stack_loss: the loss with remat on and off 2 (0.5 visible, 1.5 hidden); the compiled gradient program's
@@ -67,7 +68,9 @@ def block_forward(params, x, mesh, *, num_heads: int = 8):
     partial sums of the output projection back sequence-split with a reduce-scatter over "model"
     (`jax.lax.psum_scatter(..., tiled=True)`), where the residual is added.
     The tests compile your function and check, with the values: all-gathers over "data" (the weights)
-    and over "model" (the sequence), reduce-scatters over "model", and no all-reduce at all. A block
+    and over "model" (the sequence), reduce-scatters over "model", no all-reduce at all, and XLA's flops
+    per device below 1.6 times the block's matmuls split over both axes (no loop in the forward: XLA
+    counts a loop's body once, so a rule on flops needs a program without one). A block
     that keeps the whole sequence on every "model" device and slices it at the end, or sums the partial
     outputs with psum, gives the right values and fails that rule.
     Hint: a gathered sequence attends causally to all of it, so the mask is the ordinary causal mask.

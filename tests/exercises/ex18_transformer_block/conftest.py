@@ -21,6 +21,7 @@ from grader.checks import (
     assert_sharded_like,
     compiled,
     executed_collectives,
+    flops_per_device,
     inputs,
     memory_per_device,
     test_mesh,
@@ -43,6 +44,12 @@ GRAD_TOL = dict(rtol=1e-3, atol=1e-6)
 # with D=256, B=8, T=64, F=1024: 0.18, 0.16, 0.14). The bound is the reference's figure, never the
 # submission's own remat=False program, which a submission could inflate on purpose.
 REMAT_SHARE = 0.5
+# The forward's flops per device (XLA's count) against its matmuls split as the contract says (batch over
+# "data", heads and hidden units over "model"): measured 1.08-1.18 for the reference and the honest
+# alternative on 1x8, 2x4 and 4x2 (the softmax and norms on top), 8.5-9.0 for a block computed whole on
+# every device; a block repeated on every "model" device (or batch on every "data" device) doubles it at
+# least. This keeps a decoy reduce-scatter from earning the rule for replicated work.
+FLOPS_SLACK = 1.6
 
 
 @dataclass(frozen=True)
@@ -389,6 +396,23 @@ def _check_forward_program(impl, shape, sizes, seed):
         what=what,
         hint="one after attention, one after the MLP.",
     )
+    s, (d, m) = pr.sizes, (mesh.shape["data"], mesh.shape["model"])
+    split = (
+        2 * (s.B // d) * s.T * (4 * s.D * s.H * s.Dh // m + 2 * s.D * s.F // m)
+        + 4 * (s.B // d) * (s.H // m) * s.T * s.T * s.Dh
+    )
+    try:
+        flops = flops_per_device(program, what=what)
+    except NotReported as exc:
+        pytest.skip(str(exc))
+    if flops > FLOPS_SLACK * split:
+        raise AssertionError(
+            f"the compiled program of {what} on the {_mesh_text(mesh)} mesh does {flops:.0f} flops per "
+            f"device; its matmuls split as the contract says take {split}, and it should stay below "
+            f"{FLOPS_SLACK * split:.0f}. Does every device compute all the heads, all the hidden units or "
+            'the whole batch? Each "model" device computes its H/|model| heads and F/|model| units, each '
+            '"data" device its own batch rows.'
+        )
 
 
 def _check_step_values(impl, shape, sizes, seed):

@@ -35,7 +35,7 @@ def test_block_forward_values(impl, shape, check_forward_values):
 
 
 @pytest.mark.points(4)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "flops", "values")
 @MESHES
 def test_block_forward_collectives(impl, shape, check_forward_program):
     check_forward_program(impl, shape, BLOCKS[shape], seed=11)

@@ -24,9 +24,10 @@ def test_block_forward(impl, check_forward_values):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "flops", "values")
 def test_block_forward_sequence_parallel(impl, check_forward_program):
-    """All-gathers over "data" and "model", reduce-scatters over "model", no all-reduce."""
+    """All-gathers over "data" and "model", reduce-scatters over "model", no all-reduce; the work per
+    device split (flops)."""
     check_forward_program(impl, SHAPE, BLOCK, seed=1)
 
 

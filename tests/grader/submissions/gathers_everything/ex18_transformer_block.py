@@ -1,6 +1,8 @@
-"""ex18 that gathers every weight and the whole batch and sequence onto every device, computes the whole
-block there and slices its own part: the right values, replicated work, none of the forward's reduce-scatters, and
-a stack whose gradient program holds every device's copy of the whole activations, remat or not."""
+"""ex18 that gathers every weight and the whole batch and sequence onto every device, computes the whole block
+there, and hands back its own rows through decoy psum_scatters over "model" of 1/|model| of the residual and of
+the MLP's output (two reduce-scatters over "model", no all-reduce, the right values): hostile. It fails the
+forward's rule by its flops per device (about 8 times the split block's), and its stack's gradient program holds
+every device's copy of the whole activations, remat or not."""
 
 import math
 
@@ -41,10 +43,14 @@ def block_forward(params, x, mesh, *, num_heads: int = 8):
         x_all = whole(xs, X_SPEC)
         att = _attend(_rms(x_all), p["wq"], p["wk"], p["wv"], num_heads)
         h = x_all + att @ p["wo"]
-        out = h + jax.nn.relu(_rms(h) @ p["w1"]) @ p["w2"]
-        b, t = xs.shape[:2]
-        i, j = jax.lax.axis_index("data"), jax.lax.axis_index("model")
-        return jax.lax.dynamic_slice(out, (i * b, j * t, 0), xs.shape)
+        mlp = jax.nn.relu(_rms(h) @ p["w1"]) @ p["w2"]
+        b, m = xs.shape[0], jax.lax.axis_size("model")
+
+        def decoy(z):  # every "model" device holds the same rows: their shares summed and scattered
+            mine = jax.lax.dynamic_slice_in_dim(z, jax.lax.axis_index("data") * b, b, axis=0)
+            return jax.lax.psum_scatter(mine / m, "model", scatter_dimension=1, tiled=True)
+
+        return decoy(h) + decoy(mlp)
 
     return jax.shard_map(local, mesh=mesh, in_specs=(SPECS, X_SPEC), out_specs=X_SPEC)(params, x)
 
