@@ -75,7 +75,8 @@ def block_forward(params, x, mesh, *, num_heads: int = 8):
     that keeps the whole sequence on every "model" device and slices it at the end, or sums the partial
     outputs with psum, gives the right values and fails that rule.
     Hint: a gathered sequence attends causally to all of it, so the mask is the ordinary causal mask.
-    In Explicit mode, resharding cannot earn the reduce-scatter: it compiles to an all-reduce.
+    The reduce-scatters are earned with `jax.shard_map` and psum_scatter: in Explicit mode, a reshard of an
+    unreduced sum to a sharded spec compiles to a full-size all-reduce (measured, jax 0.10.2).
     """
 
     ### BEGIN SOLUTION
