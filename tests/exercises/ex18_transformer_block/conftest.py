@@ -354,7 +354,7 @@ def _check_forward_program(impl, shape, sizes, seed):
     what = "block_forward"
     assert_computes(program(params, x), reference_forward(pr), **FORWARD_TOL, what=what)
     spans, mesh = _spans(program, pr.mesh), pr.mesh
-    reduced = sorted(axes for kind, axes in spans if kind == "all-reduce")
+    reduced = sorted(str(axes) for kind, axes in spans if kind == "all-reduce")
     if reduced:
         raise AssertionError(
             f"the compiled program of {what} on the {_mesh_text(mesh)} mesh runs all-reduce over "
@@ -446,12 +446,13 @@ def _check_step_program(impl, shape, sizes, seed):
     smallest = min(
         w.nbytes // math.prod(mesh.shape[a] for a in SPECS[name]) for name, w in pr.params.items()
     )
-    # over "data": where the batch's gradients are summed (the forward of a design without sequence
-    # parallelism all-reduces activations over "model", a rule of its own)
+    # over "data" (or groups that follow no mesh axis): where the batch's gradients are summed; the
+    # forward of a design without sequence parallelism all-reduces activations over "model", a rule of
+    # its own
     whole = {
         axes: size
         for (kind, axes), (_, size) in spans.items()
-        if kind == "all-reduce" and "data" in axes and size >= smallest
+        if kind == "all-reduce" and (axes is None or "data" in axes) and size >= smallest
     }
     if whole:
         raise AssertionError(
