@@ -217,6 +217,19 @@ EXERCISES: tuple[Exercise, ...] = (
         seeds="scaling book; ring attention; DeepSpeed-Ulysses; MaxText context parallelism",
         part=2,
     ),
+    Exercise(
+        id="ex18_transformer_block",
+        title="A transformer block in 3-D: FSDP, tensor and sequence parallelism",
+        points=20,
+        hint='Gather the weights over "data" where you use them, gather the sequence over "model" '
+        "before attention and the MLP, and send the partial outputs back sequence-split with "
+        "psum_scatter: no all-reduce. Their gradients then come back reduce-scattered by themselves. "
+        "Remat: jax.checkpoint around the scanned block.",
+        seeds="scaling book mixed FSDP and tensor parallelism; MinText tutorial 3; Megatron sequence "
+        "parallelism",
+        devices=(8,),  # hidden on 1x8, 2x4 and 4x2 meshes
+        part=2,
+    ),
 )
 
 _BY_ID = {exercise.id: exercise for exercise in EXERCISES}
