@@ -735,9 +735,10 @@ class TestResult:
             len(collectives) < len(self.collectives)
         )
         left += [f"{kept} of {found} collectives found"] * (kept < found)
-        left += [f"{len(memory)} of {len(self.memory)} memory checks"] * (
-            len(memory) < len(self.memory)
-        )
+        left += [
+            f"{len(memory)} of {len(self.memory)} memory checks"
+            + (f", a test keeps at most {MAX_FIGURES}" if len(self.memory) > MAX_FIGURES else "")
+        ] * (len(memory) < len(self.memory))
         if not left:
             return ""
         self.layouts, self.collectives, self.memory = layouts, collectives, memory
