@@ -6,7 +6,8 @@ and a remat memory check beside the reference without remat.
 hostile: 40 rules on one program whose 240 collectives are every kind, and the test's memory checks at
 their caps (bounds.MAX_FIGURES checks of MAX_FIGURES labels of NAME_CHARS characters).
 Run with a checkout's grader on PYTHONPATH to measure that checkout: one without the figures
-(ExecutedRule, MemoryCheck) renders the same checks without them, as it would have.
+(ExecutedRule, MemoryCheck) renders the same checks without them, as it would have. The checkout
+before them: `git archive f606988 grader | tar -x -C /tmp/before`, then PYTHONPATH=/tmp/before.
 
     python bench/step_pictures.py
 """
@@ -30,7 +31,9 @@ def op(kind: str, operands: int) -> r.Collective:
 
 def rule_check(found, kind: str, actual: int, leaves: int) -> r.CollectivesCheck:
     figures = (
-        {"executed_rule": r.ExecutedRule(kind, leaves, leaves, True, actual)} if FIGURES else {}
+        {"executed_rule": r.ExecutedRule(kind, leaves, leaves, True, actual, per="step")}
+        if FIGURES
+        else {}
     )
     return r.CollectivesCheck(
         "your train step", found, actual == leaves, rule=f"{kind} runs", **figures

@@ -35,7 +35,7 @@ from grader.checks.hlo import (
 )
 from grader.checks.numerics import assert_computes
 from grader.core import facts
-from grader.core.bounds import MAX_FIGURES
+from grader.core.bounds import MAX_FIGURES, NAME_CHARS
 from grader.core.results import (
     Collective,
     CollectivesCheck,
@@ -313,6 +313,7 @@ def assert_executed(
     rtol: float = 1e-5,
     atol: float = 1e-6,
     operands: bool = False,
+    per: str = "run",
 ) -> int:
     """How many times collectives of `kind` run when the program runs, summed: it must lie within
     [at_least, at_most]. With `operands`, each run counts its operands: XLA combines collectives of one
@@ -320,9 +321,12 @@ def assert_executed(
     instruction run MB times), so a rule per array counts operands, not instructions. A collective of
     that kind inside a loop without a static trip count fails (its count is unknown, and a rule on it
     cannot be earned by a guess). With `expected`, the program is also
-    run on `args` and must give those values: a function that does nothing runs no collective at all."""
+    run on `args` and must give those values: a function that does nothing runs no collective at all.
+    `per`: what one run of the program is, for the pages ("1 to 6 per step" for a training step's)."""
     if kind not in COLLECTIVES:
         raise ValueError(f"unknown collective {kind!r} (known: {', '.join(COLLECTIVES)})")
+    if not isinstance(per, str) or not per.strip() or len(per) > NAME_CHARS:
+        raise ValueError(f"per must name what one run of the program is, like 'step'; got {per!r}")
     ops = executed_collectives(program)
     of_kind = [op for op in ops if op.kind == kind]
     uncounted = [op for op in of_kind if op.times is None]
@@ -336,7 +340,7 @@ def assert_executed(
     low_ok = at_least is None or total >= at_least
     high_ok = at_most is None or total <= at_most
     passed = not uncounted and low_ok and high_ok
-    figures = ExecutedRule(kind, at_least, at_most, operands, None if uncounted else total)
+    figures = ExecutedRule(kind, at_least, at_most, operands, None if uncounted else total, per)
     _record(
         program,
         ops,

@@ -317,16 +317,21 @@ class ExecutedRule:
     at_least: int | None = None
     at_most: int | None = None
     operands: bool = False  # it counts each run's operands, not its instructions
-    actual: int | None = (
-        None  # what the check counted; None: one runs in a loop with no static trip count
+    # what the check counted; None: one of the kind runs in a loop with no static trip count
+    actual: int | None = None
+    per: str = (
+        "run"  # what one run of the program is, as the pages say it: "step" for a training step
     )
 
     def __post_init__(self):
-        _bound(self, NAME_CHARS, "kind")
+        _bound(self, NAME_CHARS, "kind", "per")
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "operands": self.operands} | _given(
-            at_least=self.at_least, at_most=self.at_most, actual=self.actual
+            at_least=self.at_least,
+            at_most=self.at_most,
+            actual=self.actual,
+            per=self.per if self.per != "run" else None,
         )
 
     @classmethod
@@ -338,6 +343,7 @@ class ExecutedRule:
             _count(cls, data, "at_most"),
             bool(data.get("operands", False)),
             _count(cls, data, "actual"),
+            str(data.get("per", "run")),
         )
 
 

@@ -250,22 +250,23 @@ class StepRow:
 @dataclass(frozen=True)
 class StepTable:
     what: str  # the program, as the checks name it
+    per: str  # what one run of it is: "step", "run"
     rows: tuple[StepRow, ...]
 
 
 def range_words(rule: ExecutedRule) -> str:
     """ "1 to 6 per step", "none": the counts a rule allows per run of its program."""
     low, high = rule.at_least, rule.at_most
-    unit = " operands" if rule.operands else ""
+    unit, per = " operands" if rule.operands else "", rule.per
     if high == 0:
         return "none"
     if low is not None and low == high:
-        return f"exactly {low}{unit} per step"
+        return f"exactly {low}{unit} per {per}"
     if low is not None and high is not None:
-        return f"{low} to {high}{unit} per step"
+        return f"{low} to {high}{unit} per {per}"
     if low is not None:
-        return f"at least {low}{unit} per step"
-    return f"at most {high}{unit} per step" if high is not None else "any"
+        return f"at least {low}{unit} per {per}"
+    return f"at most {high}{unit} per {per}" if high is not None else "any"
 
 
 def _unruled(kind: str, found: tuple[Collective, ...]) -> StepRow:
@@ -293,5 +294,6 @@ def step_tables(checks: list[CollectivesCheck]) -> list[StepTable]:
         ]
         named = {row.kind for row in rows}
         rows += [_unruled(k, found) for k in dict.fromkeys(c.op for c in found) if k not in named]
-        tables.append(StepTable(what, tuple(rows)))
+        per = next(c.executed_rule.per for c in ruled if c.executed_rule is not None)
+        tables.append(StepTable(what, per, tuple(rows)))
     return tables

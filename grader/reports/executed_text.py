@@ -82,7 +82,7 @@ def step_lines(checks: list[CollectivesCheck]) -> list[str]:
     for table in ef.step_tables(checks):
         rows = [(r.kind, r.expected, r.actual_words, r.mark) for r in table.rows]
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        lines.append(f"collectives per step (one run of {table.what}):")
+        lines.append(f"collectives per {table.per} (one run of {table.what}):")
         lines += at_most(
             [
                 f"  {k:<{widths[0]}}  expected {e:<{widths[1]}}  executed {a:<{widths[2]}}  {m}"

@@ -134,7 +134,7 @@ MEMORY_WIDTH = 80  # columns of the memory bars in a code block
 
 def step_table(steps: ef.StepTable) -> str:
     """A training step's collectives: per kind, the count its rule expects beside the one executed."""
-    return f"**Collectives per step** (one run of {text(steps.what)})\n\n" + table(
+    return f"**Collectives per {text(steps.per)}** (one run of {text(steps.what)})\n\n" + table(
         ["collective", "expected", "executed", "rule"],
         [[text(r.kind), text(r.expected), text(r.actual_words), r.mark] for r in steps.rows],
     )

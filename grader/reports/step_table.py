@@ -34,7 +34,7 @@ def step_figures(checks: list[CollectivesCheck]) -> list[Markup]:
     return [
         element(
             "figure",
-            element("figcaption", f"collectives per step: one run of {table.what}"),
+            element("figcaption", f"collectives per {table.per}: one run of {table.what}"),
             element(
                 "div",
                 element(
@@ -47,6 +47,7 @@ def step_figures(checks: list[CollectivesCheck]) -> list[Markup]:
             ),
             class_="step-check",
             data_what=table.what,
+            data_per=table.per,
         )
         for table in ef.step_tables(checks)
     ]

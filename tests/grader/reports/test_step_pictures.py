@@ -67,7 +67,7 @@ def zero_checks(found=ZERO_FOUND, gathered=LEAVES - 1) -> list[CollectivesCheck]
             found,
             actual == LEAVES,
             rule=f"{kind} operands run exactly {LEAVES} times",
-            executed_rule=ExecutedRule(kind, LEAVES, LEAVES, True, actual),
+            executed_rule=ExecutedRule(kind, LEAVES, LEAVES, True, actual, per="step"),
         )
         for kind, actual in ((RS, LEAVES), (AG, gathered))
     ]
@@ -112,6 +112,7 @@ def test_the_rule_and_the_memory_round_trip_through_report_json():
         "at_least": 3,
         "at_most": 3,
         "actual": 2,
+        "per": "step",
     }
     assert data["memory"][0]["shown_against"] == {
         "the reference without remat (temporaries)": 90_000
@@ -196,17 +197,17 @@ def test_checks_of_two_programs_make_two_tables():
 
 
 @pytest.mark.parametrize(
-    "at_least, at_most, operands, words",
+    "at_least, at_most, operands, per, words",
     [
-        (1, 6, False, "1 to 6 per step"),
-        (None, 0, False, "none"),
-        (4, 4, True, "exactly 4 operands per step"),
-        (2, None, False, "at least 2 per step"),
-        (None, 6, True, "at most 6 operands per step"),
+        (1, 6, False, "step", "1 to 6 per step"),
+        (None, 0, False, "step", "none"),
+        (4, 4, True, "step", "exactly 4 operands per step"),
+        (2, None, False, "run", "at least 2 per run"),
+        (None, 6, True, "run", "at most 6 operands per run"),
     ],
 )
-def test_a_range_in_words(at_least, at_most, operands, words):
-    assert ef.range_words(ExecutedRule(AR, at_least, at_most, operands, 0)) == words
+def test_a_range_in_words(at_least, at_most, operands, per, words):
+    assert ef.range_words(ExecutedRule(AR, at_least, at_most, operands, 0, per)) == words
 
 
 def test_an_unknown_trip_count_is_said_and_fails_never_guessed():
@@ -357,11 +358,17 @@ def recorded(call) -> facts.TestFacts:
 
 def test_assert_executed_records_its_rule_as_figures():
     mesh = test_mesh((4,), ("data",), "explicit")
-    counted = recorded(lambda: assert_executed(step_program(mesh, 5), AR, at_least=1, at_most=4))
+    counted = recorded(
+        lambda: assert_executed(step_program(mesh, 5), AR, at_least=1, at_most=4, per="step")
+    )
     (check,) = counted.collectives
-    assert check.executed_rule == ExecutedRule(AR, 1, 4, False, 5) and check.passed is False
-    (row,) = ef.step_tables([check])[0].rows
+    assert check.executed_rule == ExecutedRule(AR, 1, 4, False, 5, "step") and not check.passed
+    (table,) = ef.step_tables([check])
+    assert (table.what, table.per) == ("your function", "step")
+    (row,) = table.rows
     assert (row.expected, row.actual_words, row.mark) == ("1 to 4 per step", "5 runs", "FAIL")
+    with pytest.raises(ValueError, match="per must name what one run of the program is"):
+        assert_executed(step_program(mesh, 5), AR, at_most=4, per="")
     # a loop of traced bounds: unknown, and the rule fails, whatever its range allows
     unknown = recorded(lambda: assert_executed(step_program(mesh), AR, at_least=0, at_most=10**9))
     (check,) = unknown.collectives
