@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Literal
@@ -35,7 +35,14 @@ from grader.checks.hlo import (
 )
 from grader.checks.numerics import assert_computes
 from grader.core import facts
-from grader.core.results import Collective, CollectivesCheck, PipelineSchedule
+from grader.core.bounds import MAX_FIGURES, NAME_CHARS
+from grader.core.results import (
+    Collective,
+    CollectivesCheck,
+    ExecutedRule,
+    MemoryCheck,
+    PipelineSchedule,
+)
 
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\{\s*$")
 _NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*")
@@ -306,6 +313,7 @@ def assert_executed(
     rtol: float = 1e-5,
     atol: float = 1e-6,
     operands: bool = False,
+    per: str = "run",
 ) -> int:
     """How many times collectives of `kind` run when the program runs, summed: it must lie within
     [at_least, at_most]. With `operands`, each run counts its operands: XLA combines collectives of one
@@ -313,9 +321,12 @@ def assert_executed(
     instruction run MB times), so a rule per array counts operands, not instructions. A collective of
     that kind inside a loop without a static trip count fails (its count is unknown, and a rule on it
     cannot be earned by a guess). With `expected`, the program is also
-    run on `args` and must give those values: a function that does nothing runs no collective at all."""
+    run on `args` and must give those values: a function that does nothing runs no collective at all.
+    `per`: what one run of the program is, for the pages ("1 to 6 per step" for a training step's)."""
     if kind not in COLLECTIVES:
         raise ValueError(f"unknown collective {kind!r} (known: {', '.join(COLLECTIVES)})")
+    if not isinstance(per, str) or not per.strip() or len(per) > NAME_CHARS:
+        raise ValueError(f"per must name what one run of the program is, like 'step'; got {per!r}")
     ops = executed_collectives(program)
     of_kind = [op for op in ops if op.kind == kind]
     uncounted = [op for op in of_kind if op.times is None]
@@ -329,7 +340,17 @@ def assert_executed(
     low_ok = at_least is None or total >= at_least
     high_ok = at_most is None or total <= at_most
     passed = not uncounted and low_ok and high_ok
-    _record(program, ops, args, what=what, passed=passed, rule=rule, schedule=schedule)
+    figures = ExecutedRule(kind, at_least, at_most, operands, None if uncounted else total, per)
+    _record(
+        program,
+        ops,
+        args,
+        what=what,
+        passed=passed,
+        rule=rule,
+        schedule=schedule,
+        executed_rule=figures,
+    )
     _check_values(program, expected, args, rtol, atol, what)
     if uncounted:
         raise AssertionError(
@@ -544,9 +565,13 @@ def assert_memory(
     temp_below: int | None = None,
     what: str = "your function",
     hint: str = "",
+    shown_against: Mapping[str, int] | None = None,
 ) -> DeviceMemory:
     """XLA's own figures for one device of the compiled program: the bytes of its arguments and of its
-    temporary buffers, each below its bound. Raises NotReported where the compiler reports none."""
+    temporary buffers, each below its bound. Raises NotReported where the compiler reports none.
+    `shown_against`: labelled bytes per device the pages draw beside the program's ("the reference
+    without remat": its temporaries), at most MAX_FIGURES; they judge nothing."""
+    against = _figures(shown_against or {})
     memory = memory_per_device(program)
     problems = []
     if argument_below is not None and memory.argument_bytes >= argument_below:
@@ -557,11 +582,45 @@ def assert_memory(
         problems.append(
             f"its temporary buffers take {memory.temp_bytes} bytes per device (should be below {temp_below})"
         )
+    facts.record_memory(
+        MemoryCheck(
+            what,
+            memory.argument_bytes,
+            memory.output_bytes,
+            memory.temp_bytes,
+            not problems,
+            argument_below,
+            temp_below,
+            against,
+        )
+    )
     if problems:
         raise AssertionError(
             f"in the compiled program of {what}, " + "; ".join(problems) + f".{_say(hint)}"
         )
     return memory
+
+
+def _figures(shown_against: Mapping[str, int]) -> dict[str, int]:
+    """The test's comparison figures, refused with the reason when they are not labelled byte counts."""
+    if not isinstance(shown_against, Mapping):
+        raise TypeError(
+            f"shown_against must map labels to bytes, got {type(shown_against).__name__}"
+        )
+    if len(shown_against) > MAX_FIGURES:
+        raise ValueError(
+            f"shown_against has {len(shown_against)} figures; a memory check shows at most {MAX_FIGURES}"
+        )
+    for label, value in shown_against.items():
+        if not isinstance(label, str) or not label.strip():
+            raise ValueError(
+                f"shown_against: a figure's label must be a non-empty string, got {label!r}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+            raise ValueError(
+                f"shown_against[{label!r}] must be bytes, an int of at least 0, got {value!r}"
+            )
+    return {label: int(value) for label, value in shown_against.items()}
 
 
 __all__ = [

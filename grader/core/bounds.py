@@ -20,6 +20,8 @@ LINE_CHARS = 2_000  # one HLO instruction
 # a collective's source -> target pairs (a compiled program has at most one per device) and its operands
 MAX_PAIRS = 1_024
 MAX_OPERANDS = 16
+# a test's memory checks, and the labelled figures one sets beside its own (a test's code writes a few)
+MAX_FIGURES = 8
 # all one test's facts (as text_size counts them), each name already cut ...
 TEST_FACTS_CHARS = 48_000
 # ... and this much for each (a check, a collective found): the markup and the indentation reports put

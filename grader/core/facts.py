@@ -6,7 +6,13 @@ harness (trusted), never in a student's worker: nothing the student's code runs 
 
 from __future__ import annotations
 
-from grader.core.results import CollectivesCheck, LayoutCheck, SpeedFigures, TestFacts
+from grader.core.results import (
+    CollectivesCheck,
+    LayoutCheck,
+    MemoryCheck,
+    SpeedFigures,
+    TestFacts,
+)
 
 _current = TestFacts()
 
@@ -34,3 +40,7 @@ def record_collectives(check: CollectivesCheck) -> None:
 
 def record_speedup(figures: SpeedFigures) -> None:
     _current.speedup = figures
+
+
+def record_memory(check: MemoryCheck) -> None:
+    _current.memory.append(check)

@@ -19,6 +19,7 @@ from typing import Any
 from grader.core.bounds import (
     AROUND_A_FACT,
     LINE_CHARS,
+    MAX_FIGURES,
     MAX_OPERANDS,
     MAX_PAIRS,
     MESSAGE_CHARS,
@@ -308,6 +309,55 @@ class PipelineSchedule:
 
 
 @dataclass(frozen=True)
+class ExecutedRule:
+    """A rule on how many times collectives of one kind run per run of the program (a training step), as
+    figures: the range it allows and what the check counted (grader.checks.executed.assert_executed)."""
+
+    kind: str
+    at_least: int | None = None
+    at_most: int | None = None
+    operands: bool = False  # it counts each run's operands, not its instructions
+    # what the check counted; None: one of the kind runs in a loop with no static trip count
+    actual: int | None = None
+    per: str = (
+        "run"  # what one run of the program is, as the pages say it: "step" for a training step
+    )
+
+    def __post_init__(self):
+        _bound(self, NAME_CHARS, "kind", "per")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "operands": self.operands} | _given(
+            at_least=self.at_least,
+            at_most=self.at_most,
+            actual=self.actual,
+            per=self.per if self.per != "run" else None,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExecutedRule:
+        data = _keys(cls, data)
+        return cls(
+            str(data["kind"]),
+            _count(cls, data, "at_least"),
+            _count(cls, data, "at_most"),
+            bool(data.get("operands", False)),
+            _count(cls, data, "actual"),
+            str(data.get("per", "run")),
+        )
+
+
+def _count(cls, data: dict[str, Any], key: str, *, required: bool = False) -> int | None:
+    """data[key]: a count of at least 0, or (unless `required`) absent: None. Anything else is named."""
+    value = data.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise MalformedResult(f"{cls.__name__}: {key} must be a count of at least 0, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
 class CollectivesCheck:
     """A collectives check: what its rule asked for, and every collective the program compiled to."""
 
@@ -325,6 +375,7 @@ class CollectivesCheck:
     schedule: PipelineSchedule | None = None  # the pipeline it expects
     expected_pairs: tuple[tuple[int, int], ...] | None = None  # the permute pairs it expects
     buffer_bytes: int | None = None  # an exchange's buffer at the capacity, per device
+    executed_rule: ExecutedRule | None = None  # the rule's kind, range and count, as figures
 
     def __post_init__(self):
         _bound(self, NAME_CHARS, "what", "exactly", "present", "absent", "only")
@@ -354,6 +405,7 @@ class CollectivesCheck:
                 [list(p) for p in self.expected_pairs] if self.expected_pairs is not None else None
             ),
             buffer_bytes=self.buffer_bytes,
+            executed_rule=self.executed_rule.to_dict() if self.executed_rule is not None else None,
         )
 
     @classmethod
@@ -362,7 +414,7 @@ class CollectivesCheck:
         exactly, only = data.get("exactly"), data.get("only")
         passed = data["passed"]
         schedule, pairs = data.get("schedule"), data.get("expected_pairs")
-        buffer = data.get("buffer_bytes")
+        buffer, executed_rule = data.get("buffer_bytes"), data.get("executed_rule")
         return cls(
             data["what"],
             tuple(Collective.from_dict(c) for c in data["found"]),
@@ -375,6 +427,62 @@ class CollectivesCheck:
             PipelineSchedule.from_dict(schedule) if schedule is not None else None,
             tuple(_pair(p) for p in pairs) if pairs is not None else None,
             int(buffer) if buffer is not None else None,
+            ExecutedRule.from_dict(executed_rule) if executed_rule is not None else None,
+        )
+
+
+# -- memory ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryCheck:
+    """A memory check (grader.checks.executed.assert_memory): XLA's bytes per device of the compiled
+    program, the bounds they were judged by, and figures the test set beside them to compare ("the
+    reference without remat": its temporaries), at most MAX_FIGURES of them."""
+
+    what: str
+    argument_bytes: int
+    output_bytes: int
+    temp_bytes: int
+    passed: bool
+    argument_below: int | None = None
+    temp_below: int | None = None
+    shown_against: dict[str, int] = field(default_factory=dict)  # label -> bytes per device
+
+    def __post_init__(self):
+        object.__setattr__(
+            self, "shown_against", dict(list(self.shown_against.items())[:MAX_FIGURES])
+        )
+        _bound(self, NAME_CHARS, "what", "shown_against")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "what": self.what,
+            "argument_bytes": self.argument_bytes,
+            "output_bytes": self.output_bytes,
+            "temp_bytes": self.temp_bytes,
+            "passed": self.passed,
+        } | _given(
+            argument_below=self.argument_below,
+            temp_below=self.temp_below,
+            shown_against=dict(self.shown_against) or None,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryCheck:
+        data = _keys(cls, data)
+        against = data.get("shown_against", {})
+        if not isinstance(against, dict):
+            raise MalformedResult(f"MemoryCheck: shown_against must be an object, got {against!r}")
+        return cls(
+            str(data["what"]),
+            _count(cls, data, "argument_bytes", required=True),
+            _count(cls, data, "output_bytes", required=True),
+            _count(cls, data, "temp_bytes", required=True),
+            bool(data["passed"]),
+            _count(cls, data, "argument_below"),
+            _count(cls, data, "temp_below"),
+            {str(label): _count(cls, against, label, required=True) for label in against},
         )
 
 
@@ -462,6 +570,7 @@ class TestFacts:
     layouts: list[LayoutCheck] = field(default_factory=list)
     collectives: list[CollectivesCheck] = field(default_factory=list)
     speedup: SpeedFigures | None = None
+    memory: list[MemoryCheck] = field(default_factory=list)
 
     __test__ = False  # not a pytest test class
 
@@ -559,6 +668,7 @@ class TestResult:
     layouts: list[LayoutCheck] = field(default_factory=list)  # its sharding checks
     collectives: list[CollectivesCheck] = field(default_factory=list)  # its collectives checks
     rules: tuple[Rule, ...] = ()  # the kinds of rule it grades (grader.core.rules)
+    memory: list[MemoryCheck] = field(default_factory=list)  # its memory checks
 
     __test__ = False  # not a pytest test class
 
@@ -586,12 +696,20 @@ class TestResult:
 
     def _keep_facts_that_fit(self) -> str:
         """Keep the facts, in the order they were recorded, while they fit in TEST_FACTS_CHARS (a speedup's
-        figures always do); a collectives check keeps the collectives that fit. What was left out, if any."""
+        figures always do); the memory checks first (at most MAX_FIGURES of them, a few figures each), then
+        the layouts, then the collectives checks, each keeping the collectives that fit. What was left out,
+        if any."""
         room = TEST_FACTS_CHARS - (
             text_size(self.speedup.to_dict()) if self.speedup is not None else 0
         )
+        memory = []
+        for check in self.memory[:MAX_FIGURES]:
+            room -= _fact_size(check)
+            if room < 0:
+                break
+            memory.append(check)
         layouts = []
-        for check in self.layouts:
+        for check in self.layouts if room >= 0 else ():
             room -= _fact_size(check)
             if room < 0:
                 break
@@ -623,9 +741,13 @@ class TestResult:
             len(collectives) < len(self.collectives)
         )
         left += [f"{kept} of {found} collectives found"] * (kept < found)
+        left += [
+            f"{len(memory)} of {len(self.memory)} memory checks"
+            + (f", a test keeps at most {MAX_FIGURES}" if len(self.memory) > MAX_FIGURES else "")
+        ] * (len(memory) < len(self.memory))
         if not left:
             return ""
-        self.layouts, self.collectives = layouts, collectives
+        self.layouts, self.collectives, self.memory = layouts, collectives, memory
         return (
             f"the grader recorded only part of what this test's checks found ({', '.join(left)}): the rest "
             f"would take more than the {TEST_FACTS_CHARS:,} characters a test's facts may take in its report"
@@ -638,6 +760,7 @@ class TestResult:
             _fact_size(dataclasses.replace(check, found=())) + sum(map(_fact_size, check.found))
             for check in self.collectives
         )
+        facts += sum(map(_fact_size, self.memory))
         speed = text_size(self.speedup.to_dict()) if self.speedup is not None else 0
         return text_size(self.message) + text_size(self.output) + facts + speed
 
@@ -666,6 +789,7 @@ class TestResult:
             layouts=list(facts.layouts),
             collectives=list(facts.collectives),
             speedup=facts.speedup,
+            memory=list(facts.memory),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -686,7 +810,7 @@ class TestResult:
             "layouts": [check.to_dict() for check in self.layouts],
             "collectives": [check.to_dict() for check in self.collectives],
             "rules": [str(rule) for rule in self.rules],
-        }
+        } | ({"memory": [check.to_dict() for check in self.memory]} if self.memory else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], ignore: tuple[str, ...] = ()) -> TestResult:
@@ -700,6 +824,7 @@ class TestResult:
                 "layouts": [LayoutCheck.from_dict(c) for c in data.get("layouts", ())],
                 "collectives": [CollectivesCheck.from_dict(c) for c in data.get("collectives", ())],
                 "rules": rules_of(data.get("rules", ())),
+                "memory": [MemoryCheck.from_dict(c) for c in data.get("memory", ())],
             }
         )
 

@@ -30,8 +30,10 @@ from grader.grading.standing import Standing
 from grader.reports import executed_facts, pictures
 from grader.reports.files import write_atomically
 from grader.reports.html import Markup, document, element
+from grader.reports.memory_picture import memory_figure
 from grader.reports.ring_picture import ring_figure
 from grader.reports.schedule_picture import schedule_figure
+from grader.reports.step_table import step_figures
 from grader.reports.text import (
     COUNTED,
     category_counts,
@@ -248,7 +250,9 @@ def test_card(test: TestResult) -> Markup:
     """One test: its category, name, points and message, and the pictures of what its checks found."""
     message = printable(test.message).strip()
     facts = [layout_figure(check) for check in test.layouts]
+    facts += step_figures(test.collectives)
     facts += [collectives_table(check) for check in test.collectives]
+    facts += [memory_figure(check) for check in test.memory]
     if test.speedup is not None:
         facts.append(
             element(

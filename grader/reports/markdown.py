@@ -12,7 +12,9 @@ import re
 from collections.abc import Iterable, Sequence
 
 from grader.core.results import CollectivesCheck, Layout, LayoutCheck, SpeedFigures, TestResult
+from grader.reports import executed_facts as ef
 from grader.reports.executed_text import check_lines
+from grader.reports.memory_facts import memory_lines
 from grader.reports.text import feedback, printable
 
 # ASCII punctuation to which Markdown (CommonMark, GFM tables and strikethrough, math, autolinks, emoji)
@@ -127,6 +129,17 @@ def collectives_table(check: CollectivesCheck) -> str:
     )
 
 
+MEMORY_WIDTH = 80  # columns of the memory bars in a code block
+
+
+def step_table(steps: ef.StepTable) -> str:
+    """A training step's collectives: per kind, the count its rule expects beside the one executed."""
+    return f"**Collectives per {text(steps.per)}** (one run of {text(steps.what)})\n\n" + table(
+        ["collective", "expected", "executed", "rule"],
+        [[text(r.kind), text(r.expected), text(r.actual_words), r.mark] for r in steps.rows],
+    )
+
+
 def speed_table(fig: SpeedFigures) -> str:
     low, high = fig.spread
     met = ("yes" if fig.met else "no") + (f" ({text(fig.policy)})" if fig.policy else "")
@@ -155,7 +168,9 @@ def test_output(test: TestResult) -> str:
     parts = [verdict if verdict == str(test.category) else code_block(verdict)]
     if any(not check.passed for check in test.layouts):
         parts.append(layout_lines(test.layouts))
+    parts += [step_table(t) for t in ef.step_tables(test.collectives)]
     parts += [collectives_table(check) for check in test.collectives]
+    parts += [code_block("\n".join(memory_lines(check, MEMORY_WIDTH))) for check in test.memory]
     if test.speedup:
         parts.append(speed_table(test.speedup))
     return "\n\n".join(parts)

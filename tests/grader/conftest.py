@@ -10,8 +10,10 @@ never the user's."""
 import atexit
 import os
 import shutil
+import struct
 import sys
 import tempfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -149,10 +151,53 @@ def browser():
     playwright.stop()
 
 
+def read_png(data: bytes) -> tuple[int, int, list[bytes]]:
+    """A Chromium screenshot (8-bit RGB or RGBA, not interlaced) as width, height and rows of RGB bytes."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    at, idat, header = 8, b"", None
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at : at + 8])
+        body = data[at + 8 : at + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        at += 12 + length
+    width, height, depth, colour, _, _, interlace = header
+    assert depth == 8 and colour in (2, 6) and interlace == 0
+    step = 4 if colour == 6 else 3
+    raw, rows, previous = zlib.decompress(idat), [], bytearray(width * step)
+    stride = width * step + 1
+    for y in range(height):
+        kind, line = raw[y * stride], bytearray(raw[y * stride + 1 : (y + 1) * stride])
+        for i in range(len(line)):
+            left = line[i - step] if i >= step else 0
+            up, corner = previous[i], previous[i - step] if i >= step else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 255
+            elif kind == 2:
+                line[i] = (line[i] + up) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 255
+            elif kind == 4:
+                p = left + up - corner
+                near = min((abs(p - left), 0), (abs(p - up), 1), (abs(p - corner), 2))[1]
+                line[i] = (line[i] + (left, up, corner)[near]) & 255
+        rows.append(bytes(b for i, b in enumerate(line) if i % step < 3))
+        previous = line
+    return width, height, rows
+
+
 @pytest.fixture
 def page_visit():
     """`with page_visit(browser, path) as seen:` opens a page (see visit)."""
     return visit
+
+
+@pytest.fixture
+def png_pixels():
+    """read_png, for the tests that read a screenshot's pixels."""
+    return read_png
 
 
 # -- a real Slurm, for the cluster tests ------------------------------------------------------------------------

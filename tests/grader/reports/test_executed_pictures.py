@@ -2,16 +2,15 @@
 imply), a permute's pairs on rings, an all-to-all's bytes beside its buffer; in the HTML page, the Markdown of
 results.json and the terminal. The facts are built by hand, as grader.checks.executed records them.
 
-The browser test opens the page in Chromium, takes a screenshot and reads its pixels: the bubbles and the
-microbatches are visible where the cells are, the missing pair's arrow is red, and nothing leaves its box."""
+The browser test opens the page in Chromium, takes a screenshot and reads its pixels (conftest's read_png):
+the bubbles and the microbatches are visible where the cells are, the missing pair's arrow is red, and nothing
+leaves its box."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
 import json
-import struct
-import zlib
 
 import jax
 import jax.numpy as jnp
@@ -315,43 +314,6 @@ def test_the_terminal_prints_the_grids_under_a_failed_test():
 # -- in a browser ---------------------------------------------------------------------------------------
 
 
-def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
-    """A Chromium screenshot (8-bit RGB or RGBA, not interlaced) as width, height and rows of RGB bytes."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    at, idat, header = 8, b"", None
-    while at < len(data):
-        length, kind = struct.unpack(">I4s", data[at : at + 8])
-        body = data[at + 8 : at + 8 + length]
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat += body
-        at += 12 + length
-    width, height, depth, colour, _, _, interlace = header
-    assert depth == 8 and colour in (2, 6) and interlace == 0
-    step = 4 if colour == 6 else 3
-    raw, rows, previous = zlib.decompress(idat), [], bytearray(width * step)
-    stride = width * step + 1
-    for y in range(height):
-        kind, line = raw[y * stride], bytearray(raw[y * stride + 1 : (y + 1) * stride])
-        for i in range(len(line)):
-            left = line[i - step] if i >= step else 0
-            up, corner = previous[i], previous[i - step] if i >= step else 0
-            if kind == 1:
-                line[i] = (line[i] + left) & 255
-            elif kind == 2:
-                line[i] = (line[i] + up) & 255
-            elif kind == 3:
-                line[i] = (line[i] + (left + up) // 2) & 255
-            elif kind == 4:
-                p = left + up - corner
-                near = min((abs(p - left), 0), (abs(p - up), 1), (abs(p - corner), 2))[1]
-                line[i] = (line[i] + (left, up, corner)[near]) & 255
-        rows.append(bytes(b for i, b in enumerate(line) if i % step < 3))
-        previous = line
-    return width, height, rows
-
-
 @pytest.fixture(scope="module")
 def pictured(tmp_path_factory):
     """write_all's folder for a grading with a pipeline check (11 sends), a ring check missing its wrap and
@@ -374,7 +336,7 @@ def test_report_json_holds_what_the_page_draws(pictured):
     assert test.collectives[1].expected_pairs == CYCLE
 
 
-def test_the_screenshot_shows_the_grids_and_the_ring(browser, page_visit, pictured):
+def test_the_screenshot_shows_the_grids_and_the_ring(browser, page_visit, pictured, png_pixels):
     with page_visit(browser, pictured / "feedback.html", javascript=True) as seen:
         page = seen.page
         figure = page.locator('figure.pipeline-check[data-actual-steps="12"]')
