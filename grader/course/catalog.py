@@ -217,6 +217,16 @@ EXERCISES: tuple[Exercise, ...] = (
         seeds="scaling book; ring attention; DeepSpeed-Ulysses; MaxText context parallelism",
         part=2,
     ),
+    Exercise(
+        id="ex17_zero1_accumulation",
+        title="ZeRO-1 and gradient accumulation",
+        points=20,
+        hint="Sum the microbatches' gradients locally (params pcast to varying first) and reduce once, "
+        "after the loop. For ZeRO-1, psum_scatter each gradient so each device gets its rows, run Adam "
+        "on its shard of m and v, and all_gather the updated rows.",
+        seeds="scaling book ZeRO; CS336 sharded optimizer; MaxText gradient accumulation",
+        part=2,
+    ),
 )
 
 _BY_ID = {exercise.id: exercise for exercise in EXERCISES}
