@@ -253,8 +253,8 @@ def _check_init(impl, n, pr: Problem):
 
 
 def _check_steps(impl, n, pr: Problem, steps=3):
-    """`steps` steps from the test's zero state: every loss, then params, m, v and t against Adam on one
-    device, in their layouts."""
+    """`steps` steps from the test's zero state: params (naming a missing bias correction), every loss,
+    then m, v and t against Adam on one device, in their layouts."""
     mesh = _mesh(n)
     params, xs, ys = _placed(mesh, pr)
     state = _zero_state(mesh, pr.params)
@@ -265,15 +265,6 @@ def _check_steps(impl, n, pr: Problem, steps=3):
         params, state, loss = step(params, state, xs, ys)
         losses.append(loss)
     want_p, want_m, want_v, t, want_losses = _adam(pr, LR, steps)
-    for i, (loss, value) in enumerate(zip(losses, want_losses)):
-        assert_sharded_like(
-            loss,
-            mesh,
-            P(),
-            value,
-            **ADAM_TOL,
-            name=f"the loss of step {i + 1} (a replicated scalar)",
-        )
     what = f"the params after {steps} zero1_adam_step steps"
     leaves = param_leaves(params, pr.params, what)
     unbiased = jax.tree.leaves(_adam(pr, LR, steps, bias_correction=False)[0])[0]
@@ -285,6 +276,15 @@ def _check_steps(impl, n, pr: Problem, steps=3):
                 "the step count after the increment (1 at the first step)."
             )
         assert_sharded_like(leaf, mesh, P(), value, **ADAM_TOL, name=f"{what}: {leaf_name(i)}")
+    for i, (loss, value) in enumerate(zip(losses, want_losses)):
+        assert_sharded_like(
+            loss,
+            mesh,
+            P(),
+            value,
+            **ADAM_TOL,
+            name=f"the loss of step {i + 1} (a replicated scalar)",
+        )
     _check_state(
         state,
         mesh,
