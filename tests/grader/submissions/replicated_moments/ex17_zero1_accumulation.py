@@ -92,6 +92,8 @@ def zero1_adam_step(params, opt_state, xs, ys, lr, mesh):
         new = jax.tree.map(lambda p, a, b: p - lr * a / (jnp.sqrt(b) + EPS), params, m_hat, v_hat)
         return new, {"m": m, "v": v, "t": t}, jax.lax.psum(loss, "data") / (mb * n)
 
+    # whatever layout the state comes in, the moments are kept whole on every device
+    opt_state = jax.sharding.reshard(opt_state, NamedSharding(mesh, P()))
     return jax.shard_map(
         per_device,
         mesh=mesh,
