@@ -218,6 +218,16 @@ EXERCISES: tuple[Exercise, ...] = (
         part=2,
     ),
     Exercise(
+        id="ex17_zero1_accumulation",
+        title="ZeRO-1 and gradient accumulation",
+        points=20,
+        hint="Sum the microbatches' gradients locally (params pcast to varying first) and reduce once, "
+        "after the loop. For ZeRO-1, psum_scatter each gradient so each device gets its rows, run Adam "
+        "on its shard of m and v, and all_gather the updated rows.",
+        seeds="scaling book ZeRO; CS336 sharded optimizer; MaxText gradient accumulation",
+        part=2,
+    ),
+    Exercise(
         id="ex18_transformer_block",
         title="A transformer block in 3-D: FSDP, tensor and sequence parallelism",
         points=20,

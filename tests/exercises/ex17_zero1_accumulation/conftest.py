@@ -1,0 +1,400 @@
+"""What ex17's visible and hidden tests share: the problem (params, microbatches), the float64 NumPy
+references (the mean gradient, Adam on it), the test's own placements, and the rules the results and the
+compiled programs are graded by, so that `shardlab check` applies the very checks grading does."""
+
+import functools
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from grader.checks import (
+    NotReported,
+    assert_computes,
+    assert_executed,
+    assert_memory,
+    assert_operand_bytes,
+    assert_sharded_like,
+    compiled,
+    inputs,
+    test_mesh,
+)
+from grader.checks.executed import executed_collectives
+from grader.checks.training import leaf_name, param_leaves
+
+# float32 against float64. The mean gradient: measured worst 9e-9 absolute (2 to 8 devices, MB 1 to 4),
+# all within atol; rtol covers the larger entries.
+GRAD_TOL = dict(rtol=1e-5, atol=1e-6)
+# Three Adam steps: an entry whose gradient is near zero has m_hat / sqrt(v_hat) ill-conditioned, so the
+# params' error is absolute, up to lr * 1e-4 (measured worst 9e-7); the moments then follow gradients at
+# params that differ that much (measured worst 5e-8 for m, 8e-11 for v).
+ADAM_TOL = dict(rtol=1e-4, atol=1e-5)
+MOMENT_TOL = {"m": dict(rtol=1e-4, atol=1e-6), "v": dict(rtol=1e-4, atol=1e-9)}
+B1, B2, EPS = 0.9, 0.999, 1e-8
+LR = 0.01
+SCALARS = 4  # an all-reduce of the step may carry the loss (and a few more scalars): 4 float32s
+
+
+@dataclass(frozen=True)
+class Problem:
+    params: list  # [(W, b)] float32 NumPy
+    xs: np.ndarray  # (MB, B, n_in)
+    ys: np.ndarray  # (MB, B, n_out)
+
+    @property
+    def leaves(self) -> int:
+        return 2 * len(self.params)
+
+    @property
+    def param_bytes(self) -> int:
+        return sum(a.nbytes for a in jax.tree.leaves(self.params))
+
+
+def _mesh(n):
+    return test_mesh((n,), ("data",), "explicit")
+
+
+def _problem(sizes, mb, batch, seed) -> Problem:
+    rng = inputs.rng(seed)
+    params = [
+        (
+            (0.1 * rng.standard_normal((n_in, n_out))).astype(np.float32),
+            (0.1 * rng.standard_normal(n_out)).astype(np.float32),
+        )
+        for n_in, n_out in zip(sizes[:-1], sizes[1:])
+    ]
+    xs = rng.standard_normal((mb, batch, sizes[0]), dtype=np.float32)
+    A = rng.standard_normal((sizes[0], sizes[-1])) / np.sqrt(sizes[0])
+    return Problem(params, xs, np.sin(xs @ A).astype(np.float32))
+
+
+@pytest.fixture
+def problem():
+    """problem(sizes, mb, batch, seed) -> Problem (float32 NumPy)."""
+    return _problem
+
+
+# --- the float64 references ------------------------------------------------------------------------
+
+
+def _loss_and_grads(params, x, y):
+    """mse_loss and its gradient for one microbatch, by hand in float64 (no compile)."""
+    acts, h = [], np.asarray(x, np.float64)
+    for i, (W, b) in enumerate(params):
+        acts.append(h)
+        a = h @ np.asarray(W, np.float64) + b
+        h = np.tanh(a) if i < len(params) - 1 else a
+    diff = h - y
+    delta = 2 * diff / diff.size
+    grads = []
+    for i in reversed(range(len(params))):
+        W = np.asarray(params[i][0], np.float64)
+        grads.append((acts[i].T @ delta, delta.sum(axis=0)))
+        if i:
+            delta = (delta @ W.T) * (1 - acts[i] ** 2)
+    return float(np.mean(diff**2)), grads[::-1]
+
+
+def _mean_grads(params, xs, ys):
+    """(the mean loss, the mean gradient) over the microbatches, float64."""
+    results = [_loss_and_grads(params, x, y) for x, y in zip(xs, ys)]
+    loss = np.mean([r[0] for r in results])
+    grads = jax.tree.map(lambda *g: sum(g) / len(results), *[r[1] for r in results])
+    return loss, grads
+
+
+def _adam(pr: Problem, lr, steps, *, bias_correction=True):
+    """`steps` single-device Adam steps on the mean gradient: (params, m, v, t, losses), float64."""
+    params = jax.tree.map(lambda a: np.asarray(a, np.float64), pr.params)
+    m = jax.tree.map(np.zeros_like, params)
+    v = jax.tree.map(np.zeros_like, params)
+    losses = []
+    for t in range(1, steps + 1):
+        loss, g = _mean_grads(params, pr.xs, pr.ys)
+        losses.append(loss)
+        m = jax.tree.map(lambda m, g: B1 * m + (1 - B1) * g, m, g)
+        v = jax.tree.map(lambda v, g: B2 * v + (1 - B2) * g * g, v, g)
+        scale = (1 - B1**t, 1 - B2**t) if bias_correction else (1, 1)
+        params = jax.tree.map(functools.partial(_update, lr=lr, scale=scale), params, m, v)
+    return params, m, v, steps, np.array(losses)
+
+
+def _update(p, m, v, *, lr, scale):
+    return p - lr * (m / scale[0]) / (np.sqrt(v / scale[1]) + EPS)
+
+
+# --- placements --------------------------------------------------------------------------------------
+
+
+def _placed(mesh, pr: Problem):
+    """(params P(), xs P(None, "data"), ys P(None, "data")) on the mesh."""
+    whole, split = NamedSharding(mesh, P()), NamedSharding(mesh, P(None, "data"))
+    return jax.device_put(pr.params, whole), *jax.device_put((pr.xs, pr.ys), split)
+
+
+def _zero_state(mesh, params):
+    """The test's own ZeRO-1 state: m and v zeros P("data"), t an int32 0 P()."""
+    split = NamedSharding(mesh, P("data"))
+
+    def zeros():
+        return jax.device_put(jax.tree.map(np.zeros_like, params), split)
+
+    t = jax.device_put(np.int32(0), NamedSharding(mesh, P()))
+    return {"m": zeros(), "v": zeros(), "t": t}
+
+
+# --- accumulate_grads ------------------------------------------------------------------------------
+
+
+def _check_grads(grads, mesh, pr: Problem, what="accumulate_grads's result"):
+    _, want = _mean_grads(pr.params, pr.xs, pr.ys)
+    for i, (leaf, value) in enumerate(
+        zip(param_leaves(grads, pr.params, what), jax.tree.leaves(want))
+    ):
+        assert_sharded_like(leaf, mesh, P(), value, **GRAD_TOL, name=f"{what}: {leaf_name(i)}")
+
+
+def _check_accumulate(impl, n, pr: Problem):
+    """Values (the mean gradient over the microbatches and devices), every leaf replicated."""
+    mesh = _mesh(n)
+    grads = jax.jit(lambda p, x, y: impl.accumulate_grads(p, x, y, mesh))(*_placed(mesh, pr))
+    _check_grads(grads, mesh, pr)
+
+
+def _reduced_bytes(program, kind) -> int:
+    """Bytes of operands the program's collectives of `kind` reduce per device, each run counted."""
+    return sum(
+        (op.times or 0) * op.operand_bytes
+        for op in executed_collectives(program)
+        if op.kind == kind
+    )
+
+
+def _check_accumulate_program(impl, n, pr: Problem):
+    """The compiled accumulate_grads computes the mean gradient and all-reduces exactly one array per leaf,
+    the whole gradient; it all-gathers nothing (the microbatches stay split)."""
+    mesh = _mesh(n)
+    args = _placed(mesh, pr)
+    program = compiled(lambda p, x, y: jax.tree.leaves(impl.accumulate_grads(p, x, y, mesh)), *args)
+    expected = jax.tree.leaves(_mean_grads(pr.params, pr.xs, pr.ys)[1])
+    what = "accumulate_grads"
+    mb, leaves = pr.xs.shape[0], pr.leaves
+    assert_executed(
+        program,
+        "all-reduce",
+        at_least=leaves,
+        at_most=leaves,
+        operands=True,
+        what=what,
+        expected=expected,
+        args=args,
+        **GRAD_TOL,
+        hint=f"There are {leaves} parameter leaves and {mb} microbatches. More: is the gradient reduced "
+        "once per microbatch, inside the loop? Sum locally, reduce once, after the loop (inside shard_map, "
+        "jax.grad with respect to replicated params reduces by itself: pcast them to varying first). "
+        "Fewer: every leaf's gradient must be reduced across the devices, each as its own array.",
+    )
+    assert_executed(
+        program,
+        "all-gather",
+        at_most=0,
+        what=what,
+        hint="Nothing needs gathering: gathering the microbatches makes every device compute every "
+        "device's gradient. Keep each device's block and reduce the gradients.",
+    )
+    reduced = _reduced_bytes(program, "all-reduce")
+    assert reduced >= pr.param_bytes, (
+        f"the all-reduces of the compiled {what} carry {reduced} bytes per device in all; the gradients "
+        f"alone are {pr.param_bytes}. Every leaf's whole gradient must be reduced across the devices: "
+        "a token all-reduce beside gradients computed another way does not count."
+    )
+
+
+# --- zero1_init -------------------------------------------------------------------------------------
+
+
+def _check_state(state, mesh, pr: Problem, want=None, *, what, tol=None):
+    """{"m", "v", "t"}: m and v shaped like params, float32, P("data") with `want`'s values (zeros when
+    None), t an int32 scalar, replicated."""
+    if not isinstance(state, dict) or set(state) != {"m", "v", "t"}:
+        keys = sorted(state) if isinstance(state, dict) else type(state).__name__
+        raise AssertionError(f'{what} should be a dict with keys "m", "v" and "t"; got {keys}')
+    m, v, t = want if want is not None else (None, None, 0)
+    for key, values in (("m", m), ("v", v)):
+        leaves = param_leaves(state[key], pr.params, f'{what}["{key}"]')
+        like = (
+            jax.tree.leaves(values)
+            if values is not None
+            else [0 * a for a in jax.tree.leaves(pr.params)]
+        )
+        for i, (leaf, value) in enumerate(zip(leaves, like)):
+            name = f'{what}["{key}"]: {leaf_name(i)}'
+            assert np.asarray(leaf).dtype == np.float32, (
+                f"{name} is {np.asarray(leaf).dtype}, expected float32"
+            )
+            close = tol[key] if tol else dict(rtol=0, atol=0)
+            assert_sharded_like(leaf, mesh, P("data"), value, **close, name=name)
+    step = state["t"]
+    dtype, shape = np.asarray(step).dtype, np.shape(step)
+    assert dtype == np.int32 and shape == (), (
+        f'{what}["t"] should be an int32 scalar (the step count); got {dtype} of shape {shape}'
+    )
+    assert_sharded_like(step, mesh, P(), np.int32(t), rtol=0, atol=0, name=f'{what}["t"]')
+
+
+def _check_init(impl, n, pr: Problem):
+    mesh = _mesh(n)
+    _check_state(impl.zero1_init(pr.params, mesh), mesh, pr, what="zero1_init's result")
+
+
+# --- zero1_adam_step -----------------------------------------------------------------------------------
+
+
+def _check_steps(impl, n, pr: Problem, steps=3):
+    """`steps` steps from the test's zero state: params (naming a missing bias correction), every loss,
+    then m, v and t against Adam on one device, in their layouts."""
+    mesh = _mesh(n)
+    params, xs, ys = _placed(mesh, pr)
+    state = _zero_state(mesh, pr.params)
+    # compiled once by the test (a loop in shard_map runs op by op without jit)
+    step = jax.jit(lambda p, s, x, y: impl.zero1_adam_step(p, s, x, y, LR, mesh))
+    losses = []
+    for _ in range(steps):
+        params, state, loss = step(params, state, xs, ys)
+        losses.append(loss)
+    want_p, want_m, want_v, t, want_losses = _adam(pr, LR, steps)
+    what = f"the params after {steps} zero1_adam_step steps"
+    leaves = param_leaves(params, pr.params, what)
+    unbiased = jax.tree.leaves(_adam(pr, LR, steps, bias_correction=False)[0])[0]
+    for i, (leaf, value) in enumerate(zip(leaves, jax.tree.leaves(want_p))):
+        if i == 0 and np.allclose(np.asarray(leaf), unbiased, **ADAM_TOL) and steps > 1:
+            raise AssertionError(
+                f"{what}: {leaf_name(i)} matches Adam WITHOUT bias correction: m and v start at zero, so "
+                "early on they are too small by (1 - b1 ** t) and (1 - b2 ** t); divide them by these, with t "
+                "the step count after the increment (1 at the first step)."
+            )
+        assert_sharded_like(leaf, mesh, P(), value, **ADAM_TOL, name=f"{what}: {leaf_name(i)}")
+    for i, (loss, value) in enumerate(zip(losses, want_losses)):
+        assert_sharded_like(
+            loss,
+            mesh,
+            P(),
+            value,
+            **ADAM_TOL,
+            name=f"the loss of step {i + 1} (a replicated scalar)",
+        )
+    _check_state(
+        state,
+        mesh,
+        pr,
+        (want_m, want_v, t),
+        what=f"the opt_state after {steps} steps",
+        tol=MOMENT_TOL,
+    )
+
+
+def _step_program(impl, mesh, args):
+    return compiled(
+        lambda p, s, x, y: jax.tree.leaves(impl.zero1_adam_step(p, s, x, y, LR, mesh)), *args
+    )
+
+
+def _one_step_leaves(pr: Problem):
+    """One reference step's results, flat as the compiled step's: params, opt_state (m, t, v), loss."""
+    p, m, v, t, losses = _adam(pr, LR, 1)
+    return [*jax.tree.leaves(p), *jax.tree.leaves({"m": m, "v": v, "t": np.int32(t)}), losses[0]]
+
+
+def _check_step_program(impl, n, pr: Problem):
+    """The compiled step computes one Adam step; it reduce-scatters exactly one array per leaf (the whole
+    gradients) and all-gathers exactly one per leaf (the updated shards); no all-reduce larger than a few
+    scalars."""
+    mesh = _mesh(n)
+    params, xs, ys = _placed(mesh, pr)
+    args = (params, _zero_state(mesh, pr.params), xs, ys)
+    program = _step_program(impl, mesh, args)
+    what, leaves, mb = "zero1_adam_step", pr.leaves, pr.xs.shape[0]
+    assert_executed(
+        program,
+        "reduce-scatter",
+        at_least=leaves,
+        at_most=leaves,
+        operands=True,
+        what=what,
+        expected=_one_step_leaves(pr),
+        args=args,
+        **ADAM_TOL,
+        hint=f"There are {leaves} parameter leaves and {mb} microbatches: one psum_scatter per leaf, after "
+        "the loop over the microbatches (more: is it inside the loop?; fewer: is a gradient all-reduced "
+        "instead, or are leaves joined into one array?).",
+    )
+    assert_executed(
+        program,
+        "all-gather",
+        at_least=leaves,
+        at_most=leaves,
+        operands=True,
+        what=what,
+        hint=f"One all_gather per leaf ({leaves}), of the updated shard of the params, after Adam.",
+    )
+    if any(op.kind == "all-reduce" for op in executed_collectives(program)):
+        assert_operand_bytes(
+            program,
+            "all-reduce",
+            at_most=SCALARS * 4,
+            what=what,
+            hint="A gradient is all-reduced (psum), so every device receives all of it and then keeps a "
+            "slice: reduce each leaf's gradient with jax.lax.psum_scatter, so each device receives only "
+            "its own rows. Only scalars (the loss) may be all-reduced.",
+        )
+    scattered = _reduced_bytes(program, "reduce-scatter")
+    gathered = _reduced_bytes(program, "all-gather")
+    assert scattered >= pr.param_bytes and gathered * n >= pr.param_bytes, (
+        f"the reduce-scatters of the compiled {what} take {scattered} bytes per device in all and its "
+        f"all-gathers {gathered}; the gradients are {pr.param_bytes} bytes, each device's shard of the params "
+        f"{pr.param_bytes // n}. Every leaf's whole gradient must be reduce-scattered and every updated shard "
+        "gathered: token collectives beside work done another way do not count."
+    )
+
+
+def _check_argument_bytes(impl, n, pr: Problem):
+    """With the state from the student's zero1_init, the compiled step computes one Adam step and each
+    device's arguments hold the params whole, m and v at 1/n, and a block of the microbatches."""
+    mesh = _mesh(n)
+    state = impl.zero1_init(pr.params, mesh)
+    _check_state(
+        state, mesh, pr, what="zero1_init's result (the state this test compiles the step on)"
+    )
+    params, xs, ys = _placed(mesh, pr)
+    args = (params, state, xs, ys)
+    program = _step_program(impl, mesh, args)
+    assert_computes(program(*args), _one_step_leaves(pr), **ADAM_TOL, what="zero1_adam_step")
+    data = (pr.xs.nbytes + pr.ys.nbytes) // n
+    # ZeRO-1's arguments plus one more n-th of the params as slack; replicated moments add 2 (n - 1) / n.
+    bound = pr.param_bytes + 3 * pr.param_bytes // n + data + 64
+    try:
+        memory = assert_memory(
+            program,
+            argument_below=bound,
+            what="zero1_adam_step",
+            hint=f"The params ({pr.param_bytes} bytes) are whole on every device, but m and v should take "
+            f"1/{n} of that each, and the microbatches 1/{n} ({data} bytes): are the moments replicated?",
+        )
+    except NotReported as exc:
+        pytest.skip(str(exc))
+    print(f"argument bytes per device on {n} devices: {memory.argument_bytes} (bound {bound})")
+
+
+@pytest.fixture
+def checks():
+    """The rule checks, each check(impl, n, problem)."""
+    return dict(
+        accumulate=_check_accumulate,
+        accumulate_program=_check_accumulate_program,
+        init=_check_init,
+        steps=_check_steps,
+        step_program=_check_step_program,
+        argument_bytes=_check_argument_bytes,
+    )
