@@ -79,6 +79,18 @@ def term_exercise_ids() -> tuple[str, ...]:
     return tuple(e.id for e in exercises)
 
 
+def _add_impl(command, verb: str = "") -> None:
+    """The student commands' --impl: the folder of the student's modules."""
+    command.add_argument(
+        "--impl",
+        default="exercises",
+        metavar="PATH",
+        help=" ".join(
+            filter(None, ("the folder of exercise modules", verb, "(default: exercises/)"))
+        ),
+    )
+
+
 def _add_student_commands(commands, handout: bool) -> None:
     """Check and list: what a student runs; their help names the term's exercises only."""
     ids = term_exercise_ids()
@@ -98,12 +110,7 @@ def _add_student_commands(commands, handout: bool) -> None:
         f'"{digits}" (default: the first exercise whose visible tests do not all pass)',
     )
     check.add_argument("--all", action="store_true", help="check every exercise and show a summary")
-    check.add_argument(
-        "--impl",
-        default="exercises",
-        metavar="PATH",
-        help="the folder of exercise modules to check (default: exercises/)",
-    )
+    _add_impl(check, "to check")
     check.add_argument(
         "--html",
         nargs="?",
@@ -129,14 +136,17 @@ def _add_student_commands(commands, handout: bool) -> None:
         help="the exercises, their points and your status (with the course file: each one's "
         "assignment and due date, and the late policy)",
     )
-    listing.add_argument(
-        "--impl",
-        default="exercises",
-        metavar="PATH",
-        help="the folder of exercise modules (default: exercises/)",
-    )
+    _add_impl(listing)
     add_arguments(listing, "list")
     listing.set_defaults(func=_handler("student", "list_from_args"))
+
+    capstone = commands.add_parser(
+        "capstone",
+        help="part 2's capstone: your ex18 block trained 3-D and your ex17 ZeRO-1 step on 8 devices, with "
+        "the collectives a step runs and the memory per device that remat and ZeRO save",
+    )
+    _add_impl(capstone)
+    capstone.set_defaults(func=_handler("capstone", "capstone_from_args"))
 
 
 def _add_grading_commands(commands, handout: bool) -> None:
@@ -411,7 +421,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
         dest="command",
         required=True,
         metavar="{" + ",".join(shown) + "}",
-        title="commands (students: check and list; the others are for course staff)",
+        title="commands (students: check, list and capstone; the others are for course staff)",
     )
 
     _add_student_commands(commands, handout)
@@ -441,7 +451,7 @@ def find_own_tools_first() -> None:
 
 # The commands that start test runs: a conflicting device count in the environment is refused before any
 # runs, as the set-up's error (a test process that died of it would read as the student's crash).
-RUNS_TESTS = ("check", "grade", "grade-batch", "calibrate", "dev-check")
+RUNS_TESTS = ("check", "capstone", "grade", "grade-batch", "calibrate", "dev-check")
 
 
 def setup_error(command: str) -> str | None:
@@ -470,7 +480,7 @@ STAFF_ONLY = (
     "gradescope",
     "dev-check",
 )
-IN_A_HANDOUT = ("check", "list", "grade", "grade-batch")
+IN_A_HANDOUT = ("check", "list", "capstone", "grade", "grade-batch")
 
 
 def in_handout() -> bool:

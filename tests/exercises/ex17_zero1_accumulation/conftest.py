@@ -323,6 +323,7 @@ def _check_step_program(impl, n, pr: Problem):
         at_most=leaves,
         operands=True,
         what=what,
+        per="step",
         expected=_one_step_leaves(pr),
         args=args,
         **ADAM_TOL,
@@ -337,6 +338,7 @@ def _check_step_program(impl, n, pr: Problem):
         at_most=leaves,
         operands=True,
         what=what,
+        per="step",
         hint=f"One all_gather per leaf ({leaves}), of the updated shard of the params, after Adam.",
     )
     if any(op.kind == "all-reduce" for op in executed_collectives(program)):
@@ -379,6 +381,8 @@ def _check_argument_bytes(impl, n, pr: Problem):
             program,
             argument_below=bound,
             what="zero1_adam_step",
+            # what a step's arguments hold when m and v are whole on every device
+            shown_against={"m and v replicated": pr.param_bytes * 3 + data},
             hint=f"The params ({pr.param_bytes} bytes) are whole on every device, but m and v should take "
             f"1/{n} of that each, and the microbatches 1/{n} ({data} bytes): are the moments replicated?",
         )

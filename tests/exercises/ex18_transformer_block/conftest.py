@@ -478,6 +478,7 @@ def _check_step_program(impl, shape, sizes, seed):
         at_least=len(SPECS) if mesh.shape["data"] > 1 else 0,
         operands=True,
         what=what,
+        per="step",
         hint='each of the six weight gradients is reduce-scattered over "data".',
     )
 
@@ -512,6 +513,7 @@ def _check_stack_memory(impl, shape, sizes, seed):
         program,
         temp_below=bound,
         what=what,
+        shown_against={"the course's stack without remat (temporaries)": bound_of},
         hint=f"the course's stack needs {bound_of} bytes without remat and about a quarter of it with. "
         "Does remat=True wrap each scanned block in jax.checkpoint, so that the backward pass recomputes "
         "a block's intermediates instead of keeping all of them from the forward?",

@@ -304,7 +304,7 @@ def test_a_handouts_help_shows_the_student_commands_only(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     shown = capsys.readouterr().out
-    assert "{check,list,grade,grade-batch}" in shown
+    assert "{check,list,capstone,grade,grade-batch}" in shown
     assert not any(re.search(rf"^    {command}\b", shown, re.M) for command in cli.STAFF_ONLY)
 
 

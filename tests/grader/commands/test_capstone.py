@@ -1,0 +1,74 @@
+"""`shardlab capstone`: part 2's figures measured on an implementation's ex17 and ex18; the reference's are what
+docs/students.md quotes, and a part not written yet is said, never a traceback."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from grader.course import paths
+
+
+def capstone(impl) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "grader.cli", "capstone", "--impl", str(impl)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=paths.REPO_ROOT,
+    )
+
+
+def traffic(section: str) -> dict[tuple[str, str], tuple[int, int]]:
+    """{(kind, axes): (runs, arrays)} of one section's collectives lines."""
+    found = {}
+    for kind, axes, runs, arrays in re.findall(
+        r"^\s+([a-z\-]+)\s+over (\S+)\s+(\d+) runs?\s+(\d+) arrays?", section, re.M
+    ):
+        found[(kind, axes)] = (int(runs), int(arrays))
+    return found
+
+
+@pytest.mark.slow
+def test_the_reference_trains_3d_and_remat_and_zero_save_what_the_docs_say():
+    done = capstone(paths.SOLUTIONS_DIR)
+    assert done.returncode == 0, done.stdout + done.stderr
+    block, remat, zero = re.split(r"^\d\. ", done.stdout, flags=re.M)[1:]
+    assert "each device holds" in block and "(1/8)" in block
+    losses = [float(v) for v in re.search(r"SGD steps: (.*)", block)[1].split(", ")]
+    assert len(losses) == 5 and all(b < a for a, b in zip(losses, losses[1:]))
+    step = traffic(block)
+    # FSDP: weights gathered and their gradients reduce-scattered over "data"; the sequence over "model"
+    assert step[("all-gather", "data")][1] >= 6 and step[("reduce-scatter", "data")][1] >= 6
+    assert ("all-gather", "model") in step and ("reduce-scatter", "model") in step
+    assert all(
+        kind != "all-reduce" or moved == "4 B"
+        for kind, moved in re.findall(
+            r"^\s+([a-z\-]+)\s+over \S+\s+.*?arrays?\s+(\S+ \S+) per device", block, re.M
+        )
+    )  # only the loss's scalars are all-reduced
+    without, with_, ratio, loss_a, loss_b = re.search(
+        r"(\S+ \S+) without remat, (\S+ \S+) with \((\S+) of it\); loss (\S+) and (\S+)", remat
+    ).groups()
+    assert float(ratio) <= 0.5 and loss_a == loss_b
+    assert "(1/8)" in zero
+    zero_step, accumulate = zero.split("one accumulate_grads")
+    leaves = int(re.search(r"\((\d+) parameter arrays\)", zero_step)[1])
+    assert traffic(zero_step)[("reduce-scatter", "data")][1] == leaves
+    assert traffic(zero_step)[("all-gather", "data")][1] == leaves
+    assert traffic(accumulate)[("all-reduce", "data")] == (
+        1,
+        leaves,
+    )  # once per call, not per microbatch
+
+
+def test_parts_not_written_are_said_and_the_command_fails(tmp_path):
+    (tmp_path / "ex17_zero1_accumulation.py").write_text("raise SystemExit(3)\n")
+    stubs = paths.EXERCISES_DIR / "ex18_transformer_block.py"
+    (tmp_path / "ex18_transformer_block.py").write_text(stubs.read_text())
+    done = capstone(tmp_path)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stdout + done.stderr
+    assert done.stdout.count("ex18_transformer_block is not finished: `shardlab check ex18`") == 2
+    assert "ex17_zero1_accumulation.py called exit(3) while being imported" in done.stdout
