@@ -33,7 +33,7 @@ from grader.checks.hlo import (
     program_mesh,
     replica_groups,
 )
-from grader.checks.numerics import assert_computes
+from grader.checks.numerics import Tolerance, assert_computes
 from grader.core import facts
 from grader.core.bounds import MAX_FIGURES, NAME_CHARS
 from grader.core.results import (
@@ -311,7 +311,7 @@ def assert_executed(
     expected=None,
     args: Sequence = (),
     rtol: float = 1e-5,
-    atol: float = 1e-6,
+    atol: Tolerance | Sequence[Tolerance] = 1e-6,
     operands: bool = False,
     per: str = "run",
 ) -> int:
@@ -432,7 +432,7 @@ def assert_permute_pairs(
     expected=None,
     args: Sequence = (),
     rtol: float = 1e-5,
-    atol: float = 1e-6,
+    atol: Tolerance | Sequence[Tolerance] = 1e-6,
 ) -> list[tuple[tuple[int, int], ...]]:
     """Where the program's collective-permutes send. Every pair runs along mesh axis `axis` (source and
     target differ in that coordinate only); and per group of devices along it:
@@ -519,7 +519,7 @@ def assert_operand_bytes(
     expected=None,
     args: Sequence = (),
     rtol: float = 1e-5,
-    atol: float = 1e-6,
+    atol: Tolerance | Sequence[Tolerance] = 1e-6,
 ) -> list[int]:
     """Each collective of `kind` moves, per device, between at_least and at_most bytes of operands (there
     must be one). `buffer_bytes`: the size the rule is about (an exchange's buffer at its capacity), for the

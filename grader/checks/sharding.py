@@ -7,7 +7,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from grader.checks.numerics import compare
+from grader.checks.numerics import Tolerance, compare
 from grader.core import facts
 from grader.core.results import Block, Layout, LayoutCheck, grid_words
 
@@ -156,9 +156,10 @@ def _check_sharding(arr, expected: NamedSharding, spec: PartitionSpec, name: str
 
 
 def assert_shard_values(
-    arr, expected_global, *, rtol: float = 1e-5, atol: float = 1e-6, name: str = "output"
+    arr, expected_global, *, rtol: float = 1e-5, atol: Tolerance = 1e-6, name: str = "output"
 ) -> None:
-    """Each addressable shard holds exactly its slice of the expected global array."""
+    """Each addressable shard holds exactly its slice of the expected global array (and of `atol`, when it
+    is one tolerance per element)."""
     want = np.asarray(expected_global)
     if tuple(arr.shape) != want.shape:
         raise AssertionError(f"{name} has shape {tuple(arr.shape)}, expected {want.shape}")
@@ -167,7 +168,7 @@ def assert_shard_values(
             shard.data,
             want[shard.index],
             rtol=rtol,
-            atol=atol,
+            atol=np.asarray(atol)[shard.index] if np.ndim(atol) else atol,
             name=f"{name}'s shard on device {shard.device.id} (global {format_index(shard.index)})",
         )
         if problem:
@@ -181,7 +182,7 @@ def assert_sharded_like(
     expected_global,
     *,
     rtol: float = 1e-5,
-    atol: float = 1e-6,
+    atol: Tolerance = 1e-6,
     name: str = "output",
 ) -> None:
     """All three checks: sharding object, shard shapes, shard values."""

@@ -5,6 +5,8 @@ counted, as a table of fixed columns."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from grader.core.bounds import at_most
 from grader.core.results import CollectivesCheck
 from grader.reports import executed_facts as ef
@@ -58,10 +60,12 @@ def check_lines(check: CollectivesCheck) -> list[str]:
     if check.rule is not None:
         lines.append(f"rule: {printable(check.rule)}")
     if ef.counted(check):
-        lines += [
+        # one line per kind and count: a step of 12 all-gathers run once each is one line, not 12
+        said = Counter(
             f"{c.op} runs: {ef.executed_words(c.executed, c.unknown_trip_count)}"
             for c in check.found
-        ]
+        )
+        lines += [line if n == 1 else f"{line} ({n} instructions)" for line, n in said.items()]
     if (pipeline := ef.pipeline_figures(check)) is not None:
         lines += pipeline_text(pipeline)
     if (pairs := ef.pair_figures(check)) is not None:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from grader.checks import assert_close, compare
+from grader.checks import assert_close, assert_computes, compare
 
 
 def test_within_tolerance_passes():
@@ -49,3 +49,17 @@ def test_an_answer_of_nan_only_is_reported_not_an_error():
 def test_a_non_array_answer_is_named():
     with pytest.raises(AssertionError, match="expected numbers"):
         assert_close(np.array(["a", "b"]), np.zeros(2))
+
+
+def test_a_tolerance_per_element_holds_each_element_to_its_own():
+    """An ill-conditioned element (an Adam update where the gradient is near zero) gets its own tolerance,
+    and only it: the same error elsewhere still fails, and the report says the tolerance is by element."""
+    want = np.array([1.0, 2.0, 3.0])
+    atol = np.array([1e-6, 1e-2, 1e-6])
+    assert compare(want + [0, 5e-3, 0], want, rtol=0, atol=atol) is None
+    report = compare(want + [5e-3, 0, 0], want, rtol=0, atol=atol)
+    assert "1 of 3 elements" in report and "atol=1e-06 to 0.01 by element" in report
+    with pytest.raises(ValueError, match=r"atol has shape \(2,\), the reference \(3,\)"):
+        compare(want, want, rtol=0, atol=np.ones(2))
+    with pytest.raises(AssertionError, match="result 1 differs"):
+        assert_computes([want, want + 1e-3], [want, want], rtol=0, atol=[1e-2, atol])

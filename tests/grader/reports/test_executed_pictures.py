@@ -468,3 +468,19 @@ def test_compiled_pairs_within_the_rows_of_a_2d_mesh_draw_a_ring_per_row():
     assert figures.rings() == [[0, 1, 2, 3], [4, 5, 6, 7]]
     figure = ring_figure(figures)
     assert figure.count('class="ring"') == 2 and figure.count('class="pair matched"') == 8
+
+
+def test_the_terminal_says_each_kind_and_count_once():
+    """A step of six all-gathers run once each, and one run four times: two lines, not seven."""
+    gathers = [Collective("all-gather", 8, ("data",), f"ag.{i}", 1) for i in range(6)]
+    check = CollectivesCheck(
+        "step",
+        (*gathers, Collective("all-gather", 8, ("data",), "ag.6", 4)),
+        False,
+        rule="all-gather runs at most 6 times",
+    )
+    assert check_lines(check) == [
+        "rule: all-gather runs at most 6 times",
+        "all-gather runs: 1 time (6 instructions)",
+        "all-gather runs: 4 times",
+    ]
