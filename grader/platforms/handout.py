@@ -42,7 +42,8 @@ SECTIONS_DIR = TEMPLATES_DIR / "sections"
 # What the catalog's exercises are about, for a handout of the whole catalog.
 CATALOG_TOPICS = (
     "meshes and shardings, collectives, sharded matmuls, data-parallel, fully sharded and tensor-parallel "
-    "training, padded per-device data, several JAX processes, and a bonus on what communication costs"
+    "training, padded per-device data, several JAX processes, a bonus on what communication costs; then "
+    "pipelines, experts over devices, long sequences, ZeRO-1 and a transformer block trained 3-D"
 )
 # Template file -> where it goes in the handout. No leading dots (package-data globs skip those), and no
 # pyproject.toml (ruff and pytest would take the template for the course's own configuration).
