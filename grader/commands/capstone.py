@@ -268,6 +268,10 @@ def _size(n: int | None) -> str:
     return f"{n} B"
 
 
+def _share(whole: int, per_device: int) -> str:
+    return f"{_size(whole)}; each device holds {_size(per_device)} (1/{round(whole / per_device)})"
+
+
 def _count(n: int, what: str) -> str:
     return f"{n:>3} {what}" + (" " if n == 1 else "s")  # padded: the columns line up
 
@@ -295,16 +299,9 @@ def render(figures: Capstone) -> str:
     if isinstance(block, str):
         lines.append(f"    {block}")
     else:
+        lines.append(f"    weights {_share(block.param_bytes, block.param_bytes_per_device)}")
         lines.append(
-            f"    weights {_size(block.param_bytes)}; each device holds "
-            f"{_size(block.param_bytes_per_device)} "
-            f"(1/{round(block.param_bytes / block.param_bytes_per_device)})"
-        )
-        lines.append(
-            "    loss over "
-            + str(STEPS)
-            + " SGD steps: "
-            + ", ".join(f"{v:.4f}" for v in block.losses)
+            f"    loss over {STEPS} SGD steps: " + ", ".join(f"{v:.4f}" for v in block.losses)
         )
         lines.append("    one training step runs:")
         lines += _traffic_lines(block.traffic)
@@ -327,9 +324,7 @@ def render(figures: Capstone) -> str:
         lines.append(f"    {zero}")
     else:
         lines.append(
-            f"    Adam's m and v: {_size(zero.moment_bytes)}; each device holds "
-            f"{_size(zero.moment_bytes_per_device)} "
-            f"(1/{round(zero.moment_bytes / zero.moment_bytes_per_device)})"
+            f"    Adam's m and v {_share(zero.moment_bytes, zero.moment_bytes_per_device)}"
         )
         lines.append(f"    one zero1_adam_step runs ({zero.leaves} parameter arrays):")
         lines += _traffic_lines(zero.step_traffic)
