@@ -142,8 +142,8 @@ def _add_student_commands(commands, handout: bool) -> None:
 
     capstone = commands.add_parser(
         "capstone",
-        help="part 2's capstone: your ex18 block trained 3-D and your ex17 ZeRO-1 step on 8 devices, with "
-        "the collectives a step runs and the memory per device that remat and ZeRO save",
+        help="part 2's capstone: your transformer block trained 3-D and your ZeRO-1 step on 8 devices, "
+        "with the collectives a step runs and the memory per device that remat and ZeRO save",
     )
     _add_impl(capstone)
     capstone.set_defaults(func=_handler("capstone", "capstone_from_args"))
