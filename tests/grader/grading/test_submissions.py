@@ -19,10 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.results import TestResult
 from grader.course import catalog
 from grader.harness.runner import run_tests
 
 SUBMISSIONS = Path(__file__).parents[1] / "submissions"
+# {exercise id: {folder: words}}: the words the first visible failure of each wrong submission says, naming
+# its mistake (what a student's check shows first must say what went wrong and how to mend it).
+MISTAKES = SUBMISSIONS / "mistakes"
 
 
 def expectations() -> dict[str, dict[str, set[str]]]:
@@ -60,6 +64,45 @@ def test_every_wrong_submission_fails_a_visible_test():
         if failing and not failing & visible_functions(catalog.get(exercise))
     ]
     assert not unseen, "\n".join(unseen)
+
+
+def mistakes() -> dict[str, dict[str, str]]:
+    """{folder: {exercise id: the words its first visible failure says}}"""
+    found: dict[str, dict[str, str]] = {}
+    for path in sorted(MISTAKES.glob("*.json")):
+        exercise = catalog.get(path.stem)
+        for folder, words in json.loads(path.read_text()).items():
+            found.setdefault(folder, {})[exercise.id] = words
+    return found
+
+
+def test_every_wrong_submission_says_how_its_mistake_is_named():
+    """Each wrong submission in the corpus lists the words that name its mistake; no list names a module
+    the corpus does not hold, or one that fails nothing."""
+    wrong = {(f, ex) for f, by_ex in expectations().items() for ex, names in by_ex.items() if names}
+    named = {(f, ex) for f, by_ex in mistakes().items() for ex in by_ex}
+    assert not wrong - named, f"no words listed in {MISTAKES} for: {sorted(wrong - named)}"
+    assert not named - wrong, f"words listed for no wrong submission: {sorted(named - wrong)}"
+
+
+def first_failures(run) -> dict[str, TestResult]:
+    """Each exercise's first failing test, in the order the check shows them."""
+    first: dict[str, TestResult] = {}
+    for result in run.results:
+        if not result.earns:
+            first.setdefault(result.exercise, result)
+    return first
+
+
+def check_named(folder: str, run, words: dict[str, str]) -> list[str]:
+    """The first visible failure of each exercise says the words that name the folder's mistake."""
+    first = first_failures(run)
+    return [
+        f"{exercise}: its first failure, {first[exercise].function if exercise in first else None}, "
+        f"does not say {said!r}: {first[exercise].message[:600] if exercise in first else ''}"
+        for exercise, said in words.items()
+        if exercise not in first or said.lower() not in first[exercise].message.lower()
+    ]
 
 
 ROUTES = {"in-process": (), "isolated": ("--isolate",)}
@@ -112,6 +155,11 @@ def test_submission_scores_as_expected_both_ways(folder):
     for route, run in runs.items():
         assert run.results, f"{route}: {run.output[-2000:]}"
         problems += [f"{route}: {p}" for p in check_expectations(folder, run, expected)]
+    if "in-process" in runs and folder != "alt_correct":
+        problems += [
+            f"named: {p}"
+            for p in check_named(folder, runs["in-process"], mistakes().get(folder, {}))
+        ]
     if len(runs) == 2:
         verdicts = {
             route: {r.nodeid: r.category for r in run.results} for route, run in runs.items()
