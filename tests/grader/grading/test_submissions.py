@@ -15,6 +15,7 @@ pass the reference and fail replicated work is shown alone, and repeatedly, by t
 import ast
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,9 +25,10 @@ from grader.course import catalog
 from grader.harness.runner import run_tests
 
 SUBMISSIONS = Path(__file__).parents[1] / "submissions"
-# {exercise id: {folder: words}}: the words the first visible failure of each wrong submission says, naming
-# its mistake (what a student's check shows first must say what went wrong and how to mend it).
+# mistakes/<exercise id>.json: {folder: {"mistake": what the submission does wrong, "says": words its first
+# visible failure says}}. What a student's check shows first must name the mistake and how to mend it.
 MISTAKES = SUBMISSIONS / "mistakes"
+AUTHORING = Path(__file__).parents[3] / "docs" / "authoring.md"
 
 
 def expectations() -> dict[str, dict[str, set[str]]]:
@@ -66,13 +68,20 @@ def test_every_wrong_submission_fails_a_visible_test():
     assert not unseen, "\n".join(unseen)
 
 
-def mistakes() -> dict[str, dict[str, str]]:
-    """{folder: {exercise id: the words its first visible failure says}}"""
-    found: dict[str, dict[str, str]] = {}
+@dataclass(frozen=True)
+class Mistake:
+    exercise: str
+    folder: str
+    mistake: str  # what the submission does wrong, for the table
+    says: str  # words its first visible failure says (case aside)
+
+
+def mistakes() -> list[Mistake]:
+    found = []
     for path in sorted(MISTAKES.glob("*.json")):
         exercise = catalog.get(path.stem)
-        for folder, words in json.loads(path.read_text()).items():
-            found.setdefault(folder, {})[exercise.id] = words
+        for folder, entry in json.loads(path.read_text()).items():
+            found.append(Mistake(exercise.id, folder, entry["mistake"], entry["says"]))
     return found
 
 
@@ -80,9 +89,29 @@ def test_every_wrong_submission_says_how_its_mistake_is_named():
     """Each wrong submission in the corpus lists the words that name its mistake; no list names a module
     the corpus does not hold, or one that fails nothing."""
     wrong = {(f, ex) for f, by_ex in expectations().items() for ex, names in by_ex.items() if names}
-    named = {(f, ex) for f, by_ex in mistakes().items() for ex in by_ex}
+    named = {(m.folder, m.exercise) for m in mistakes()}
     assert not wrong - named, f"no words listed in {MISTAKES} for: {sorted(wrong - named)}"
     assert not named - wrong, f"words listed for no wrong submission: {sorted(named - wrong)}"
+
+
+def mistakes_table() -> str:
+    """docs/authoring.md's table: each mistake the corpus holds, and what the student's check says first."""
+    rows = [
+        "| exercise | mistake (corpus folder) | the check's first failure says |",
+        "|---|---|---|",
+    ]
+    for m in sorted(mistakes(), key=lambda m: (m.exercise, m.folder)):
+        said = m.says.replace("|", "\\|")
+        rows.append(f'| {m.exercise} | {m.mistake} (`{m.folder}`) | "{said}" |')
+    return "\n".join(rows) + "\n"
+
+
+def test_authoring_shows_the_mistakes_table():
+    """The table of mistakes and messages in docs/authoring.md is the one the corpus's lists make."""
+    assert mistakes_table() in AUTHORING.read_text(), (
+        f"{AUTHORING} does not hold the corpus's table of mistakes; paste in "
+        "tests/grader/grading/test_submissions.py's mistakes_table()"
+    )
 
 
 def first_failures(run) -> dict[str, TestResult]:
