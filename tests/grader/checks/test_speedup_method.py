@@ -1,38 +1,80 @@
-"""The speedup method on workloads whose ratio is known: sleeps of fixed lengths."""
+"""The speedup method on workloads whose ratio is known: durations on a stopwatch the workload moves, and
+sleeps of fixed lengths where the real clock is the point."""
 
 import time
 
 import pytest
 
-from grader.checks import SpeedupResult, TimingPolicy, calibration_speedup, judge, measure_speedup
+from grader.checks import (
+    SpeedupResult,
+    TimingPolicy,
+    calibration_speedup,
+    judge,
+    measure_speedup,
+    speedup,
+)
+from grader.checks.speedup import Clock
 
 
 def sleeper(seconds):
     return lambda: time.sleep(seconds)
 
 
-def test_ratio_of_known_sleeps():
-    # Sleeps long beside a loaded machine's wake-up delay (a 3 ms sleep took 4.5 ms beside the suite's other
-    # worker): the ratio is then the method's, not the scheduler's.
+class Stopwatch:
+    """A wall clock that moves only when a workload says it took time: the method's figures then do not
+    depend on how busy the machine is (a 12 ms sleep measured 18 ms beside the suite's other worker)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def taking(self, seconds):
+        def work():
+            self.now += seconds
+
+        return work
+
+
+@pytest.fixture
+def stopwatch(monkeypatch):
+    watch = Stopwatch()
+    monkeypatch.setitem(speedup._CLOCKS, Clock.WALL, watch)
+    return watch
+
+
+def test_ratio_of_known_durations(stopwatch):
     result = measure_speedup(
-        sleeper(0.048), sleeper(0.012), threshold=2.0, label="sleeps", devices=8
+        stopwatch.taking(0.048), stopwatch.taking(0.012), threshold=2.0, label="known", devices=8
     )
-    assert result.speedup == pytest.approx(4.0, rel=0.25)
-    # quartiles of the pairwise ratios, not necessarily around the median ratio
-    low, high = result.spread
-    assert (
-        low <= high and low == pytest.approx(4.0, rel=0.25) and high == pytest.approx(4.0, rel=0.25)
-    )
+    assert result.speedup == pytest.approx(4.0)
+    assert result.spread == pytest.approx((4.0, 4.0))  # quartiles of the pairwise ratios
+    assert result.baseline_s == pytest.approx(0.048) and result.candidate_s == pytest.approx(0.012)
     assert result.met and not result.near_threshold
     assert result.repeats == 9  # far from the threshold: no extra repeats
 
 
-def test_near_the_threshold_is_measured_again():
-    # Equal sleeps, long for the same reason as above: 4 ms ones measured 1.13x-1.45x beside the suite's other
-    # worker (a CI run), the scheduler's ratio, whose spread then missed the threshold.
+def test_quartiles_are_of_the_pairwise_ratios(stopwatch):
+    """Every third baseline run takes twice as long: the median ratio stays 2, the upper quartile is 4."""
+    runs = iter(range(1000))
+    durations = lambda: 0.02 if next(runs) % 3 == 2 else 0.01  # noqa: E731
+
+    def baseline():
+        stopwatch.now += durations()
+
     result = measure_speedup(
-        sleeper(0.048),
-        sleeper(0.048),
+        baseline, stopwatch.taking(0.005), threshold=1.2, label="uneven", devices=2, warmup=0
+    )
+    low, high = result.spread
+    assert result.speedup == pytest.approx(2.0) and low == pytest.approx(2.0)
+    assert high == pytest.approx(4.0)
+
+
+def test_near_the_threshold_is_measured_again(stopwatch):
+    result = measure_speedup(
+        stopwatch.taking(0.048),
+        stopwatch.taking(0.048),
         threshold=1.0,
         label="equal",
         devices=2,
@@ -41,6 +83,19 @@ def test_near_the_threshold_is_measured_again():
     )
     assert result.repeats == 15
     assert result.near_threshold
+
+
+def test_far_from_the_threshold_after_a_first_batch_stops_measuring(stopwatch):
+    result = measure_speedup(
+        stopwatch.taking(0.03),
+        stopwatch.taking(0.01),
+        threshold=1.0,
+        label="far",
+        devices=2,
+        repeats=5,
+        max_repeats=15,
+    )
+    assert result.repeats == 5 and not result.near_threshold
 
 
 def test_summary_carries_every_figure():
