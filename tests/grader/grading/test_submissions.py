@@ -4,9 +4,9 @@ reference gets every test; each wrong one fails exactly the tests of the rule it
 
 Each is run both ways: in-process (a student's `shardlab check`) and isolated (the module in a confined
 worker, as grading runs it); honest code must get the same verdict both ways. A student's check runs the
-visible tests only, so a wrong submission's in-process route runs those (every visible verdict must be
-grading's); the isolated route runs every test, where each must fail exactly what its expectations name.
-The honest alternative (alt_correct) runs every test both ways.
+visible tests only, so the in-process route runs those (every visible verdict must be grading's); the
+isolated route runs every test, where each must fail exactly what its expectations name. (The hidden
+tests in-process are the suite's own tests/exercises, run on the reference.)
 
 The two routes run side by side with the timing checks off (`--timing=skip`: a speed test still checks
 its values, then skips), so that neither measures under the other's load. Whether the speed thresholds
@@ -166,7 +166,6 @@ def test_submission_scores_as_expected_both_ways(folder):
     # The reference's in-process verdicts are this session's own tests/exercises run (and dev-check's):
     # all passed. So here it runs isolated only, where it must pass everything too.
     routes = {"isolated": ROUTES["isolated"]} if folder == "reference" else ROUTES
-    visible_only = {"in-process": folder != "alt_correct", "isolated": False}
     with ThreadPoolExecutor(len(routes)) as pool:
         futures = {
             route: pool.submit(
@@ -174,7 +173,7 @@ def test_submission_scores_as_expected_both_ways(folder):
                 source,
                 tests=tests,
                 timing="skip",
-                visible_only=visible_only[route],
+                visible_only=route == "in-process",
                 extra_args=args,
             )
             for route, args in routes.items()
@@ -185,10 +184,8 @@ def test_submission_scores_as_expected_both_ways(folder):
         assert run.results, f"{route}: {run.output[-2000:]}"
         problems += [f"{route}: {p}" for p in check_expectations(folder, run, expected)]
     if "in-process" in runs and folder != "alt_correct":
-        problems += [
-            f"named: {p}"
-            for p in check_named(folder, runs["in-process"], mistakes().get(folder, {}))
-        ]
+        words = {m.exercise: m.says for m in mistakes() if m.folder == folder}
+        problems += [f"named: {p}" for p in check_named(folder, runs["in-process"], words)]
     if len(runs) == 2:
         verdicts = {
             route: {r.nodeid: r.category for r in run.results} for route, run in runs.items()
