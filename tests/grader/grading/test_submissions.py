@@ -22,6 +22,7 @@ import pytest
 
 from grader.core.results import TestResult
 from grader.course import catalog
+from grader.grading.compile_cache import CompileCache, default_folder
 from grader.harness.runner import run_tests
 
 SUBMISSIONS = Path(__file__).parents[1] / "submissions"
@@ -175,6 +176,8 @@ def test_submission_scores_as_expected_both_ways(folder):
                 timing="skip",
                 visible_only=route == "in-process",
                 extra_args=args,
+                # the isolated route's harness compiles into the session's cache, as grading's does
+                env=CompileCache(default_folder()).environment() if args else None,
             )
             for route, args in routes.items()
         }
