@@ -24,6 +24,7 @@ from grader.checks.training import (
     assert_trains_like_sgd,
     leaf_name,
     make_problem,
+    sgd_mistake,
     sgd_reference,
     sgd_step,
 )
@@ -160,6 +161,22 @@ def _result_dims(line: str) -> set[int]:
     return {int(d) for dims in re.findall(r"\[([\d,]*)\]", shapes) for d in dims.split(",") if d}
 
 
+def _computes_sgd(values, expected, params, x, y, n, what):
+    """assert_computes for a step's flat (params..., loss), naming the known mistake a wrong update made."""
+    try:
+        assert_computes(values, expected, **TOL, what=what)
+    except AssertionError as wrong:
+        story = sgd_mistake(
+            values[:-1], params, x, y, lr=LR, steps=1, n=n, tol=DIAGNOSIS_TOL,
+            stories=_mistakes(n, x.shape[0] // n),
+        )  # fmt: skip
+        if story is None:
+            raise
+        raise AssertionError(
+            f"{what}'s new params differ from single-device SGD on the whole batch: {story}\n{wrong}"
+        ) from None
+
+
 def _check_program(step, what, mesh, params, x, y):
     """`step(mesh, params, x, y)` compiled on the placed inputs: the values first (a program that computes
     nothing has no collectives), then no all-gather of anything with the batch's rows, then an all-reduce
@@ -168,7 +185,7 @@ def _check_program(step, what, mesh, params, x, y):
     args = _placed(mesh, params, x, y)
     program = compiled(lambda p, x, y: jax.tree.leaves(step(mesh, p, x, y)), *args)
     expected = _expected_leaves(params, x, y)
-    assert_computes(program(*args), expected, **TOL, what=what)
+    _computes_sgd(program(*args), expected, params, x, y, n_devices, what)
     gathers = [
         op.line
         for op in inspect_collectives(program, what=what)
@@ -231,6 +248,7 @@ def _speed_setup(n_batch):
     return dict(
         mesh=mesh,
         args=_placed(mesh, params, x, y),
+        problem=(params, x, y),
         expected=_expected_leaves(params, x, y),
         replicated=lambda: everywhere(*replicated),
         one_device=lambda: one_device(*alone),
@@ -241,7 +259,7 @@ def _candidate(step, setup, what):
     """The student's step compiled on the setup's inputs, its values checked: a no-argument call to time."""
     mesh, args = setup["mesh"], setup["args"]
     run = jax.jit(lambda p, x, y: jax.tree.leaves(step(mesh, p, x, y)))
-    assert_computes(run(*args), setup["expected"], **TOL, what=what)
+    _computes_sgd(run(*args), setup["expected"], *setup["problem"], mesh.devices.size, what)
     return lambda: run(*args)
 
 
