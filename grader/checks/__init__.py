@@ -22,6 +22,7 @@ from grader.checks.hlo import (
 )
 from grader.checks.meshes import test_mesh
 from grader.checks.numerics import assert_close, assert_computes, compare
+from grader.checks.per_device import written_per_device
 from grader.checks.sharding import (
     assert_shard_values,
     assert_sharded_like,
@@ -74,4 +75,5 @@ __all__ = [
     "named_mistake",
     "side_by_side",
     "test_mesh",
+    "written_per_device",
 ]

@@ -17,6 +17,7 @@ from grader.checks import (
     flops_per_device,
     inputs,
     test_mesh,
+    written_per_device,
 )
 
 # The module docstring's tolerance (float32).
@@ -131,14 +132,15 @@ def collectives_rule(impl):
     def check(name, n, inputs):
         kind, x_spec, W_spec, exactly = COLLECTIVES[name]
         mesh = test_mesh((n,), ("data",), kind)
-        assert_collectives(
-            lambda x, W, b: getattr(impl, name)(x, W, b, mesh),
-            *_placed(mesh, x_spec, W_spec, inputs),
-            exactly=exactly,
-            expected=_reference(*inputs),
-            **TOL,
-            what=name,
-        )
+        with written_per_device(name):
+            assert_collectives(
+                lambda x, W, b: getattr(impl, name)(x, W, b, mesh),
+                *_placed(mesh, x_spec, W_spec, inputs),
+                exactly=exactly,
+                expected=_reference(*inputs),
+                **TOL,
+                what=name,
+            )
 
     return check
 
@@ -151,7 +153,8 @@ def flops_rule(impl):
     def check(n, inputs):
         mesh = test_mesh((n,), ("data",), "explicit")
         args = _placed(mesh, P("data", None), P(), inputs)
-        program = compiled(lambda x, W, b: impl.layer_shard_map(x, W, b, mesh), *args)
+        with written_per_device("layer_shard_map"):
+            program = compiled(lambda x, W, b: impl.layer_shard_map(x, W, b, mesh), *args)
         assert_computes(program(*args), _reference(*inputs), **TOL, what="layer_shard_map")
         try:
             one = flops_per_device(compiled(lambda x, W, b: jax.nn.softmax(x @ W + b), *inputs))

@@ -57,6 +57,28 @@ MADE = {
         "test_layer_feature_sharded",
         ("b added 8 times", "add b after the psum, once"),
     ),
+    "ex04 a Python loop over the devices' blocks": Made(
+        "ex04_sharded_layer",
+        "def layer_shard_map",
+        "return jax.jit(per_device)(x, W, b)",
+        "m = x.shape[0] // mesh.shape['data']\n"
+        "    return jax.numpy.concatenate(\n"
+        "        [layer(x[i * m : (i + 1) * m], W, b) for i in range(mesh.shape['data'])]\n"
+        "    )",
+        "test_layer_shard_map",
+        ("slices or loops over a sharded array by hand", "jax.shard_map(f, mesh=mesh"),
+    ),
+    "ex04 a Python loop over the devices' blocks, under jit": Made(
+        "ex04_sharded_layer",
+        "def layer_shard_map",
+        "return jax.jit(per_device)(x, W, b)",
+        "m = x.shape[0] // mesh.shape['data']\n"
+        "    return jax.jit(lambda x, W, b: jax.numpy.concatenate(\n"
+        "        [layer(x[i * m : (i + 1) * m], W, b) for i in range(mesh.shape['data'])]\n"
+        "    ))(x, W, b)",
+        "test_layer_shard_map_has_no_collectives_on_8_devices",
+        ("slices or loops over a sharded array by hand", "jax.shard_map(f, mesh=mesh"),
+    ),
 }
 
 
