@@ -7,11 +7,13 @@ batch), so that `shardlab check` applies the very checks grading does."""
 import re
 
 import jax
+import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import (
     Clock,
+    Variant,
     assert_collectives,
     assert_computes,
     assert_sharded_like,
@@ -100,6 +102,25 @@ def _mistakes(n, rows):
             'gradients over "data" before the update.'
         ),
     }
+
+
+def _dealt_rows(x, n):
+    """The batch dealt like cards: device i given rows i, i + n, i + 2n, ... instead of a block."""
+    x = np.asarray(x)
+    dealt = np.arange(x.shape[0]).reshape(-1, n).T.reshape(-1)
+    return Variant(
+        lambda: x[dealt],
+        f"matches the batch dealt like cards: device i holds rows i, i + {n}, i + {2 * n}, ... "
+        'instead of one contiguous block. P("data", None) gives device i the i-th block of '
+        'consecutive rows: place x itself with jax.device_put(x, NamedSharding(mesh, P("data", None))), '
+        "without reordering its rows.",
+    )
+
+
+@pytest.fixture
+def dealt_rows():
+    """dealt_rows(x, n) -> the Variant of x's rows dealt round-robin to n devices."""
+    return _dealt_rows
 
 
 def _check_trained(params, losses, mesh, params0, x, y, *, lr=LR, steps=1, what="the new params"):
