@@ -78,6 +78,11 @@ def _wrong_layers(x, W, b, n):
             "matches x @ W + b without the softmax: apply jax.nn.softmax over the last axis.",
         ),
         Variant(
+            lambda: x[:, : W.shape[1]] + b if x.shape[1] >= W.shape[1] else None,
+            "matches x's first columns plus b: W is never multiplied in, nor the softmax taken. "
+            "Each device computes softmax(x @ W + b) on its own rows.",
+        ),
+        Variant(
             lambda: _softmax(x @ W + b, axis=0),
             "matches a softmax over the rows (axis 0) instead of over each row's outputs: "
             "apply jax.nn.softmax over the last axis.",
