@@ -5,7 +5,7 @@ import pytest
 
 from grader.checks import Variant, assert_close_or_named, named_mistake
 
-RIGHT = np.arange(6.0)
+RIGHT = np.arange(1.0, 7.0)
 VARIANTS = [
     Variant(lambda: RIGHT * 2, "matches twice the answer: halve it."),
     Variant(lambda: RIGHT[::-1], "matches the answer reversed: read it the other way."),
