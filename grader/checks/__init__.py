@@ -22,6 +22,7 @@ from grader.checks.hlo import (
 )
 from grader.checks.meshes import test_mesh
 from grader.checks.numerics import assert_close, assert_computes, compare
+from grader.checks.per_device import written_per_device
 from grader.checks.sharding import (
     assert_shard_values,
     assert_sharded_like,
@@ -37,6 +38,7 @@ from grader.checks.speedup import (
     judge,
     measure_speedup,
 )
+from grader.checks.variants import Variant, assert_close_or_named, named_mistake
 
 __all__ = [
     "COLLECTIVES",
@@ -45,7 +47,9 @@ __all__ = [
     "NotReported",
     "SpeedupResult",
     "TimingPolicy",
+    "Variant",
     "assert_close",
+    "assert_close_or_named",
     "assert_collectives",
     "assert_computes",
     "assert_executed",
@@ -68,6 +72,8 @@ __all__ = [
     "layout_text",
     "measure_speedup",
     "memory_per_device",
+    "named_mistake",
     "side_by_side",
     "test_mesh",
+    "written_per_device",
 ]

@@ -21,6 +21,15 @@ from grader.core.errors import ShardlabError
 from grader.core.results import Collective, CollectivesCheck
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
+# What each collective does to the data, for a failure that names the one a program used or missed.
+MEANS = {
+    "all-reduce": "sums every device's array and gives each device the whole sum",
+    "all-gather": "copies every device's block to every device, so each holds the whole array "
+    "(data moved, nothing summed)",
+    "reduce-scatter": "sums every device's array and leaves each device only its own block of the sum",
+    "collective-permute": "sends each device's block to one other device (one step of a ring)",
+    "all-to-all": "sends each device a different block of every other device's array",
+}
 
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*")
 METADATA = re.compile(r',\s*metadata=\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')
@@ -292,11 +301,25 @@ def assert_collectives(
         assert_computes(program(*args), expected, rtol=rtol, atol=atol, what=what)
     if problems:
         raise AssertionError(
-            f"the compiled program of {what} uses {_fmt(counts)}; " + "; ".join(problems) + ".\n"
-            "The compiled HLO is what really runs across devices: check which collective your "
+            f"the compiled program of {what} uses {_fmt(counts)}; "
+            + "; ".join(problems)
+            + ".\n"
+            + _meanings(counts, exactly, present, absent, only)
+            + "The compiled HLO is what really runs across devices: check which collective your "
             "code asks for (or which one the compiler inserts to make your shardings work)."
         )
     return counts
+
+
+def _meanings(counts: Counter, exactly, present, absent, only) -> str:
+    """What the collectives the rule is about do: the ones the program used against it, and the ones
+    it asks for, so that a failure says what the student's program does to the data."""
+    wanted = {k for k, v in (exactly or {}).items() if v} | set(present) | set(only or ())
+    used = [k for k in COLLECTIVES if counts[k] and (k in absent or k not in wanted)]
+    missing = [k for k in COLLECTIVES if k in wanted and not counts[k]]
+    lines = [f"Yours runs {k}: it {MEANS[k]}." for k in used]
+    lines += [f"The rule asks for {k}: it {MEANS[k]}." for k in missing]
+    return "".join(line + "\n" for line in lines)
 
 
 def inspect_collectives(

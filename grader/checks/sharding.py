@@ -90,6 +90,36 @@ def layout_of(
     )
 
 
+_DIMENSIONS = {1: ("its one dimension",), 2: ("its rows", "its columns")}
+
+
+def _entry_axes(entry) -> tuple[str, ...]:
+    if entry is None:
+        return ()
+    return tuple(entry) if isinstance(entry, tuple) else (entry,)
+
+
+def spec_words(sharding: jax.sharding.Sharding, ndim: int) -> str:
+    """What a layout means, in words: which dimension is split over which mesh axes, and across which
+    axes the blocks are copied ("its columns split over 'i'; copied across 'x'")."""
+    if not isinstance(sharding, NamedSharding):
+        return describe_sharding(sharding)
+    names = _DIMENSIONS.get(ndim, tuple(f"dimension {d}" for d in range(ndim)))
+    split, used = [], set()
+    for dim, entry in zip(names, sharding.spec):
+        axes = _entry_axes(entry)
+        used.update(axes)
+        if axes:
+            split.append(f"{dim} split over {' and '.join(map(repr, axes))}")
+    copied = [a for a, size in sharding.mesh.shape.items() if a not in used and size > 1]
+    if not split:
+        return "the whole array on every device (nothing split)"
+    words = ", ".join(split)
+    return words + (
+        f"; each block copied across {' and '.join(map(repr, copied))}" if copied else ""
+    )
+
+
 def _layout_message(name, arr, expected_sharding, headline) -> str:
     return (
         f"{name}: {headline}\n"
@@ -99,6 +129,14 @@ def _layout_message(name, arr, expected_sharding, headline) -> str:
         + side_by_side(
             layout_text(arr.shape, expected_sharding), layout_text(arr.shape, arr.sharding)
         )
+    )
+
+
+def _wrong_layout(arr, expected: NamedSharding) -> str:
+    """The headline of a wrong sharding: what the student's layout means against the one asked for."""
+    return (
+        f"wrong sharding: yours has {spec_words(arr.sharding, arr.ndim)}, "
+        f"where it should have {spec_words(expected, arr.ndim)}"
     )
 
 
@@ -140,7 +178,11 @@ def _check_sharding(arr, expected: NamedSharding, spec: PartitionSpec, name: str
             f"{name} has shape {arr.shape}, which {spec} cannot split: {exc}"
         ) from None
     if not arr.sharding.is_equivalent_to(expected, arr.ndim):
-        raise AssertionError(_layout_message(name, arr, expected, "wrong sharding"))
+        raise AssertionError(
+            _layout_message(name, arr, expected, _wrong_layout(arr, expected))
+            + f"\nGive it the layout {spec}: place it with NamedSharding(mesh, {spec}), or "
+            "name that spec in shard_map's out_specs or jit's out_shardings."
+        )
     want = expected.shard_shape(arr.shape)
     for shard in arr.addressable_shards:
         if shard.data.shape != want:

@@ -83,6 +83,20 @@ def _close(leaves, want, tol) -> bool:
     )
 
 
+def sgd_mistake(
+    leaves, params0, x, y, *, lr: float, steps: int, n: int, tol: dict, stories: dict[str, str]
+) -> str | None:
+    """The story of the known mistake whose update `leaves` (the new params, flat) match, or None:
+    "n times" (n x the gradient), "1/n" (1/n of it) or "one block" (device 0's block alone)."""
+    rows = x.shape[0] // n
+    known = [
+        (lambda: sgd_reference(params0, x, y, lr * n, steps)[0], stories["n times"]),
+        (lambda: sgd_reference(params0, x, y, lr / n, steps)[0], stories["1/n"]),
+        (lambda: sgd_reference(params0, x[:rows], y[:rows], lr, steps)[0], stories["one block"]),
+    ]
+    return next((story for candidate, story in known if _close(leaves, candidate(), tol)), None)
+
+
 def assert_trains_like_sgd(
     params,
     params0,
@@ -106,14 +120,8 @@ def assert_trains_like_sgd(
     leaves = param_leaves(params, want, what)
     if _close(leaves, want, tol):
         return leaves, want, want_losses
-    rows = x.shape[0] // n
-    known = [
-        (sgd_reference(params0, x, y, lr * n, steps)[0], stories["n times"]),
-        (sgd_reference(params0, x, y, lr / n, steps)[0], stories["1/n"]),
-        (sgd_reference(params0, x[:rows], y[:rows], lr, steps)[0], stories["one block"]),
-    ]
-    story = next(
-        (story for candidate, story in known if _close(leaves, candidate, diagnosis_tol)), None
+    story = sgd_mistake(
+        leaves, params0, x, y, lr=lr, steps=steps, n=n, tol=diagnosis_tol, stories=stories
     )
     first = next(
         p

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import assert_collectives, test_mesh
+from grader.checks import Variant, assert_collectives, test_mesh
 
 
 def check_all_reduce(impl, mesh, data):
@@ -32,6 +32,37 @@ def check_all_reduce(impl, mesh, data):
 def check_all_reduce_fixture():
     """check_all_reduce(impl, mesh, data): column_sum's compiled program all-reduces, and gives the column sums."""
     return check_all_reduce
+
+
+def column_sum_mistakes(data, rows_per_device):
+    """The wrong column sums the course knows, each with its story (grader.checks.Variant)."""
+    data = np.asarray(data, np.float64)
+    return [
+        Variant(
+            lambda: np.zeros(data.shape[1]),
+            "is all zeros: it computes nothing from x. Sum x over its rows (axis 0): under jit the "
+            "compiler adds the all-reduce the sum needs.",
+        ),
+        Variant(
+            lambda: data[:rows_per_device].sum(axis=0),
+            "matches the sums of one device's rows only: each column's sum needs the rows held on "
+            "every device along 'x'. Sum the whole global array (x.sum(axis=0) under jit), not a block.",
+        ),
+        Variant(
+            lambda: data.mean(axis=0),
+            "matches the column means, not the sums: use sum, not mean.",
+        ),
+        Variant(
+            lambda: data[0],
+            "matches x's first row: sum over all the rows (axis 0).",
+        ),
+    ]
+
+
+@pytest.fixture(name="column_sum_mistakes")
+def column_sum_mistakes_fixture():
+    """column_sum_mistakes(data, rows_per_device) -> the known wrong column sums."""
+    return column_sum_mistakes
 
 
 # Every 2-D spec over the mesh axes ("x", "y") that names no axis twice: 11 of them.

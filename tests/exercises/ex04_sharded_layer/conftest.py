@@ -10,12 +10,14 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from grader.checks import (
     Clock,
     NotReported,
+    Variant,
     assert_collectives,
     assert_computes,
     compiled,
     flops_per_device,
     inputs,
     test_mesh,
+    written_per_device,
 )
 
 # The module docstring's tolerance (float32).
@@ -47,6 +49,51 @@ def _reference(x, W, b):
     z = x @ W + b
     e = np.exp(z - z.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
+
+
+def _softmax(z, axis=-1):
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _wrong_layers(x, W, b, n):
+    """The layers a sharded version is known to compute by mistake on n devices, each with its story."""
+    x, W, b = (np.asarray(v, dtype=np.float64) for v in (x, W, b))
+    f = x.shape[1] // n  # each device's features, when they are split
+    partials = [x[:, k * f : (k + 1) * f] @ W[k * f : (k + 1) * f] for k in range(n)]
+    return [
+        Variant(
+            lambda: sum(_softmax(p + b) for p in partials),
+            "matches softmax taken on each device's partial product before the psum, then summed: "
+            "softmax is not linear, so the partial products must be summed first. psum the partial "
+            "x @ W, then add b and apply the softmax once, to the sum.",
+        ),
+        Variant(
+            lambda: _softmax(x @ W + n * b),
+            f"matches the layer with b added {n} times (once on each device, then summed): add b "
+            "after the psum, once.",
+        ),
+        Variant(
+            lambda: x @ W + b,
+            "matches x @ W + b without the softmax: apply jax.nn.softmax over the last axis.",
+        ),
+        Variant(
+            lambda: x[:, : W.shape[1]] + b if x.shape[1] >= W.shape[1] else None,
+            "matches x's first columns plus b: W is never multiplied in, nor the softmax taken. "
+            "Each device computes softmax(x @ W + b) on its own rows.",
+        ),
+        Variant(
+            lambda: _softmax(x @ W + b, axis=0),
+            "matches a softmax over the rows (axis 0) instead of over each row's outputs: "
+            "apply jax.nn.softmax over the last axis.",
+        ),
+    ]
+
+
+@pytest.fixture
+def wrong_layers():
+    """wrong_layers(x, W, b, n) -> the known wrong layers (grader.checks.Variant) on n devices."""
+    return _wrong_layers
 
 
 def _placed(mesh, x_spec, W_spec, inputs):
@@ -90,14 +137,15 @@ def collectives_rule(impl):
     def check(name, n, inputs):
         kind, x_spec, W_spec, exactly = COLLECTIVES[name]
         mesh = test_mesh((n,), ("data",), kind)
-        assert_collectives(
-            lambda x, W, b: getattr(impl, name)(x, W, b, mesh),
-            *_placed(mesh, x_spec, W_spec, inputs),
-            exactly=exactly,
-            expected=_reference(*inputs),
-            **TOL,
-            what=name,
-        )
+        with written_per_device(name):
+            assert_collectives(
+                lambda x, W, b: getattr(impl, name)(x, W, b, mesh),
+                *_placed(mesh, x_spec, W_spec, inputs),
+                exactly=exactly,
+                expected=_reference(*inputs),
+                **TOL,
+                what=name,
+            )
 
     return check
 
@@ -110,7 +158,8 @@ def flops_rule(impl):
     def check(n, inputs):
         mesh = test_mesh((n,), ("data",), "explicit")
         args = _placed(mesh, P("data", None), P(), inputs)
-        program = compiled(lambda x, W, b: impl.layer_shard_map(x, W, b, mesh), *args)
+        with written_per_device("layer_shard_map"):
+            program = compiled(lambda x, W, b: impl.layer_shard_map(x, W, b, mesh), *args)
         assert_computes(program(*args), _reference(*inputs), **TOL, what="layer_shard_map")
         try:
             one = flops_per_device(compiled(lambda x, W, b: jax.nn.softmax(x @ W + b), *inputs))

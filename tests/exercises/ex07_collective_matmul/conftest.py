@@ -9,6 +9,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import (
     NotReported,
+    Variant,
     assert_collectives,
     assert_computes,
     compiled,
@@ -38,6 +39,47 @@ def _placed(mesh, layout, lhs, rhs):
 
 def _reference_matmul(lhs, rhs):
     return np.asarray(lhs, np.float64) @ np.asarray(rhs, np.float64)
+
+
+def _ring_turned(lhs, rhs, n, layout):
+    """What a ring whose ppermute pairs go the other way than its indexing computes: the block a device
+    holds at step s is the one s steps the other way round, so device d pairs lhs's block a with rhs's
+    block 2d - a (all-gather), or adds block 2e - d's rows of device e's contribution (reduce-scatter)."""
+    lhs, rhs = np.asarray(lhs, np.float64), np.asarray(rhs, np.float64)
+    m, k = lhs.shape[0] // n, rhs.shape[0] // n
+    rows = lambda a, b: slice((a % n) * b, (a % n + 1) * b)  # noqa: E731
+    if layout == "allgather":
+        return np.concatenate(
+            [
+                sum(lhs[rows(d, m), rows(a, k)] @ rhs[rows(2 * d - a, k)] for a in range(n))
+                for d in range(n)
+            ]
+        )
+    return np.concatenate(
+        [
+            sum(lhs[rows(2 * e - d, m), rows(e, k)] @ rhs[rows(e, k)] for e in range(n))
+            for d in range(n)
+        ]
+    )
+
+
+RING_TURNED = (
+    "matches a ring turned the wrong way: the ppermute pairs send each block (or running sum) the "
+    "other way round the ring than the step indexing assumes, so each device multiplies a block by "
+    "the wrong partner. Make the pairs agree with the schedule: if device d holds block (d + s) mod n "
+    "at step s, it must receive from d + 1, i.e. pairs (j, (j - 1) % n) (or flip the indexing)."
+)
+
+
+def _wrong_variants(lhs, rhs, n, layout):
+    """The mistakes a ring version is known to make, for naming a wrong result (grader.checks.Variant)."""
+    return [Variant(lambda: _ring_turned(lhs, rhs, n, layout), RING_TURNED)]
+
+
+@pytest.fixture
+def wrong_variants():
+    """wrong_variants(lhs, rhs, n, layout) -> the known wrong results, each with its story."""
+    return _wrong_variants
 
 
 @pytest.fixture

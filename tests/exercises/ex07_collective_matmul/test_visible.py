@@ -8,7 +8,7 @@ import jax
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from grader.checks import assert_close, assert_sharding, test_mesh
+from grader.checks import assert_close_or_named, assert_sharding, test_mesh
 
 # float32 matmuls summed in different orders; the product's entries are of order 1.
 TOL = dict(rtol=1e-5, atol=1e-4)
@@ -28,42 +28,62 @@ def _mesh():
     return test_mesh((8,), ("i",), "explicit")
 
 
-def _check(impl_fn, layout, matmul_inputs, placed, reference_matmul):
+def _check(impl_fn, layout, matmul_inputs, placed, reference_matmul, wrong_variants):
     mesh = _mesh()
     lhs, rhs = matmul_inputs(**SHAPES)
     # Under jax.jit: one compiled program, however many steps the ring takes.
     out = jax.jit(lambda a, b: impl_fn(a, b, mesh))(*placed(mesh, layout, lhs, rhs))
     assert_sharding(out, mesh, P("i", None))
-    assert_close(out, reference_matmul(lhs, rhs), **TOL)
+    variants = wrong_variants(lhs, rhs, mesh.shape["i"], layout)
+    assert_close_or_named(out, reference_matmul(lhs, rhs), variants, **TOL)
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
-def test_allgather_matmul(impl, matmul_inputs, placed, reference_matmul):
-    _check(impl.allgather_matmul, "allgather", matmul_inputs, placed, reference_matmul)
+def test_allgather_matmul(impl, matmul_inputs, placed, reference_matmul, wrong_variants):
+    _check(
+        impl.allgather_matmul, "allgather", matmul_inputs, placed, reference_matmul, wrong_variants
+    )
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
-def test_allgather_matmul_overlapped(impl, matmul_inputs, placed, reference_matmul):
-    _check(impl.allgather_matmul_overlapped, "allgather", matmul_inputs, placed, reference_matmul)
+def test_allgather_matmul_overlapped(impl, matmul_inputs, placed, reference_matmul, wrong_variants):
+    _check(
+        impl.allgather_matmul_overlapped,
+        "allgather",
+        matmul_inputs,
+        placed,
+        reference_matmul,
+        wrong_variants,
+    )
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
-def test_reducescatter_matmul(impl, matmul_inputs, placed, reference_matmul):
-    _check(impl.reducescatter_matmul, "reducescatter", matmul_inputs, placed, reference_matmul)
+def test_reducescatter_matmul(impl, matmul_inputs, placed, reference_matmul, wrong_variants):
+    _check(
+        impl.reducescatter_matmul,
+        "reducescatter",
+        matmul_inputs,
+        placed,
+        reference_matmul,
+        wrong_variants,
+    )
 
 
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts")
-def test_reducescatter_matmul_overlapped(impl, matmul_inputs, placed, reference_matmul):
+def test_reducescatter_matmul_overlapped(
+    impl, matmul_inputs, placed, reference_matmul, wrong_variants
+):
     _check(
         impl.reducescatter_matmul_overlapped,
         "reducescatter",
         matmul_inputs,
         placed,
         reference_matmul,
+        wrong_variants,
     )
 
 

@@ -7,11 +7,13 @@ batch), so that `shardlab check` applies the very checks grading does."""
 import re
 
 import jax
+import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import (
     Clock,
+    Variant,
     assert_collectives,
     assert_computes,
     assert_sharded_like,
@@ -24,6 +26,7 @@ from grader.checks.training import (
     assert_trains_like_sgd,
     leaf_name,
     make_problem,
+    sgd_mistake,
     sgd_reference,
     sgd_step,
 )
@@ -101,6 +104,25 @@ def _mistakes(n, rows):
     }
 
 
+def _dealt_rows(x, n):
+    """The batch dealt like cards: device i given rows i, i + n, i + 2n, ... instead of a block."""
+    x = np.asarray(x)
+    dealt = np.arange(x.shape[0]).reshape(-1, n).T.reshape(-1)
+    return Variant(
+        lambda: x[dealt],
+        f"matches the batch dealt like cards: device i holds rows i, i + {n}, i + {2 * n}, ... "
+        'instead of one contiguous block. P("data", None) gives device i the i-th block of '
+        'consecutive rows: place x itself with jax.device_put(x, NamedSharding(mesh, P("data", None))), '
+        "without reordering its rows.",
+    )
+
+
+@pytest.fixture
+def dealt_rows():
+    """dealt_rows(x, n) -> the Variant of x's rows dealt round-robin to n devices."""
+    return _dealt_rows
+
+
 def _check_trained(params, losses, mesh, params0, x, y, *, lr=LR, steps=1, what="the new params"):
     """Values first (saying which trap a wrong update fell into), then the layouts: every parameter
     replicated on `mesh` with the reference's values on every device; the loss(es) likewise."""
@@ -160,6 +182,22 @@ def _result_dims(line: str) -> set[int]:
     return {int(d) for dims in re.findall(r"\[([\d,]*)\]", shapes) for d in dims.split(",") if d}
 
 
+def _computes_sgd(values, expected, params, x, y, n, what):
+    """assert_computes for a step's flat (params..., loss), naming the known mistake a wrong update made."""
+    try:
+        assert_computes(values, expected, **TOL, what=what)
+    except AssertionError as wrong:
+        story = sgd_mistake(
+            values[:-1], params, x, y, lr=LR, steps=1, n=n, tol=DIAGNOSIS_TOL,
+            stories=_mistakes(n, x.shape[0] // n),
+        )  # fmt: skip
+        if story is None:
+            raise
+        raise AssertionError(
+            f"{what}'s new params differ from single-device SGD on the whole batch: {story}\n{wrong}"
+        ) from None
+
+
 def _check_program(step, what, mesh, params, x, y):
     """`step(mesh, params, x, y)` compiled on the placed inputs: the values first (a program that computes
     nothing has no collectives), then no all-gather of anything with the batch's rows, then an all-reduce
@@ -168,7 +206,7 @@ def _check_program(step, what, mesh, params, x, y):
     args = _placed(mesh, params, x, y)
     program = compiled(lambda p, x, y: jax.tree.leaves(step(mesh, p, x, y)), *args)
     expected = _expected_leaves(params, x, y)
-    assert_computes(program(*args), expected, **TOL, what=what)
+    _computes_sgd(program(*args), expected, params, x, y, n_devices, what)
     gathers = [
         op.line
         for op in inspect_collectives(program, what=what)
@@ -231,6 +269,7 @@ def _speed_setup(n_batch):
     return dict(
         mesh=mesh,
         args=_placed(mesh, params, x, y),
+        problem=(params, x, y),
         expected=_expected_leaves(params, x, y),
         replicated=lambda: everywhere(*replicated),
         one_device=lambda: one_device(*alone),
@@ -241,7 +280,7 @@ def _candidate(step, setup, what):
     """The student's step compiled on the setup's inputs, its values checked: a no-argument call to time."""
     mesh, args = setup["mesh"], setup["args"]
     run = jax.jit(lambda p, x, y: jax.tree.leaves(step(mesh, p, x, y)))
-    assert_computes(run(*args), setup["expected"], **TOL, what=what)
+    _computes_sgd(run(*args), setup["expected"], *setup["problem"], mesh.devices.size, what)
     return lambda: run(*args)
 
 

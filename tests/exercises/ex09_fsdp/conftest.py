@@ -229,11 +229,13 @@ def _check_program(impl, mesh, params, x, y):
     scatters = [op.line for op in ops if op.kind == "reduce-scatter"]
     scattered = sum(_elements(line, "reduce-scatter") for line in scatters)
     slices = sum(W.size for W, _ in params) // n_devices
-    assert scattered >= slices, (
-        f"the reduce-scatters of the compiled fsdp_train_step give each device {scattered} elements in all; its "
-        f"slices of the weights' gradients alone have {slices} (1/{n_devices} of every W's gradient). Reduce "
-        "every weight's gradient with jax.lax.psum_scatter, not only a part of them."
-    )
+    if scattered < slices:
+        raise AssertionError(
+            f"the reduce-scatters of the compiled fsdp_train_step give each device {scattered} elements in "
+            f"all; its slices of the weights' gradients alone have {slices} (1/{n_devices} of every W's "
+            "gradient): only a part of the gradients is reduce-scattered, the rest reduced another way. "
+            "Reduce every weight's gradient with jax.lax.psum_scatter, not only a part of them."
+        )
 
 
 _BASELINES: dict = {}  # the replicated data-parallel step compiled per device count and shapes

@@ -169,6 +169,23 @@ def test_assert_collectives_rejects_an_unexpected_collective(mesh, x):
     }
 
 
+def test_a_wrong_collective_is_said_by_what_it_does_to_the_data(mesh, x):
+    """The failure says what the program's collective does and what the asked-for one does, not only
+    their names: an all-gather where an all-reduce is asked for moves blocks and sums nothing."""
+    gathered = per_device(
+        mesh, lambda v: jax.lax.all_gather(v, "i", tiled=True), P(), check_vma=False
+    )
+    with pytest.raises(AssertionError) as failure:
+        assert_collectives(gathered, x, exactly={"all-reduce": 1})
+    said = str(failure.value)
+    assert "Yours runs all-gather: it copies every device's block to every device" in said
+    assert "The rule asks for all-reduce: it sums every device's array" in said
+    with pytest.raises(AssertionError) as failure:  # only the collectives the rule is about
+        assert_collectives(gathered, x, present=("all-gather", "reduce-scatter"))
+    said = str(failure.value)
+    assert "Yours runs" not in said and "The rule asks for reduce-scatter" in said
+
+
 def test_flops_per_device_drop_with_the_batch_split(mesh):
     a = np.ones((256, 64), np.float32)
     w = np.ones((64, 32), np.float32)

@@ -46,6 +46,22 @@ def test_wrong_spec_shows_both_layouts(mesh, values):
     assert "expected" in message.splitlines()[4] and "actual" in message.splitlines()[4]
 
 
+def test_a_wrong_sharding_says_what_each_layout_means_and_the_fix(mesh, values):
+    """Columns split where rows should be: the headline says it in words, and the fix names the spec."""
+    arr = jax.device_put(values, NamedSharding(mesh, P(None, "x")))
+    with pytest.raises(AssertionError) as failure:
+        assert_sharding(arr, mesh, P("x", None), name="result")
+    message = str(failure.value)
+    assert message.splitlines()[0] == (
+        "result: wrong sharding: yours has its columns split over 'x'; each block copied across "
+        "'y', where it should have its rows split over 'x'; each block copied across 'y'"
+    )
+    assert "Give it the layout P('x', None)" in message
+    replicated = jax.device_put(values, NamedSharding(mesh, P()))
+    with pytest.raises(AssertionError, match="yours has the whole array on every device"):
+        assert_sharding(replicated, mesh, P("x", "y"))
+
+
 def test_replicated_instead_of_split_is_caught(mesh, values):
     arr = jax.device_put(values, NamedSharding(mesh, P()))
     with pytest.raises(AssertionError, match="wrong sharding"):

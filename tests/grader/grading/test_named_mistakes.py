@@ -1,0 +1,144 @@
+"""The mistakes the course knows are named by what the student's function computed: the reference with
+one mistake made in it is run through the exercise's visible tests in-process (as `shardlab check` runs
+them), and its first failure must name that mistake and its fix. Nothing reads the source: the test's
+message comes from comparing the result with the wrong variants the exercise's conftest computes."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from grader.course import catalog, paths
+from grader.harness.runner import run_tests
+
+
+@dataclass(frozen=True)
+class Made:
+    """The reference of `exercise` with `old` replaced by `new` after the line starting `within`."""
+
+    exercise: str
+    within: str
+    old: str
+    new: str
+    fails: str  # the first failing visible test
+    says: tuple[str, ...]  # words its message must hold
+
+
+MADE = {
+    "ex07 all-gather ring turned the wrong way": Made(
+        "ex07_collective_matmul",
+        "def allgather_matmul_overlapped",
+        "to_previous = [(j, (j - 1) % n) for j in range(n)]",
+        "to_previous = [(j, (j + 1) % n) for j in range(n)]",
+        "test_allgather_matmul_overlapped",
+        ("matches a ring turned the wrong way", "pairs (j, (j - 1) % n)"),
+    ),
+    "ex07 reduce-scatter ring turned the wrong way": Made(
+        "ex07_collective_matmul",
+        "def reducescatter_matmul_overlapped",
+        "to_previous = [(j, (j - 1) % n) for j in range(n)]",
+        "to_previous = [(j, (j + 1) % n) for j in range(n)]",
+        "test_reducescatter_matmul_overlapped",
+        ("matches a ring turned the wrong way",),
+    ),
+    "ex04 softmax before the psum": Made(
+        "ex04_sharded_layer",
+        "def layer_feature_sharded",
+        'return jax.nn.softmax(jax.lax.psum(partial, "data") + b)',
+        'return jax.lax.psum(jax.nn.softmax(partial + b), "data")',
+        "test_layer_feature_sharded",
+        ("softmax taken on each device's partial product before the psum", "psum the partial"),
+    ),
+    "ex04 b added on every device": Made(
+        "ex04_sharded_layer",
+        "def layer_feature_sharded",
+        'return jax.nn.softmax(jax.lax.psum(partial, "data") + b)',
+        'return jax.nn.softmax(jax.lax.psum(partial + b, "data"))',
+        "test_layer_feature_sharded",
+        ("b added 8 times", "add b after the psum, once"),
+    ),
+    "ex04 a Python loop over the devices' blocks": Made(
+        "ex04_sharded_layer",
+        "def layer_shard_map",
+        "return jax.jit(per_device)(x, W, b)",
+        "m = x.shape[0] // mesh.shape['data']\n"
+        "    return jax.numpy.concatenate(\n"
+        "        [layer(x[i * m : (i + 1) * m], W, b) for i in range(mesh.shape['data'])]\n"
+        "    )",
+        "test_layer_shard_map",
+        ("slices or loops over a sharded array by hand", "jax.shard_map(f, mesh=mesh"),
+    ),
+    "ex04 a Python loop over the devices' blocks, under jit": Made(
+        "ex04_sharded_layer",
+        "def layer_shard_map",
+        "return jax.jit(per_device)(x, W, b)",
+        "m = x.shape[0] // mesh.shape['data']\n"
+        "    return jax.jit(lambda x, W, b: jax.numpy.concatenate(\n"
+        "        [layer(x[i * m : (i + 1) * m], W, b) for i in range(mesh.shape['data'])]\n"
+        "    ))(x, W, b)",
+        "test_layer_shard_map_has_no_collectives_on_8_devices",
+        ("slices or loops over a sharded array by hand", "jax.shard_map(f, mesh=mesh"),
+    ),
+}
+
+
+def made(tmp_path: Path, mistake: Made) -> Path:
+    source = (paths.SOLUTIONS_DIR / f"{mistake.exercise}.py").read_text()
+    start = source.index(mistake.within)
+    assert source.count(mistake.old, start) >= 1, f"{mistake.old!r} not after {mistake.within!r}"
+    wrong = source[:start] + source[start:].replace(mistake.old, mistake.new, 1)
+    (tmp_path / f"{mistake.exercise}.py").write_text(wrong)
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", sorted(MADE))
+def test_a_known_mistake_is_named_by_what_it_computed(tmp_path, name):
+    mistake = MADE[name]
+    run = run_tests(
+        made(tmp_path, mistake),
+        tests=[catalog.get(mistake.exercise).tests_dir()],
+        timing="skip",
+        visible_only=True,
+        extra_args=("-k", mistake.fails),
+    )
+    failed = [r for r in run.results if not r.earns]
+    assert failed, f"the mistake failed no visible test: {run.output[-2000:]}"
+    first = failed[0]
+    assert first.function == mistake.fails, first.message
+    missing = [words for words in mistake.says if words.lower() not in first.message.lower()]
+    assert not missing, f"{first.function} does not say {missing}: {first.message}"
+
+
+SUBMISSIONS = Path(__file__).parents[1] / "submissions"
+
+# A corpus submission's later visible tests, not only its first: each says the mistake by name.
+LATER = {
+    "ex08 grad then pmean, on the compiled step and the speed test": (
+        "grad_then_pmean",
+        "ex08_data_parallel_training",
+        "test_compiled_step or test_train_step_shard_map_speedup",
+        'the "grad then pmean" trap',
+    ),
+    "ex08 no average, on the compiled step and the speed test": (
+        "no_grad_average",
+        "ex08_data_parallel_training",
+        "test_compiled_step or test_train_step_shard_map_speedup",
+        "the gradients were never averaged over the devices",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LATER))
+def test_each_failing_test_of_a_known_mistake_names_it(name):
+    folder, exercise, tests, says = LATER[name]
+    run = run_tests(
+        SUBMISSIONS / folder,
+        tests=[catalog.get(exercise).tests_dir()],
+        timing="skip",
+        visible_only=True,
+        extra_args=("-k", tests),
+    )
+    failed = [r for r in run.results if not r.earns]
+    assert len(failed) >= 2, f"expected the step's tests to fail: {run.output[-2000:]}"
+    unnamed = [f"{r.nodeid}: {r.message[:400]}" for r in failed if says not in r.message]
+    assert not unnamed, "\n".join(unnamed)
