@@ -11,6 +11,9 @@ import pytest
 from grader.course import catalog, paths
 from grader.harness.runner import run_tests
 
+# a pytest run per mistake (about 40 s in all): CI's, not the fast path's
+pytestmark = pytest.mark.slow
+
 
 @dataclass(frozen=True)
 class Made:
