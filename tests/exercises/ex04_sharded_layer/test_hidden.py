@@ -24,7 +24,7 @@ def test_layer_auto_values(impl, n_devices, layer_inputs, reference_layer, tol):
     )
 
 
-@pytest.mark.rules("collectives", "values", functions=("layer_auto",))
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_auto",))
 @pytest.mark.points(1)
 def test_layer_auto_has_no_collectives(n_devices, layer_inputs, collectives_rule):
     collectives_rule("layer_auto", n_devices, layer_inputs(n_data=8 * n_devices))
@@ -78,7 +78,7 @@ def test_layer_shard_map_values(impl, n_devices, layer_inputs, reference_layer, 
     assert_sharded_like(out, mesh, P("data", None), reference_layer(*inputs), **tol)
 
 
-@pytest.mark.rules("collectives", "values", functions=("layer_shard_map",))
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_shard_map",))
 @pytest.mark.points(1)
 def test_layer_shard_map_has_no_collectives(n_devices, layer_inputs, collectives_rule):
     collectives_rule("layer_shard_map", n_devices, layer_inputs(n_data=8 * n_devices))
@@ -100,7 +100,7 @@ def test_layer_feature_sharded_values(impl, n_devices, layer_inputs, reference_l
     assert_sharded_like(out, mesh, P(None, None), reference_layer(*inputs), **tol)
 
 
-@pytest.mark.rules("collectives", "values", functions=("layer_feature_sharded",))
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_feature_sharded",))
 @pytest.mark.points(1)
 def test_layer_feature_sharded_uses_one_all_reduce(n_devices, layer_inputs, collectives_rule):
     collectives_rule("layer_feature_sharded", n_devices, layer_inputs(n_features=4 * n_devices))

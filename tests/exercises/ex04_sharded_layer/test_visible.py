@@ -59,21 +59,21 @@ def test_layer_feature_sharded(impl, layer_inputs, reference_layer, tol):
     assert_close(out, reference_layer(x, W, b), **tol)
 
 
-@pytest.mark.rules("collectives", "values", functions=("layer_auto",))
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_auto",))
 @pytest.mark.points(0.5)
 def test_layer_auto_has_no_collectives_on_8_devices(layer_inputs, collectives_rule):
     """layer_auto's compiled program: no collective at all."""
     collectives_rule("layer_auto", 8, layer_inputs(n_data=32, seed=1))
 
 
-@pytest.mark.rules("collectives", "values", functions=("layer_shard_map",))
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_shard_map",))
 @pytest.mark.points(0.5)
 def test_layer_shard_map_has_no_collectives_on_8_devices(layer_inputs, collectives_rule):
     """layer_shard_map's compiled program: no collective at all."""
     collectives_rule("layer_shard_map", 8, layer_inputs(n_data=32, seed=1))
 
 
-@pytest.mark.rules("collectives", "values", functions=("layer_feature_sharded",))
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_feature_sharded",))
 @pytest.mark.points(0.5)
 def test_layer_feature_sharded_uses_one_all_reduce_on_8_devices(layer_inputs, collectives_rule):
     """layer_feature_sharded's compiled program: exactly one all-reduce, and no other collective."""
