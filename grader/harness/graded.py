@@ -87,7 +87,8 @@ def _is(node, param: str) -> bool:
 def _fixtures(item) -> dict:
     """The test's fixtures that return a function of their module (`return _check`): those functions."""
     found = {}
-    for name, definitions in item._fixtureinfo.name2fixturedefs.items():
+    info = getattr(item, "_fixtureinfo", None)
+    for name, definitions in (info.name2fixturedefs if info else {}).items():
         fixture = getattr(definitions[-1].func, "__wrapped__", definitions[-1].func)
         tree = _parsed(fixture)
         body = tree.body[0].body if tree and isinstance(tree.body[0], ast.FunctionDef) else []
@@ -102,8 +103,11 @@ def graded_functions(item, declared) -> tuple[str, ...]:
     """The declared functions and those the test reaches; none when it hands `impl` on undeclared."""
     function = getattr(item, "function", None)
     params = getattr(getattr(item, "callspec", None), "params", {})
-    scopes = [_fixtures(item), vars(item.module)]
-    named, unsafe = _uses(function, "impl", params, scopes, 0) if function else ([], True)
+    if function is None:  # not a test function (nothing to read)
+        named, unsafe = [], True
+    else:
+        scopes = [_fixtures(item), vars(item.module)]
+        named, unsafe = _uses(function, "impl", params, scopes, 0)
     if unsafe and not declared:
         return ()
     # "{name}": the function a parametrized case names in its parameter `name`
