@@ -84,19 +84,30 @@ def _is(node, param: str) -> bool:
     return isinstance(node, ast.Name) and node.id == param
 
 
+@functools.cache
+def _returned(fixture):
+    """The function of its module a fixture returns (`return _check`), or None."""
+    tree = _parsed(fixture)
+    body = tree.body[0].body if tree and isinstance(tree.body[0], ast.FunctionDef) else []
+    if body and isinstance(body[-1], ast.Return) and isinstance(body[-1].value, ast.Name):
+        returned = fixture.__globals__.get(body[-1].value.id)
+        if inspect.isfunction(returned):
+            return returned
+    return None
+
+
 def _fixtures(item) -> dict:
-    """The test's fixtures that return a function of their module (`return _check`): those functions."""
-    found = {}
+    """The test's fixtures that return a function of their module: those functions."""
     info = getattr(item, "_fixtureinfo", None)
+    found = {}
     for name, definitions in (info.name2fixturedefs if info else {}).items():
-        fixture = getattr(definitions[-1].func, "__wrapped__", definitions[-1].func)
-        tree = _parsed(fixture)
-        body = tree.body[0].body if tree and isinstance(tree.body[0], ast.FunctionDef) else []
-        if body and isinstance(body[-1], ast.Return) and isinstance(body[-1].value, ast.Name):
-            returned = fixture.__globals__.get(body[-1].value.id)
-            if inspect.isfunction(returned):
-                found[name] = returned
+        returned = _returned(getattr(definitions[-1].func, "__wrapped__", definitions[-1].func))
+        if returned is not None:
+            found[name] = returned
     return found
+
+
+_READ: dict = {}  # (test function, its string parameters, its fixtures' functions): what _uses found
 
 
 def graded_functions(item, declared) -> tuple[str, ...]:
@@ -106,8 +117,12 @@ def graded_functions(item, declared) -> tuple[str, ...]:
     if function is None:  # not a test function (nothing to read)
         named, unsafe = [], True
     else:
-        scopes = [_fixtures(item), vars(item.module)]
-        named, unsafe = _uses(function, "impl", params, scopes, 0)
+        fixtures = _fixtures(item)
+        strings = {k: v for k, v in params.items() if isinstance(v, str)}
+        key = (function, tuple(sorted(strings.items())), tuple(sorted(fixtures.items())))
+        if key not in _READ:  # a parametrized function's cases mostly read alike
+            _READ[key] = _uses(function, "impl", strings, [fixtures, vars(item.module)], 0)
+        named, unsafe = _READ[key]
     if unsafe and not declared:
         return ()
     # "{name}": the function a parametrized case names in its parameter `name`
