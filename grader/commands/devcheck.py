@@ -1,7 +1,8 @@
 """`shardlab dev-check`: the course is consistent. Every catalog exercise has its reference, stub and
 tests; exercises/ is exactly what the generator makes from solutions/; each exercise's tests weigh its
-catalog points, declare the kinds of rule they grade, and every kind its hidden tests grade is sampled
-by a visible test (docs/rules.md shows the table); every reference passes all its tests, recording the
+catalog points, declare the kinds of rule they grade and (inferred or declared) the functions and
+branches, and every kind and branch hidden tests grade a function on is sampled by a visible test of it
+(docs/rules.md shows the tables); every reference passes all its tests, recording the
 facts of the kinds it declares; every stub fails every one of its tests as "not attempted"."""
 
 from __future__ import annotations
