@@ -54,3 +54,31 @@ def test_the_wrong_predict_add_fails_a_visible_test():
         hidden.test_predict_add_each_dimension_split_by_one_at_most(
             WRONG, conftest.check_predictions, conftest.SPECS
         )
+
+
+def predict_matmul_without_the_axis_rule(spec_a, spec_b):
+    """Refuses a contracting dimension split on both sides, but not a mesh axis splitting both
+    dimensions of the result."""
+    (rows, a_contract), (b_contract, cols) = (
+        (tuple(s) + (None, None))[:2] for s in (spec_a, spec_b)
+    )
+    if _axes(a_contract) and _axes(b_contract):
+        return None
+    return conftest.normalized(P(rows, cols))
+
+
+def test_each_branch_a_visible_prediction_test_declares_is_sampled():
+    """The branches the visible examples declare are there: a prediction without one fails them."""
+    wrong = types.SimpleNamespace(predict_matmul=predict_matmul_without_the_axis_rule)
+    with pytest.raises(
+        AssertionError,
+        match=r"wrong on 1 of 8 cases:\n  predict_matmul\(P\('x', None\), P\(None, 'x'\)\)",
+    ):
+        visible.test_predict_matmul_examples(wrong, conftest.check_predictions, conftest.SPECS)
+
+    def never_refuses_different_splits(spec_b, spec_c):
+        return predict_add_without_the_axis_rule(spec_b, spec_b) if spec_b else spec_c
+
+    wrong = types.SimpleNamespace(predict_add=never_refuses_different_splits)
+    with pytest.raises(AssertionError, match="JAX refuses"):
+        visible.test_predict_add_examples(wrong, conftest.check_predictions, conftest.SPECS)
