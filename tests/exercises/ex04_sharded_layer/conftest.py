@@ -23,11 +23,11 @@ from grader.checks import (
 TOL = dict(rtol=1e-5, atol=1e-6)
 
 # function: (its mesh's kind, x's spec, W's spec, the collectives its compiled program must have exactly,
-# its output's spec). No input specs: the inputs arrive as plain arrays and the function places them (its
-# docstring). The output's layout is checked with the collectives: a program that ignores the placement
-# it was asked for has no collectives either (every device computing the whole batch).
+# its output's spec). The output's layout, from a call as a student makes it, is checked with the
+# collectives: a layer_auto that places x another way has none either (every device computing the whole
+# batch), and compiled on inputs the test placed, its own placement is dropped from the program.
 COLLECTIVES = {
-    "layer_auto": ("auto", None, None, {}, P("data", None)),
+    "layer_auto": ("auto", P("data", None), P(), {}, P("data", None)),
     "layer_shard_map": ("explicit", P("data", None), P(), {}, P("data", None)),
     "layer_feature_sharded": (
         "explicit",
@@ -94,13 +94,13 @@ def placed():
 @pytest.fixture
 def collectives_rule(impl):
     """check(name, n, inputs): the compiled program of the function `name` on a mesh of n devices, its
-    inputs as its docstring says they arrive, has exactly the collectives its docstring states, computes
-    the layer, and gives the output the sharding its docstring states."""
+    inputs placed as its docstring says, has exactly the collectives its docstring states and computes
+    the layer; and the function called on them gives the output the sharding its docstring states."""
 
     def check(name, n, inputs):
         kind, x_spec, W_spec, exactly, out_spec = COLLECTIVES[name]
         mesh = test_mesh((n,), ("data",), kind)
-        args = inputs if x_spec is None else _placed(mesh, x_spec, W_spec, inputs)
+        args = _placed(mesh, x_spec, W_spec, inputs)
         assert_collectives(
             lambda x, W, b: getattr(impl, name)(x, W, b, mesh),
             *args,
