@@ -78,6 +78,12 @@ def _graded(item) -> dict:
             f"{item.nodeid}: the rules marker takes functions=(...) and branches=(...), "
             f"not {', '.join(sorted(unknown))}"
         )
+    for key, names in declared.items():
+        if isinstance(names, str) or not all(isinstance(name, str) for name in names):
+            raise pytest.UsageError(
+                f"{item.nodeid}: the rules marker's {key}= takes a tuple of names, "
+                f'such as {key}=("{names}",), not {names!r}'
+            )
     return {
         "functions": graded_functions(item, tuple(declared.get("functions", ()))),
         "branches": tuple(declared.get("branches", ())),

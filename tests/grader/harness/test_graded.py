@@ -80,6 +80,14 @@ def test_a_marker_keyword_other_than_functions_and_branches_is_refused():
         selection._graded(_item(marker))
 
 
+def test_a_single_name_not_in_a_tuple_is_refused():
+    marker = pytest.mark.rules("values", branches="axis-twice").mark
+    with pytest.raises(
+        pytest.UsageError, match=r"branches= takes a tuple of names, such as branches=\("
+    ):
+        selection._graded(_item(marker))
+
+
 def test_functions_and_branches_reach_the_grading_process():
     meta = TestMeta("t::a", "ex03", False, False, 1.0, 10.0, (), ("predict_add",), ("axis-twice",))
     assert TestMeta.from_dict(meta.to_dict()) == meta
