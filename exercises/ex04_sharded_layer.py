@@ -17,7 +17,9 @@ The tests also compile your functions and read which collectives the program rea
 XLA's count of the flops each device of `layer_shard_map`'s program does (a 1/n share of the
 one-device layer's), and time `layer_shard_map` on a large batch against a baseline in which every
 device computes the whole batch: a data-parallel layer must be several times faster than that. Each
-of these rules is earned only by a compiled program that also computes the layer. The visible tests
+of these rules is earned only by a compiled program that also computes the layer, and the
+collectives only with the output sharded as the function's docstring says (a layer_auto that places
+x another way has no collectives either: every device computes the whole batch). The visible tests
 check each rule once on 8 devices; the hidden ones on other sizes, inputs and meshes.
 
 Grading: 20 points. The values and shardings (and layer_explicit's types) 11, the collectives 4.5,

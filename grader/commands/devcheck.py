@@ -1,11 +1,13 @@
 """`shardlab dev-check`: the course is consistent. Every catalog exercise has its reference, stub and
 tests; exercises/ is exactly what the generator makes from solutions/; each exercise's tests weigh its
-catalog points, declare the kinds of rule they grade, and every kind its hidden tests grade is sampled
-by a visible test (docs/rules.md shows the table); every reference passes all its tests, recording the
+catalog points, declare the kinds of rule they grade and (inferred or declared) the functions and
+branches, and every kind and branch hidden tests grade a function on is sampled by a visible test of it
+(docs/rules.md shows the tables); every reference passes all its tests, recording the
 facts of the kinds it declares; every stub fails every one of its tests as "not attempted"."""
 
 from __future__ import annotations
 
+import ast
 import math
 from dataclasses import dataclass, field
 
@@ -89,9 +91,31 @@ def _graded_kinds(tests: list[TestMeta], hidden: bool) -> set[Rule]:
     }
 
 
+def _graded(tests: list[TestMeta], hidden: bool) -> set[tuple[str, str]]:
+    """(function, kind of rule or "branch NAME") that the (hidden or visible) tests with points grade."""
+    return {
+        (function, what)
+        for test in tests
+        if test.hidden == hidden and test.weight > 0
+        for function in test.functions
+        for what in (*map(str, test.rules), *(f"branch {b!r}" for b in test.branches))
+    }
+
+
+def _defined(exercise: catalog.Exercise) -> set[str]:
+    """The functions the reference defines at its top level: what a test can grade."""
+    path = exercise.solution_path()
+    if not path.is_file():
+        return set()
+    tree = ast.parse(path.read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
 def check_rules_sampled(findings: Findings, tests: list[TestMeta]) -> None:
     """A test's points are its weight, so an exercise's tests weigh its catalog points; every test declares
-    the kinds of rule it grades; every kind an exercise's hidden tests grade, a visible test samples."""
+    the kinds of rule it grades and the functions it grades (grader.harness.graded); for every function
+    hidden tests with points grade, each kind of rule and each branch they grade it on, a visible test
+    with points samples."""
     for exercise in catalog.EXERCISES:
         mine = [t for t in tests if t.exercise == exercise.id]
         weight = math.fsum(t.weight for t in mine)
@@ -105,9 +129,23 @@ def check_rules_sampled(findings: Findings, tests: list[TestMeta]) -> None:
                 f"{function} declares no kind of rule: mark it "
                 f"@pytest.mark.rules(...) with some of {', '.join(Rule)}"
             )
-        for rule in sorted(_graded_kinds(mine, True) - _graded_kinds(mine, False)):
+        for function in dict.fromkeys(function_id(t.nodeid) for t in mine if not t.functions):
             findings.problems.append(
-                f"{exercise.id}: its hidden tests grade {rule} ({DESCRIPTIONS[rule]}) but no "
+                f"{function} declares nothing dev-check can check: it names no impl.<function> "
+                "and hands impl on; declare functions=(...) on its rules marker"
+            )
+        defined = _defined(exercise)
+        for test in mine:
+            for name in test.functions:
+                if name not in defined:
+                    findings.problems.append(
+                        f"{test.nodeid} grades {name!r}, which solutions/{exercise.module_file} "
+                        "does not define"
+                    )
+        for function, what in sorted(_graded(mine, True) - _graded(mine, False)):
+            about = DESCRIPTIONS.get(what, "a refusal, None or error it must give")
+            findings.problems.append(
+                f"{exercise.id}: its hidden tests grade {function}'s {what} ({about}) but no "
                 "visible test with points samples it: a student would learn the rule from "
                 "the grade"
             )
@@ -115,7 +153,7 @@ def check_rules_sampled(findings: Findings, tests: list[TestMeta]) -> None:
 
 def rules_table(tests: list[TestMeta]) -> str:
     """docs/rules.md: per exercise, its points, what its visible tests carry, and the kinds of rule graded
-    (x: by visible and hidden tests; v: by visible tests only)."""
+    (x: by visible and hidden tests; v: by visible tests only); then per function, what it is graded on."""
     kinds = [rule for rule in Rule if any(rule in t.rules for t in tests)]
     lines = [
         "| exercise | points | visible | " + " | ".join(kinds) + " |",
@@ -140,6 +178,25 @@ def rules_table(tests: list[TestMeta]) -> str:
             + " | ".join(marks)
             + " |"
         )
+    return "\n".join(lines) + "\n\n" + _functions_table(tests)
+
+
+def _functions_table(tests: list[TestMeta]) -> str:
+    """Per function graded with points: the kinds of rule and branches its tests grade (each one also
+    by a visible test: check_rules_sampled)."""
+    lines = [
+        "| exercise | function | kinds of rule | branches |",
+        "| --- | --- | --- | --- |",
+    ]
+    for exercise in catalog.EXERCISES:
+        graded = [t for t in tests if t.exercise == exercise.id and t.weight > 0]
+        for function in dict.fromkeys(f for t in graded for f in t.functions):
+            mine = [t for t in graded if function in t.functions]
+            kinds = [str(rule) for rule in Rule if any(rule in t.rules for t in mine)]
+            branches = dict.fromkeys(b for t in mine for b in t.branches)
+            lines.append(
+                f"| {exercise.id} | {function} | {', '.join(kinds)} | {', '.join(branches)} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -614,6 +614,8 @@ class TestMeta:
     weight: float  # its points (grader.harness.selection)
     limit: float  # seconds it may run (grader.harness.time_limits)
     rules: tuple[Rule, ...] = ()  # the kinds of rule it grades (its `rules` marker)
+    functions: tuple[str, ...] = ()  # the student functions it grades (grader.harness.graded)
+    branches: tuple[str, ...] = ()  # their refusal/None/error branches it rewards (its marker's)
 
     __test__ = False  # not a pytest test class
 
@@ -646,6 +648,8 @@ class TestMeta:
             float(data["weight"]),
             float(data["limit"]),
             rules_of(data.get("rules", ())),
+            tuple(map(str, data.get("functions", ()))),
+            tuple(map(str, data.get("branches", ()))),
         )
 
 

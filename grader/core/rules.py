@@ -1,8 +1,9 @@
 """The kinds of rule a test grades, declared on the test with `@pytest.mark.rules("values", "layouts")`.
 
-They are what a student's own check must sample: `shardlab dev-check` fails when an exercise's hidden
-tests grade a kind of rule that none of its visible tests checks, so a design an exercise forbids fails
-in `shardlab check` before it costs points at grading."""
+They are what a student's own check must sample: `shardlab dev-check` fails when hidden tests grade a
+function on a kind of rule (or reward a branch of it, grader.harness.graded) that no visible test of that
+function checks, so a design an exercise forbids fails in `shardlab check` before it costs points at
+grading."""
 
 from __future__ import annotations
 

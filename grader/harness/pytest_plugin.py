@@ -51,7 +51,9 @@ def pytest_configure(config):
         "(default 1), split equally among its parametrized cases",
     )
     config.addinivalue_line(
-        "markers", "rules(*kinds): the kinds of rule the test grades (grader.core.rules)"
+        "markers",
+        "rules(*kinds, functions=(), branches=()): the kinds of rule the test grades "
+        "(grader.core.rules), the functions and branches (grader.harness.graded)",
     )
     for exercise in catalog.EXERCISES:
         config.addinivalue_line("markers", f"{exercise.id}: tests of {exercise.title}")

@@ -11,6 +11,7 @@ import pytest
 from grader.core.results import TestMeta, function_id
 from grader.core.rules import UnknownRule, rules_of
 from grader.course import catalog
+from grader.harness.graded import graded_functions
 from grader.harness.session import META, session_of
 
 
@@ -54,6 +55,7 @@ def pytest_collection_modifyitems(config, items):
             weight=(float(marker.args[0]) if marker else 1.0) / cases[function_id(item.nodeid)],
             limit=limits.limit(item.nodeid),
             rules=_rules(item),
+            **_graded(item),
         )
 
 
@@ -64,6 +66,28 @@ def _rules(item) -> tuple:
         return rules_of(marker.args) if marker else ()
     except UnknownRule as exc:
         raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+
+
+def _graded(item) -> dict:
+    """The functions and branches the test grades: its `rules` marker's, and the functions it names."""
+    marker = item.get_closest_marker("rules")
+    declared = marker.kwargs if marker else {}
+    unknown = set(declared) - {"functions", "branches"}
+    if unknown:
+        raise pytest.UsageError(
+            f"{item.nodeid}: the rules marker takes functions=(...) and branches=(...), "
+            f"not {', '.join(sorted(unknown))}"
+        )
+    for key, names in declared.items():
+        if isinstance(names, str) or not all(isinstance(name, str) for name in names):
+            raise pytest.UsageError(
+                f"{item.nodeid}: the rules marker's {key}= takes a tuple of names, "
+                f'such as {key}=("{names}",), not {names!r}'
+            )
+    return {
+        "functions": graded_functions(item, tuple(declared.get("functions", ()))),
+        "branches": tuple(declared.get("branches", ())),
+    }
 
 
 @pytest.hookimpl(wrapper=True)

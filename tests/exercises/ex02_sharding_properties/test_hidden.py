@@ -137,7 +137,7 @@ def test_shard_shape_matches_named_sharding(impl, check_shard_shape, layout):
 
 
 @pytest.mark.points(0.5)
-@pytest.mark.rules("values", "errors")
+@pytest.mark.rules("values", "errors", branches=("indivisible",))
 @settings(GRADING, max_examples=60)
 @given(layout=layouts(), data=st.data())
 def test_shard_shape_indivisible_names_the_dimension(
@@ -164,7 +164,7 @@ def test_shard_shape_indivisible_names_the_dimension(
 
 
 @pytest.mark.points(0.25)
-@pytest.mark.rules("values", "errors")
+@pytest.mark.rules("values", "errors", branches=("axis-twice",))
 @pytest.mark.parametrize(
     "global_shape, mesh_shape, spec, dims, valid_spec, valid_shape",
     [

@@ -71,7 +71,7 @@ def test_shard_shape_examples(
 
 
 @pytest.mark.points(0.5)
-@pytest.mark.rules("values", "errors")
+@pytest.mark.rules("values", "errors", branches=("indivisible",))
 def test_shard_shape_rejects_indivisible(
     impl, check_shard_shape, check_rejects_indivisible, named_shard_shape, before_errors
 ):
@@ -96,7 +96,7 @@ def test_shard_shape_rejects_indivisible(
 
 
 @pytest.mark.points(0.25)
-@pytest.mark.rules("values", "errors")
+@pytest.mark.rules("values", "errors", branches=("axis-twice",))
 def test_shard_shape_rejects_an_axis_used_twice(
     impl,
     check_shard_shape,

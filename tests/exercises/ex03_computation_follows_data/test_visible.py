@@ -6,7 +6,8 @@ on their examples and on pairs of specs drawn for the test.
 
 Points (ex03_computation_follows_data.py's docstring): sin_layer 2, column_sum 4 (1.5 of them for the
 all-reduce), predict_add 3.5, predict_matmul 3.5, transpose_layout 2; these visible tests carry 1, 1.5 (0.5
-of the all-reduce's), 1, 1 and 1 of them, the hidden tests the rest. column_sum's all-reduce is checked here
+of the all-reduce's), 1.5 (0.5 for pairs JAX refuses because a mesh axis would split two dimensions),
+1 and 1 of them, the hidden tests the rest. column_sum's all-reduce is checked here
 as the hidden tests check it (conftest.py's check_all_reduce), on the 2x4 mesh only.
 """
 
@@ -59,7 +60,7 @@ def drawn_pairs(every_spec, count):
     ]
 
 
-@pytest.mark.rules("values")
+@pytest.mark.rules("values", branches=("different-splits",))
 def test_predict_add_examples(impl, check_predictions, every_spec):
     shape = (16, 16)
     pairs = [
@@ -76,12 +77,31 @@ def test_predict_add_examples(impl, check_predictions, every_spec):
     )
 
 
-@pytest.mark.rules("values")
+@pytest.mark.points(0.5)
+@pytest.mark.rules("values", branches=("axis-twice",))
+def test_predict_add_refuses_an_axis_used_twice(impl, check_predictions):
+    """Pairs whose per-dimension answers would split two dimensions of the result over one mesh axis."""
+    shape = (16, 16)
+    pairs = [
+        (P("x", None), P(None, "x")),
+        (P(("x", "y"), None), P(None, "y")),
+        (P(None, "y"), P(("y", "x"), None)),
+    ]
+    check_predictions(
+        "predict_add",
+        impl.predict_add,
+        lambda b, c: b + c,
+        [((b, shape), (c, shape)) for b, c in pairs],
+    )
+
+
+@pytest.mark.rules("values", branches=("contracting-split", "axis-twice"))
 def test_predict_matmul_examples(impl, check_predictions, every_spec):
     pairs = [
         (P("x", None), P(None, "y")),
         (P(None, None), P(None, "x")),
         (P("x", "y"), P("y", None)),
+        (P("x", None), P(None, "x")),  # "x" would split both dimensions of the result
     ]
     check_predictions(
         "predict_matmul",

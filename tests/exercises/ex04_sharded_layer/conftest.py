@@ -13,6 +13,7 @@ from grader.checks import (
     Variant,
     assert_collectives,
     assert_computes,
+    assert_sharded_like,
     compiled,
     flops_per_device,
     inputs,
@@ -23,11 +24,20 @@ from grader.checks import (
 # The module docstring's tolerance (float32).
 TOL = dict(rtol=1e-5, atol=1e-6)
 
-# function: (its mesh's kind, x's spec, W's spec, the collectives its compiled program must have exactly).
+# function: (its mesh's kind, x's spec, W's spec, the collectives its compiled program must have exactly,
+# its output's spec). The output's layout, from a call as a student makes it, is checked with the
+# collectives: a layer_auto that places x another way has none either (every device computing the whole
+# batch), and compiled on inputs the test placed, its own placement is dropped from the program.
 COLLECTIVES = {
-    "layer_auto": ("auto", P("data", None), P(), {}),
-    "layer_shard_map": ("explicit", P("data", None), P(), {}),
-    "layer_feature_sharded": ("explicit", P(None, "data"), P("data", None), {"all-reduce": 1}),
+    "layer_auto": ("auto", P("data", None), P(), {}, P("data", None)),
+    "layer_shard_map": ("explicit", P("data", None), P(), {}, P("data", None)),
+    "layer_feature_sharded": (
+        "explicit",
+        P(None, "data"),
+        P("data", None),
+        {"all-reduce": 1},
+        P(None, None),
+    ),
 }
 
 # Against every device computing the whole batch, a layer that divides the work is up to n times
@@ -131,21 +141,26 @@ def placed():
 @pytest.fixture
 def collectives_rule(impl):
     """check(name, n, inputs): the compiled program of the function `name` on a mesh of n devices, its
-    inputs placed as its docstring says, has exactly the collectives its docstring states, and computes
-    the layer."""
+    inputs placed as its docstring says, has exactly the collectives its docstring states and computes
+    the layer; and the function called on them gives the output the sharding its docstring states."""
 
     def check(name, n, inputs):
-        kind, x_spec, W_spec, exactly = COLLECTIVES[name]
+        kind, x_spec, W_spec, exactly, out_spec = COLLECTIVES[name]
         mesh = test_mesh((n,), ("data",), kind)
+        args = _placed(mesh, x_spec, W_spec, inputs)
         with written_per_device(name):
             assert_collectives(
                 lambda x, W, b: getattr(impl, name)(x, W, b, mesh),
-                *_placed(mesh, x_spec, W_spec, inputs),
+                *args,
                 exactly=exactly,
                 expected=_reference(*inputs),
                 **TOL,
                 what=name,
             )
+            out = getattr(impl, name)(*args, mesh)
+        assert_sharded_like(
+            out, mesh, out_spec, _reference(*inputs), **TOL, name=f"{name}'s output"
+        )
 
     return check
 

@@ -24,7 +24,7 @@ def test_layer_auto_values(impl, n_devices, layer_inputs, reference_layer, tol):
     )
 
 
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_auto",))
 @pytest.mark.points(1)
 def test_layer_auto_has_no_collectives(n_devices, layer_inputs, collectives_rule):
     collectives_rule("layer_auto", n_devices, layer_inputs(n_data=8 * n_devices))
@@ -78,13 +78,13 @@ def test_layer_shard_map_values(impl, n_devices, layer_inputs, reference_layer, 
     assert_sharded_like(out, mesh, P("data", None), reference_layer(*inputs), **tol)
 
 
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_shard_map",))
 @pytest.mark.points(1)
 def test_layer_shard_map_has_no_collectives(n_devices, layer_inputs, collectives_rule):
     collectives_rule("layer_shard_map", n_devices, layer_inputs(n_data=8 * n_devices))
 
 
-@pytest.mark.rules("flops", "values")
+@pytest.mark.rules("flops", "values", functions=("layer_shard_map",))
 @pytest.mark.points(1)
 def test_layer_shard_map_divides_the_flops(layer_inputs, flops_rule):
     """XLA's own count of the floating-point work per device: a 1/n share of the one-device layer."""
@@ -100,19 +100,19 @@ def test_layer_feature_sharded_values(impl, n_devices, layer_inputs, reference_l
     assert_sharded_like(out, mesh, P(None, None), reference_layer(*inputs), **tol)
 
 
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_feature_sharded",))
 @pytest.mark.points(1)
 def test_layer_feature_sharded_uses_one_all_reduce(n_devices, layer_inputs, collectives_rule):
     collectives_rule("layer_feature_sharded", n_devices, layer_inputs(n_features=4 * n_devices))
 
 
-@pytest.mark.rules("speedup", "values")
+@pytest.mark.rules("speedup", "values", functions=("layer_shard_map",))
 @pytest.mark.points(2)
 def test_layer_shard_map_speedup_over_replicated(layer_inputs, speedup_rule):
     speedup_rule(8, layer_inputs(**SPEED_SHAPES))
 
 
-@pytest.mark.rules("speedup")
+@pytest.mark.rules("speedup", functions=("layer_shard_map",))
 @pytest.mark.points(0)
 def test_layer_shard_map_speedup_over_one_device(layer_inputs, speed_setup, speedup):
     """Reported, not enforced, no points: on CPU host devices XLA already multithreads the one-device matmul, so

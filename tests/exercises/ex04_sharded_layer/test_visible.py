@@ -61,35 +61,35 @@ def test_layer_feature_sharded(impl, layer_inputs, reference_layer, tol, wrong_l
     assert_close_or_named(out, reference_layer(x, W, b), wrong_layers(x, W, b, 8), **tol)
 
 
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_auto",))
 @pytest.mark.points(0.5)
 def test_layer_auto_has_no_collectives_on_8_devices(layer_inputs, collectives_rule):
     """layer_auto's compiled program: no collective at all."""
     collectives_rule("layer_auto", 8, layer_inputs(n_data=32, seed=1))
 
 
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_shard_map",))
 @pytest.mark.points(0.5)
 def test_layer_shard_map_has_no_collectives_on_8_devices(layer_inputs, collectives_rule):
     """layer_shard_map's compiled program: no collective at all."""
     collectives_rule("layer_shard_map", 8, layer_inputs(n_data=32, seed=1))
 
 
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_feature_sharded",))
 @pytest.mark.points(0.5)
 def test_layer_feature_sharded_uses_one_all_reduce_on_8_devices(layer_inputs, collectives_rule):
     """layer_feature_sharded's compiled program: exactly one all-reduce, and no other collective."""
     collectives_rule("layer_feature_sharded", 8, layer_inputs(n_data=32, seed=1))
 
 
-@pytest.mark.rules("flops", "values")
+@pytest.mark.rules("flops", "values", functions=("layer_shard_map",))
 @pytest.mark.points(0.5)
 def test_layer_shard_map_divides_the_flops_on_8_devices(layer_inputs, flops_rule):
     """XLA's own count of the floating-point work each device does: a 1/8 share of the one-device layer."""
     flops_rule(8, layer_inputs(n_data=256, n_features=32, n_out=16, seed=1))
 
 
-@pytest.mark.rules("speedup", "values")
+@pytest.mark.rules("speedup", "values", functions=("layer_shard_map",))
 @pytest.mark.points(1)
 def test_layer_shard_map_speedup_over_replicated_on_8_devices(layer_inputs, speedup_rule):
     """layer_shard_map (under jax.jit) on a batch of 8192 rows, timed against every device computing the

@@ -33,7 +33,7 @@ def _input(contract, n, name, seed, cols=3):
     )
 
 
-@pytest.mark.rules("values", "layouts")
+@pytest.mark.rules("values", "layouts", functions=("device_ranks",))
 @pytest.mark.points(2)
 def test_device_ranks_values(n_devices, ranks_rule):
     ranks_rule(n_devices)
@@ -77,7 +77,7 @@ def test_ring_shift_any_k(impl, n_devices, ring, expected, contract, tol):
         )
 
 
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("{name}",))
 @pytest.mark.points(3)
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_collectives(n_devices, contract, collectives_rule, name):

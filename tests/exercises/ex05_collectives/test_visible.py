@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec as P
 from grader.checks import assert_sharded_like, inputs
 
 
-@pytest.mark.rules("values", "layouts")
+@pytest.mark.rules("values", "layouts", functions=("device_ranks",))
 @pytest.mark.points(1)
 def test_device_ranks(ranks_rule):
     ranks_rule(8)
@@ -58,7 +58,7 @@ def test_worked_example(impl, ring, example, expected, tol, name, want, spec):
     )
 
 
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("{name}",))
 @pytest.mark.points(2)
 @pytest.mark.parametrize(
     "name",

@@ -41,7 +41,7 @@ def test_values(impl, n_devices, cases, operands, product, tol, case):
         )
 
 
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("{case}",))
 @pytest.mark.points(4)
 @pytest.mark.parametrize("case", CASE_NAMES)
 def test_collectives(n_devices, collectives_rule, case):
@@ -49,7 +49,7 @@ def test_collectives(n_devices, collectives_rule, case):
         collectives_rule(case, mesh, rows=8, inner=16, cols=8, seed=5)
 
 
-@pytest.mark.rules("memory", "values")
+@pytest.mark.rules("memory", "values", functions=("case3_reducescatter",))
 @pytest.mark.points(1)
 @pytest.mark.parametrize("shape", [(2, 2), (4, 2)], ids=["2x2", "4x2"])
 def test_reducescatter_output_bytes(shape, output_bytes_rule):

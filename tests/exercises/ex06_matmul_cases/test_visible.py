@@ -31,7 +31,7 @@ def test_case(impl, mesh, cases, operands, product, tol, case):
     assert_sharded_like(out, mesh, cases[case][2], product(A, B), **tol, name=f"{case}'s C")
 
 
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("{case}",))
 @pytest.mark.points(2)
 @pytest.mark.parametrize("case", CASE_NAMES)
 def test_collectives_on_2x4(mesh, collectives_rule, case):
@@ -40,7 +40,7 @@ def test_collectives_on_2x4(mesh, collectives_rule, case):
     collectives_rule(case, mesh, seed=1)
 
 
-@pytest.mark.rules("memory", "values")
+@pytest.mark.rules("memory", "values", functions=("case3_reducescatter",))
 @pytest.mark.points(1)
 def test_reducescatter_output_bytes_on_2x4(mesh, output_bytes_rule):
     """Each device's output of case3_reducescatter takes 1/|x| of the bytes of an all-reduce's (all of C)."""

@@ -46,7 +46,7 @@ def test_allgather_matmul_values(impl, n_devices, matmul_inputs, placed, referen
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("allgather_matmul",))
 def test_allgather_matmul_uses_one_all_gather(impl, n_devices, matmul_inputs, check_collectives):
     _collectives("allgather_matmul", n_devices, matmul_inputs, check_collectives, impl)
 
@@ -67,7 +67,7 @@ def test_allgather_matmul_overlapped_values(
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("allgather_matmul_overlapped",))
 def test_allgather_matmul_overlapped_uses_collective_permute_not_all_gather(
     impl, n_devices, matmul_inputs, check_collectives
 ):
@@ -100,7 +100,7 @@ def test_reducescatter_matmul_values(impl, n_devices, matmul_inputs, placed, ref
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("reducescatter_matmul",))
 def test_reducescatter_matmul_uses_one_reduce_scatter(
     impl, n_devices, matmul_inputs, check_collectives
 ):
@@ -123,7 +123,7 @@ def test_reducescatter_matmul_overlapped_values(
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("reducescatter_matmul_overlapped",))
 def test_reducescatter_matmul_overlapped_uses_only_collective_permute(
     impl, n_devices, matmul_inputs, check_collectives
 ):

@@ -88,7 +88,7 @@ def test_reducescatter_matmul_overlapped(
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("{name}",))
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_compiled_collectives(impl, name, matmul_inputs, check_collectives):
     """Each function's docstring says which collectives its compiled program may run: exactly one all-gather,

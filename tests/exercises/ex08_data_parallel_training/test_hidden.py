@@ -153,7 +153,7 @@ def _speedup_over_one_device(step, what, speed_setup, speed_candidate, speedup):
     )
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1.5)
 @pytest.mark.rules("speedup", "values")
 def test_train_step_speedup_over_replicated(impl, check_speedup_over_replicated):
     check_speedup_over_replicated(

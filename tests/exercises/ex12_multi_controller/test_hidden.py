@@ -17,36 +17,36 @@ def run(cluster):
 
 
 @pytest.mark.points(0.75)
-@pytest.mark.rules("joins")
+@pytest.mark.rules("joins", functions=("initialize",))
 def test_initialize_4_processes(run, check):
     check.initialize(run)
 
 
 @pytest.mark.points(1.5)
-@pytest.mark.rules("values", "joins")
+@pytest.mark.rules("values", "joins", functions=("process_summary",))
 def test_process_summary_4_processes(run, check):
     check.process_summary(run)
 
 
 @pytest.mark.points(2.25)
-@pytest.mark.rules("values", "joins")
+@pytest.mark.rules("values", "joins", functions=("global_from_local",))
 def test_global_from_local_4_processes(run, check):
     check.global_from_local(run)
 
 
 @pytest.mark.points(1.5)
-@pytest.mark.rules("values", "joins")
+@pytest.mark.rules("values", "joins", functions=("global_sum",))
 def test_global_sum_4_processes(run, check):
     check.global_sum(run)
 
 
 @pytest.mark.points(1.5)
-@pytest.mark.rules("values", "joins")
+@pytest.mark.rules("values", "joins", functions=("gather_to_host",))
 def test_gather_to_host_4_processes(run, check):
     check.gather_to_host(run)
 
 
 @pytest.mark.points(1.5)
-@pytest.mark.rules("properties", "joins")
+@pytest.mark.rules("properties", "joins", functions=("barrier",))
 def test_barrier_4_processes(run, check):
     check.barrier(run)

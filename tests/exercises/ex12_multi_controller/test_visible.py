@@ -18,36 +18,36 @@ def run(cluster):
 
 
 @pytest.mark.points(0.5)
-@pytest.mark.rules("joins")
+@pytest.mark.rules("joins", functions=("initialize",))
 def test_initialize(run, check):
     check.initialize(run)
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("values", "joins")
+@pytest.mark.rules("values", "joins", functions=("process_summary",))
 def test_process_summary(run, check):
     check.process_summary(run)
 
 
 @pytest.mark.points(1.5)
-@pytest.mark.rules("values", "joins")
+@pytest.mark.rules("values", "joins", functions=("global_from_local",))
 def test_global_from_local(run, check):
     check.global_from_local(run)
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("values", "joins")
+@pytest.mark.rules("values", "joins", functions=("global_sum",))
 def test_global_sum(run, check):
     check.global_sum(run)
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("values", "joins")
+@pytest.mark.rules("values", "joins", functions=("gather_to_host",))
 def test_gather_to_host(run, check):
     check.gather_to_host(run)
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("properties", "joins")
+@pytest.mark.rules("properties", "joins", functions=("barrier",))
 def test_barrier(run, check):
     check.barrier(run)

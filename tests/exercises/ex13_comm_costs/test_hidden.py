@@ -155,7 +155,7 @@ def test_alltoall_is_a_quarter_of_an_allgather(
 
 
 @pytest.mark.points(0.125)
-@pytest.mark.rules("values", "properties")
+@pytest.mark.rules("values", "properties", functions=("{name}",))
 @pytest.mark.parametrize("name", COLLECTIVES)
 @settings(GRADING, max_examples=20)
 @given(nbytes=nbytes_st, bandwidth=bandwidth_st, latency=latency_st)
@@ -275,7 +275,7 @@ def test_decreasing_in_bandwidth(
 
 
 @pytest.mark.points(0.25)
-@pytest.mark.rules("values", "properties")
+@pytest.mark.rules("values", "properties", functions=("allgather_time",))
 def test_units_are_bytes_bytes_per_second_and_seconds(
     impl, check_seconds, cost_model, call_text, check_drawn
 ):
@@ -313,7 +313,9 @@ def test_units_are_bytes_bytes_per_second_and_seconds(
 
 
 @pytest.mark.points(0.5)
-@pytest.mark.rules("values")
+@pytest.mark.rules(
+    "values", functions=("allgather_time", "reducescatter_time", "allreduce_time", "alltoall_time")
+)
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9])
 def test_ring_hops_when_latency_bound(impl, check_seconds, call_text, check_drawn, n):
     # 8 bytes: every hop lasts its latency. The farthest device of a bidirectional ring is n // 2 hops

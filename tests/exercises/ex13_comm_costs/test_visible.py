@@ -155,7 +155,7 @@ def test_alltoall_book_question10(impl, check_seconds, call_text, check_drawn):
 
 
 @pytest.mark.points(0.5)
-@pytest.mark.rules("values")
+@pytest.mark.rules("values", "properties")
 @pytest.mark.parametrize(
     "flops_per_s, bandwidth, book",
     [
@@ -181,11 +181,22 @@ def test_dp_comm_bound_batch_book(
         why="the book's per-device batch, in tokens, below which data parallelism is "
         "communication-bound",
     )
+    check_seconds(
+        impl.dp_comm_bound_batch(flops_per_s, 2 * bandwidth),
+        book / 2,
+        call_text("dp_comm_bound_batch", flops_per_s, 2 * bandwidth),
+        rel_tol=1e-3,
+        why="twice the bandwidth halves the batch needed",
+    )
     check_drawn_batch(impl)
 
 
 @pytest.mark.points(0.25)
-@pytest.mark.rules("values", "properties")
+@pytest.mark.rules(
+    "values",
+    "properties",
+    functions=("allgather_time", "reducescatter_time", "allreduce_time", "alltoall_time"),
+)
 def test_one_device_costs_nothing(impl, check_one_device, check_drawn):
     # A "ring" of one device has nothing to send: the ring factor (n - 1)/n and the hops are 0. A function
     # that answers 0 everywhere would say so too: a ring drawn for the test and the same array over a ring

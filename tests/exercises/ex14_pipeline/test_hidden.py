@@ -54,7 +54,7 @@ def test_pipeline_forward_values(impl, n_devices, weights, microbatches, check_f
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("pipeline_forward",))
 def test_pipeline_forward_sends_one_microbatch_between_neighbours(
     impl, n_devices, weights, microbatches, check_sends
 ):
@@ -130,7 +130,7 @@ def test_circular_forward_values(impl, n_devices, extra, weights, microbatches, 
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("circular_forward",))
 def test_circular_forward_sends_round_one_cycle(
     impl, n_devices, weights, microbatches, check_sends
 ):

@@ -59,7 +59,7 @@ def test_pipeline_forward(impl, weights, microbatches, check_forward):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("pipeline_forward",))
 def test_pipeline_forward_sends(impl, weights, microbatches, check_sends):
     """6 microbatches through 8 stages: 12 or 13 sends of one (2, 64) microbatch between neighbours s -> s+1,
     no weights moving, and the right outputs."""
@@ -107,7 +107,7 @@ def test_circular_forward(impl, weights, microbatches, check_forward):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("circular_forward",))
 def test_circular_forward_sends(impl, weights, microbatches, check_sends):
     """9 microbatches twice round 8 stages: 24 or 25 sends of one microbatch round one cycle (7 -> 0
     included), no weights moving, and the right outputs."""

@@ -18,36 +18,36 @@ def _case(problem, n, seed, mb=None):
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("values", "layouts")
+@pytest.mark.rules("values", "layouts", functions=("accumulate_grads",))
 def test_accumulate_grads_values(impl, n_devices, problem, checks):
     checks["accumulate"](impl, n_devices, _case(problem, n_devices, 1))
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("accumulate_grads",))
 def test_accumulate_grads_program(impl, n_devices, problem, checks):
     checks["accumulate_program"](impl, n_devices, _case(problem, n_devices, 2, mb=4))
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("values", "layouts")
+@pytest.mark.rules("values", "layouts", functions=("zero1_init",))
 def test_zero1_init_values(impl, n_devices, problem, checks):
     checks["init"](impl, n_devices, _case(problem, n_devices, 3))
 
 
 @pytest.mark.points(3)
-@pytest.mark.rules("values", "layouts", "training")
+@pytest.mark.rules("values", "layouts", "training", functions=("zero1_init", "zero1_adam_step"))
 def test_zero1_adam_steps(impl, n_devices, problem, checks):
     checks["steps"](impl, n_devices, _case(problem, n_devices, 4))
 
 
 @pytest.mark.points(3)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("zero1_adam_step",))
 def test_zero1_adam_step_program(impl, n_devices, problem, checks):
     checks["step_program"](impl, n_devices, _case(problem, n_devices, 5, mb=4))
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("memory", "layouts", "values")
+@pytest.mark.rules("memory", "layouts", "values", functions=("zero1_adam_step",))
 def test_zero1_argument_bytes(impl, n_devices, problem, checks):
     checks["argument_bytes"](impl, n_devices, _case(problem, n_devices, 6))

@@ -12,13 +12,13 @@ BATCH = 16  # per microbatch: 2 rows per device
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("values", "layouts")
+@pytest.mark.rules("values", "layouts", functions=("accumulate_grads",))
 def test_accumulate_grads(impl, problem, checks):
     checks["accumulate"](impl, N, problem(SIZES, MB, BATCH, seed=1))
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("accumulate_grads",))
 def test_accumulate_grads_reduces_once(impl, problem, checks):
     """One all-reduced array per parameter leaf (6), not per microbatch (24); the whole gradients reduced;
     no all-gather."""
@@ -26,20 +26,20 @@ def test_accumulate_grads_reduces_once(impl, problem, checks):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("values", "layouts")
+@pytest.mark.rules("values", "layouts", functions=("zero1_init",))
 def test_zero1_init(impl, problem, checks):
     checks["init"](impl, N, problem(SIZES, MB, BATCH, seed=3))
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("values", "layouts", "training")
+@pytest.mark.rules("values", "layouts", "training", functions=("zero1_init", "zero1_adam_step"))
 def test_zero1_adam_three_steps(impl, problem, checks):
     """Three steps against Adam on one device on the mean gradient: losses, params, m, v and t."""
     checks["steps"](impl, N, problem(SIZES, MB, BATCH, seed=4))
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("zero1_adam_step",))
 def test_zero1_adam_step_collectives(impl, problem, checks):
     """One reduce-scatter and one all-gather per leaf (6 each), whole gradients in and whole shards out; no
     all-reduce larger than a few scalars (the loss's mean)."""
@@ -47,7 +47,7 @@ def test_zero1_adam_step_collectives(impl, problem, checks):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("memory", "layouts", "values")
+@pytest.mark.rules("memory", "layouts", "values", functions=("zero1_adam_step",))
 def test_zero1_adam_step_argument_bytes(impl, problem, checks):
     """With zero1_init's state: params whole, m and v at 1/8 on each device."""
     checks["argument_bytes"](impl, N, problem(SIZES, MB, BATCH, seed=6))

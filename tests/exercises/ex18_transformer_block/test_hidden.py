@@ -28,42 +28,42 @@ def test_shard_block_params(impl, shape, check_shard_params):
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("values", "layouts")
+@pytest.mark.rules("values", "layouts", functions=("block_forward",))
 @MESHES
 def test_block_forward_values(impl, shape, check_forward_values):
     check_forward_values(impl, shape, BLOCKS[shape], seed=11)
 
 
 @pytest.mark.points(4)
-@pytest.mark.rules("collectives", "flops", "values")
+@pytest.mark.rules("collectives", "flops", "values", functions=("block_forward",))
 @MESHES
 def test_block_forward_collectives(impl, shape, check_forward_program):
     check_forward_program(impl, shape, BLOCKS[shape], seed=11)
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("values", "layouts")
+@pytest.mark.rules("values", "layouts", functions=("block_train_step",))
 @MESHES
 def test_block_train_step_values(impl, shape, check_step_values):
     check_step_values(impl, shape, BLOCKS[shape], seed=12)
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("block_train_step",))
 @MESHES
 def test_block_train_step_gradient_reduce_scatters(impl, shape, check_step_program):
     check_step_program(impl, shape, BLOCKS[shape], seed=12)
 
 
 @pytest.mark.points(1.5)
-@pytest.mark.rules("values")
+@pytest.mark.rules("values", functions=("stack_loss",))
 @MESHES
 def test_stack_loss_values(impl, shape, check_stack_values):
     check_stack_values(impl, shape, STACK, seed=13)
 
 
 @pytest.mark.points(1.5)
-@pytest.mark.rules("memory", "values")
+@pytest.mark.rules("memory", "values", functions=("stack_loss",))
 @MESHES
 def test_stack_loss_remat_temp_memory(impl, shape, check_stack_memory):
     check_stack_memory(impl, shape, STACK, seed=14)

@@ -18,13 +18,13 @@ def test_shard_block_params(impl, check_shard_params):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("values", "layouts")
+@pytest.mark.rules("values", "layouts", functions=("block_forward",))
 def test_block_forward(impl, check_forward_values):
     check_forward_values(impl, SHAPE, BLOCK, seed=1)
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "flops", "values")
+@pytest.mark.rules("collectives", "flops", "values", functions=("block_forward",))
 def test_block_forward_sequence_parallel(impl, check_forward_program):
     """All-gathers over "data" and "model", reduce-scatters over "model", no all-reduce; the work per
     device split (flops)."""
@@ -32,26 +32,26 @@ def test_block_forward_sequence_parallel(impl, check_forward_program):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("values", "layouts")
+@pytest.mark.rules("values", "layouts", functions=("block_train_step",))
 def test_block_train_step(impl, check_step_values):
     check_step_values(impl, SHAPE, BLOCK, seed=2)
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", functions=("block_train_step",))
 def test_block_train_step_reduce_scatters_gradients(impl, check_step_program):
     """Reduce-scatters over "data", no all-reduce of a weight's size."""
     check_step_program(impl, SHAPE, BLOCK, seed=2)
 
 
 @pytest.mark.points(0.5)
-@pytest.mark.rules("values")
+@pytest.mark.rules("values", functions=("stack_loss",))
 def test_stack_loss_remat_or_not(impl, check_stack_values):
     check_stack_values(impl, SHAPE, STACK, seed=3)
 
 
 @pytest.mark.points(0.5)
-@pytest.mark.rules("memory", "values")
+@pytest.mark.rules("memory", "values", functions=("stack_loss",))
 def test_stack_loss_remat_memory(impl, check_stack_memory):
     """With remat, the gradient program's temporary bytes below half the course's stack without remat
     (measured: the reference with remat at 0.25 of it)."""

@@ -1,5 +1,7 @@
 """`shardlab dev-check` on this repository, and what it finds in a broken one."""
 
+import dataclasses
+
 import pytest
 
 from grader.cli import main
@@ -70,17 +72,33 @@ def test_every_hidden_rule_kind_has_a_visible_sample_and_the_docs_table_is_curre
     assert findings.ok, "\n".join(findings.problems)
 
 
-def meta(name: str, *rules: Rule, hidden: bool = False, weight: float = 1.0) -> TestMeta:
+def meta(
+    name: str,
+    *rules: Rule,
+    hidden: bool = False,
+    weight: float = 1.0,
+    functions: tuple[str, ...] = ("all_gather",),
+    branches: tuple[str, ...] = (),
+    exercise: str = "ex05_collectives",
+) -> TestMeta:
     file = "test_hidden" if hidden else "test_visible"
     return TestMeta(
-        f"tests/exercises/ex05_collectives/{file}.py::{name}",
-        "ex05_collectives",
+        f"tests/exercises/{exercise}/{file}.py::{name}",
+        exercise,
         hidden,
         False,
         weight,
         10.0,
         rules,
+        functions,
+        branches,
     )
+
+
+def sampling_problems(tests: list[TestMeta], exercise: str = "ex05") -> list[str]:
+    findings = devcheck.Findings()
+    devcheck.check_rules_sampled(findings, tests)
+    return [p for p in findings.problems if exercise in p and "its tests weigh" not in p]
 
 
 def test_a_rule_kind_only_hidden_tests_grade_is_a_problem():
@@ -90,14 +108,65 @@ def test_a_rule_kind_only_hidden_tests_grade_is_a_problem():
         meta("test_report", Rule.MEMORY, hidden=True, weight=0),  # report-only: nothing to sample
         meta("test_bare", weight=1),
     ]
-    findings = devcheck.Findings()
-    devcheck.check_rules_sampled(findings, ex05)
-    ex05_problems = [p for p in findings.problems if "ex05" in p]
-    assert ex05_problems == [
+    assert sampling_problems(ex05) == [
         "tests/exercises/ex05_collectives/test_visible.py::test_bare declares no kind of rule: mark it "
         "@pytest.mark.rules(...) with some of " + ", ".join(Rule),
-        "ex05_collectives: its hidden tests grade collectives (collectives of the compiled program) but no visible "
-        "test with points samples it: a student would learn the rule from the grade",
+        "ex05_collectives: its hidden tests grade all_gather's collectives (collectives of the compiled "
+        "program) but no visible test with points samples it: a student would learn the rule from the grade",
+    ]
+
+
+def test_a_kind_sampled_for_another_function_only_is_a_problem():
+    """Per function, not per exercise: all_gather's visible collectives test does not sample
+    all_reduce's."""
+    ex05 = [
+        meta("test_gather", Rule.VALUES, Rule.COLLECTIVES, weight=5),
+        meta("test_reduce", Rule.VALUES, weight=5, functions=("all_reduce",)),
+        meta("test_hidden", Rule.COLLECTIVES, hidden=True, functions=("all_gather", "all_reduce")),
+    ]
+    assert sampling_problems(ex05) == [
+        "ex05_collectives: its hidden tests grade all_reduce's collectives (collectives of the compiled "
+        "program) but no visible test with points samples it: a student would learn the rule from the grade"
+    ]
+
+
+def test_a_graded_branch_without_a_visible_sample_fails_the_course():
+    """The course as collected, doctored: ex03's visible test of the pairs JAX refuses for an axis used
+    twice loses its branch (as before it existed): dev-check names predict_add's branch."""
+    tests = [
+        dataclasses.replace(t, branches=())
+        if t.nodeid.endswith("test_visible.py::test_predict_add_refuses_an_axis_used_twice")
+        else t
+        for t in collect_tests()
+    ]
+    assert sampling_problems(tests, "ex03") == [
+        "ex03_computation_follows_data: its hidden tests grade predict_add's branch 'axis-twice' (a "
+        "refusal, None or error it must give) but no visible test with points samples it: a student "
+        "would learn the rule from the grade"
+    ]
+
+
+def test_a_visible_sample_without_points_does_not_count():
+    ex05 = [
+        meta("test_values", Rule.VALUES, weight=0, branches=("none",)),
+        meta("test_hidden", Rule.VALUES, hidden=True, weight=15, branches=("none",)),
+    ]
+    assert [p.split(" (")[0] for p in sampling_problems(ex05)] == [
+        "ex05_collectives: its hidden tests grade all_gather's branch 'none'",
+        "ex05_collectives: its hidden tests grade all_gather's values",
+    ]
+
+
+def test_a_test_that_declares_no_function_or_an_unknown_one_is_refused():
+    ex05 = [
+        meta("test_values", Rule.VALUES, weight=5, functions=()),
+        meta("test_typo", Rule.VALUES, weight=10, functions=("all_gahter",)),
+    ]
+    assert sampling_problems(ex05) == [
+        "tests/exercises/ex05_collectives/test_visible.py::test_values declares nothing dev-check can "
+        "check: it names no impl.<function> and hands impl on; declare functions=(...) on its rules marker",
+        "tests/exercises/ex05_collectives/test_visible.py::test_typo grades 'all_gahter', which "
+        "solutions/ex05_collectives.py does not define",
     ]
 
 
