@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.core.layout_grid import grid_words
 from grader.core.results import (
     Category,
     CollectivesCheck,
     Environment,
     LayoutCheck,
     TestResult,
-    grid_words,
 )
 from grader.course import catalog
 from grader.grading.results import ExerciseResult, GradingResults
