@@ -536,7 +536,7 @@ def feedback_page(
     total = element(
         "p",
         element("span", score_text(results, results.visible_only), class_=f"score {reached}"),
-        " points",
+        "" if results.visible_only else " points",  # a visible-only score names its points
         class_="total",
     )
     graded = (
