@@ -9,7 +9,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from grader.checks.numerics import Tolerance, compare
 from grader.core import facts
-from grader.core.results import Block, Layout, LayoutCheck, grid_words
+from grader.core.layout_grid import grid_words, layout_grid
+from grader.core.results import Block, Layout, LayoutCheck
 
 
 def format_index(index: tuple[slice, ...]) -> str:
@@ -21,31 +22,24 @@ def format_index(index: tuple[slice, ...]) -> str:
 
 
 def layout_text(shape: tuple[int, ...], sharding: jax.sharding.Sharding) -> list[str]:
-    """A grid of which devices hold which block of the first two dimensions (like
-    jax.debug.visualize_array_sharding, as plain text lines so it fits in a failure message)."""
-    index_map = sharding.devices_indices_map(tuple(shape))
+    """A grid of which devices hold which block (like jax.debug.visualize_array_sharding, as plain text
+    lines so it fits in a failure message): rows x columns of the first two dimensions, one grid per block
+    of the later ones (grader.core.layout_grid places them, as on the page)."""
     if len(shape) == 0:
-        devices = sorted(d.id for d in index_map)
+        devices = sorted(d.id for d in sharding.devices_indices_map(()))
         return [f"scalar on devices {','.join(map(str, devices))}"]
-    if len(shape) == 1:  # a vector is drawn as one row of blocks
-        shape, index_map = (1, shape[0]), {d: (slice(None), idx[0]) for d, idx in index_map.items()}
-    span = lambda s, size: (s.start or 0, size if s.stop is None else s.stop)  # noqa: E731
-    rows = sorted({span(idx[0], shape[0]) for idx in index_map.values()})
-    cols = sorted({span(idx[1], shape[1]) for idx in index_map.values()})
-    cells: dict[tuple[int, int], list[int]] = {}
-    for device, idx in index_map.items():
-        key = (rows.index(span(idx[0], shape[0])), cols.index(span(idx[1], shape[1])))
-        cells.setdefault(key, []).append(device.id)
-    labels = {k: ",".join(map(str, sorted(v))) for k, v in cells.items()}
-    width = max(len(v) for v in labels.values()) + 2
-    sep = "+" + "+".join("-" * width for _ in cols) + "+"
-    lines = [sep]
-    for r in range(len(rows)):
-        lines.append(
-            "|" + "|".join(labels.get((r, c), "?").center(width) for c in range(len(cols))) + "|"
-        )
+    grid = layout_grid(layout_of(shape, sharding))
+    lines: list[str] = []
+    for piece in grid.slices:
+        labels = {(c.row, c.column): ",".join(map(str, c.devices)) for c in piece.cells}
+        width = max(len(v) for v in labels.values()) + 2
+        sep = "+" + "+".join("-" * width for _ in range(piece.columns)) + "+"
+        lines += [piece.label] if piece.label is not None else []
         lines.append(sep)
-    return lines
+        for r in range(piece.rows):
+            cells = (labels.get((r, c), "?").center(width) for c in range(piece.columns))
+            lines += ["|" + "|".join(cells) + "|", sep]
+    return lines + ([grid.note()] if grid.left_out else [])
 
 
 def side_by_side(

@@ -112,15 +112,6 @@ class Block:
         return cls(tuple(_ints(span) for span in data["index"]), _ints(data["devices"]))
 
 
-def grid_words(ndim: int) -> str:
-    """What a layout's grid of blocks shows, for an array of `ndim` dimensions."""
-    return {
-        0: "the whole array, a scalar",
-        1: "blocks along its one dimension",
-        2: "rows x columns",
-    }.get(ndim, f"rows x columns of the first two of its {ndim} dimensions")
-
-
 @dataclass(frozen=True)
 class Layout:
     """Where an array's blocks live: its global shape, its sharding, and each block's devices."""

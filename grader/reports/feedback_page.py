@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.core.layout_grid import grid_words
 from grader.core.results import (
     Category,
     CollectivesCheck,
     Environment,
     LayoutCheck,
     TestResult,
-    grid_words,
 )
 from grader.course import catalog
 from grader.grading.results import ExerciseResult, GradingResults
@@ -536,7 +536,7 @@ def feedback_page(
     total = element(
         "p",
         element("span", score_text(results, results.visible_only), class_=f"score {reached}"),
-        " points",
+        "" if results.visible_only else " points",  # a visible-only score names its points
         class_="total",
     )
     graded = (

@@ -10,8 +10,8 @@ of the page source) can check what is drawn against report.json.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
+from grader.core.layout_grid import LayoutGrid, layout_grid
 from grader.core.results import Layout, SpeedFigures
 from grader.reports.html import Markup, element, number
 
@@ -50,7 +50,8 @@ def device_colours(layouts: Iterable[Layout | None]) -> dict[tuple[int, ...], st
     in every grid drawn with this map. Sets are coloured in the order they first appear."""
     colours: dict[tuple[int, ...], str] = {}
     for layout in layouts:
-        for cell in _cells(layout) if layout is not None else ():
+        grid = layout_grid(layout) if layout is not None else LayoutGrid((), 0)
+        for cell in (cell for piece in grid.slices for cell in piece.cells):
             if cell.devices not in colours:
                 i = len(colours)
                 colours[cell.devices] = (
@@ -59,56 +60,16 @@ def device_colours(layouts: Iterable[Layout | None]) -> dict[tuple[int, ...], st
     return colours
 
 
-@dataclass(frozen=True)
-class _Cell:
-    row: int
-    column: int
-    span: str  # the block's index in the first two dimensions, "0:8,0:10"
-    devices: tuple[int, ...]
-
-
-def _cells(layout: Layout) -> list[_Cell]:
-    """The blocks of `layout` placed in rows (first dimension) and columns (second); a vector is one row.
-    Blocks that differ only in later dimensions share a cell, which then shows every device holding any."""
-    rank = len(layout.global_shape)
-    whole = (0, 1)
-
-    def place(index: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], tuple[int, int]]:
-        return (
-            (whole, whole)
-            if rank == 0
-            else (whole, index[0])
-            if rank == 1
-            else (index[0], index[1])
-        )
-
-    placed = [(place(block.index), block.devices) for block in layout.blocks]
-    rows = sorted({row for (row, _), _ in placed})
-    columns = sorted({column for (_, column), _ in placed})
-    held: dict[tuple[tuple[int, int], tuple[int, int]], set[int]] = {}
-    for where, devices in placed:
-        held.setdefault(where, set()).update(devices)
-    cells = []
-    for (row, column), devices in held.items():
-        spans = [] if rank == 0 else [column] if rank == 1 else [row, column]
-        cells.append(
-            _Cell(
-                rows.index(row),
-                columns.index(column),
-                ",".join(f"{a}:{b}" for a, b in spans),
-                tuple(sorted(devices)),
-            )
-        )
-    return sorted(cells, key=lambda cell: (cell.row, cell.column))
-
-
 _CELL_HEIGHT = 26
 _CHAR_WIDTH = 7.8  # of the 12 px monospace labels
 _MIN_CELL_WIDTH = 44
+_SLICE_LABEL = 18  # the height of a slice's "[:, :, 0:4]" above its grid
+_SLICE_GAP = 6
 
 
 def device_grid(layout: Layout | None, colours: dict[tuple[int, ...], str], role: str) -> Markup:
-    """One layout as a grid of blocks, each labelled with the devices holding it, coloured by `colours`.
+    """One layout as a grid of blocks, each labelled with the devices holding it, coloured by `colours`;
+    an array of three or more dimensions as one grid per block of its later dimensions, one above the other.
     role: "expected" or "actual" (a data attribute the page's tests read)."""
     title = element("div", role, class_="grid-title")
     if layout is None:
@@ -119,9 +80,9 @@ def device_grid(layout: Layout | None, colours: dict[tuple[int, ...], str], role
             class_="grid",
             data_role=role,
         )
-    cells = _cells(layout)
+    grid = layout_grid(layout)
     caption = element("figcaption", _describe(layout))
-    if not cells:
+    if not grid.slices:
         return element(
             "figure",
             title,
@@ -130,31 +91,39 @@ def device_grid(layout: Layout | None, colours: dict[tuple[int, ...], str], role
             class_="grid",
             data_role=role,
         )
-    rows = 1 + max(c.row for c in cells)
-    columns = 1 + max(c.column for c in cells)
-    labels = {c: device_label(c.devices) for c in cells}
+    labels = {c: device_label(c.devices) for piece in grid.slices for c in piece.cells}
     width = max(_MIN_CELL_WIDTH, 12 + _CHAR_WIDTH * max(len(label) for label in labels.values()))
+    columns = grid.slices[0].columns
+    svg_width = columns * width + 1
     shapes = []
-    for cell in cells:
-        x, y = cell.column * width, cell.row * _CELL_HEIGHT
-        shapes.append(
-            element(
-                "g",
+    top = 0
+    for piece in grid.slices:
+        if piece.label is not None:
+            svg_width = max(svg_width, 8 + _CHAR_WIDTH * len(piece.label))
+            shapes.append(element("text", piece.label, x=2, y=top + 13, class_="slice"))
+            top += _SLICE_LABEL
+        for cell in piece.cells:
+            x, y = cell.column * width, top + cell.row * _CELL_HEIGHT
+            shapes.append(
                 element(
-                    "rect",
-                    x=number(x + 0.5),
-                    y=number(y + 0.5),
-                    width=number(width - 1),
-                    height=_CELL_HEIGHT - 1,
-                    fill=colours.get(cell.devices, "#ffffff"),
-                ),
-                element("text", labels[cell], x=number(x + width / 2), y=y + 17),
-                class_="block",
-                data_devices=",".join(map(str, cell.devices)),
-                data_index=cell.span,
+                    "g",
+                    element(
+                        "rect",
+                        x=number(x + 0.5),
+                        y=number(y + 0.5),
+                        width=number(width - 1),
+                        height=_CELL_HEIGHT - 1,
+                        fill=colours.get(cell.devices, "#ffffff"),
+                    ),
+                    element("text", labels[cell], x=number(x + width / 2), y=y + 17),
+                    class_="block",
+                    data_devices=",".join(map(str, cell.devices)),
+                    data_index=cell.span,
+                )
             )
-        )
-    svg_width, svg_height = number(columns * width + 1), rows * _CELL_HEIGHT + 1
+        top += piece.rows * _CELL_HEIGHT + (_SLICE_GAP if piece.label is not None else 0)
+    svg_height = top + 1 - (_SLICE_GAP if grid.slices[-1].label is not None else 0)
+    svg_width = number(svg_width)
     svg = element(
         "svg",
         element("title", f"{role}: {_describe(layout)}"),
@@ -165,7 +134,9 @@ def device_grid(layout: Layout | None, colours: dict[tuple[int, ...], str], role
         viewBox=f"0 0 {svg_width} {svg_height}",
         role="img",
     )
-    return element("figure", title, caption, svg, class_="grid", data_role=role)
+    note = grid.note()
+    left_out = [element("p", note, class_="note")] if note else []
+    return element("figure", title, caption, svg, *left_out, class_="grid", data_role=role)
 
 
 def _describe(layout: Layout) -> str:

@@ -6,6 +6,7 @@ characters that XML 1.0 forbids would otherwise garble a report or make it unrea
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,8 +43,14 @@ def printable(text: str) -> str:
 
 
 def points(value: float) -> str:
-    """6.666666 -> "6.67", 20.0 -> "20"."""
-    return f"{value:.2f}".rstrip("0").rstrip(".")
+    """20.0 -> "20", 0.125 -> "0.125", 0.03125 -> "0.03125": exact when five decimals hold it, as they hold
+    every share of a test function's points over its 2, 4, 8, 16 or 32 cases; else three significant
+    digits, at least two decimals: 20/3 -> "6.67", 1/36 -> "0.0278" (two decimals drew 1/36 and 1/32 alike)."""
+    text = f"{value:.5f}"
+    if abs(float(text) - value) > 1e-9:
+        size = math.floor(math.log10(abs(value))) + 1  # digits before the point; below 0 for 0.0x
+        text = f"{value:.{max(2, 3 - size)}f}"
+    return text.rstrip("0").rstrip(".")
 
 
 def visible_share(exercise) -> str:
@@ -64,9 +71,13 @@ def ignored_line(names: list[str]) -> str:
 
 def score_text(scored, visible_only: bool) -> str:
     """An exercise's or a grading's score (an ExerciseResult or GradingResults): "15/20"; in a visible-only run
-    "4/4 of 20", what passed of the points its tests check, of the maximum, never a score out of those alone."""
+    "4 of 7 visible points (of 20)", what passed of the points its tests check, of the maximum, never a
+    score out of those alone, nor one that reads as a fraction of the maximum ("4/7 of 20")."""
     if visible_only:
-        return f"{points(scored.score)}/{points(scored.checked)} of {points(scored.max_score)}"
+        return (
+            f"{points(scored.score)} of {points(scored.checked)} visible points "
+            f"(of {points(scored.max_score)})"
+        )
     return f"{points(scored.score)}/{points(scored.max_score)}"
 
 

@@ -307,12 +307,9 @@ def test_every_grid_shows_the_devices_report_json_holds(written):
             if layout is None:
                 assert grid["blocks"] == []
                 continue
-            # Every device set of the layout, in a cell labelled with it (and nothing else).
-            held = {}
-            for block in layout.blocks:
-                cell = (block.index[0], block.index[1]) if len(block.index) > 1 else block.index[0]
-                held.setdefault(cell, set()).update(block.devices)
-            wanted = sorted(tuple(sorted(devices)) for devices in held.values())
+            # Every block of the layout, in a cell of its own labelled with its devices (and nothing
+            # else): a 3-D layout draws one grid per block of its third dimension.
+            wanted = sorted(block.devices for block in layout.blocks)
             assert sorted(devices for devices, _, _ in grid["blocks"]) == wanted
             for devices, label, _ in grid["blocks"]:
                 assert expand(label) == list(devices)
