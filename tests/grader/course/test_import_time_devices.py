@@ -1,0 +1,86 @@
+"""A module that asks for JAX's device count at import gets one verdict and one message on every route:
+the count the course gives is a no-op, any other count is refused, saying which line to remove and why
+(grader.course.devices.import_time_requests_checked, around every student import in load_file)."""
+
+from __future__ import annotations
+
+import jax
+import pytest
+from rich.console import Console
+
+from grader.commands import student
+from grader.course import catalog, devices
+from grader.grading.engine import grade_submission
+
+EX01 = catalog.get("ex01")
+REQUEST = 'import jax\njax.config.update("jax_num_cpu_devices", {count})\n'
+
+
+def submission(folder, count):
+    """ex01's reference with the README's experiment line pasted in after its docstring."""
+    source = EX01.solution_path().read_text()
+    at = source.index("\nimport ") + 1
+    folder.mkdir()
+    (folder / EX01.module_file).write_text(source[:at] + REQUEST.format(count=count) + source[at:])
+    return folder
+
+
+def check_messages(folder):
+    out = Console(record=True, width=400)
+    code = student.check_command("1", impl=folder, console=out)
+    return code, out.export_text()
+
+
+def graded_messages(folder, **options):
+    results = grade_submission(folder, exercises=[EX01.id], timing="skip", **options)
+    return results.exercises[EX01.id].tests
+
+
+# The handout's CI runs `shardlab grade exercises --visible-only` (isolated, as "grade" is here); nbgrader's
+# autograding and the CLI call the same grade_submission, whose workers import through load_file.
+ROUTES = {
+    "grade --visible-only, in process": {"visible_only": True, "isolation": "process"},
+    "grade, isolated": {},
+}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_asking_for_the_courses_count_is_accepted_on_every_route(tmp_path, route):
+    folder = submission(tmp_path / "eight", devices.HOST_DEVICES)
+    code, text = check_messages(folder)
+    assert code == 0 and "all pass" in text, text
+    tests = graded_messages(folder, **ROUTES[route])
+    assert tests and {t.category for t in tests} == {"passed"}, [t.message for t in tests]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_asking_for_another_count_is_refused_with_one_message_on_every_route(tmp_path, route):
+    folder = submission(tmp_path / "four", 4)
+    message = devices.import_time_request(4, EX01.module_file)
+    assert message.startswith(
+        'remove the jax.config.update("jax_num_cpu_devices", 4) line from ex01'
+    )
+    code, text = check_messages(folder)
+    assert code == 1 and text.count(message) == 4 and "all pass" not in text, text
+    tests = graded_messages(folder, **ROUTES[route])
+    assert tests and {t.message for t in tests} == {message}
+    assert "passed" not in {t.category for t in tests}
+
+
+@pytest.mark.parametrize("value", [4, 1, True, "8", 8.0])
+def test_only_the_courses_count_itself_is_a_no_op(value):
+    with pytest.raises(devices.DeviceCountError, match="remove the jax.config.update"):
+        with devices.import_time_requests_checked("exNN.py"):
+            jax.config.update("jax_num_cpu_devices", value)
+    with devices.import_time_requests_checked("exNN.py"):
+        jax.config.update("jax_num_cpu_devices", devices.HOST_DEVICES)
+        jax.config.update("jax_enable_x64", False)  # other options pass through
+    assert jax.device_count() == devices.HOST_DEVICES
+
+
+def test_the_guard_is_gone_after_the_import():
+    original = type(jax.config).update
+    with pytest.raises(RuntimeError):
+        with devices.import_time_requests_checked("exNN.py"):
+            raise RuntimeError("the module failed")
+    assert type(jax.config).update is original
