@@ -4,12 +4,19 @@ the count the course gives is a no-op, any other count is refused, saying which 
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import jax
 import pytest
 from rich.console import Console
 
 from grader.commands import student
-from grader.course import catalog, devices
+from grader.course import catalog, devices, paths
 from grader.grading.engine import grade_submission
 
 EX01 = catalog.get("ex01")
@@ -84,3 +91,26 @@ def test_the_guard_is_gone_after_the_import():
         with devices.import_time_requests_checked("exNN.py"):
             raise RuntimeError("the module failed")
     assert type(jax.config).update is original
+
+
+def test_the_handouts_ci_refuses_another_count_with_the_same_message(tmp_path):
+    """What the handout's workflow runs, .github/grade.sh (`shardlab grade exercises --visible-only`), on a
+    handout-shaped folder whose ex01 asks for 4 devices."""
+    handout = tmp_path / "handout"
+    (handout / ".github").mkdir(parents=True)
+    for name in ("grade.sh", "grade_summary.py"):
+        shutil.copy(
+            paths.REPO_ROOT / "grader/platforms/templates/handout" / name, handout / ".github"
+        )
+    submission(handout / "exercises", 4)
+    env = os.environ | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", ".github/grade.sh", "graded"], cwd=handout, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads((handout / "graded/report.json").read_text())
+    tests = report["exercises"][EX01.id]["tests"]
+    assert tests and {t["message"] for t in tests} == {
+        devices.import_time_request(4, EX01.module_file)
+    }
+    assert {t["category"] for t in tests} == {"error"}
