@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from grader.core.errors import ShardlabError
 
@@ -113,12 +113,12 @@ def import_time_request(value: object, module: str, count: int = HOST_DEVICES) -
     )
 
 
-@contextlib.contextmanager
-def import_time_requests_checked(module: str, count: int = HOST_DEVICES) -> Iterator[None]:
-    """While a student module is imported, `jax.config.update("jax_num_cpu_devices", count)` is a no-op
-    and any other value raises DeviceCountError. A no-op on every route: honouring it would depend on
-    whether the process's backend has started (the check's has, a fresh worker's has not), and a request
-    must never change the devices a process shares with other exercises' tests or ex12's tasks."""
+def refuse_other_requests(module: str, count: int = HOST_DEVICES) -> Callable[[], None]:
+    """From now on `jax.config.update("jax_num_cpu_devices", count)` is a no-op and any other value raises
+    DeviceCountError; returns what undoes it. A no-op on every route: honouring it would depend on whether
+    the process's backend has started (the check's and a graded notebook's have, a fresh worker's has
+    not), and a request must never change the devices a process shares with other exercises' tests or
+    ex12's tasks."""
     import jax
 
     config = type(jax.config)
@@ -131,7 +131,18 @@ def import_time_requests_checked(module: str, count: int = HOST_DEVICES) -> Iter
             raise DeviceCountError(import_time_request(value, module, count))
 
     config.update = update
+
+    def undo() -> None:
+        config.update = original
+
+    return undo
+
+
+@contextlib.contextmanager
+def import_time_requests_checked(module: str, count: int = HOST_DEVICES) -> Iterator[None]:
+    """refuse_other_requests while a student module is imported."""
+    undo = refuse_other_requests(module, count)
     try:
         yield
     finally:
-        config.update = original
+        undo()

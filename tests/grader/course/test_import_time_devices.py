@@ -114,3 +114,24 @@ def test_the_handouts_ci_refuses_another_count_with_the_same_message(tmp_path):
         devices.import_time_request(4, EX01.module_file)
     }
     assert {t["category"] for t in tests} == {"error"}
+
+
+def test_a_notebooks_kernel_gets_the_same_rule():
+    """nbgrader runs the student's cells in the kernel the setup cell gave 8 devices (its backend started):
+    the extension that cell loads makes 8 a no-op and refuses another count, as the other routes do."""
+    from grader.platforms import notebooks
+
+    class Kernel:
+        def register_magic_function(self, *args):
+            pass
+
+    original = type(jax.config).update
+    try:
+        notebooks.load_ipython_extension(Kernel())
+        jax.config.update("jax_num_cpu_devices", devices.HOST_DEVICES)
+        with pytest.raises(devices.DeviceCountError) as refused:
+            jax.config.update("jax_num_cpu_devices", 4)
+    finally:
+        type(jax.config).update = original
+    assert str(refused.value) == devices.import_time_request(4, notebooks.NOTEBOOK)
+    assert jax.device_count() == devices.HOST_DEVICES
