@@ -135,3 +135,21 @@ def test_a_notebooks_kernel_gets_the_same_rule():
         type(jax.config).update = original
     assert str(refused.value) == devices.import_time_request(4, notebooks.NOTEBOOK)
     assert jax.device_count() == devices.HOST_DEVICES
+
+
+def test_a_swallowed_refusal_leaves_the_workers_devices_alone(tmp_path):
+    """Hostile: a module that catches the refusal still gets the course's 8 devices in the worker (where
+    JAX may not have started yet): the request never reaches jax's configuration."""
+    folder = tmp_path / "swallowed"
+    folder.mkdir()
+    source = EX01.solution_path().read_text()
+    at = source.index("\nimport ") + 1
+    request = (
+        "import jax\ntry:\n"
+        '    jax.config.update("jax_num_cpu_devices", 4)\n'
+        "except Exception:\n    pass\n"
+        "assert jax.device_count() == 8, 'the worker has 8 devices'\n"
+    )
+    (folder / EX01.module_file).write_text(source[:at] + request + source[at:])
+    tests = graded_messages(folder, visible_only=True, isolation="process")
+    assert tests and {t.category for t in tests} == {"passed"}, [t.message for t in tests]
