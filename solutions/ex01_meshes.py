@@ -7,9 +7,9 @@ which mesh axes split it: `NamedSharding(mesh, jax.P("x", None))` cuts the rows 
 the "x" axis is long and keeps every column whole. Each mesh axis also has a type
 (`jax.sharding.AxisType`): Explicit axes put the sharding into the array's type (`jax.typeof`), Auto
 axes leave it to the compiler. You will build meshes, place an array on one, and read back which
-device holds which block. To try things yourself on the course's 8 devices, start your script, REPL or
-notebook with `import jax; jax.config.update("jax_num_cpu_devices", 8)` before any other JAX call (see
-"Experimenting on 8 devices" in the README).
+device holds which block. To try things yourself on the course's 8 devices, start a scratch script, REPL
+or notebook (not this module) with `import jax; jax.config.update("jax_num_cpu_devices", 8)` before any
+other JAX call (see "Experimenting on 8 devices" in the README).
 
 Grading: 10 points, make_mesh_2x4 2, make_data_mesh 2, place 3, shard_table 3. The grader has 8
 (forced host CPU) devices; the hidden tests vary the mesh size over 2, 4 and 8 devices (and other n

@@ -19,9 +19,10 @@ so never assume the axis sizes. Values are float32. Tolerances (against a float6
 Useful tools: jax.make_mesh(shape, names, axis_types=...), NamedSharding, jax.P, jax.typeof,
 jax.eval_shape with jax.ShapeDtypeStruct(shape, dtype, sharding=...), jax.set_mesh, jax.reshard.
 
-To try things yourself on the course's 8 devices (the 2x4 mesh), start your script, REPL or notebook with
-`import jax; jax.config.update("jax_num_cpu_devices", 8)` before any other JAX call; if JAX has already
-run there, restart the REPL or kernel first (see "Experimenting on 8 devices" in the README).
+To try things yourself on the course's 8 devices (the 2x4 mesh), start a scratch script, REPL or
+notebook (not this module) with `import jax; jax.config.update("jax_num_cpu_devices", 8)` before any
+other JAX call; if JAX has already run there, restart the REPL or kernel first (see "Experimenting on 8
+devices" in the README).
 
 Grading: 15 points, sin_layer 2, column_sum 4 (1.5 of them for the all-reduce in its compiled
 program), predict_add 3.5, predict_matmul 3.5, transpose_layout 2.

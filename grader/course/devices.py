@@ -7,9 +7,10 @@ code. Every message about the device count is written here."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from grader.core.errors import ShardlabError
 
@@ -98,3 +99,50 @@ def verify_host_devices(count: int = HOST_DEVICES) -> None:
             "import jax only after shardlab's conftest has run (in a notebook: restart the kernel and run "
             "this first)."
         )
+
+
+_CONFIG_NAME = "jax_num_cpu_devices"
+
+
+def import_time_request(value: object, module: str, count: int = HOST_DEVICES) -> str:
+    """What a module asking for `value` devices at import is told: one message on every route."""
+    return (
+        f'remove the jax.config.update("{_CONFIG_NAME}", {value!r}) line from {module}: the check and '
+        f"grading give JAX {count} devices themselves, so a module may ask only for those {count}; put "
+        f"that line in a scratch script for your own experiments."
+    )
+
+
+def refuse_other_requests(module: str, count: int = HOST_DEVICES) -> Callable[[], None]:
+    """From now on `jax.config.update("jax_num_cpu_devices", count)` is a no-op and any other value raises
+    DeviceCountError; returns what undoes it. A no-op on every route: honouring it would depend on whether
+    the process's backend has started (the check's and a graded notebook's have, a fresh worker's has
+    not), and a request must never change the devices a process shares with other exercises' tests or
+    ex12's tasks."""
+    import jax
+
+    config = type(jax.config)
+    original = config.update
+
+    def update(self, name: str, value: object) -> None:
+        if name != _CONFIG_NAME:
+            return original(self, name, value)
+        if isinstance(value, bool) or not isinstance(value, int) or value != count:
+            raise DeviceCountError(import_time_request(value, module, count))
+
+    config.update = update
+
+    def undo() -> None:
+        config.update = original
+
+    return undo
+
+
+@contextlib.contextmanager
+def import_time_requests_checked(module: str, count: int = HOST_DEVICES) -> Iterator[None]:
+    """refuse_other_requests while a student module is imported."""
+    undo = refuse_other_requests(module, count)
+    try:
+        yield
+    finally:
+        undo()

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 from grader.core.errors import ShardlabError
-from grader.course import paths
+from grader.course import devices, paths
 from grader.course.catalog import Exercise
 
 NAMED_SOURCES = {"reference": paths.SOLUTIONS_DIR, "exercises": paths.EXERCISES_DIR}
@@ -55,7 +55,8 @@ def load_file(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look modules up by name
     try:
-        spec.loader.exec_module(module)
+        with devices.import_time_requests_checked(path.name):
+            spec.loader.exec_module(module)
     except BaseException as exc:
         del sys.modules[name]
         if isinstance(exc, KeyboardInterrupt):
@@ -69,6 +70,8 @@ def _describe_import_failure(path: Path, exc: BaseException) -> str:
         return f"{path.name} has a syntax error at line {exc.lineno}: {exc.msg}"
     if isinstance(exc, SystemExit):
         return f"{path.name} called exit({exc.code}) while being imported"
+    if isinstance(exc, devices.DeviceCountError):
+        return str(exc)  # says what to remove and why, the same on every route
     lines = [f"{path.name} raised {type(exc).__name__} while being imported: {exc}"]
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
     if frames:

@@ -62,6 +62,24 @@ def _raised_by_student(exc: BaseException, source: Path | None) -> bool:
     return ours and innermost.is_relative_to(Path(source).resolve())
 
 
+# pytest's assertion rewriting appends its introspection to an assert's own message: a line "assert ..."
+# and its "+  where ..." lines, with hints for pytest's options (-v, -vv) that `shardlab check` has not.
+_INTROSPECTION = re.compile(r"^assert ", re.MULTILINE)
+_PYTEST_HINT = re.compile(r"[^\n]*\buse '?-vv?'? to (?:get|show)\b[^\n]*\n?", re.IGNORECASE)
+
+
+def assertion_text(exc: BaseException) -> str:
+    """A failed assert's message alone (`assert ok, message`); a bare assert keeps pytest's introspection,
+    without its hints for pytest's options."""
+    text = str(exc)
+    if not isinstance(exc, AssertionError):
+        return text
+    first = _INTROSPECTION.search(text)
+    if first is not None and first.start() > 0:  # pytest indented the message's later lines by two
+        return re.sub(r"\n  ", "\n", text[: first.start()].rstrip())
+    return _PYTEST_HINT.sub("", text).rstrip()
+
+
 def student_message(exc: BaseException, source: Path | None = None) -> str:
     """What went wrong, in the student's terms: the assertion text, or the error and the student's line."""
     category = categorize(exc, source)
@@ -71,7 +89,7 @@ def student_message(exc: BaseException, source: Path | None = None) -> str:
     elif category in (Category.FAILED, Category.TIMEOUT, Category.CRASHED) or isinstance(
         exc, ImplementationImportError
     ):
-        text = str(exc)
+        text = assertion_text(exc)
     else:
         # a bare `assert` has no text
         text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

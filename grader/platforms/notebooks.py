@@ -43,7 +43,7 @@ import nbformat
 
 from grader.core.errors import ShardlabError
 from grader.core.results import TestMeta, TestResult, function_name
-from grader.course import catalog, stubs
+from grader.course import catalog, devices, stubs
 from grader.harness import runner
 
 SCHEMA_VERSION = 3
@@ -52,6 +52,9 @@ TEST_FILES = ("test_visible.py", "test_hidden.py")
 SETUP_MAGIC, TEST_MAGIC = "shardlab_tests_setup", "shardlab_test"
 _SECTION = re.compile(r"^# ---- (?P<file>[\w.]+) ----$", re.MULTILINE)
 
+NOTEBOOK = (
+    "this notebook"  # where a device-count request is to be removed from, in a notebook's kernel
+)
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
@@ -534,7 +537,9 @@ def notebook_module(namespace: dict) -> str:
 
 
 def load_ipython_extension(ipython) -> None:
-    """`%load_ext grader.platforms.notebooks` (the setup cell) registers the cell magics of the test cells."""
+    """`%load_ext grader.platforms.notebooks` (the setup cell) registers the cell magics of the test cells,
+    and gives the kernel the device-count rule every route applies to a student's module."""
+    devices.refuse_other_requests(NOTEBOOK)
     ipython.register_magic_function(tests_setup_magic, "cell", SETUP_MAGIC)
     ipython.register_magic_function(
         lambda line, cell: test_magic(line, cell, ipython.user_ns), "cell", TEST_MAGIC

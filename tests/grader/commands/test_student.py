@@ -327,3 +327,14 @@ def test_a_staff_command_in_a_handout_exits_non_zero_saying_why(monkeypatch, cap
     assert cli.main(argv) == 2
     said = capsys.readouterr().err
     assert said.startswith(f"shardlab {argv[0]}: a course staff command") and "handout" in said
+
+
+def test_a_failed_check_shows_the_tests_message_not_pytests_introspection(tmp_path):
+    """ex13's asserts carry messages; pytest appended "assert False", "+  where False = <built-in function
+    isclose>(...)" and, elsewhere, "Use -v to get more diff" (an option the check has not) to them."""
+    folder = tmp_path / "work"
+    shutil.copytree(paths.REPO_ROOT / "tests/grader/submissions/comm_costs_no_ring_factor", folder)
+    code, text = run_check(folder, "13", width=400)
+    assert code == 1 and "times the ring factor 3/4" in text, text
+    for pytest_wording in ("assert False", "where False", "isclose", "-v to", "-vv"):
+        assert pytest_wording not in text, (pytest_wording, text)

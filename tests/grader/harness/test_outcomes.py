@@ -132,3 +132,53 @@ def test_a_property_test_failing_two_ways_reports_one_failure():
     exc = raised(prop)
     assert not isinstance(exc, BaseExceptionGroup), exc
     assert isinstance(exc, (AssertionError, ValueError))
+
+
+def test_a_failed_assert_with_a_message_shows_that_message_alone():
+    """pytest's introspection ("assert False", "+ where False = <built-in function isclose>(...)") and its
+    hints for options `shardlab check` has not ("Use -v to get more diff") never reach the student."""
+    import math
+
+    def isclose_with_message():
+        loss = 0.418643
+        assert math.isclose(loss, 0.485236), "the loss is the mean of per-device means\nsecond line"
+
+    def equal_with_message():
+        assert "a" * 100 == "a" * 99 + "b", "the strings differ at the end"
+
+    exc = raised(isclose_with_message)
+    assert "where False = <built-in function isclose>" in str(exc) and "assert False" in str(
+        exc
+    )  # what pytest appended
+    text = student_message(exc)
+    assert text == "the loss is the mean of per-device means\nsecond line", text
+    exc = raised(equal_with_message)
+    assert "use -v to show" in str(exc)
+    assert student_message(exc) == "the strings differ at the end"
+
+
+def test_a_bare_assert_keeps_its_introspection_without_pytests_hints():
+    def bare():
+        assert {"a": 1, "b": 2} == {"a": 1, "b": 3}
+
+    exc = raised(bare)
+    assert "Use -v to get more diff" in str(exc)
+    text = student_message(exc)
+    assert text.startswith("assert {'a': 1, 'b': 2} == {'a': 1, 'b': 3}") and "-v" not in text, text
+    assert "Differing items" in text  # the introspection itself stays
+
+
+def test_every_assert_in_the_exercise_tests_carries_a_message_for_students():
+    """A bare assert would show the student pytest's introspection instead of what to fix."""
+    import ast
+
+    bare, paths = [], sorted((Path(__file__).parents[2] / "exercises").rglob("test_*.py"))
+    assert len(paths) > 10, paths  # the exercise tests were found
+    for path in paths:
+        tree = ast.parse(path.read_text(), str(path))
+        bare += [
+            f"{path.name}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assert) and node.msg is None
+        ]
+    assert not bare, f"asserts with no message for students: {bare}"
