@@ -37,6 +37,7 @@ from grader.checks.speedup import (
     judge,
     measure_speedup,
 )
+from grader.checks.variants import Variant, assert_close_or_named, named_mistake
 
 __all__ = [
     "COLLECTIVES",
@@ -45,7 +46,9 @@ __all__ = [
     "NotReported",
     "SpeedupResult",
     "TimingPolicy",
+    "Variant",
     "assert_close",
+    "assert_close_or_named",
     "assert_collectives",
     "assert_computes",
     "assert_executed",
@@ -68,6 +71,7 @@ __all__ = [
     "layout_text",
     "measure_speedup",
     "memory_per_device",
+    "named_mistake",
     "side_by_side",
     "test_mesh",
 ]
