@@ -86,11 +86,26 @@ def _ring_call(impl, mesh, causal):
     return lambda q, k, v: impl.ring_attention(q, k, v, mesh, causal)
 
 
+def _assert_no_nan(value, what):
+    """A NaN in a ring's result is the fully masked block's mistake: said before any value differs."""
+    bad = np.isnan(np.asarray(value))
+    if bad.any():
+        raise AssertionError(
+            f"{what} has {int(bad.sum())} NaN entries, first at {tuple(int(i) for i in np.argwhere(bad)[0])}. "
+            "Expected none. A block whose keys all come after the queries is masked out entirely: with a "
+            "running maximum of -inf, exp(-inf - (-inf)) is NaN. Start the maximum finite, or make sure a "
+            "fully masked block adds exactly nothing."
+        )
+
+
 def _check_ring_values(impl, n, T, D, causal, seed):
-    """ring_attention on n devices: P("sp") and the float64 attention's values."""
+    """ring_attention on n devices: no NaN, P("sp") and the float64 attention's values."""
     mesh = _mesh(n)
     q, k, v = _arrays((T, D), seed)
     out = jax.jit(_ring_call(impl, mesh, causal))(*_placed(mesh, q, k, v))
+    _assert_no_nan(
+        out, f"{'causal' if causal else 'non-causal'} ring_attention on {n} devices (T={T})"
+    )
     assert_sharded_like(out, mesh, P("sp"), _attention(q, k, v, causal), **TOL)
 
 
@@ -110,13 +125,7 @@ def _check_ring_grads(impl, n, T, D, causal, seed):
     )(*_placed(mesh, q, k, v))
     kind = "causal" if causal else "non-causal"
     for name, value in zip(("the output", "dq", "dk", "dv"), (out, *grads)):
-        bad = np.isnan(np.asarray(value))
-        assert not bad.any(), (
-            f"{kind} ring_attention on {n} devices (T={T}): {name} has {int(bad.sum())} NaN entries, first "
-            f"at {tuple(int(i) for i in np.argwhere(bad)[0])}. Expected none. A block whose keys all come "
-            "after the queries is masked out entirely: with a running maximum of -inf, exp(-inf - (-inf)) is "
-            "NaN. Start the maximum finite, or make sure a fully masked block adds exactly nothing."
-        )
+        _assert_no_nan(value, f"{kind} ring_attention on {n} devices (T={T}): {name}")
     expected = _attention_grads(q, k, v, r, causal)
     for name, value, want in zip(("dq", "dk", "dv"), grads, expected):
         assert_close(value, want, **GRAD_TOL, name=f"{kind} {name} on {n} devices")
