@@ -10,6 +10,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import (
     NotReported,
+    Variant,
     assert_close,
     assert_collectives,
     assert_computes,
@@ -19,6 +20,7 @@ from grader.checks import (
     assert_sharded_like,
     compiled,
     inputs,
+    named_mistake,
     test_mesh,
 )
 
@@ -98,6 +100,27 @@ def _assert_no_nan(value, what):
         )
 
 
+def _chain_without_wrap(q, k, v, n) -> Variant:
+    """A ring without the pair (n - 1, 0): device d only ever receives the blocks of devices 0..d, and
+    zeros (keys scoring 0, values 0) in the steps where nothing reaches it."""
+    tb = len(q) // n
+
+    def computes():
+        rows = []
+        for d in range(n):
+            kd, vd = np.array(k), np.array(v)
+            kd[(d + 1) * tb :], vd[(d + 1) * tb :] = 0.0, 0.0
+            rows.append(_attention(q[d * tb : (d + 1) * tb], kd, vd))
+        return np.concatenate(rows)
+
+    return Variant(
+        computes,
+        "matches a chain, not a ring: device d only ever receives the K and V blocks of the devices "
+        "before it, and zeros where nothing arrives. Pass the blocks on with the pairs "
+        "(j, (j + 1) % n), including (n - 1, 0), so that every block goes all the way round.",
+    )
+
+
 def _check_ring_values(impl, n, T, D, causal, seed):
     """ring_attention on n devices: no NaN, P("sp") and the float64 attention's values."""
     mesh = _mesh(n)
@@ -106,7 +129,12 @@ def _check_ring_values(impl, n, T, D, causal, seed):
     _assert_no_nan(
         out, f"{'causal' if causal else 'non-causal'} ring_attention on {n} devices (T={T})"
     )
-    assert_sharded_like(out, mesh, P("sp"), _attention(q, k, v, causal), **TOL)
+    want = _attention(q, k, v, causal)
+    if not causal and np.shape(out) == want.shape:
+        story = named_mistake(np.asarray(out), [_chain_without_wrap(q, k, v, n)], **TOL)
+        if story:
+            raise AssertionError(f"non-causal ring_attention on {n} devices (T={T}) {story}")
+    assert_sharded_like(out, mesh, P("sp"), want, **TOL)
 
 
 def _check_ring_grads(impl, n, T, D, causal, seed):
