@@ -56,6 +56,10 @@ def expanding_shard_map(f, mesh, in_specs, out_specs):
         count = expanding_shard_map(lambda p, k: k[0], mesh, (P("d"), P("d")), P("d"))
         count(pos, num)            # (4,): the count of each device, P("d")
     Hint: add the axis inside the per-device function, before shard_map puts the blocks together.
+
+    A PartitionSpec is not a tuple in this JAX (0.10.2): isinstance(P("d"), tuple) is False and
+    P() == () is False. Tell one spec from a tuple of specs with isinstance(spec, P); read a spec's
+    entries by iterating it (tuple(spec) == () for P()). jax.tree functions take a P as one leaf.
     """
 
     # YOUR CODE HERE

@@ -164,6 +164,24 @@ def _forward_diagnosis(out, params, x, mesh):
             'W2, plus b2): the partial sums were never added up over "model" (a psum over "model").',
         ),
     ]
+    # psum over "data" instead of "model": every row block is the sum over the batch blocks of the
+    # first "model" slice's partial products (the device of model index 0 shows each row block).
+    d = mesh.shape["data"]
+    xs = np.asarray(x, np.float64).reshape(d, -1, np.shape(x)[-1])
+    w1, b1 = (
+        np.asarray(params["W1"], np.float64)[:, cols],
+        np.asarray(params["b1"], np.float64)[cols],
+    )
+    w2 = np.asarray(params["W2"], np.float64)[cols]
+    first_slice = sum(np.maximum(xs[i] @ w1 + b1, 0.0) @ w2 for i in range(d))
+    known.append(
+        (
+            np.concatenate([first_slice + b2] * d),
+            'it matches partial sums added up over "data" instead of "model": the rows of different '
+            "batch blocks were summed together, and the slices of the hidden layer never were. psum the "
+            "partial products h @ W2 over \"model\", the axis that splits W1's columns and W2's rows.",
+        )
+    )
     for candidate, story in known:
         if _close(out, candidate, DIAGNOSIS_TOL):
             return story

@@ -11,7 +11,8 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import (
-    assert_close,
+    Variant,
+    assert_close_or_named,
     assert_collectives,
     assert_sharded_like,
     assert_sharding,
@@ -63,15 +64,51 @@ def _reference_mean(pos, num, n):
     return valid.mean(axis=0) if len(valid) else np.zeros(3)
 
 
+def _mean_mistakes(pos, num, n) -> list[Variant]:
+    """The wrong means the course knows, each computed from the same padded buffers."""
+    blocks = pos.astype(np.float64).reshape(n, -1, 3)
+    counts = np.asarray(num)
+    sums = np.stack([blocks[i, : counts[i]].sum(axis=0) for i in range(n)])
+    held = counts > 0
+    means = sums[held] / counts[held, None] if held.any() else np.zeros((1, 3))
+    weigh = (
+        "devices hold different numbers of real particles (the rest of each block is padding), so "
+        "weigh each device by its count: psum the masked sums and the counts, and divide once"
+    )
+    return [
+        Variant(
+            lambda: means.mean(axis=0),
+            "is the mean of the devices' means (over the devices that hold particles): " + weigh,
+        ),
+        Variant(
+            lambda: (sums / np.maximum(counts, 1)[:, None]).mean(axis=0),
+            "is the mean of the devices' means (an empty device counted as 0): " + weigh,
+        ),
+        Variant(
+            lambda: blocks.reshape(-1, 3).mean(axis=0),
+            "averages every row of the buffers, padding included: only the first num[i] rows of "
+            "device i's block are particles; mask the rest out (jnp.arange(rows) < count) and divide "
+            "by the number of real particles",
+        ),
+        Variant(
+            lambda: sums.sum(axis=0) / len(blocks.reshape(-1, 3)),
+            "sums the real particles but divides by every row, padding included: divide by the "
+            "psum of the counts instead",
+        ),
+    ]
+
+
 def _check_mean(mean, pos, num, n, **tol):
-    """masked_mean's result for inputs (pos, num) as NumPy arrays: no NaN (an empty device), then the values."""
+    """masked_mean's result for inputs (pos, num) as NumPy arrays: no NaN (an empty device), then the
+    values, a wrong mean named by the known mistake it matches."""
     mean = np.asarray(mean)
     assert not np.isnan(mean).any(), (
         f"masked_mean gave {mean} with counts {np.asarray(num).tolist()}: an empty device must not make a NaN"
     )
-    assert_close(
+    assert_close_or_named(
         mean,
         _reference_mean(pos, num, n),
+        _mean_mistakes(pos, num, n),
         **tol,
         name=f"masked_mean with counts {np.asarray(num).tolist()} (padding rows hold garbage)",
     )

@@ -9,25 +9,32 @@ import math
 import numpy as np
 import pytest
 
-from grader.checks import inputs
+from grader.checks import Variant, inputs, named_mistake
 
 # Exact types only: a subclass of float can make `==` (and even isclose's comparisons) say anything.
 PLAIN_NUMBERS = (int, float, np.float64, np.float32, np.int64, np.int32)
 
 
 def _number(value, call):
-    assert type(value) in PLAIN_NUMBERS, (
-        f"{call} returned {type(value).__name__} {value!r:.80}; return a plain number (a Python float)"
-    )
+    if type(value) not in PLAIN_NUMBERS:
+        raise AssertionError(
+            f"{call} returned {type(value).__name__} {value!r:.80}; return a plain number (a Python float)"
+        )
     return float(value)
 
 
-def _check(value, expected, call, rel_tol=1e-9, why=""):
+def _check(value, expected, call, rel_tol=1e-9, why="", mistakes=()):
+    """value is a plain number close to expected; a wrong one is first named by the known mistake
+    (a Variant of `mistakes`) it matches."""
     got = _number(value, call)
     # abs_tol: an attosecond, so that "0" and "0.0" agree whatever the formula's rounding.
-    assert math.isclose(got, expected, rel_tol=rel_tol, abs_tol=1e-18), (
-        f"{call} = {got:.6g}, expected {expected:.6g}" + (f": {why}" if why else "")
-    )
+    if not math.isclose(got, expected, rel_tol=rel_tol, abs_tol=1e-18):
+        story = named_mistake(got, mistakes, rtol=rel_tol, atol=1e-18)
+        raise AssertionError(
+            (f"{call} = {got:.6g} {story}\n" if story else "")
+            + f"{call} = {got:.6g}, expected {expected:.6g}"
+            + (f": {why}" if why else "")
+        )
     return got
 
 
@@ -46,6 +53,58 @@ MODEL = {
     "allreduce_time": lambda *a: 2 * _ring(*a),
     "alltoall_time": lambda *a: _ring(*a, share=0.25),
 }
+
+
+def _mistakes(name, nbytes, bandwidth, n, latency):
+    """The wrong models the course knows for name(nbytes, bandwidth, n, latency), each with its story."""
+    share = 0.25 if name == "alltoall_time" else 1.0
+    times = 2 if name == "allreduce_time" else 1
+    hops, moved = (n // 2) * latency, (n - 1) / n * nbytes * share / bandwidth
+    found = [
+        Variant(
+            lambda: 0.0,
+            "is zero: only a ring of one device is free; the time is the slower of n // 2 hops at "
+            "`latency` and the bytes a device takes in over `bandwidth`",
+        ),
+        Variant(
+            lambda: times * max(hops, nbytes * share / bandwidth),
+            "leaves out the ring factor (n - 1) / n: each device already holds its own 1/n of the "
+            "array, so it receives only the other n - 1 shards",
+        ),
+        Variant(
+            lambda: times * max(hops, 2 * moved),
+            "sends everything one way round the ring: `bandwidth` counts both directions together, "
+            "and a bidirectional ring sends half each way",
+        ),
+        Variant(
+            lambda: times * (hops + moved),
+            "adds the hops' latency to the transfer time: the model is the slower of the two "
+            "(max), since the hops overlap the transfer",
+        ),
+        Variant(
+            lambda: times * max((n - 1) * latency, moved),
+            "counts n - 1 hops: on a bidirectional ring the farthest shard is n // 2 hops away",
+        ),
+    ]
+    if name == "alltoall_time":
+        found.append(
+            Variant(
+                lambda: max(hops, 4 * moved),
+                "is the all-gather's time: on a bidirectional ring an all-to-all moves a quarter of "
+                "what an all-gather moves (divide the bandwidth time by 4)",
+            )
+        )
+    if name == "allreduce_time":
+        found.append(
+            Variant(
+                lambda: max(hops, moved),
+                "is one all-gather's time: an all-reduce is a reduce-scatter followed by an "
+                "all-gather, twice that",
+            )
+        )
+    return found
+
+
 COLLECTIVES = tuple(MODEL)
 REGIMES = ("bandwidth", "latency")
 
@@ -56,7 +115,13 @@ ANCHOR = "the value is checked before the property: a property earns its points 
 
 def _exact(impl, name, args, why=""):
     """name(*args) is the model's value (see _check)."""
-    return _check(getattr(impl, name)(*args), MODEL[name](*args), _call(name, *args), why=why)
+    return _check(
+        getattr(impl, name)(*args),
+        MODEL[name](*args),
+        _call(name, *args),
+        why=why,
+        mistakes=_mistakes(name, *args),
+    )
 
 
 def _check_one_device(impl, name, nbytes, bandwidth, latency):
@@ -95,6 +160,7 @@ def _check_drawn(impl, name, regime, seed=0):
         MODEL[name](*args),
         _call(name, *args),
         why=f"the model on a {regime}-bound ring drawn for this test",
+        mistakes=_mistakes(name, *args),
     )
 
 
@@ -112,9 +178,17 @@ def _check_drawn_batch(impl, seed=0):
 
 @pytest.fixture
 def check_seconds():
-    """check_seconds(value, expected, call, rel_tol=1e-9, why="") asserts that value is a plain number
-    close to expected (math.isclose on float(value)) and returns it as a float."""
+    """check_seconds(value, expected, call, rel_tol=1e-9, why="", mistakes=()) asserts that value is a
+    plain number close to expected (math.isclose on float(value)), a wrong one named by the Variant of
+    `mistakes` it matches, and returns it as a float."""
     return _check
+
+
+@pytest.fixture
+def known_mistakes():
+    """known_mistakes(name, nbytes, bandwidth, n, latency) -> the Variants (wrong models) that
+    check_seconds(..., mistakes=...) names a wrong value by."""
+    return _mistakes
 
 
 @pytest.fixture

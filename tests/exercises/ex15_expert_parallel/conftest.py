@@ -13,7 +13,9 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import (
     NotReported,
+    Variant,
     assert_close,
+    assert_close_or_named,
     assert_collectives,
     assert_computes,
     assert_executed,
@@ -88,20 +90,22 @@ def _case(n, k, tokens_per_device, d, h, capacity, *, seed=0, skew=1.0, balanced
     return Case(n, capacity, x, ids, gates, *_weights(rng, experts, d, h))
 
 
-def _kept(ids, n, experts, capacity):
-    """The capacity rule: per source device and expert, the first `capacity` tokens in the device's order."""
+def _kept(ids, n, experts, capacity, last=False):
+    """The capacity rule: per source device and expert, the first `capacity` tokens in the device's order
+    (with `last`, the known mistake: the last ones)."""
     kept = np.zeros(len(ids), bool)
     for block in np.split(np.arange(len(ids)), n):
         for e in range(experts):
-            kept[block[ids[block] == e][:capacity]] = True
+            routed = block[ids[block] == e]
+            kept[routed[max(len(routed) - capacity, 0) :] if last else routed[:capacity]] = True
     return kept
 
 
-def _reference(case: Case):
-    """(out float64, num_dropped) of the capacity rule."""
+def _reference(case: Case, last=False):
+    """(out float64, num_dropped) of the capacity rule (with `last`, of the last tokens kept)."""
     x, ids, gates, w1, w2 = (np.asarray(a, np.float64) for a in case.arrays)
     ids = case.ids
-    kept = _kept(ids, case.n, case.experts, case.capacity)
+    kept = _kept(ids, case.n, case.experts, case.capacity, last)
     hidden = np.maximum(np.einsum("td,tdh->th", x, w1[ids]), 0.0)
     out = np.einsum("th,thd->td", hidden, w2[ids]) * (gates * kept)[:, None]
     return out, int((~kept).sum())
@@ -133,8 +137,9 @@ def _drops_by_device(case: Case) -> list[int]:
     return [int((~block).sum()) for block in np.split(kept, case.n)]
 
 
-def _check_result(result, mesh, out_ref, dropped_ref, *, what, why_drops=""):
-    """(out, num_dropped): its shape, num_dropped replicated and exact, then out's sharding and values."""
+def _check_result(result, mesh, out_ref, dropped_ref, *, what, why_drops="", mistakes=()):
+    """(out, num_dropped): its shape, num_dropped replicated and exact, then out's sharding and values (a
+    wrong out named by the Variant of `mistakes` it matches)."""
     assert isinstance(result, (tuple, list)) and len(result) == 2, (
         f"{what} should return (out, num_dropped), got {type(result).__name__}"
         + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
@@ -154,9 +159,10 @@ def _check_result(result, mesh, out_ref, dropped_ref, *, what, why_drops=""):
         "of its own tokens routed there."
     )
     assert_sharding(out, mesh, P("ep"), name=f"{what}'s out")
-    assert_close(
+    assert_close_or_named(
         out,
         out_ref,
+        mistakes,
         **TOL,
         name=f"{what}'s out (a dropped token's row is 0; a kept one is gate * ffn(x))",
     )
@@ -170,7 +176,15 @@ def _check_dispatch(impl, mesh, case: Case):
         f" (capacity {case.capacity}; dropped per device {_drops_by_device(case)}, "
         f"{len(case.ids) // case.n} tokens each)"
     )
-    _check_result(result, mesh, out_ref, dropped_ref, what="dispatch_combine", why_drops=why)
+    last = Variant(
+        lambda: _reference(case, last=True)[0],
+        "matches the LAST capacity tokens kept for each (device, expert) and the first ones dropped: "
+        "keep the first capacity of a device's tokens routed to an expert, in the device's order "
+        "(a token's place among them is the running count of earlier tokens with that expert)",
+    )
+    _check_result(
+        result, mesh, out_ref, dropped_ref, what="dispatch_combine", why_drops=why, mistakes=[last]
+    )
 
 
 def _check_gradients(impl, mesh, case: Case, seed=0):

@@ -10,6 +10,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import (
     NotReported,
+    Variant,
     assert_close,
     assert_collectives,
     assert_computes,
@@ -19,6 +20,7 @@ from grader.checks import (
     assert_sharded_like,
     compiled,
     inputs,
+    named_mistake,
     test_mesh,
 )
 
@@ -86,12 +88,53 @@ def _ring_call(impl, mesh, causal):
     return lambda q, k, v: impl.ring_attention(q, k, v, mesh, causal)
 
 
+def _assert_no_nan(value, what):
+    """A NaN in a ring's result is the fully masked block's mistake: said before any value differs."""
+    bad = np.isnan(np.asarray(value))
+    if bad.any():
+        raise AssertionError(
+            f"{what} has {int(bad.sum())} NaN entries, first at {tuple(int(i) for i in np.argwhere(bad)[0])}. "
+            "Expected none. A block whose keys all come after the queries is masked out entirely: with a "
+            "running maximum of -inf, exp(-inf - (-inf)) is NaN. Start the maximum finite, or make sure a "
+            "fully masked block adds exactly nothing."
+        )
+
+
+def _chain_without_wrap(q, k, v, n) -> Variant:
+    """A ring without the pair (n - 1, 0): device d only ever receives the blocks of devices 0..d, and
+    zeros (keys scoring 0, values 0) in the steps where nothing reaches it."""
+    tb = len(q) // n
+
+    def computes():
+        rows = []
+        for d in range(n):
+            kd, vd = np.array(k), np.array(v)
+            kd[(d + 1) * tb :], vd[(d + 1) * tb :] = 0.0, 0.0
+            rows.append(_attention(q[d * tb : (d + 1) * tb], kd, vd))
+        return np.concatenate(rows)
+
+    return Variant(
+        computes,
+        "matches a chain, not a ring: device d only ever receives the K and V blocks of the devices "
+        "before it, and zeros where nothing arrives. Pass the blocks on with the pairs "
+        "(j, (j + 1) % n), including (n - 1, 0), so that every block goes all the way round.",
+    )
+
+
 def _check_ring_values(impl, n, T, D, causal, seed):
-    """ring_attention on n devices: P("sp") and the float64 attention's values."""
+    """ring_attention on n devices: no NaN, P("sp") and the float64 attention's values."""
     mesh = _mesh(n)
     q, k, v = _arrays((T, D), seed)
     out = jax.jit(_ring_call(impl, mesh, causal))(*_placed(mesh, q, k, v))
-    assert_sharded_like(out, mesh, P("sp"), _attention(q, k, v, causal), **TOL)
+    _assert_no_nan(
+        out, f"{'causal' if causal else 'non-causal'} ring_attention on {n} devices (T={T})"
+    )
+    want = _attention(q, k, v, causal)
+    if not causal and np.shape(out) == want.shape:
+        story = named_mistake(np.asarray(out), [_chain_without_wrap(q, k, v, n)], **TOL)
+        if story:
+            raise AssertionError(f"non-causal ring_attention on {n} devices (T={T}) {story}")
+    assert_sharded_like(out, mesh, P("sp"), want, **TOL)
 
 
 def _check_ring_grads(impl, n, T, D, causal, seed):
@@ -110,13 +153,7 @@ def _check_ring_grads(impl, n, T, D, causal, seed):
     )(*_placed(mesh, q, k, v))
     kind = "causal" if causal else "non-causal"
     for name, value in zip(("the output", "dq", "dk", "dv"), (out, *grads)):
-        bad = np.isnan(np.asarray(value))
-        assert not bad.any(), (
-            f"{kind} ring_attention on {n} devices (T={T}): {name} has {int(bad.sum())} NaN entries, first "
-            f"at {tuple(int(i) for i in np.argwhere(bad)[0])}. Expected none. A block whose keys all come "
-            "after the queries is masked out entirely: with a running maximum of -inf, exp(-inf - (-inf)) is "
-            "NaN. Start the maximum finite, or make sure a fully masked block adds exactly nothing."
-        )
+        _assert_no_nan(value, f"{kind} ring_attention on {n} devices (T={T}): {name}")
     expected = _attention_grads(q, k, v, r, causal)
     for name, value, want in zip(("dq", "dk", "dv"), grads, expected):
         assert_close(value, want, **GRAD_TOL, name=f"{kind} {name} on {n} devices")
