@@ -208,7 +208,8 @@ def test_test_cells_carry_the_test_functions_pytest_runs(built):
             assert code in body(cells[name])
     speed = cells_of(notebook, "hidden")[-2]
     assert (
-        '@pytest.mark.rules("speedup", "values")\n@pytest.mark.points(2)\n'
+        '@pytest.mark.rules("speedup", "values", functions=("layer_shard_map",))\n'
+        "@pytest.mark.points(2)\n"
         "def test_layer_shard_map_speedup_over_replicated"
     ) in speed.source
 
