@@ -15,6 +15,10 @@ from grader.harness.runner import run_tests
 pytestmark = pytest.mark.slow
 
 
+# pytest's assertion introspection, which a student cannot act on.
+PYTEST_WORDS = ("+  where", "assert False", "<built-in function", "Use -v")
+
+
 @dataclass(frozen=True)
 class Made:
     """The reference of `exercise` with `old` replaced by `new` after the line starting `within`."""
@@ -23,8 +27,8 @@ class Made:
     within: str
     old: str
     new: str
-    fails: str  # the first failing visible test
-    says: tuple[str, ...]  # words its message must hold
+    fails: str  # the visible test run: the first to fail
+    says: tuple[str, ...]  # words its message must hold; none: the test must pass
 
 
 MADE = {
@@ -82,6 +86,34 @@ MADE = {
         "test_layer_shard_map_has_no_collectives_on_8_devices",
         ("slices or loops over a sharded array by hand", "jax.shard_map(f, mesh=mesh"),
     ),
+    "ex11 mean of per-device means": Made(
+        "ex11_padded_particles",
+        "def masked_mean",
+        "        total = jax.lax.psum(jnp.where(valid[:, None], block, 0.0).sum(axis=0), axis)\n"
+        "        how_many = jax.lax.psum(valid.sum(), axis)\n",
+        "        local = jnp.where(valid[:, None], block, 0.0).sum(axis=0)\n"
+        "        total = jax.lax.psum(local / jnp.maximum(count[0], 1), axis)\n"
+        "        how_many = jax.lax.psum((count[0] > 0).astype(jnp.int32), axis)\n",
+        "test_masked_mean",
+        ("is the mean of the devices' means", "padding", "weigh each device by its count"),
+    ),
+    "ex13 all-to-all costed as an all-gather": Made(
+        "ex13_comm_costs",
+        "def alltoall_time",
+        "transfer = (n - 1) / n * nbytes / bandwidth / 4",
+        "transfer = (n - 1) / n * nbytes / bandwidth",
+        "test_alltoall_book_question10",
+        ("alltoall_time(", "is the all-gather's time", "divide the bandwidth time by 4"),
+    ),
+    # A test of alltoall_time does not fail for the student's allgather_time.
+    "ex13 all-gather without the ring factor, all-to-all right": Made(
+        "ex13_comm_costs",
+        "def allgather_time",
+        "transfer = (n - 1) / n * nbytes / bandwidth",
+        "transfer = nbytes / bandwidth",
+        "test_alltoall_book_question10",
+        (),
+    ),
 }
 
 
@@ -104,12 +136,18 @@ def test_a_known_mistake_is_named_by_what_it_computed(tmp_path, name):
         visible_only=True,
         extra_args=("-k", mistake.fails),
     )
+    assert run.results, run.output[-2000:]
     failed = [r for r in run.results if not r.earns]
+    if not mistake.says:  # a test of one function must not fail for another's mistake
+        assert not failed, f"{failed[0].function}: {failed[0].message}"
+        return
     assert failed, f"the mistake failed no visible test: {run.output[-2000:]}"
     first = failed[0]
     assert first.function == mistake.fails, first.message
     missing = [words for words in mistake.says if words.lower() not in first.message.lower()]
     assert not missing, f"{first.function} does not say {missing}: {first.message}"
+    leaked = [words for words in PYTEST_WORDS if words in first.message]
+    assert not leaked, f"{first.function}'s message shows pytest's {leaked}: {first.message}"
 
 
 SUBMISSIONS = Path(__file__).parents[1] / "submissions"
