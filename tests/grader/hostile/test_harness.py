@@ -20,7 +20,9 @@ import textwrap
 
 import pytest
 
+from grader.core.results import function_name
 from grader.course import catalog
+from grader.grading.collection import collect_tests
 from grader.grading.compile_cache import CompileCache
 from grader.grading.engine import grade_submission
 
@@ -110,7 +112,9 @@ def test_a_program_that_looks_up_predicted_answers_earns_nothing(tmp_path):
     ).exercises[EX08.id]
     categories = {t.name: t.category for t in results.tests}
     traced = [name for name in categories if name.startswith(TRACED_EX08)]
-    assert len(traced) == 13, categories
+    # every test of ex08 that runs the traced step (the course's count, not a number that goes stale)
+    expected = [t for t in collect_tests([EX08]) if function_name(t.nodeid).startswith(TRACED_EX08)]
+    assert len(traced) == len(expected) > 10, categories
     assert {categories[name] for name in traced} == {"failed"}, categories
     assert all("differs from the reference" in t.message for t in results.tests if t.name in traced)
     assert {c for name, c in categories.items() if name not in traced} == {"not attempted"}, (
