@@ -71,31 +71,23 @@ def test_quartiles_are_of_the_pairwise_ratios(stopwatch):
     assert high == pytest.approx(4.0)
 
 
-def test_near_the_threshold_is_measured_again(stopwatch):
+@pytest.mark.parametrize(
+    ("baseline", "candidate", "repeats", "near"),
+    [(0.048, 0.048, 15, True), (0.03, 0.01, 5, False)],
+    ids=["near: measured to the most repeats", "far: one batch"],
+)
+def test_repeats_are_added_only_near_the_threshold(stopwatch, baseline, candidate, repeats, near):
     result = measure_speedup(
-        stopwatch.taking(0.048),
-        stopwatch.taking(0.048),
+        stopwatch.taking(baseline),
+        stopwatch.taking(candidate),
         threshold=1.0,
-        label="equal",
+        label="equal" if near else "far",
         devices=2,
         repeats=5,
         max_repeats=15,
     )
-    assert result.repeats == 15
-    assert result.near_threshold
-
-
-def test_far_from_the_threshold_after_a_first_batch_stops_measuring(stopwatch):
-    result = measure_speedup(
-        stopwatch.taking(0.03),
-        stopwatch.taking(0.01),
-        threshold=1.0,
-        label="far",
-        devices=2,
-        repeats=5,
-        max_repeats=15,
-    )
-    assert result.repeats == 5 and not result.near_threshold
+    assert result.repeats == repeats
+    assert result.near_threshold == near
 
 
 def test_summary_carries_every_figure():
