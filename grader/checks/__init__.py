@@ -1,5 +1,11 @@
 """The checks the exercise tests are written with. Each failure message is meant for a student."""
 
+from grader.checks.account import (
+    UnknownCount,
+    account_of,
+    between_devices,
+    recorded_account,
+)
 from grader.checks.executed import (
     ExecutedCollective,
     assert_executed,
@@ -30,6 +36,7 @@ from grader.checks.sharding import (
     layout_text,
     side_by_side,
 )
+from grader.checks.shares import assert_traffic, assert_work
 from grader.checks.speedup import (
     Clock,
     SpeedupResult,
@@ -47,7 +54,9 @@ __all__ = [
     "NotReported",
     "SpeedupResult",
     "TimingPolicy",
+    "UnknownCount",
     "Variant",
+    "account_of",
     "assert_close",
     "assert_close_or_named",
     "assert_collectives",
@@ -59,6 +68,9 @@ __all__ = [
     "assert_shard_values",
     "assert_sharded_like",
     "assert_sharding",
+    "assert_traffic",
+    "assert_work",
+    "between_devices",
     "calibration_speedup",
     "collective_ops",
     "collectives_in",
@@ -73,6 +85,7 @@ __all__ = [
     "measure_speedup",
     "memory_per_device",
     "named_mistake",
+    "recorded_account",
     "side_by_side",
     "test_mesh",
     "written_per_device",

@@ -1,37 +1,32 @@
-"""What a compiled program's collectives do when it runs: how many times each runs (the trip counts of the
-loops around it), where a collective-permute sends (its source -> target pairs), and how many bytes each
-moves per device.
-
-The program text lists a loop's body once. XLA:CPU writes the trip count of a loop with static bounds on
-its `while` (`backend_config={... "known_trip_count":{"n":"9"}}`), so a collective in the body of a
-`fori_loop(0, 9, ...)` runs 9 times; a loop whose bound is a traced value carries no count, and a
-collective inside it is reported as uncounted, never guessed. As in grader.checks.hlo, everything is read
-from opcodes and attributes, never from names or metadata a student's code can choose."""
+"""Rules on what a compiled program's collectives do when it runs: how many times each kind runs, where a
+collective-permute sends (its source -> target pairs), how many bytes each moves per device, and XLA's
+memory figures. Every figure is read from the program's one account (grader.checks.account): a collective
+in the body of a `fori_loop(0, 9, ...)` runs 9 times, one in a loop with no static trip count an unknown
+number of times, which no rule passes. Each check records the program's account and its rule's figures
+(grader.core.results.RuleFigure) for the test's table."""
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import cache
 from typing import Literal
 
 import jax
 import numpy as np
 
+from grader.checks.account import (
+    ExecutedCollective,
+    executed_collectives,
+    recorded_account,
+    unknown_count,
+)
 from grader.checks.hlo import (
     COLLECTIVES,
     METADATA,
     DeviceMemory,
     NotReported,
-    closing_bracket,
-    hlo_text,
-    instruction_opcode,
     memory_per_device,
     mesh_axes_of,
     program_mesh,
-    replica_groups,
 )
 from grader.checks.numerics import Tolerance, assert_computes
 from grader.core import facts
@@ -42,208 +37,12 @@ from grader.core.results import (
     ExecutedRule,
     MemoryCheck,
     PipelineSchedule,
+    RuleFigure,
 )
-
-_COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\{\s*$")
-_NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*")
-_OPERAND = re.compile(r"%([\w.\-]+)")
-_ARRAY = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+\w*)?)\[([\d,]*)\]")
-_CALLED = re.compile(
-    r"\b(body|condition|calls|to_apply|true_computation|false_computation|select|scatter)=%?([\w.\-]+)"
-)
-_CALLED_LISTS = re.compile(r"\b(branch_computations|called_computations)=\{([^}]*)\}")
-_BACKEND_CONFIG = re.compile(r",\s*backend_config=(\{.*\})\s*$")
-
-_DTYPE_BYTES = {"pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2}
-_DTYPE_BYTES |= {"bf16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
-_DTYPE_BYTES |= {"c64": 8, "c128": 16}
+from grader.core.rules import Rule
 
 PairShape = Literal["chain", "cycle", "within"]
 _SHOWN_PAIRS = 12  # a message lists this many pairs, then says how many more
-
-
-@dataclass(frozen=True)
-class ExecutedCollective:
-    """One collective of the program, with how it runs."""
-
-    kind: str  # one of COLLECTIVES
-    times: int | None  # how many times it runs; None: a loop around it has no static trip count
-    groups: (
-        tuple[tuple[int, ...], ...] | None
-    )  # replica groups, or a permute's pairs (mesh positions)
-    operand_shapes: tuple[tuple[int, ...], ...]  # per device
-    operand_bytes: int  # per device, every operand together
-    line: str
-
-    @property
-    def pairs(self) -> tuple[tuple[int, int], ...]:
-        """A collective-permute's source -> target pairs (positions in the mesh's device order)."""
-        if self.kind != "collective-permute" or not self.groups:
-            return ()
-        return tuple((g[0], g[1]) for g in self.groups if len(g) == 2)
-
-    @property
-    def group_size(self) -> int | None:
-        return len(self.groups[0]) if self.groups else None
-
-
-@dataclass
-class _Instruction:
-    name: str
-    opcode: str
-    attributes: str
-    shape: str  # its result's shape, as written
-    line: str
-
-
-def _computations(text: str) -> tuple[dict[str, list[_Instruction]], str | None]:
-    """The program's computations by name, each its instructions in order, and the entry's name."""
-    computations: dict[str, list[_Instruction]] = {}
-    entry, current = None, None
-    for line in text.splitlines():
-        if current is None:
-            if m := _COMPUTATION.match(line):
-                current = m.group(2)
-                computations[current] = []
-                entry = current if m.group(1) else entry
-            continue
-        if line.strip() == "}":
-            current = None
-            continue
-        parsed = instruction_opcode(line)
-        head = _NAME.match(line)
-        if parsed is None or head is None:
-            continue
-        opcode, attributes = parsed
-        rest = line[head.end() :]
-        shape = rest[: closing_bracket(rest) + 1] if rest.startswith("(") else rest.split(" ", 1)[0]
-        computations[current].append(_Instruction(head.group(1), opcode, attributes, shape, line))
-    return computations, entry
-
-
-def _called(instruction: _Instruction, counted: bool) -> list[tuple[str, int | None]]:
-    """The computations an instruction calls, each with how many times per call (None: not static, or
-    not `counted`: the program's loop counts are not to be trusted)."""
-    calls = []
-    for key, name in _CALLED.findall(instruction.attributes):
-        if instruction.opcode == "while" and key == "body":
-            calls.append((name, _trip_count(instruction.attributes) if counted else None))
-        elif instruction.opcode == "while" and key == "condition":
-            continue  # a loop's condition decides, it holds no collective of the program's
-        else:
-            calls.append((name, 1))
-    for _, listed in _CALLED_LISTS.findall(instruction.attributes):
-        calls += [(name, 1) for name in _OPERAND.findall(listed)]
-    return calls
-
-
-def _trip_count(attributes: str) -> int | None:
-    """The compiler's static trip count of a `while`: the known_trip_count of its backend_config, which
-    XLA prints as the instruction's last attribute (`attributes` has its metadata removed). A program can
-    put text of its own on an op (jax's set_xla_metadata: frontend attributes, whose keys print as
-    written), always followed by a quoted value: so only a backend_config that ends the line counts, and
-    _loops_counted refuses a program whose text claims more counts than its loops carry."""
-    m = _BACKEND_CONFIG.search(attributes)
-    if not m or closing_bracket(m.group(1)) != len(m.group(1)) - 1:
-        return None
-    return _known_trip_count(m.group(1))
-
-
-def _known_trip_count(config: str) -> int | None:
-    try:
-        count = int(json.loads(config)["known_trip_count"]["n"])
-    except (ValueError, KeyError, TypeError):
-        return None
-    return count if count >= 0 else None
-
-
-def _times(a: int | None, b: int | None) -> int | None:
-    return None if a is None or b is None else a * b
-
-
-def _loops_counted(text: str, computations) -> bool:
-    """Whether the loop counts read are all the program claims: every "known_trip_count" in its text
-    (metadata aside) is one a loop's own backend_config holds. More is text a program put there itself."""
-    claimed = sum(METADATA.sub("", line).count("known_trip_count") for line in text.splitlines())
-    read = sum(
-        _trip_count(i.attributes) is not None
-        for instructions in computations.values()
-        for i in instructions
-        if i.opcode == "while"
-    )
-    return claimed == read
-
-
-def _runs(computations, entry, counted: bool) -> dict[str, int | None]:
-    """How many times each computation runs in one run of the program, summed over where it is called."""
-    callers: dict[str, list[tuple[str, int | None]]] = {name: [] for name in computations}
-    for name, instructions in computations.items():
-        for instruction in instructions:
-            for called, per_call in _called(instruction, counted):
-                if called in callers:
-                    callers[called].append((name, per_call))
-
-    @cache
-    def runs(name: str, depth: int = 0) -> int | None:
-        if name == entry:
-            return 1
-        if depth > len(computations):  # a cycle of calls is no program XLA writes
-            return None
-        total: int | None = 0
-        for caller, per_call in callers[name]:
-            counted = _times(runs(caller, depth + 1), per_call)
-            total = None if counted is None or total is None else total + counted
-        return total
-
-    return {name: runs(name) for name in computations}
-
-
-def _array_shapes(shape: str) -> list[tuple[str, tuple[int, ...]]]:
-    return [
-        (dtype, tuple(int(d) for d in dims.split(",") if d))
-        for dtype, dims in _ARRAY.findall(shape)
-        if dtype in _DTYPE_BYTES
-    ]
-
-
-def _operands(instruction: _Instruction, shapes: dict[str, str]) -> list[tuple[str, tuple]]:
-    rest = instruction.line[
-        instruction.line.index(instruction.opcode + "(") + len(instruction.opcode) :
-    ]
-    inside = rest[1 : closing_bracket(rest)]
-    found = []
-    for name in _OPERAND.findall(inside):
-        found += _array_shapes(shapes.get(name, ""))
-    return found
-
-
-def executed_collectives(program: jax.stages.Compiled | str) -> list[ExecutedCollective]:
-    """Every collective of the compiled program in text order, with how many times it runs per run of the
-    program. Async pairs count once, by their start."""
-    text = hlo_text(program)
-    computations, entry = _computations(text)
-    runs = _runs(computations, entry, _loops_counted(text, computations)) if entry else {}
-    found = []
-    for name, instructions in computations.items():
-        shapes = {i.name: i.shape for i in instructions}
-        for instruction in instructions:
-            kind = instruction.opcode.removesuffix("-start")
-            if kind not in COLLECTIVES:
-                continue
-            operands = _operands(instruction, shapes)
-            found.append(
-                ExecutedCollective(
-                    kind=kind,
-                    times=runs.get(name),
-                    groups=replica_groups(instruction.attributes),
-                    operand_shapes=tuple(dims for _, dims in operands),
-                    operand_bytes=sum(
-                        _DTYPE_BYTES[dtype] * int(np.prod(dims)) for dtype, dims in operands
-                    ),
-                    line=instruction.line.strip(),
-                )
-            )
-    return found
 
 
 def _fact(op: ExecutedCollective, mesh) -> Collective:
@@ -260,17 +59,30 @@ def _fact(op: ExecutedCollective, mesh) -> Collective:
     )
 
 
-def _record(program, ops, args, *, what: str, passed: bool, rule: str, **figures) -> None:
+def _record(
+    program, ops, args, *, what: str, passed: bool, rule: str, figures=(), **check_fields
+) -> None:
+    """The program's account, the collectives check (its instructions, for the pictures) and the rule's
+    figures, for the running test's facts."""
     mesh = program_mesh(program, args, {})
+    account = recorded_account(program, what=what, mesh=mesh)
     facts.record_collectives(
         CollectivesCheck(
             what=what,
             found=tuple(_fact(op, mesh) for op in ops),
             passed=passed,
             rule=rule,
-            **figures,
+            program=account.key,
+            **check_fields,
         )
     )
+    for figure in figures:
+        facts.record_figure(figure(account.key))
+
+
+def _figure(rule: Rule, measure: str, expected: str, actual, passed: bool, bound=None):
+    """A RuleFigure waiting for its program's key."""
+    return lambda key: RuleFigure(key, str(rule), measure, expected, actual, passed, bound)
 
 
 def _check_values(program, expected, args, rtol, atol, what) -> None:
@@ -328,19 +140,20 @@ def assert_executed(
     if not isinstance(per, str) or not per.strip() or len(per) > NAME_CHARS:
         raise ValueError(f"per must name what one run of the program is, like 'step'; got {per!r}")
     ops = executed_collectives(program)
-    of_kind = [op for op in ops if op.kind == kind]
-    uncounted = [op for op in of_kind if op.times is None]
-    total = sum((op.times or 0) * (len(op.operand_shapes) if operands else 1) for op in of_kind)
+    account = recorded_account(program, what=what, args=args)
+    rows = [row for row in account.traffic if row.kind == kind]
+    counts = [row.operands if operands else row.runs for row in rows]
+    total = None if None in counts else sum(counts)
     counted = f"{kind} operands" if operands else kind
     rule = (
         f"{counted} run {_range(at_least, at_most)}"
         if operands
         else f"{kind} runs {_range(at_least, at_most)}"
     )
-    low_ok = at_least is None or total >= at_least
-    high_ok = at_most is None or total <= at_most
-    passed = not uncounted and low_ok and high_ok
-    figures = ExecutedRule(kind, at_least, at_most, operands, None if uncounted else total, per)
+    low_ok = total is not None and (at_least is None or total >= at_least)
+    high_ok = total is not None and (at_most is None or total <= at_most)
+    passed = low_ok and high_ok
+    per_run = "" if per == "run" else f" per {per}"
     _record(
         program,
         ops,
@@ -349,17 +162,22 @@ def assert_executed(
         passed=passed,
         rule=rule,
         schedule=schedule,
-        executed_rule=figures,
+        executed_rule=ExecutedRule(kind, at_least, at_most, operands, total, per),
+        figures=[
+            _figure(
+                Rule.COLLECTIVES,
+                f"{counted} run" if operands else f"{kind} runs",
+                _range(at_least, at_most).removesuffix(" times") + per_run,
+                total,
+                passed,
+                at_most,
+            )
+        ],
     )
     _check_values(program, expected, args, rtol, atol, what)
-    if uncounted:
-        raise AssertionError(
-            f"the compiled program of {what} runs {kind} inside a loop whose number of steps is not "
-            "fixed when it compiles (a while_loop, or a fori_loop/scan whose bounds are traced values), "
-            f"so how many times it runs cannot be counted; {rule} is the rule. Give the loop static "
-            "bounds: Python ints in fori_loop, or scan over an array of known length."
-        )
-    if not (low_ok and high_ok):
+    if total is None:
+        raise unknown_count(what, kind, rule)
+    if not passed:
         raise AssertionError(
             f"the compiled program of {what} runs {counted} {total} times; it should run "
             f"{_range(at_least, at_most)}.{_say(hint)}"
@@ -496,6 +314,15 @@ def assert_permute_pairs(
         passed=not problems,
         rule=f"collective-permute sends {words}",
         expected_pairs=_expected_positions(mesh, axis, shape, reverse_too),
+        figures=[
+            _figure(
+                Rule.COLLECTIVES,
+                "collective-permute pairs",
+                f"sent {words}",
+                len({pair for op in permutes for pair in op.pairs}),
+                not problems,
+            )
+        ],
     )
     _check_values(program, expected, args, rtol, atol, what)
     if problems:
@@ -542,7 +369,28 @@ def assert_operand_bytes(
     )
     rule = f"each {kind} moves {bounds} bytes per device"
     passed = bool(of_kind) and not wrong
-    _record(program, ops, args, what=what, passed=passed, rule=rule, buffer_bytes=buffer_bytes)
+    moved = [op.operand_bytes for op in of_kind]
+    _record(
+        program,
+        ops,
+        args,
+        what=what,
+        passed=passed,
+        rule=rule,
+        buffer_bytes=buffer_bytes,
+        figures=[
+            _figure(
+                Rule.COLLECTIVES,
+                f"bytes of the largest {kind}"
+                if at_most is not None
+                else f"bytes of the least {kind}",
+                bounds,
+                (max(moved) if at_most is not None else min(moved)) if moved else None,
+                passed,
+                at_most if at_most is not None else at_least,
+            )
+        ],
+    )
     _check_values(program, expected, args, rtol, atol, what)
     if not of_kind:
         raise AssertionError(f"the compiled program of {what} has no {kind}; {rule}.{_say(hint)}")
@@ -582,6 +430,16 @@ def assert_memory(
         problems.append(
             f"its temporary buffers take {memory.temp_bytes} bytes per device (should be below {temp_below})"
         )
+    key = recorded_account(program, what=what).key
+    for measure, actual, below in (
+        ("argument bytes", memory.argument_bytes, argument_below),
+        ("temporary bytes", memory.temp_bytes, temp_below),
+    ):
+        if below is not None:
+            figure = _figure(
+                Rule.MEMORY, measure, f"below {below:,}", actual, actual < below, below
+            )
+            facts.record_figure(figure(key))
     facts.record_memory(
         MemoryCheck(
             what,

@@ -18,7 +18,8 @@ from grader.checks.numerics import assert_computes
 from grader.checks.tracing import compiling_for
 from grader.core import facts
 from grader.core.errors import ShardlabError
-from grader.core.results import Collective, CollectivesCheck
+from grader.core.results import Collective, CollectivesCheck, RuleFigure
+from grader.core.rules import Rule
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 # What each collective does to the data, for a failure that names the one a program used or missed.
@@ -284,6 +285,7 @@ def assert_collectives(
         if extra or not any(counts[k] for k in only):
             problems.append(f"expected only {' / '.join(only)}")
     mesh = program_mesh(program, args, kwargs)
+    key = _recorded(program, what, mesh)
     facts.record_collectives(
         CollectivesCheck(
             what=what,
@@ -293,8 +295,15 @@ def assert_collectives(
             present=tuple(present),
             absent=tuple(absent),
             only=tuple(only) if only is not None else None,
+            program=key,
         )
     )
+    for kind, words, held in _asked(counts, exactly, present, absent, only):
+        facts.record_figure(
+            RuleFigure(
+                key, str(Rule.COLLECTIVES), f"{kind} instructions", words, counts[kind], held
+            )
+        )
     if expected is not None:
         if isinstance(program, str):
             raise TypeError("assert_collectives(expected=...) needs the function, not its HLO text")
@@ -309,6 +318,32 @@ def assert_collectives(
             "code asks for (or which one the compiler inserts to make your shardings work)."
         )
     return counts
+
+
+def _recorded(program, what: str, mesh) -> str:
+    """The program's account, recorded for the running test; its key. (grader.checks.account reads this
+    module's parsers, so it is imported when a check runs.)"""
+    from grader.checks.account import recorded_account
+
+    return recorded_account(program, what=what, mesh=mesh).key
+
+
+def _asked(counts: Counter, exactly, present, absent, only):
+    """(kind, what the rule asks of it in words, whether the program holds to it), a row per kind it names."""
+    rows = {}
+    for kind, count in (exactly or {}).items():
+        rows[kind] = (f"exactly {count}" if count else "none", counts[kind] == count)
+    for kind in present:
+        rows.setdefault(kind, ("at least 1", counts[kind] > 0))
+    for kind in absent:
+        rows[kind] = ("none", not counts[kind])
+    if only is not None:
+        for kind in only:
+            rows.setdefault(kind, ("any, one kind of these at least", any(counts[k] for k in only)))
+        for kind in counts:
+            if kind not in only:
+                rows[kind] = ("none", False)
+    return [(kind, words, held) for kind, (words, held) in rows.items()]
 
 
 def _meanings(counts: Counter, exactly, present, absent, only) -> str:
@@ -331,7 +366,10 @@ def inspect_collectives(
     mesh = program_mesh(program, (), {})
     facts.record_collectives(
         CollectivesCheck(
-            what=what, found=tuple(_collective_fact(op, mesh) for op in ops), passed=None
+            what=what,
+            found=tuple(_collective_fact(op, mesh) for op in ops),
+            passed=None,
+            program=_recorded(program, what, mesh),
         )
     )
     return ops

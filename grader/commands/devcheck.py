@@ -2,7 +2,8 @@
 tests; exercises/ is exactly what the generator makes from solutions/; each exercise's tests weigh its
 catalog points, declare the kinds of rule they grade and (inferred or declared) the functions and
 branches, and every kind and branch hidden tests grade a function on is sampled by a visible test of it
-(docs/rules.md shows the tables); every reference passes all its tests, recording the
+(docs/rules.md shows the tables); every function that runs on a mesh is held to its share of the work
+and of the traffic; every reference passes all its tests, recording the
 facts of the kinds it declares; every stub fails every one of its tests as "not attempted"."""
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ FACTS = {
     Rule.LAYOUTS: lambda r: bool(r.layouts),
     Rule.COLLECTIVES: lambda r: bool(r.collectives),
     Rule.SPEEDUP: lambda r: r.speedup is not None,
+    Rule.WORK: lambda r: any(f.rule == Rule.WORK for f in r.figures),
+    Rule.TRAFFIC: lambda r: any(f.rule == Rule.TRAFFIC for f in r.figures),
+}
+# What holds a function on a mesh to its share (catalog.Exercise.shares), and what each rule bounds.
+SHARES = {
+    Rule.WORK: "the multiply-adds each device executes",
+    Rule.TRAFFIC: "the bytes each device sends through collectives",
 }
 
 
@@ -149,6 +157,32 @@ def check_rules_sampled(findings: Findings, tests: list[TestMeta]) -> None:
                 "visible test with points samples it: a student would learn the rule from "
                 "the grade"
             )
+
+
+def check_shares_held(findings: Findings, tests: list[TestMeta]) -> None:
+    """Every graded function of an exercise whose functions run on a mesh is held to its share by tests with
+    points, on both counts (the work it executes, the bytes it sends), unless the catalog says why not; and
+    the catalog's exceptions name functions the reference defines."""
+    for exercise in catalog.EXERCISES:
+        if not exercise.shares:
+            continue
+        unshared = dict(exercise.unshared)
+        for name in sorted(set(unshared) - _defined(exercise)):
+            findings.problems.append(
+                f"{exercise.id}: the catalog holds {name!r} to no share, but "
+                f"solutions/{exercise.module_file} does not define it"
+            )
+        graded = [t for t in tests if t.exercise == exercise.id and t.weight > 0]
+        for function in dict.fromkeys(f for t in graded for f in t.functions):
+            if function in unshared:
+                continue
+            kinds = {rule for t in graded if function in t.functions for rule in t.rules}
+            for rule in (r for r in SHARES if r not in kinds):
+                findings.problems.append(
+                    f"{exercise.id}: {function} runs on a mesh, but no test with points holds it to "
+                    f"its share of {rule} ({SHARES[rule]}): declare {str(rule)!r} on the rules "
+                    "marker of a test that checks it, or give the catalog's reason in `unshared`"
+                )
 
 
 def rules_table(tests: list[TestMeta]) -> str:
@@ -283,6 +317,7 @@ def dev_check(*, run_tests_too: bool = True) -> Findings:
             findings.problems.append(str(exc))
         else:
             check_rules_sampled(findings, tests)
+            check_shares_held(findings, tests)
             check_rules_table(findings, tests)
     if run_tests_too and findings.ok:
         check_reference_passes(findings)

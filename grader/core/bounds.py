@@ -22,6 +22,12 @@ MAX_PAIRS = 1_024
 MAX_OPERANDS = 16
 # a test's memory checks, and the labelled figures one sets beside its own (a test's code writes a few)
 MAX_FIGURES = 8
+# the programs a test accounts for (each compiled program a check reads), the rows of one account (a kind of
+# collective over a set of mesh axes: five kinds over the few sets a 3-D mesh has), and the rules judged on
+# them (a test checks a handful per program)
+MAX_PROGRAMS = 8
+MAX_TRAFFIC_ROWS = 40
+MAX_RULE_FIGURES = 48
 # all one test's facts (as text_size counts them), each name already cut ...
 TEST_FACTS_CHARS = 48_000
 # ... and this much for each (a check, a collective found): the markup and the indentation reports put

@@ -10,6 +10,8 @@ from grader.core.results import (
     CollectivesCheck,
     LayoutCheck,
     MemoryCheck,
+    ProgramAccount,
+    RuleFigure,
     SpeedFigures,
     TestFacts,
 )
@@ -44,3 +46,13 @@ def record_speedup(figures: SpeedFigures) -> None:
 
 def record_memory(check: MemoryCheck) -> None:
     _current.memory.append(check)
+
+
+def record_program(account: ProgramAccount) -> None:
+    """A program a check read: its account, once per test however many rules are judged on it."""
+    if all(known.key != account.key for known in _current.programs):
+        _current.programs.append(account)
+
+
+def record_figure(figure: RuleFigure) -> None:
+    _current.figures.append(figure)

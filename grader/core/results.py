@@ -22,6 +22,9 @@ from grader.core.bounds import (
     MAX_FIGURES,
     MAX_OPERANDS,
     MAX_PAIRS,
+    MAX_PROGRAMS,
+    MAX_RULE_FIGURES,
+    MAX_TRAFFIC_ROWS,
     MESSAGE_CHARS,
     NAME_CHARS,
     OUTPUT_CHARS,
@@ -367,9 +370,12 @@ class CollectivesCheck:
     expected_pairs: tuple[tuple[int, int], ...] | None = None  # the permute pairs it expects
     buffer_bytes: int | None = None  # an exchange's buffer at the capacity, per device
     executed_rule: ExecutedRule | None = None  # the rule's kind, range and count, as figures
+    program: str | None = (
+        None  # the key of the program's account (ProgramAccount), when one was taken
+    )
 
     def __post_init__(self):
-        _bound(self, NAME_CHARS, "what", "exactly", "present", "absent", "only")
+        _bound(self, NAME_CHARS, "what", "exactly", "present", "absent", "only", "program")
         _bound(self, LINE_CHARS, "rule")
         if self.expected_pairs is not None:
             object.__setattr__(self, "expected_pairs", tuple(self.expected_pairs[:MAX_PAIRS]))
@@ -397,6 +403,7 @@ class CollectivesCheck:
             ),
             buffer_bytes=self.buffer_bytes,
             executed_rule=self.executed_rule.to_dict() if self.executed_rule is not None else None,
+            program=self.program,
         )
 
     @classmethod
@@ -419,6 +426,172 @@ class CollectivesCheck:
             tuple(_pair(p) for p in pairs) if pairs is not None else None,
             int(buffer) if buffer is not None else None,
             ExecutedRule.from_dict(executed_rule) if executed_rule is not None else None,
+            data.get("program"),
+        )
+
+
+# -- what a program executed: its account, and the figures its rules were judged on -----------------------
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """One kind of collective over one set of mesh axes, as one device runs it in one run of a program."""
+
+    kind: str  # all-reduce, all-gather, reduce-scatter, collective-permute, all-to-all
+    # the mesh axes its groups run along; (): every device alone (a singleton group moves nothing); None:
+    # the groups follow no set of axes, or the program states no mesh
+    axes: tuple[str, ...] | None
+    group_size: int | None  # devices per group (two for a permute's pair)
+    instructions: int  # in the program's text
+    # Executed figures, each run counted; None: one of them runs in a loop with no static trip count.
+    runs: int | None
+    operands: int | None
+    operand_bytes: int | None
+    sent_bytes: int | None  # what the device sends over the links (grader.checks.account says how)
+
+    def __post_init__(self):
+        _bound(self, NAME_CHARS, "kind", "axes")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "axes": list(self.axes) if self.axes is not None else None,
+            "group_size": self.group_size,
+            "instructions": self.instructions,
+            "runs": self.runs,
+            "operands": self.operands,
+            "operand_bytes": self.operand_bytes,
+            "sent_bytes": self.sent_bytes,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Traffic:
+        data = _keys(cls, data)
+        axes = data["axes"]
+        return cls(
+            str(data["kind"]),
+            tuple(str(a) for a in axes) if axes is not None else None,
+            _count(cls, data, "group_size"),
+            _count(cls, data, "instructions", required=True),
+            *(
+                _count(cls, data, key)
+                for key in ("runs", "operands", "operand_bytes", "sent_bytes")
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class ProgramAccount:
+    """What one device executes in one run of a compiled program (grader.checks.account makes it, once per
+    program): its collectives by kind and mesh axes, the multiply-adds of its dots and convolutions and the
+    other products it computes, each counted as many times as its loops run it, and XLA's bytes of its
+    arguments, temporaries and outputs. A figure that is None is unknown: it counts something inside a
+    loop with no static trip count (or, for memory, the compiler reports none)."""
+
+    what: str  # the program, as the checks name it
+    key: str  # the program's digest: the figures of the rules judged on it name it
+    devices: int  # the devices the program runs on
+    traffic: tuple[Traffic, ...]
+    dot_work: int | None  # multiply-adds of dots and convolutions
+    product_work: int | None  # elementwise products and quotients, and reductions by one
+    argument_bytes: int | None = None
+    temp_bytes: int | None = None
+    output_bytes: int | None = None
+
+    def __post_init__(self):
+        _bound(self, NAME_CHARS, "what", "key")
+        object.__setattr__(self, "traffic", tuple(self.traffic[:MAX_TRAFFIC_ROWS]))
+
+    @property
+    def work(self) -> int | None:
+        """Multiply-adds in all: a dot's, and a product written out elementwise (which is a dot's work too)."""
+        if self.dot_work is None or self.product_work is None:
+            return None
+        return self.dot_work + self.product_work
+
+    @property
+    def sent_bytes(self) -> int | None:
+        sent = [row.sent_bytes for row in self.traffic]
+        return None if None in sent else sum(sent)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "what": self.what,
+            "key": self.key,
+            "devices": self.devices,
+            "traffic": [row.to_dict() for row in self.traffic],
+            "dot_work": self.dot_work,
+            "product_work": self.product_work,
+        } | _given(
+            argument_bytes=self.argument_bytes,
+            temp_bytes=self.temp_bytes,
+            output_bytes=self.output_bytes,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProgramAccount:
+        data = _keys(cls, data)
+        return cls(
+            str(data["what"]),
+            str(data["key"]),
+            _count(cls, data, "devices", required=True),
+            tuple(Traffic.from_dict(row) for row in data["traffic"]),
+            _count(cls, data, "dot_work"),
+            _count(cls, data, "product_work"),
+            *(_count(cls, data, key) for key in ("argument_bytes", "temp_bytes", "output_bytes")),
+        )
+
+
+@dataclass(frozen=True)
+class RuleFigure:
+    """One rule judged on a program's account: what it measured, the figure it expects beside the one the
+    program executed, and whether it held. Every check on a compiled program records one (how many times a
+    collective runs, the bytes it moves, the work, the memory), so a test's rules read as one table."""
+
+    program: str  # the ProgramAccount's key
+    rule: str  # the kind of rule (grader.core.rules.Rule)
+    measure: str  # what is counted: "multiply-adds", "bytes sent", "all-reduce operands"
+    expected: str  # the bound, in words: "at most 40,960 (2 x its share, 20,480)"
+    actual: (
+        int | None
+    )  # what the program executed; None: unknown (a loop with no static trip count)
+    passed: bool
+    bound: int | None = None  # the figure the rule compares with, where one number says it
+    share: int | None = None  # a work rule's: the device's share, which the bound is a multiple of
+
+    def __post_init__(self):
+        _bound(self, NAME_CHARS, "program", "rule", "measure")
+        _bound(self, LINE_CHARS, "expected")
+
+    @property
+    def ratio(self) -> float | None:
+        """The executed figure over the share (work), for the page's "8.0 x its share"."""
+        if self.share is None or self.share <= 0 or self.actual is None:
+            return None
+        return self.actual / self.share
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "program": self.program,
+            "rule": self.rule,
+            "measure": self.measure,
+            "expected": self.expected,
+            "actual": self.actual,
+            "passed": self.passed,
+        } | _given(bound=self.bound, share=self.share)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RuleFigure:
+        data = _keys(cls, data)
+        return cls(
+            str(data["program"]),
+            str(data["rule"]),
+            str(data["measure"]),
+            str(data["expected"]),
+            _count(cls, data, "actual"),
+            bool(data["passed"]),
+            _count(cls, data, "bound"),
+            _count(cls, data, "share"),
         )
 
 
@@ -562,6 +735,8 @@ class TestFacts:
     collectives: list[CollectivesCheck] = field(default_factory=list)
     speedup: SpeedFigures | None = None
     memory: list[MemoryCheck] = field(default_factory=list)
+    programs: list[ProgramAccount] = field(default_factory=list)  # each program's account, once
+    figures: list[RuleFigure] = field(default_factory=list)  # the rules judged on them
 
     __test__ = False  # not a pytest test class
 
@@ -664,6 +839,9 @@ class TestResult:
     collectives: list[CollectivesCheck] = field(default_factory=list)  # its collectives checks
     rules: tuple[Rule, ...] = ()  # the kinds of rule it grades (grader.core.rules)
     memory: list[MemoryCheck] = field(default_factory=list)  # its memory checks
+    # what each program its checks read executed, once per program, and every rule judged on them
+    programs: list[ProgramAccount] = field(default_factory=list)
+    figures: list[RuleFigure] = field(default_factory=list)
 
     __test__ = False  # not a pytest test class
 
@@ -691,12 +869,20 @@ class TestResult:
 
     def _keep_facts_that_fit(self) -> str:
         """Keep the facts, in the order they were recorded, while they fit in TEST_FACTS_CHARS (a speedup's
-        figures always do); the memory checks first (at most MAX_FIGURES of them, a few figures each), then
-        the layouts, then the collectives checks, each keeping the collectives that fit. What was left out,
-        if any."""
+        figures always do); the programs' accounts and the rules judged on them first (at most MAX_PROGRAMS
+        and MAX_RULE_FIGURES: the test's table), then the memory checks (at most MAX_FIGURES of them, a few
+        figures each), then the layouts, then the collectives checks, each keeping the collectives that fit.
+        What was left out, if any."""
         room = TEST_FACTS_CHARS - (
             text_size(self.speedup.to_dict()) if self.speedup is not None else 0
         )
+        table: dict[str, list] = {"programs": [], "figures": []}
+        for name, limit in (("programs", MAX_PROGRAMS), ("figures", MAX_RULE_FIGURES)):
+            for fact in getattr(self, name)[:limit]:
+                room -= _fact_size(fact)
+                if room < 0:
+                    break
+                table[name].append(fact)
         memory = []
         for check in self.memory[:MAX_FIGURES]:
             room -= _fact_size(check)
@@ -740,9 +926,15 @@ class TestResult:
             f"{len(memory)} of {len(self.memory)} memory checks"
             + (f", a test keeps at most {MAX_FIGURES}" if len(self.memory) > MAX_FIGURES else "")
         ] * (len(memory) < len(self.memory))
+        left += [
+            f"{len(table[name])} of {len(getattr(self, name))} {words}"
+            for name, words in (("programs", "programs' accounts"), ("figures", "rules' figures"))
+            if len(table[name]) < len(getattr(self, name))
+        ]
         if not left:
             return ""
         self.layouts, self.collectives, self.memory = layouts, collectives, memory
+        self.programs, self.figures = table["programs"], table["figures"]
         return (
             f"the grader recorded only part of what this test's checks found ({', '.join(left)}): the rest "
             f"would take more than the {TEST_FACTS_CHARS:,} characters a test's facts may take in its report"
@@ -755,7 +947,7 @@ class TestResult:
             _fact_size(dataclasses.replace(check, found=())) + sum(map(_fact_size, check.found))
             for check in self.collectives
         )
-        facts += sum(map(_fact_size, self.memory))
+        facts += sum(map(_fact_size, [*self.memory, *self.programs, *self.figures]))
         speed = text_size(self.speedup.to_dict()) if self.speedup is not None else 0
         return text_size(self.message) + text_size(self.output) + facts + speed
 
@@ -785,6 +977,8 @@ class TestResult:
             collectives=list(facts.collectives),
             speedup=facts.speedup,
             memory=list(facts.memory),
+            programs=list(facts.programs),
+            figures=list(facts.figures),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -805,7 +999,15 @@ class TestResult:
             "layouts": [check.to_dict() for check in self.layouts],
             "collectives": [check.to_dict() for check in self.collectives],
             "rules": [str(rule) for rule in self.rules],
-        } | ({"memory": [check.to_dict() for check in self.memory]} if self.memory else {})
+        } | {
+            name: [fact.to_dict() for fact in facts]
+            for name, facts in (
+                ("memory", self.memory),
+                ("programs", self.programs),
+                ("figures", self.figures),
+            )
+            if facts
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], ignore: tuple[str, ...] = ()) -> TestResult:
@@ -820,6 +1022,8 @@ class TestResult:
                 "collectives": [CollectivesCheck.from_dict(c) for c in data.get("collectives", ())],
                 "rules": rules_of(data.get("rules", ())),
                 "memory": [MemoryCheck.from_dict(c) for c in data.get("memory", ())],
+                "programs": [ProgramAccount.from_dict(c) for c in data.get("programs", ())],
+                "figures": [RuleFigure.from_dict(c) for c in data.get("figures", ())],
             }
         )
 

@@ -20,6 +20,10 @@ class Rule(StrEnum):
     COLLECTIVES = "collectives"  # the collectives of the compiled program, their kinds and groups
     MEMORY = "memory"  # XLA's per-device memory figures of the compiled program
     FLOPS = "flops"  # XLA's per-device flop count of the compiled program
+    WORK = "work"  # the multiply-adds each device executes, within its share of the work
+    TRAFFIC = (
+        "traffic"  # the bytes each device sends through collectives, within a bound of the shapes
+    )
     SPEEDUP = "speedup"  # a timed speedup over a baseline, above a threshold
     TRAINING = "training"  # several training steps behave like a single device's
     JOINS = "joins"  # the processes join one cluster through jax.distributed
@@ -34,6 +38,8 @@ DESCRIPTIONS: dict[Rule, str] = {
     Rule.COLLECTIVES: "collectives of the compiled program",
     Rule.MEMORY: "XLA's per-device memory",
     Rule.FLOPS: "XLA's per-device flops",
+    Rule.WORK: "each device's executed multiply-adds, within its share",
+    Rule.TRAFFIC: "each device's bytes sent through collectives, within a bound",
     Rule.SPEEDUP: "timed speedup",
     Rule.TRAINING: "training over several steps",
     Rule.JOINS: "processes joining one cluster",

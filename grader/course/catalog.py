@@ -23,6 +23,11 @@ class Exercise:
     devices: tuple[int, ...] = (2, 4, 8)  # mesh sizes the hidden tests grade
     bonus: bool = False  # extra credit: its points add to a score but not to the maximum
     part: int = 1  # the course's half, a Part's number (PARTS)
+    # Its functions run on a mesh, and each one graded is held to its share: a work rule (the multiply-adds
+    # each device executes) and a traffic rule (the bytes each device sends), `shardlab dev-check` says.
+    shares: bool = False
+    # (function, why): a graded function of such an exercise held to no share, with the reason
+    unshared: tuple[tuple[str, str], ...] = ()
 
     @property
     def number(self) -> str:
@@ -53,6 +58,10 @@ class Exercise:
 
 
 SUPPORT_FILES = ("conftest.py", "driver.py")
+
+# Why a graded function of an exercise with shares is held to none (Exercise.unshared).
+_PLACES = "places the values it is given on the mesh: it computes nothing"
+_PURE = "pure Python: it runs on no mesh"
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,7 @@ EXERCISES: tuple[Exercise, ...] = (
         hint="Split the batch, replicate the weights: every row of the output needs only its own row of "
         "x. With features split instead, each device holds a partial product that must be summed.",
         seeds='Lab 3 "Data parallel layer"; design card "sharded layer"',
+        shares=True,
     ),
     Exercise(
         id="ex05_collectives",
@@ -113,6 +123,7 @@ EXERCISES: tuple[Exercise, ...] = (
         "all_to_all and ppermute each move blocks in one pattern. A ring passes a block to the next "
         "device n - 1 times.",
         seeds="MinText tutorial 1 section 3; jz-tree MPI-style collectives",
+        shares=True,
     ),
     Exercise(
         id="ex06_matmul_cases",
@@ -121,6 +132,7 @@ EXERCISES: tuple[Exercise, ...] = (
         hint="Look at where the contracting dimension lives: split on both operands means partial sums "
         "to add up; split on neither means nothing to communicate; split on one means gathering it.",
         seeds="MinText tutorial 1 sections 3.2-3.5",
+        shares=True,
     ),
     Exercise(
         id="ex07_collective_matmul",
@@ -129,6 +141,7 @@ EXERCISES: tuple[Exercise, ...] = (
         hint="Instead of gathering all of rhs before multiplying, multiply the block you hold while the "
         "next one travels: n steps of ppermute, each paired with one block's matmul.",
         seeds='JAX shard_map guide (collective matmul); "How to Scale Your Model"',
+        shares=True,
     ),
     Exercise(
         id="ex08_data_parallel_training",
@@ -137,6 +150,8 @@ EXERCISES: tuple[Exercise, ...] = (
         hint="Split the batch, replicate the parameters, and average the gradients over the devices. "
         "Inside shard_map, jax.grad with respect to replicated parameters already sums over devices.",
         seeds='Lab 3 "Neural networks using automatic parallelization"; design card "data-parallel training"',
+        shares=True,
+        unshared=(("shard_batch", _PLACES), ("replicate", _PLACES)),
     ),
     Exercise(
         id="ex09_fsdp",
@@ -146,6 +161,8 @@ EXERCISES: tuple[Exercise, ...] = (
         "it is used. The gradient of a gathered weight comes back summed over devices; scatter it "
         "so each device keeps the part of the sum that belongs to its slice.",
         seeds="MinText tutorial 2; JAX shard_map guide (FSDP)",
+        shares=True,
+        unshared=(("shard_params", _PLACES),),
     ),
     Exercise(
         id="ex10_tensor_parallel",
@@ -155,6 +172,8 @@ EXERCISES: tuple[Exercise, ...] = (
         'the output, added up over "model" only. The batch is split over "data", so gradients '
         'are averaged over "data" only.',
         seeds='MinText tutorial 3; JAX "Distributed arrays" 4x2 example',
+        shares=True,
+        unshared=(("shard_mlp_params", _PLACES),),
     ),
     Exercise(
         id="ex11_padded_particles",
@@ -164,6 +183,7 @@ EXERCISES: tuple[Exercise, ...] = (
         "count. To move rows between devices, sort them into one fixed-size bucket per destination "
         "and exchange the buckets with all_to_all, counts alongside.",
         seeds="jz-tree multi-GPU guide (padded arrays, expanding_shard_map)",
+        shares=True,
     ),
     Exercise(
         id="ex12_multi_controller",
@@ -196,6 +216,8 @@ EXERCISES: tuple[Exercise, ...] = (
         seeds='MinText workshop; JAX shard_map guide "SPMD pipeline parallelism"; scaling book '
         '"Pipelining"',
         part=2,
+        shares=True,
+        unshared=(("gpipe_schedule", _PURE), ("bubble_fraction", _PURE)),
     ),
     Exercise(
         id="ex15_expert_parallel",
@@ -206,6 +228,7 @@ EXERCISES: tuple[Exercise, ...] = (
         "The first capacity tokens per (device, expert) are kept; count the rest.",
         seeds='"How to Scale Your Model" (Transformers, MoE), MaxText moe',
         part=2,
+        shares=True,
     ),
     Exercise(
         id="ex16_context_parallel",
@@ -216,6 +239,8 @@ EXERCISES: tuple[Exercise, ...] = (
         "from a split sequence to split heads. A fully masked block must add nothing, not NaN.",
         seeds="scaling book; ring attention; DeepSpeed-Ulysses; MaxText context parallelism",
         part=2,
+        shares=True,
+        unshared=(("zigzag_order", _PURE),),
     ),
     Exercise(
         id="ex17_zero1_accumulation",
@@ -226,6 +251,8 @@ EXERCISES: tuple[Exercise, ...] = (
         "on its shard of m and v, and all_gather the updated rows.",
         seeds="scaling book ZeRO; CS336 sharded optimizer; MaxText gradient accumulation",
         part=2,
+        shares=True,
+        unshared=(("zero1_init", _PLACES),),
     ),
     Exercise(
         id="ex18_transformer_block",
@@ -239,6 +266,8 @@ EXERCISES: tuple[Exercise, ...] = (
         "parallelism",
         devices=(8,),  # hidden on 1x8, 2x4 and 4x2 meshes
         part=2,
+        shares=True,
+        unshared=(("shard_block_params", _PLACES),),
     ),
 )
 
