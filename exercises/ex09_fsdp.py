@@ -23,19 +23,22 @@ Tolerance: after one step and after five, the parameters and losses must match t
 `sgd_step` on the whole batch (float32) at rtol=1e-5, atol=1e-6; graded on meshes of 2, 4 and 8
 devices. The tests also compile one step and read its program: it must all-gather (the weights) and
 reduce-scatter (their gradients), and must not all-reduce anything as large as a weight's full
-gradient (the biases' gradients and the loss are small and may be all-reduced). They read XLA's
-per-device memory figures too: the bytes of the arguments (params placed by your `shard_params`,
-plus the batch) must be at most 1/n of a replicated data-parallel step's, plus the biases and the
-batch block, which both versions hold whole. The hidden tests report the temporary bytes beside
-them, for information. The visible tests check each rule on 8 devices; the hidden ones on 2, 4 and
-8 with other inputs.
+gradient (the biases' gradients and the loss are small and may be all-reduced), and they read how
+many multiply-adds each device executes and how many bytes it sends to other devices, which
+fsdp_train_step's docstring bounds by a formula of the batch B, the layer widths n_0, n_1, ... and
+the n devices. They read XLA's per-device memory figures too: the bytes of the arguments (params
+placed by your `shard_params`, plus the batch) must be at most 1/n of a replicated data-parallel
+step's, plus the biases and the batch block, which both versions hold whole. The hidden tests report
+the temporary bytes beside them, for information. The visible tests check each rule on 8 devices;
+the hidden ones on 2, 4 and 8 with other inputs.
 
 Grading: 20 points. shard_params 2 (1 visible, 1 hidden). fsdp_train_step's values and layouts 7 (one
 step, five and the ten of the worked example, against one device: 3 visible, 4 hidden). Its compiled
 program 8 (2 visible, 6 hidden): the weights all-gathered, every weight's gradient reduce-scattered
-(each device receives its 1/n of each), and no weight's whole gradient all-reduced. This is what
-makes FSDP: a step that all-reduces the gradients and then keeps its own rows computes the same
-values and layouts, and earns none of these 8. Its argument bytes 3 (1 visible, 2 hidden). Both the
+(each device receives its 1/n of each), no weight's whole gradient all-reduced, and each device's
+work and traffic within the bounds. This is what makes FSDP: a step that all-reduces the gradients
+and then keeps its own rows computes the same values and layouts, and earns none of these 8; nor does
+one in which every device trains on the whole batch. Its argument bytes 3 (1 visible, 2 hidden). Both the
 program and the memory tests check the values of the program they read.
 """
 
@@ -105,7 +108,12 @@ def fsdp_train_step(params, x, y, lr, mesh):
     new params keep the input layouts; the loss is the whole batch's, a replicated scalar.
 
     It is jitted for you (with `mesh` static), as the tests also compile it inside their own jax.jit:
-    write it as traceable code. Tolerance and the hidden checks: see the module docstring.
+    write it as traceable code. Tolerance and the hidden checks: see the module docstring. Each device
+    executes at most 2 x B (3 S - n_0 n_1) / n multiply-adds, S being the sum over the layers of
+    n_in x n_out (its share of the step's matmuls: its B/n rows through each layer's forward matmul and
+    two backward ones, none for the input), and sends at most 1.25 x 2 (n - 1)/n x the bytes of all the
+    parameters: what gathering each W ((n - 1)/n of its bytes), scattering its gradient (as much again)
+    and all-reducing the biases' gradients (2 (n - 1)/n of theirs) send, and a quarter more.
 
     Hint: in all_gather and psum_scatter, `tiled=True` concatenates (or splits) along an existing
     dimension instead of adding one. And remember ex08's trap: inside shard_map, jax.grad with

@@ -37,13 +37,17 @@ three steps against single-device SGD (float32), at rtol=1e-5, atol=1e-6. Graded
 2 x 2 meshes. The tests also compile your functions and read, from the compiled program, the device
 groups of every all-reduce: the forward's must run over "model" (groups of |model| devices), the
 gradients' over "data" (groups of |data| devices); a program that gathers the weights instead does
-not count, whatever it computes, and the program read must also compute the right values.
+not count, whatever it computes, and the program read must also compute the right values. They read
+from the same programs how many multiply-adds each device executes and how many bytes it sends to
+other devices, which `tp_forward`'s and `tp_train_step`'s docstrings bound by a formula of the shapes
+(B = n_batch, H = n_hidden, n = |data| x |model| devices): a program in which every device computes
+the whole layer meets neither.
 
 Grading: 20 points. shard_mlp_params 2. tp_forward's values and layout 3, its compiled program (one
-all-reduce, over "model") 3. tp_train_step's values and layouts 7 (one step and the worked example's
-five on 4 x 2, visible; three steps on each mesh, hidden), its compiled program (activations over
-"model", gradients over "data") 5. The visible tests (4 x 2) carry 7 of these points, one of them for
-each compiled program.
+all-reduce, over "model", and the work and traffic bounds) 3. tp_train_step's values and layouts 7
+(one step and the worked example's five on 4 x 2, visible; three steps on each mesh, hidden), its
+compiled program (activations over "model", gradients over "data", the work and traffic bounds) 5.
+The visible tests (4 x 2) carry 7 of these points, one of them for each compiled program.
 """
 
 from functools import partial
@@ -99,7 +103,10 @@ def tp_forward(params, x, mesh):
 
     params arrive in the layout of `shard_mlp_params`, x (n_batch, n_in) split P("data", None).
     Returns y (n_batch, n_out) split P("data", None), equal to `forward(params, x)`. The compiled
-    program must contain exactly one all-reduce, over "model" (one psum).
+    program must contain exactly one all-reduce, over "model" (one psum). Each device executes at most
+    2 x B (n_in H + H n_out) / n multiply-adds (its share: its B/|data| rows through its H/|model|
+    hidden units, in both matmuls) and sends at most 1.25 x 2 (|model| - 1)/|model| x B/|data| x n_out
+    x 4 bytes (one all-reduce over "model" of a float32 (B/|data|, n_out) array, and a quarter more).
     Hint: after its two matmuls, what does one device of a "model" group hold? Which devices hold
     the other pieces of the same rows, and what about b2, which every device holds whole?
     """
@@ -116,7 +123,11 @@ def tp_train_step(params, x, y, lr, mesh):
     (new params, loss): the new params in the same layout as the old ones, the loss (at the old params)
     a replicated scalar, P(); the values of `sgd_step` on one device. Each device's W1, b1 and W2
     slices get the gradient of the whole batch's loss: summed (averaged) over the batch blocks of
-    "data", never over "model", whose devices hold *different* slices of the weights.
+    "data", never over "model", whose devices hold *different* slices of the weights. Each device
+    executes at most 2 x B (2 n_in H + 3 H n_out) / n multiply-adds (its share: its rows through its
+    hidden units, forward and backward, no gradient for x) and sends at most 1.25 x (the forward's
+    bytes, and 2 (|data| - 1)/|data| x 4 x the n_in H/|model| + H/|model| + H n_out/|model| + n_out
+    floats of the slices it holds: one all-reduce over "data" of their gradients).
     Hint: ex08's trap is still here: inside shard_map, jax.grad with respect to params invariant over
     "data" already sums over "data" for you. jax.grad taken from outside, of a loss built on a
     shard_mapped forward, gets the true gradient with no bookkeeping.

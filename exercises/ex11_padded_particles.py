@@ -22,14 +22,20 @@ default), so shard_map accepts the inputs as placed above. You build:
 Graded on meshes of 2, 4 and 8 devices; the hidden tests draw counts and positions at random
 (property-based: the same particles must come out as went in, each on its right device), with a
 few rows per device (8). Positions are float32 in [0, 1) for valid rows; values are compared at
-rtol=1e-5, atol=1e-6 (a mean) or exactly (moved particles are copied, never computed).
+rtol=1e-5, atol=1e-6 (a mean) or exactly (moved particles are copied, never computed). The tests
+compile each function (under jax.jit) and read, from the program each device runs, how many
+multiply-adds it executes (its dots, and products written out elementwise) and how many bytes it
+sends to other devices; each function's docstring bounds both by a formula of n, cap and capacity.
+A program in which every device gathers every block and does every device's work meets neither.
 
-Grading: 20 points. expanding_shard_map 4 (one output and several, P() outputs, under jax.jit);
-masked_mean 4 (values with garbage padding and empty devices 3; no particle at all gives zeros 1,
-checked after a case with particles). redistribute_by_slab 12: every particle arrives on its slab's
-device when nothing overflows 4; overflow 6 (1 in the visible tests): reported whenever a bucket is
-too small, never when none is, and then only the particles that did not fit are missing; an
-all-to-all in the compiled program that also redistributes right 2 (0.5 in the visible tests).
+Grading: 20 points. expanding_shard_map 4 (one output and several, P() outputs, under jax.jit, the
+compiled ones within the work and traffic bounds); masked_mean 4 (values with garbage padding and
+empty devices, and the work and traffic bounds, 3; no particle at all gives zeros 1, checked after a
+case with particles). redistribute_by_slab 12: every particle arrives on its slab's device when
+nothing overflows 4; overflow 6 (1 in the visible tests): reported whenever a bucket is too small,
+never when none is, and then only the particles that did not fit are missing; an all-to-all in the
+compiled program that also redistributes right, within the work and traffic bounds, 2 (0.5 in the
+visible tests).
 Losing particles without saying so is the mistake this exercise is about: it costs those 6 points.
 """
 
@@ -55,6 +61,8 @@ def expanding_shard_map(f, mesh, in_specs, out_specs):
     Example, n = 4, pos (4 * cap, 3) P("d"), num (4,) P("d"):
         count = expanding_shard_map(lambda p, k: k[0], mesh, (P("d"), P("d")), P("d"))
         count(pos, num)            # (4,): the count of each device, P("d")
+    The tests compile the function you return: each device executes at most 2 x what f executes on
+    one block (f's work on its own blocks, and nothing more) and sends nothing.
     Hint: add the axis inside the per-device function, before shard_map puts the blocks together.
 
     A PartitionSpec is not a tuple in this JAX (0.10.2): isinstance(P("d"), tuple) is False and
@@ -75,7 +83,10 @@ def masked_mean(pos, num, mesh):
     pos (n * cap, 3) and num (n,) arrive P("d") as described above. Padding rows must not count,
     whatever they hold, and a device with no particles (num[i] == 0) must not produce a NaN anywhere.
     When no device holds any particle, the mean is defined as zeros(3). Compared with the float64
-    mean of the valid rows at rtol=1e-5, atol=1e-6.
+    mean of the valid rows at rtol=1e-5, atol=1e-6. The tests compile it: each device executes at
+    most 2 x (cap x 3 + 3) multiply-adds (masking its own block, if the mask multiplies, and the
+    mean's divisions) and sends at most 1.25 x (n - 1) x 16 bytes (its 3 sums and its count to every
+    other device, and a quarter more).
     Hint: a mean over devices is not a mean of per-device means; sum the valid rows and count them on
     every device, then add the sums and the counts across devices before dividing.
     """
@@ -103,7 +114,11 @@ def redistribute_by_slab(pos, num, mesh, capacity):
                 particle must have arrived, exactly once; nothing may ever be lost without it.
     The order of the particles inside a device's block is free.
     The tests compile it under jax.jit (mesh and capacity fixed) and expect an all-to-all in the
-    program, which must also compute the right result.
+    program, which must also compute the right result. Each device executes at most
+    2 x (cap (n + 1) + 3 n capacity) products (one per row for its slab, per element of its rows'
+    one-hot over the n destinations, and per coordinate of the rows it receives) and sends at most
+    1.25 x ((n - 1) x (3 capacity + 1) x 4 + 2 (n - 1)/n x 4) bytes: (n - 1)/n of its n buckets and
+    their n counts (one all_to_all each), an all-reduce of the overflow flag, and a quarter more.
     Hint: a particle's place in its bucket is the number of valid particles before it with the same
     destination (a cumulative sum of one-hot rows); rows that are padding or do not fit have no place.
     """

@@ -32,16 +32,20 @@ the schedule table must be exact and the bubble fractions floats within 1e-12 (r
 visible tests do not use.
 
 The tests also compile each shard_map function and read the collectives its program runs, how many
-times (the trip counts of its loops included), between which devices and how many bytes each moves, and
-XLA's memory figure per device: each function's docstring says what they expect. Those tests check the
-values of the program they read too.
+times (the trip counts of its loops included), between which devices and how many bytes each moves, the
+multiply-adds each device executes and the bytes it sends (every step of a loop counted), and XLA's
+memory figure per device: each function's docstring says what they expect. A device's share of the work
+is the model's dot work divided by the devices that split it; each function may execute twice that,
+room for the bubble's steps and a recompute, but not for every device running every layer. Those tests
+check the values of the program they read too.
 
 Grading: 20 points. The schedule and bubble fractions 3 (1 visible, 2 hidden). pipeline_forward: values
 and sharding 2 (1 visible, 1 hidden); its collectives (how many sends, between which stages, how big, and
-no other collective but the outputs' hand-out) 3 (1 visible, 2 hidden); its memory 2 (1 visible, 1
-hidden). pipeline_train_step: values and shardings 4 (1.5 visible, 2.5 hidden); its pairs and gradient
-all-reduce 2 (1 visible, 1 hidden). circular_forward: values and sharding 2 (1 visible, 1 hidden); its
-collectives (as pipeline_forward's, round a cycle) 2 (1 visible, 1 hidden).
+no other collective but the outputs' hand-out; its share of the work and of the bytes) 3 (1 visible, 2
+hidden); its memory 2 (1 visible, 1 hidden). pipeline_train_step: values and shardings 4 (1.5 visible, 2.5
+hidden); its pairs and gradient all-reduce, its share of the work and of the bytes 2 (1 visible, 1
+hidden). circular_forward: values and sharding 2 (1 visible, 1 hidden); its collectives (as
+pipeline_forward's, round a cycle) and shares 2 (1 visible, 1 hidden).
 """
 
 import jax
@@ -89,6 +93,11 @@ def pipeline_forward(ws, xs, mesh):
     whole history, bubbles included); and, with F large enough that one stage's (F, F) weights
     dominate, XLA's argument plus temporary bytes per device below two stages' weights (a device holds
     its own stage's, not S).
+    Its share of the work: each device executes at most 2 M B F F multiply-adds, twice its share of the
+    model's S M B F F (a pipeline that computes through the S - 1 bubble steps executes
+    (M + S - 1) B F F, within that since the tests use M >= 2 (S - 1)); and it sends at most
+    S (M + S - 1) B F floats through collectives: one microbatch's activations after each step, and the
+    outputs' hand-out (at most an all-gather of the last stage's M + S - 1 steps' results).
     Mind the module docstring's traps: pcast the loop carry to varying, and give the loop static bounds.
     Hint: a stage s works at step t on microbatch t - s; `jnp.where` on `jax.lax.axis_index("stage")`
     picks what stage 0 takes in (a new microbatch) from what the others take in (what they received).
@@ -108,12 +117,20 @@ def pipeline_train_step(ws, xs, ys, lr, mesh):
     The tests compile it and expect: every collective-permute pair stays within one data row (along
     "stage", never across "data"); the backward pass's reversed pairs s + 1 -> s present beside the
     forward ones; every all-reduce of the weights' gradient summing over "data" only (each stage's
-    gradient is summed over the data rows, never over the stages). Values within rtol=1e-4.
+    gradient is summed over the data rows, never over the stages). Its share of the work: the step's
+    dot work is (3 S - 1) M B F F multiply-adds (the forward pass's S M B F F, the weights' gradients as
+    many, and the gradients passed down through every layer but the first), and each device executes at
+    most twice its share of it, 2 (3 S - 1) M B F F / (data S): room for the bubble and for recomputing
+    the forward pass (jax.checkpoint), since the tests use M >= 3 (S - 1), but not for every device of a
+    row running the whole model. Each device sends at most 2 (M + S - 1) (B / data) F floats (its
+    activations forward and their gradients back, at every step), one all-reduce of its stage's (F, F)
+    gradient over "data" (2 (data - 1) / data F F floats), and 256 bytes for the loss. Values within
+    rtol=1e-4.
     Hint: write the loss of one data row's pipeline inside `jax.shard_map` and take `jax.value_and_grad`
     of the whole shard_mapped loss: the backward pass of a ppermute is the ppermute the other way, and
     weights that are the same on every data row get their gradient summed over "data" for you. Where:
-    used as they arrive inside the loop, at every step of the backward loop; made varying over "data"
-    (`jax.lax.pcast(w, "data", to="varying")`) before the loop, once.
+    used as they arrive inside the loop, at every step of the backward loop (more bytes than the bound
+    allows); made varying over "data" (`jax.lax.pcast(w, "data", to="varying")`) before the loop, once.
     Mind the module docstring's traps (pcast, static loop bounds).
     """
     # YOUR CODE HERE
@@ -135,7 +152,9 @@ def circular_forward(ws, xs, mesh):
     devices (s -> s + 1 and S-1 -> 0), executed R*M + S - 2 or R*M + S - 1 times in all (a send after
     every step, or after every step but the last), each moving one microbatch's (B, F) activations; no
     all-gather of the weights, nor any other collective but one all-reduce or all-gather, run once, of
-    at most R*M + S - 1 steps' (B, F) results. Values within rtol=1e-5.
+    at most R*M + S - 1 steps' (B, F) results; each device executing at most 2 R M B F F multiply-adds
+    (twice its share of the model's R S M B F F) and sending at most S (R M + S - 1) B F floats.
+    Values within rtol=1e-5.
     Mind the module docstring's traps (pcast, static loop bounds).
     Hint: keep on every device an (M, B, F) buffer of each microbatch's latest activations (only stage
     0's is used): write what arrives into it before reading the microbatch to start.

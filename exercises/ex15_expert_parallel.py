@@ -27,16 +27,16 @@ exactly twice (no loop needed here), each moving one (E, capacity, D) float32 bu
 bound allows two more float32 values per slot, e.g. a gate sent with its token), no all-gather, and
 its other collectives move at most 1 KiB per device in all (room for the drop counts: the experts'
 weights never move, by any collective); XLA's argument bytes per device hold only 1/n of w1 and w2,
-its temporary bytes stay below w1 and w2 together, and its flops per device are at most twice the
-expert work on full (E, capacity) buffers, 4 * E * capacity * D * H (on sizes where a device's T/n tokens are
-far fewer than H, so that sorting tokens into slots costs little; XLA counts a loop's body once, so the
-flops are read only from a program without a loop). Each of those rules is earned only
-by a program that also computes the right values.
+its temporary bytes stay below w1 and w2 together; each device executes at most twice its share of the
+work, the experts' work on full (E, capacity) buffers (on sizes where a device's T/n tokens are far fewer
+than H, so that sorting tokens into slots costs little; every step of a loop is counted), and sends at
+most the two all-to-alls' buffers and the drop counts. moe_layer is held to the same shares, its router's
+work added. Each of those rules is earned only by a program that also computes the right values.
 
 Grading: 20 points. dispatch_combine: values, num_dropped and shardings 6 (1.5 in the visible tests);
-gradients 3 (1 visible); the two all-to-alls and their buffers, no all-gather 3 (1 visible); memory and
-flops 2 (0.5 visible). moe_layer: the capacity formula and the routing, values and num_dropped 6 (2
-visible).
+gradients 3 (1 visible); the two all-to-alls and their buffers, no all-gather, the bytes sent 3 (1
+visible); memory and work 2 (0.5 visible). moe_layer: the capacity formula and the routing, values and
+num_dropped, its shares of the work and the bytes 6 (2 visible).
 """
 
 import math
@@ -71,6 +71,10 @@ def dispatch_combine(x, expert_ids, gates, w1, w2, mesh, capacity: int):
     kept token's result from its slot. Exactly two all-to-alls, each moving the (E, capacity, D) buffer:
     never a buffer of T/n (or T) rows per expert, and never the experts' weights (no all-gather, and no
     other collective moving more than the drop count).
+    Shares: each device executes at most 4 E capacity D H multiply-adds, twice its share of the work
+    (its k experts applied to the capacity slots of each of the n devices: 2 E capacity D H); it sends
+    at most (n - 1) / n of two (E, capacity, D + 2) float32 buffers (room for a gate and one more value
+    per slot) and 1 KiB for the drop counts.
     No loop is needed; a loop around a collective must have static bounds (a Python loop, or
     fori_loop/scan with Python-int bounds), since the tests count the all-to-alls as executed.
     Traps: the capacity counts per SOURCE device (each device decides alone which of its tokens fit);
@@ -99,7 +103,9 @@ def moe_layer(x, wg, w1, w2, mesh, capacity_factor: float):
     1.12 * 50 / 8 gives 8, not 7; int(), round() or exact fractions give other capacities, hence
     other drops.
     Values at rtol=1e-5, atol=1e-5, num_dropped exactly (the tests route tokens clearly, so float32
-    and float64 argmaxes agree, and make some tokens' logits exactly equal).
+    and float64 argmaxes agree, and make some tokens' logits exactly equal). Shares: each device executes
+    at most twice its share of the work, (T/n) D E for its tokens' logits and 2 E capacity D H for the
+    experts (the tests use H far above T/n), and sends at most what dispatch_combine may.
     Hint: the shapes are static, so the capacity is a Python int computed before anything is traced.
     """
     # YOUR CODE HERE

@@ -42,11 +42,17 @@ carries, each time it runs: XLA may combine the reductions of several leaves int
   - zero1_adam_step: exactly one reduce-scattered array per leaf (the gradients, whole, in) and exactly
     one all-gathered array per leaf (the updated shards, out); no all-reduce larger than a few scalars
     (the loss's mean is one); each device's arguments hold the params whole but m and v at 1/n.
+  - both, each device's share: the multiply-adds it executes (its dots, and products written out
+    elementwise) at most 2 x its share of the step's, 3 MB B W / n with W the weights' entries (the sum
+    of n_in * n_out: one multiply-add per weight and row forward, two backward, for its B/n rows of
+    every microbatch); the bytes it sends through collectives at most 2 (n - 1)/n x the gradients'
+    bytes and a few scalars (the gradients reduced once, whichever way). A program in which every device
+    computes the whole batch's gradient has the right values, and fails both.
 
-Grading: 20 points. accumulate_grads 6 (values and layout 1 visible, 2 hidden; its program 1 visible,
-2 hidden). zero1_init 3 (1 visible, 2 hidden). zero1_adam_step 11: three steps' values and layouts 4
-(1 visible, 3 hidden); its program's collectives 4 (1 visible, 3 hidden); its argument bytes 3 (1
-visible, 2 hidden).
+Grading: 20 points. accumulate_grads 6 (values and layout 1 visible, 2 hidden; its program's
+collectives, work and traffic 1 visible, 2 hidden). zero1_init 3 (1 visible, 2 hidden).
+zero1_adam_step 11: three steps' values and layouts 4 (1 visible, 3 hidden); its program's
+collectives, work and traffic 4 (1 visible, 3 hidden); its argument bytes 3 (1 visible, 2 hidden).
 """
 
 import jax
@@ -95,6 +101,9 @@ def accumulate_grads(params, xs, ys, mesh):
     Sum the gradients of the microbatches locally, in a loop with a static trip count (fori_loop or
     scan over the MB microbatches, or a Python loop), and reduce across the devices ONCE, after the
     loop: the compiled program must all-reduce one array per parameter leaf, not MB times that.
+    Each device executes at most 2 x 3 MB B W / n multiply-adds (W = the sum of n_in * n_out: its
+    share of the step, its own B/n rows of every microbatch) and sends at most 2 (n - 1)/n x the
+    gradients' bytes (one all-reduce of them) and a few scalars.
 
     Traps (measured, jax 0.10.2): inside shard_map, jax.grad with respect to replicated (invariant)
     params sums over the devices by itself, inside the loop, once per microbatch: make the params
@@ -133,6 +142,9 @@ def zero1_adam_step(params, opt_state, xs, ys, lr, mesh):
     to="invarying": out_specs P() needs a value the same on every device, and a plain all_gather's
     result is typed device-varying. No gradient is all-reduced: a psum then a slice computes the same
     numbers, but every device receives all of every gradient.
+    Each device executes at most 2 x 3 MB B W / n multiply-adds (W = the sum of n_in * n_out: its share
+    of the step; Adam's products on its shard fit in it) and sends at most 2 (n - 1)/n x the gradients'
+    bytes (one reduce-scatter of the gradients, one all-gather of the updated shards) and a few scalars.
     """
     # YOUR CODE HERE
     raise NotImplementedError("ex17: zero1_adam_step")

@@ -20,13 +20,15 @@ run on a 2x4 mesh; the hidden ones on 1x8, 2x4 and 4x2 with other sizes and head
 size 1 may keep collectives over single devices: the rules ignore those).
 
 Grading: 20 points. shard_block_params: the shardings and values 2 (0.5 visible, 1.5 hidden).
-block_forward: values and sharding 3 (1 visible, 2 hidden); its compiled collectives and work 5 (1
-visible, 4 hidden: all-gathers over "data" and over "model", reduce-scatters over "model", no all-reduce,
-flops per device of a split block).
+block_forward: values and sharding 3 (1 visible, 2 hidden); its compiled collectives, work and traffic 5
+(1 visible, 4 hidden: all-gathers over "data" and over "model", reduce-scatters over "model", no
+all-reduce, multiply-adds and bytes sent per device within the bounds its docstring states).
 block_train_step: values and shardings after a step 3 (1 visible, 2 hidden); its compiled gradient
-reductions 3 (1 visible, 2 hidden: reduce-scatters over "data", no all-reduce of a weight's size).
+reductions, work and traffic 3 (1 visible, 2 hidden: reduce-scatters over "data", no all-reduce of a
+weight's size, the bounds its docstring states).
 stack_loss: the loss with remat on and off 2 (0.5 visible, 1.5 hidden); the compiled gradient program's
-temporary bytes with remat 2 (0.5 visible, 1.5 hidden).
+temporary bytes with remat, work and traffic 2 (0.5 visible, 1.5 hidden).
+Every bound is a formula of the shapes: B, T, D, H, Dh, F, the blocks L and the mesh's |data| and |model|.
 """
 
 import math
@@ -68,11 +70,16 @@ def block_forward(params, x, mesh, *, num_heads: int = 8):
     partial sums of the output projection back sequence-split with a reduce-scatter over "model"
     (`jax.lax.psum_scatter(..., tiled=True)`), where the residual is added.
     The tests compile your function and check, with the values: all-gathers over "data" (the weights)
-    and over "model" (the sequence), reduce-scatters over "model", no all-reduce at all, and XLA's flops
-    per device below 1.6 times the block's matmuls split over both axes (no loop in the forward: XLA
-    counts a loop's body once, so a rule on flops needs a program without one). A block
-    that keeps the whole sequence on every "model" device and slices it at the end, or sums the partial
-    outputs with psum, gives the right values and fails that rule.
+    and over "model" (the sequence), reduce-scatters over "model", no all-reduce at all, and per device:
+    - work: at most 1.5 x B T (4 D H Dh + 2 D F + 2 H T Dh) / (|data| |model|) multiply-adds (dots,
+      and products written out), its share of the block's matmuls (the norms and softmax fit in the 1.5);
+    - traffic: at most 4 ((|data| - 1)(4 D H Dh + 2 D F) + 4 (|model| - 1) B T D) / (|data| |model|)
+      bytes sent (float32): each weight's block once to the other devices of its "data" group, and
+      (|model| - 1)/|model| of its batch rows' (B/|data|, T, D) activations in each of two gathers and
+      two reduce-scatters over "model".
+    A block that keeps the whole sequence on every "model" device and slices it at the end, or sums the
+    partial outputs with psum, gives the right values and fails these rules; so does one in which every
+    device computes every head or the whole batch, whatever collectives it also runs.
     Hint: a gathered sequence attends causally to all of it, so the mask is the ordinary causal mask.
     The reduce-scatters are earned with `jax.shard_map` and psum_scatter: in Explicit mode, a reshard of an
     unreduced sum to a sharded spec compiles to a full-size all-reduce (measured, jax 0.10.2).
@@ -91,8 +98,11 @@ def block_train_step(params, x, y, lr, mesh, *, num_heads: int = 8):
     The gradient of a weight gathered over "data" in the forward comes back through a reduce-scatter
     over "data": each device gets the sum over the batch for its own slice only. The tests compile your
     step and check, with the values: reduce-scatters over "data", and no all-reduce over "data" moving
-    as many bytes as a weight's slice per device (a scalar all-reduce of the loss is fine). All-reducing
-    the gradients and then slicing them computes the same step, and fails that rule.
+    as many bytes as a weight's slice per device (a scalar all-reduce of the loss is fine); and per
+    device at most 1.5 x 3 B T (4 D H Dh + 2 D F + 2 H T Dh) / (|data| |model|) multiply-adds (forward
+    and backward of its share: 3 x block_forward's) and at most twice block_forward's bytes sent (each
+    of the forward's collectives and its transpose). All-reducing the gradients and then slicing them
+    computes the same step, and fails those rules.
     Hint: `jax.value_and_grad` of a loss built on your block_forward does it: the transpose of an
     all_gather is a psum_scatter.
     """
@@ -113,7 +123,12 @@ def stack_loss(stacked, x, y, mesh, remat: bool, *, num_heads: int = 8):
     intermediates. The tests compile jax.grad of your stack_loss (with respect to stacked) and check,
     with the loss, that with remat its temporary bytes per device stay below about half of what the
     course's reference needs without remat (measured on 8 blocks, D=256, B=8, T=64: 16.9 MB without
-    against 2.8 MB with, on 2x4). A remat flag that changes nothing fails that rule.
+    against 2.8 MB with, on 2x4). A remat flag that changes nothing fails that rule. The same program
+    (its gradient runs your forward once more, as jax.checkpoint around the whole loss would) is held
+    per device to at most 2 x 3 L B T (4 D H Dh + 2 D F + 2 H T Dh) / (|data| |model|) multiply-adds
+    (forward and backward of its share of L blocks; the forward's recomputes fit in the 2 x) and at
+    most 4 L x block_forward's bytes sent (each block's collectives in the forward, again in the
+    gradient's forward and in remat's recompute, and transposed in the backward).
     """
 
     # YOUR CODE HERE

@@ -20,11 +20,17 @@ Results are compared with float64 NumPy at rtol=1e-5, atol=1e-5, three ways (the
 each shard's shape, each shard's values), on meshes of 2, 4 and 8 devices (2x1, 2x2, 2x4 and 4x2).
 The tests also compile each function and read the collectives of the program (each function's
 docstring states them), and for case3_reducescatter the bytes each device's output takes, from the
-compiled program; the compiled program must also compute C. The visible tests check all of this on
-the 2x4 mesh, the hidden ones on every mesh above, with other inputs.
+compiled program; the compiled program must also compute C. The same program is held to two bounds per
+device, each function's docstring gives them as formulas of I, J, K and the mesh sizes |x| and |y|: the
+multiply-adds it executes, at most 2 x its share of C's I J K (the devices that split the work divide
+it), and the bytes it sends to other devices, what its case needs (float32: 4 bytes an element). A
+program in which every device gathers both operands and computes all of C breaks them. The visible
+tests check values and output bytes on the 2x4 mesh and the compiled programs on the 4x2 mesh (four
+devices along "x"), the hidden ones on every mesh above, with other inputs.
 
-Grading: 15 points. The values and output shardings 7, the collectives 6, case3_reducescatter's output
-bytes 2; the visible tests (`shardlab check ex06`) carry 5 of them: values 2, collectives 2, bytes 1.
+Grading: 15 points. The values and output shardings 7, the collectives (with the work and traffic) 6,
+case3_reducescatter's output bytes 2; the visible tests (`shardlab check ex06`) carry 5 of them: values
+2, collectives 2, bytes 1.
 """
 
 import jax
@@ -34,7 +40,8 @@ from jax.sharding import PartitionSpec as P
 def case1_local(A, B, mesh):
     """A: P("x", None) (rows split over "x"), B: P(None, "y") (columns split over "y").
 
-    Returns C = A @ B sharded P("x", "y"). The compiled program contains no collective.
+    Returns C = A @ B sharded P("x", "y"). The compiled program contains no collective: each device
+    sends nothing, and executes at most 2 x I J K / (|x| |y|) multiply-adds, its block of C.
     """
     ### BEGIN SOLUTION
     return jax.shard_map(
@@ -48,7 +55,9 @@ def case2_allgather(A, B, mesh):
 
     Only "x" splits anything: the devices along "y" hold the same blocks and compute the same C.
     Returns C = A @ B replicated, P(None, None). The compiled program contains an all-gather and no
-    all-reduce. Hint: the result of `jax.lax.all_gather` is device-varying as far as JAX's types
+    all-reduce. Each device executes at most 2 x I J K multiply-adds (all of C is on every device: that
+    is this case) and sends at most (|x| - 1) x I J / |x| x 4 bytes: its block of A to each other
+    device along "x", once. Hint: the result of `jax.lax.all_gather` is device-varying as far as JAX's types
     know, so a replicated out_specs needs `check_vma=False`.
     """
 
@@ -71,7 +80,8 @@ def case3_allreduce(A, B, mesh):
 
     Only "x" splits anything: the devices along "y" hold the same blocks, and the partial sums to add
     are those along "x". Returns C = A @ B replicated, P(None, None). The compiled program contains
-    an all-reduce.
+    an all-reduce. Each device executes at most 2 x I J K / |x| multiply-adds (its slice of J) and
+    sends at most 2 (|x| - 1) / |x| x I K x 4 bytes: one all-reduce of its partial C.
     """
 
     ### BEGIN SOLUTION
@@ -90,7 +100,9 @@ def case3_reducescatter(A, B, mesh):
     As there, "y" splits nothing: C's rows are split over "x" and replicated along "y".
     The partial sums are added and split in one collective, so each device ends with only its rows
     of C. The compiled program contains a reduce-scatter and no all-reduce, and each device's output
-    takes 1/|x| of the bytes of case3_allreduce's.
+    takes 1/|x| of the bytes of case3_allreduce's. Each device executes at most 2 x I J K / |x|
+    multiply-adds (its slice of J) and sends at most (|x| - 1) / |x| x I K x 4 bytes: one
+    reduce-scatter of its partial C.
     """
 
     ### BEGIN SOLUTION
@@ -108,7 +120,9 @@ def case4_allgather(A, B, mesh):
 
     Only "x" splits anything: the devices along "y" hold the same blocks and compute the same rows.
     Returns C = A @ B sharded P("x", None), by gathering B: each device keeps its rows of A and
-    needs every column of B. The compiled program contains an all-gather.
+    needs every column of B. The compiled program contains an all-gather. Each device executes at
+    most 2 x I J K / |x| multiply-adds (its rows of C) and sends at most (|x| - 1) x J K / |x| x 4
+    bytes: its block of B to each other device along "x", once.
     """
 
     ### BEGIN SOLUTION

@@ -33,14 +33,19 @@ Results are compared with float64 NumPy at rtol=1e-5, atol=1e-4: float32 matmuls
 different orders differ slightly, and the tests use normal inputs with rhs scaled by 1/sqrt(K), so
 the entries of the product are of order 1. They are graded on meshes of 2, 4 and 8 devices, three
 ways (the output's sharding, each shard's shape, each shard's values). The tests also compile each
-function and read which collectives its program runs (each function's docstring says which), and how
-much temporary memory the compiled overlapped all-gather matmul needs per device; those tests check
-the values of the program they read too. The visible tests check each rule on 8 devices; the hidden
-tests on other meshes and shapes.
+function and read which collectives its program runs (each function's docstring says which), how many
+multiply-adds each device executes and how many bytes it sends to other devices (each docstring bounds
+them by a formula of M, K, N and n: its share of the product's M K N, and what its way of meeting the
+pieces needs; float32 takes 4 bytes an element), and how much temporary memory the compiled overlapped
+all-gather matmul needs per device; those tests check the values of the program they read too. A
+program in which every device gathers both operands and computes the whole product breaks the work
+and traffic bounds. The visible tests check each rule on 8 devices; the hidden tests on other meshes
+and shapes.
 
 Grading: 15 points. Values and shardings 8 (2 per function: 1 on 8 devices in the visible tests, 1 on
-2, 4 and 8 in the hidden ones). The compiled collectives 5 (1 in the visible tests, 4 hidden: 1 per
-function). The temporary memory of the overlapped all-gather matmul 2 (0.5 visible, 1.5 hidden).
+2, 4 and 8 in the hidden ones). The compiled collectives, with the work and traffic, 5 (1 in the
+visible tests, 4 hidden: 1 per function). The temporary memory of the overlapped all-gather matmul 2
+(0.5 visible, 1.5 hidden).
 """
 
 import jax
@@ -53,7 +58,8 @@ def allgather_matmul(lhs, rhs, mesh):
 
     lhs arrives P("i", None), rhs P("i", None); returns lhs @ rhs as P("i", None). Inside
     `jax.shard_map`, gather rhs with `jax.lax.all_gather` and multiply. The compiled program contains
-    exactly one all-gather.
+    exactly one all-gather. Each device executes at most 2 x M K N / n multiply-adds (its M/n rows of
+    the product) and sends at most (n - 1) / n x K N x 4 bytes: one all-gather of its block of rhs.
     Hint: `all_gather(..., tiled=True)` concatenates the blocks instead of stacking them.
     """
 
@@ -74,7 +80,9 @@ def allgather_matmul_overlapped(lhs, rhs, mesh):
     At each of n steps a device multiplies the block of rhs it holds by the matching block of columns
     of its own lhs rows, adds that to its result, and passes the block on to its neighbour with
     `jax.lax.ppermute` (see the ring schedule in the module docstring).
-    The compiled program must contain collective-permute and no all-gather. The tests also read XLA's
+    The compiled program must contain collective-permute and no all-gather. Each device executes at
+    most 2 x M K N / n multiply-adds (its M/n rows of the product) and sends at most K N x 4 bytes:
+    its block of rhs, once per step. The tests also read XLA's
     memory analysis of the compiled program (`temp_size_in_bytes`, per device) with rhs much larger
     than a device's rows of lhs (the visible test with 8 devices, the hidden ones with 4 and 8): it
     must stay below the size of the whole rhs (K * N * 4 bytes), which the all-gather version has to
@@ -119,7 +127,9 @@ def reducescatter_matmul(lhs, rhs, mesh):
     lhs arrives P(None, "i"), rhs P("i", None); returns lhs @ rhs as P("i", None). Each device
     multiplies its columns of lhs by its rows of rhs (a partial (M, N) product), then
     `jax.lax.psum_scatter` sums the partial products over "i" and leaves each device its block of
-    rows. The compiled program contains exactly one reduce-scatter.
+    rows. The compiled program contains exactly one reduce-scatter. Each device executes at most
+    2 x M K N / n multiply-adds (its K/n slice of the sum) and sends at most (n - 1) / n x M N x 4
+    bytes: one reduce-scatter of its partial product.
     Hint: with `tiled=True` the scattered dimension keeps its rank and shrinks n times.
     """
 
@@ -141,7 +151,8 @@ def reducescatter_matmul_overlapped(lhs, rhs, mesh):
     at each step a device adds its contribution to the block it has just received: its columns of
     the matching rows of lhs times its rows of rhs. After the last step every device holds the
     finished sum of its own block. The compiled program must contain collective-permute and no other
-    collective.
+    collective. Each device executes at most 2 x M K N / n multiply-adds (its K/n slice of the sum)
+    and sends at most M N x 4 bytes: one block of M/n rows of running sums, once per step.
     Hint: decide first where the sum of block b must be after the last step, then walk the ring
     backwards to find where it starts.
     """

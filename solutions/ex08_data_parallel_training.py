@@ -23,19 +23,22 @@ a replicated scalar. The batch always divides evenly among the devices.
 
 Tolerance: after one step and after several (5 in the hidden tests), the parameters and losses must
 match the single-device `sgd_step` on the whole batch (float32) at rtol=1e-5, atol=1e-6; graded on
-meshes of 2, 4 and 8 devices. The tests also compile each step and read its collectives (an all-reduce
-must be there, and no all-gather of anything batch-sized: gathering the batch means every device
-trains on all of it), and time the steps on a large batch, on 8 devices, against every device
-training on the whole batch: a data-parallel step must be at least 3.2 times faster than that
-(0.4 n). These tests check the values of the program they read or time too. The visible
-tests check each rule on 8 devices (the speed of both steps); the hidden ones on 2,
-4 and 8 devices with other inputs, and time both steps on a larger batch.
+meshes of 2, 4 and 8 devices. The tests also compile each step and read, from the program each
+device runs, its collectives (an all-reduce must be there, and no all-gather of anything
+batch-sized: gathering the batch means every device trains on all of it), how many multiply-adds it
+executes and how many bytes it sends to other devices: each step's docstring bounds the last two by
+a formula of the batch B, the layer widths n_0, n_1, ... and the n devices. They also time the steps
+on a large batch, on 8 devices, against every device training on the whole batch: a data-parallel
+step must be at least 3.2 times faster than that (0.4 n). These tests check the values of the
+program they read or time too. The visible tests check each rule on 8 devices (the speed of both
+steps); the hidden ones on 2, 4 and 8 devices with other inputs, and time both steps on a larger
+batch.
 
 Grading: 20 points. shard_batch and replicate 4 (1 each in the visible tests, 1 each in the hidden
 ones). One step of train_step and of train_step_shard_map 4 (the same). Training over several steps
 4 (the visible worked example's 10 steps both ways 1; `train`'s 5 steps both ways 3, hidden). The
-compiled steps' collectives 3 (1 visible, 2 hidden). The speed against every device training on the
-whole batch 5 (1.5 visible: train_step's 0.5, train_step_shard_map's 1; 3.5 hidden).
+compiled steps' collectives, work and traffic 3 (1 visible, 2 hidden). The speed against every device
+training on the whole batch 5 (1.5 visible: train_step's 0.5, train_step_shard_map's 1; 3.5 hidden).
 """
 
 import jax
@@ -110,7 +113,11 @@ def train_step(params, x, y, lr):
     module docstring); there is no mesh argument, because the inputs' shardings say it all. The new
     params must come back replicated and the loss as a replicated scalar, with the values of
     `sgd_step` on one device. The tests compile this step: its program must contain an all-reduce
-    and no all-gather of the batch.
+    and no all-gather of the batch. Each device executes at most 2 x B (3 S - n_0 n_1) / n
+    multiply-adds, S being the sum over the layers of n_in x n_out (its share of the step's matmuls:
+    its B/n rows through each layer's forward matmul and two backward ones, none for the input), and
+    sends at most 1.25 x 2 (n - 1)/n x the bytes of all the parameters (what one all-reduce of the
+    gradients sends, and a quarter more).
     Hint: under jax.jit the computation follows the data: what does the single-device step need to
     become a data-parallel one?
     """
@@ -127,8 +134,8 @@ def train_step_shard_map(params, x, y, lr, mesh):
     the gradient of the whole batch's loss (the mean of the per-device gradients, when each device's
     loss is the mean over its block). The tests call it directly on placed arrays, and compile it
     under jax.jit (so it must be traceable with `mesh` and `lr` fixed), expecting an all-reduce and no
-    all-gather of the batch. If JAX asks you to enter a mesh context when it is called directly,
-    run your step under jax.jit.
+    all-gather of the batch, and the same bounds on the work and the bytes sent as `train_step`. If JAX
+    asks you to enter a mesh context when it is called directly, run your step under jax.jit.
 
     THE TRAP. Inside shard_map, the parameters are replicated: their type says they are *invariant*
     over "data". `jax.grad` with respect to an invariant value already sums the per-device gradients

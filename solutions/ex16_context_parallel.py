@@ -28,12 +28,18 @@ accumulated in another order; the tests' scores are of order 1), and ring attent
 sum(out * r) for a fixed random r, with respect to q, k and v) at rtol=1e-4, atol=1e-4. The visible tests
 run on 8 devices; the hidden ones on 2, 4 and 8 with other sequence lengths, causal and not.
 
+Each device's share. Besides the values and the collectives, the compiled programs are held to what one
+device does: the multiply-adds it executes (its dots, and products written out elementwise), at most
+twice its share of the attention's, and the bytes it sends through collectives, at most what the method
+moves. Each function's docstring gives both as formulas of the shapes. A program in which every device
+computes the whole attention and keeps its own rows computes the right values, and fails both.
+
 Grading: 20 points. Ring attention: values and shardings 4 (1 visible, 3 hidden: causal and not),
-gradients with no NaN anywhere 2 (0.5 visible, 1.5 hidden), the compiled collectives 4 (1 visible, 3
-hidden: collective-permute only, pairs forming one cycle, run at least n - 1 times), the temporary
-memory per device 2 (0.5 visible, 1.5 hidden, on 4 and 8 devices). Ulysses attention: values and
-shardings 3 (1 visible, 2 hidden), the compiled collectives 2 (0.5 visible, 1.5 hidden). zigzag_order 3
-(1 visible, 2 hidden).
+gradients with no NaN anywhere 2 (0.5 visible, 1.5 hidden), the compiled program 4 (1 visible, 3
+hidden: collective-permute only, pairs forming one cycle, run at least n - 1 times; its work and
+traffic), the temporary memory per device 2 (0.5 visible, 1.5 hidden, on 4 and 8 devices). Ulysses
+attention: values and shardings 3 (1 visible, 2 hidden), the compiled program 2 (0.5 visible, 1.5
+hidden: all-to-all only; its work and traffic). zigzag_order 3 (1 visible, 2 hidden).
 """
 
 import math
@@ -60,9 +66,13 @@ def ring_attention(q, k, v, mesh, causal: bool):
     rule (measured on 8 devices, T=192, D=16: 29700 bytes per device, K and V 24576, a fori_loop ring
     9224).
     The tests compile your function and check: collective-permute and no other collective, its pairs
-    forming one cycle through all n devices, run at least n - 1 times; from 4 devices up, the compiled
-    temporary bytes per device below the size of the whole K and V (2 * T * D * 4 bytes), with T/n
-    larger than D. Each of these tests also checks the values the compiled program computes.
+    forming one cycle through all n devices, run at least n - 1 times; each device executing at most
+    2 x its share of the attention's multiply-adds, 2 T^2 D / n (the scores and the weighted values of
+    its T/n queries against all T keys, causal or not: a block skipped under `lax.cond` is counted as
+    if it ran), and sending at most its block of K and V once per ring step, n steps at most (2 T D x 4
+    bytes in all); from 4 devices up, the compiled temporary bytes per device below the size of the
+    whole K and V (2 * T * D * 4 bytes), with T/n larger than D. Each of these tests also checks the
+    values the compiled program computes.
     The causal trap: a key block that lies entirely after a device's queries is fully masked. If its
     row maximum is -inf, exp(score - max) is exp(-inf + inf) = NaN, and one NaN spoils the whole row.
     No output, and no gradient of q, k or v, may be NaN: make sure a fully masked block adds nothing.
@@ -120,7 +130,10 @@ def ulysses_attention(q, k, v, mesh):
     Inside `jax.shard_map`: `jax.lax.all_to_all` from (T/n, H, D) per device to (T, H/n, D) (all
     positions, H/n heads), ordinary attention per local head, and `all_to_all` back.
     The tests compile your function: all-to-all and no other collective, run 2 to 4 times (q, k and v
-    may travel in one all_to_all, stacked, or in separate ones; the result travels back in one).
+    may travel in one all_to_all, stacked, or in separate ones; the result travels back in one); each
+    device executing at most 2 x its share of the heads' multiply-adds, 2 T^2 H D / n (its H/n heads
+    over the whole sequence), and sending at most its blocks of q, k, v and of the output once each,
+    4 x (n - 1)/n x (T/n) H D x 4 bytes (an all_to_all keeps 1/n of what it splits).
     Hint: with `tiled=True`, `all_to_all(x, "sp", split_axis, concat_axis)` splits `split_axis` into n
     pieces, sends piece j to device j and concatenates what it receives along `concat_axis`.
     """

@@ -6,6 +6,7 @@ from grader.checks.account import (
     between_devices,
     recorded_account,
 )
+from grader.checks.collectives import assert_collectives, inspect_collectives
 from grader.checks.executed import (
     ExecutedCollective,
     assert_executed,
@@ -17,13 +18,11 @@ from grader.checks.executed import (
 from grader.checks.hlo import (
     COLLECTIVES,
     NotReported,
-    assert_collectives,
     collective_ops,
     collectives_in,
     compiled,
     flops_per_device,
     hlo_text,
-    inspect_collectives,
     memory_per_device,
 )
 from grader.checks.meshes import test_mesh

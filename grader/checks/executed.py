@@ -384,8 +384,8 @@ def assert_operand_bytes(
                 f"bytes of the largest {kind}"
                 if at_most is not None
                 else f"bytes of the least {kind}",
-                bounds,
-                (max(moved) if at_most is not None else min(moved)) if moved else None,
+                f"{bounds}, and one {kind} at least",
+                (max(moved) if at_most is not None else min(moved)) if moved else 0,
                 passed,
                 at_most if at_most is not None else at_least,
             )

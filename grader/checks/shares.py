@@ -55,14 +55,16 @@ def assert_work(
     args: Sequence = (),
     rtol: float = 1e-5,
     atol: Tolerance | Sequence[Tolerance] = 1e-6,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> ProgramAccount:
     """Each device executes at most `allowed` x `share` multiply-adds. `share`: one device's share of the
     work (the whole computation's multiply-adds over the devices that split it); `share_of`: what it is a
-    share of, in words, for the message and the table ("the step's dot work, 6 B F H / n")."""
+    share of, in words, for the message and the table ("the step's dot work, 6 B F H / n"). `mesh` names the
+    collectives' axes where the program's arguments do not (a program of no array)."""
     share = _count(share, "share")
     if not allowed > 0:
         raise ValueError(f"allowed must be a positive multiple of the share, got {allowed!r}")
-    account = recorded_account(program, what=what, args=args)
+    account = recorded_account(program, what=what, args=args, mesh=mesh)
     bound = int(allowed * share)
     actual = account.work
     passed = actual is not None and actual <= bound
@@ -134,12 +136,13 @@ def assert_traffic(
     args: Sequence = (),
     rtol: float = 1e-5,
     atol: Tolerance | Sequence[Tolerance] = 1e-6,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> ProgramAccount:
     """Each device sends at most `at_most` bytes through its collectives in one run of the program.
     `bound_of`: the bound's formula in words, for the message and the table ("its block of K and V, once
     per ring step")."""
     at_most = _count(at_most, "at_most")
-    account = recorded_account(program, what=what, args=args)
+    account = recorded_account(program, what=what, args=args, mesh=mesh)
     actual = account.sent_bytes
     passed = actual is not None and actual <= at_most
     expected_words = f"at most {at_most:,} ({bound_of})" if at_most else f"none ({bound_of})"

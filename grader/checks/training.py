@@ -60,6 +60,21 @@ def sgd_reference(params, x, y, lr: float, steps: int = 1):
     return jax.tree.map(np.asarray, params), np.array([float(v) for v in losses], dtype=np.float32)
 
 
+def sgd_step_work(n_batch: int, sizes: tuple[int, ...]) -> int:
+    """The multiply-adds of the matmuls of one SGD step of the MLP on n_batch rows, on one device: per layer
+    the forward x @ W, the weight's gradient x.T @ g and the gradient passed down g @ W.T, each n_batch x
+    n_in x n_out, but none passed down from the first layer (nothing needs the gradient of the input).
+    What a device's share of a step is made of when the batch is split (ex08, ex09)."""
+    layers = [n_in * n_out for n_in, n_out in zip(sizes[:-1], sizes[1:])]
+    return n_batch * (3 * sum(layers) - layers[0])
+
+
+def parameter_bytes(sizes: tuple[int, ...]) -> int:
+    """The bytes of all the MLP's float32 parameters, every W and b: what one all-reduce of the gradients
+    carries (ex08), and what FSDP's gathers and scatters carry in all (ex09)."""
+    return 4 * sum(n_in * n_out + n_out for n_in, n_out in zip(sizes[:-1], sizes[1:]))
+
+
 def leaf_name(i: int) -> str:
     return f"{'W' if i % 2 == 0 else 'b'} of layer {i // 2}"
 

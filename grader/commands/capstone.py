@@ -3,8 +3,9 @@
 A transformer block trained with three kinds of parallelism at once (FSDP over "data", tensor and sequence
 parallelism over "model") on the course's 8 host devices, and the two memory savings that make a model fit:
 rematerialization (ex18's stack_loss) and Adam's state sharded over "data" (ex17's ZeRO-1). Each figure is read
-from what XLA compiled: the collectives one training step runs (grader.checks.executed) and the bytes per
-device it reports. docs/students.md quotes the reference's figures; this command prints the student's.
+from what XLA compiled: the collectives one training step runs, from the program's one account
+(grader.checks.account: runs, arrays, bytes of operands and bytes sent per device), and the bytes per device
+XLA reports. docs/students.md quotes the reference's figures; this command prints the student's.
 
 It runs the student's code in this process, as `shardlab check` does in-process: it is the student's machine.
 A part whose functions are not written yet is reported as such and the others still run.
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.results import Traffic
 from grader.course import catalog
 from grader.course.devices import HOST_DEVICES, force_host_devices
 from grader.course.implementations import (
@@ -32,17 +34,6 @@ LAYERS = 8  # blocks in the remat stack
 STEPS, LR = 5, 0.05
 MLP_SIZES = (64, 256, 256, 64)  # ex17's MLP: every leading dimension divides by 8
 MICROBATCHES = 4
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """One kind of collective over some mesh axes, as one run of a program executes it."""
-
-    kind: str
-    axes: str  # the mesh axes its groups span, e.g. "data" or "model"
-    runs: int | None  # None: inside a loop without a static trip count
-    operands: int | None  # arrays moved, every run counted
-    bytes_per_device: int | None  # every run counted
 
 
 @dataclass(frozen=True)
@@ -86,25 +77,11 @@ class Capstone:
 
 
 def _traffic(program, mesh) -> tuple[Traffic, ...]:
-    from grader.checks import executed_collectives
-    from grader.checks.hlo import mesh_axes_of
+    """What one run of the program sends between devices, per kind of collective and mesh axes: its account's
+    rows (grader.checks.account), those over singleton groups left out (they move nothing)."""
+    from grader.checks.account import account_of, between_devices
 
-    totals: dict[tuple[str, str], list] = {}
-    for op in executed_collectives(program):
-        axes = mesh_axes_of(op.groups, mesh) if op.groups else None
-        if op.groups and all(len(g) == 1 for g in op.groups):
-            continue  # a collective over singleton groups moves nothing
-        key = (op.kind, "+".join(axes) if axes else "?")
-        runs, operands, moved = totals.setdefault(key, [0, 0, 0])
-        if op.times is None or runs is None:
-            totals[key] = [None, None, None]
-            continue
-        totals[key] = [
-            runs + op.times,
-            operands + op.times * len(op.operand_shapes),
-            moved + op.times * op.operand_bytes,
-        ]
-    return tuple(Traffic(kind, axes, *figures) for (kind, axes), figures in sorted(totals.items()))
+    return between_devices(account_of(program, mesh=mesh))
 
 
 def _bytes(tree) -> int:
@@ -276,16 +253,20 @@ def _count(n: int, what: str) -> str:
     return f"{n:>3} {what}" + (" " if n == 1 else "s")  # padded: the columns line up
 
 
+def _axes(row: Traffic) -> str:
+    return "+".join(row.axes) if row.axes else "?"
+
+
 def _traffic_lines(traffic: tuple[Traffic, ...]) -> list[str]:
     if not traffic:
         return ["    no collective"]
     return [
-        f"    {t.kind:<19} over {t.axes:<11} "
+        f"    {t.kind:<19} over {_axes(t):<11} "
         + (
             "in a loop with no static trip count: not counted"
-            if t.runs is None
+            if None in (t.runs, t.operands, t.operand_bytes, t.sent_bytes)
             else f"{_count(t.runs, 'run')}  {_count(t.operands, 'array')}  "
-            f"{_size(t.bytes_per_device):>9} per device"
+            f"{_size(t.operand_bytes):>9} of operands, {_size(t.sent_bytes):>9} sent per device"
         )
         for t in traffic
     ]

@@ -35,9 +35,8 @@ from grader.course.implementations import resolve_source
 from grader.grading.compile_cache import CompileCache
 from grader.grading.results import ExerciseResult, GradingResults, score_exercise
 from grader.harness.runner import RunFailed, run_tests
-from grader.reports.executed_text import check_lines, step_lines
 from grader.reports.feedback_page import write_feedback_html
-from grader.reports.memory_facts import memory_lines
+from grader.reports.program_text import test_blocks
 from grader.reports.text import visible_share
 
 STATUS_FILE = Path(".shardlab") / "status.json"
@@ -487,12 +486,10 @@ def render_test(test: TestResult, console: Console) -> None:
     _print_verbatim(console, line)
     if message and category is not Category.PASSED:
         _print_verbatim(console, Text(_indented(message, 6)))
-    if category is not Category.PASSED:  # the executed facts, drawn as text as the layouts are
-        drawn = [step_lines(test.collectives)] + [check_lines(c) for c in test.collectives]
-        drawn += [memory_lines(check, console.width - 6) for check in test.memory]
-        for lines in drawn:
-            if lines:
-                _print_verbatim(console, Text(_indented("\n".join(lines), 6)))
+    if category is not Category.PASSED:
+        # its programs' tables and pictures, and its memory bars, drawn as text as the layouts are
+        for lines in test_blocks(test, console.width - 6):
+            _print_verbatim(console, Text(_indented("\n".join(lines), 6)))
 
 
 def _heading(item: ExerciseCheck) -> Text:

@@ -114,6 +114,14 @@ EXERCISES: tuple[Exercise, ...] = (
         "x. With features split instead, each device holds a partial product that must be summed.",
         seeds='Lab 3 "Data parallel layer"; design card "sharded layer"',
         shares=True,
+        unshared=(
+            (
+                "layer_explicit",
+                "called directly, as its contract allows (it may enter the mesh with jax.set_mesh, "
+                "which no traced program can); the same layer is held to its share as layer_auto and "
+                "layer_shard_map",
+            ),
+        ),
     ),
     Exercise(
         id="ex05_collectives",
@@ -124,6 +132,13 @@ EXERCISES: tuple[Exercise, ...] = (
         "device n - 1 times.",
         seeds="MinText tutorial 1 section 3; jz-tree MPI-style collectives",
         shares=True,
+        unshared=(
+            (
+                "device_ranks",
+                "takes no array, only the mesh: there is nothing to trace, so it is called directly and "
+                "graded on its values",
+            ),
+        ),
     ),
     Exercise(
         id="ex06_matmul_cases",
@@ -151,7 +166,16 @@ EXERCISES: tuple[Exercise, ...] = (
         "Inside shard_map, jax.grad with respect to replicated parameters already sums over devices.",
         seeds='Lab 3 "Neural networks using automatic parallelization"; design card "data-parallel training"',
         shares=True,
-        unshared=(("shard_batch", _PLACES), ("replicate", _PLACES)),
+        unshared=(
+            ("shard_batch", _PLACES),
+            ("replicate", _PLACES),
+            (
+                "train",
+                "a loop over its steps that may read each loss as a Python float, as its contract "
+                "allows: no one program of it can be traced; each step is held to its share as "
+                "train_step and train_step_shard_map",
+            ),
+        ),
     ),
     Exercise(
         id="ex09_fsdp",

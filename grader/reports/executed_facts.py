@@ -1,7 +1,7 @@
 """What the executed-program facts of a collectives check (grader.checks.executed) mean, as figures the pages
 and the terminal draw: a pipeline's stages x steps grid, expected beside the one its executed sends imply; a
-permute's pairs, expected against found; an all-to-all's bytes beside its buffer at the capacity; the
-collectives a training step runs, each kind's expected count beside the one counted.
+permute's pairs, expected against found; an all-to-all's bytes beside its buffer at the capacity. (The counts
+themselves, each rule's expected figure beside the executed one, are the program's table: program_facts.py.)
 
 Only bounded figures leave here: a count of sends can be as large as a loop's trip count, so a grid is never
 built past GRID_STEPS steps (nor GRID_STAGES stages), and a picture says when it is cut.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from grader.core.results import Collective, CollectivesCheck, ExecutedRule, PipelineSchedule
+from grader.core.results import CollectivesCheck, PipelineSchedule, ProgramAccount
 
 PERMUTE, ALL_TO_ALL = "collective-permute", "all-to-all"
 GRID_STEPS = 64  # steps drawn at most
@@ -41,9 +41,22 @@ class PipelineFigures:
         return None if self.sends is None else self.sends + 1
 
 
-def pipeline_figures(check: CollectivesCheck) -> PipelineFigures | None:
+def pipeline_figures(
+    check: CollectivesCheck, account: ProgramAccount | None = None
+) -> PipelineFigures | None:
+    """The check's pipeline, its sends read from the program's account when there is one (every permute
+    counted, however many of its instructions the report kept), else from the check's own instructions."""
     if check.schedule is None:
         return None
+    if account is not None:
+        rows = [row for row in account.traffic if row.kind == PERMUTE]
+        runs = [row.runs for row in rows]
+        return PipelineFigures(
+            check.schedule,
+            None if None in runs else sum(runs),  # type: ignore[arg-type]
+            None in runs,
+            sum(row.instructions for row in rows),
+        )
     permutes = [c for c in check.found if c.op == PERMUTE]
     counted = all(c.executed is not None for c in permutes)
     return PipelineFigures(
@@ -220,80 +233,3 @@ def executed_words(executed: int | None, unknown: bool) -> str:
 def counted(check: CollectivesCheck) -> bool:
     """Whether the check counted executions (an older report.json never did)."""
     return any(c.executed is not None or c.unknown_trip_count for c in check.found)
-
-
-# -- the collectives of a step ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StepRow:
-    """One kind of collective in one run of a program (a training step): what a rule expects, what ran."""
-
-    kind: str
-    expected: str  # the rule's range in words; "no rule" for a kind that ran and no rule names
-    actual: int | None  # counted as the rule counts (operands or runs); None: unknown
-    operands: bool  # `actual` counts operands, not runs
-    passed: bool | None  # the rule's verdict; None: no rule names the kind
-
-    @property
-    def actual_words(self) -> str:
-        if self.actual is None:
-            return "unknown: in a loop with no static trip count"
-        unit = "operand" if self.operands else "run"
-        return f"{self.actual} {unit}" + ("" if self.actual == 1 else "s")
-
-    @property
-    def mark(self) -> str:
-        return {True: "pass", False: "FAIL", None: "-"}[self.passed]
-
-
-@dataclass(frozen=True)
-class StepTable:
-    what: str  # the program, as the checks name it
-    per: str  # what one run of it is: "step", "run"
-    rows: tuple[StepRow, ...]
-
-
-def range_words(rule: ExecutedRule) -> str:
-    """ "1 to 6 per step", "none": the counts a rule allows per run of its program."""
-    low, high = rule.at_least, rule.at_most
-    unit, per = " operands" if rule.operands else "", rule.per
-    if high == 0:
-        return "none"
-    if low is not None and low == high:
-        return f"exactly {low}{unit} per {per}"
-    if low is not None and high is not None:
-        return f"{low} to {high}{unit} per {per}"
-    if low is not None:
-        return f"at least {low}{unit} per {per}"
-    return f"at most {high}{unit} per {per}" if high is not None else "any"
-
-
-def _unruled(kind: str, found: tuple[Collective, ...]) -> StepRow:
-    of_kind = [c for c in found if c.op == kind]
-    known = all(c.executed is not None and not c.unknown_trip_count for c in of_kind)
-    return StepRow(
-        kind, "no rule", sum(c.executed or 0 for c in of_kind) if known else None, False, None
-    )
-
-
-def step_tables(checks: list[CollectivesCheck]) -> list[StepTable]:
-    """Per program checked (its `what` and what it compiled to), a row per rule on its executed counts,
-    then a row per kind that ran and no rule names. Checks without executed-rule figures (an older
-    report.json's, or another check's) make none."""
-    programs: dict[tuple[str, tuple[Collective, ...]], list[CollectivesCheck]] = {}
-    for check in checks:
-        if check.executed_rule is not None:
-            programs.setdefault((check.what, check.found), []).append(check)
-    tables = []
-    for (what, found), ruled in programs.items():
-        rows = [
-            StepRow(r.kind, range_words(r), r.actual, r.operands, c.passed)
-            for c in ruled
-            if (r := c.executed_rule) is not None
-        ]
-        named = {row.kind for row in rows}
-        rows += [_unruled(k, found) for k in dict.fromkeys(c.op for c in found) if k not in named]
-        per = next(c.executed_rule.per for c in ruled if c.executed_rule is not None)
-        tables.append(StepTable(what, per, tuple(rows)))
-    return tables

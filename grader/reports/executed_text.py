@@ -1,13 +1,12 @@
 """The executed-program facts of a collectives check as monospace text, for the terminal (`shardlab check`)
 and the Markdown of results.json: the pipeline grids, the permute pairs, the all-to-all buffers, drawn as the
-layouts are drawn there, in a few lines of plain characters; and the collectives of a step, expected beside
-counted, as a table of fixed columns."""
+layouts are drawn there, in a few lines of plain characters (program_text.py sets them under their program's
+table); and, for an older report.json, without accounts, each check's rule and counts (`check_lines`)."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from grader.core.bounds import at_most
 from grader.core.results import CollectivesCheck
 from grader.reports import executed_facts as ef
 from grader.reports.text import printable
@@ -73,25 +72,4 @@ def check_lines(check: CollectivesCheck) -> list[str]:
         lines += ["  " + line for line in ef.pair_lines(pairs)]
     if (exchange := ef.exchange_rows(check)) is not None:
         lines += exchange_text(exchange)
-    return [printable(line) for line in lines]
-
-
-STEP_ROWS = 24  # rows of a step table written out at most; the page has them all
-
-
-def step_lines(checks: list[CollectivesCheck]) -> list[str]:
-    """Per program whose checks carry executed rules: kind, expected, executed and the verdict, a line
-    each; [] for none."""
-    lines: list[str] = []
-    for table in ef.step_tables(checks):
-        rows = [(r.kind, r.expected, r.actual_words, r.mark) for r in table.rows]
-        widths = [max(len(row[i]) for row in rows) for i in range(3)]
-        lines.append(f"collectives per {table.per} (one run of {table.what}):")
-        lines += at_most(
-            [
-                f"  {k:<{widths[0]}}  expected {e:<{widths[1]}}  executed {a:<{widths[2]}}  {m}"
-                for k, e, a, m in rows
-            ],
-            STEP_ROWS,
-        )
     return [printable(line) for line in lines]

@@ -1,8 +1,9 @@
 """A student's feedback.html: one self-contained page per grading, from the same GradingResults as report.json.
 
 Per exercise its score and every test with its category and message, visible tests first; for every sharding
-check the expected and the actual layout as device grids side by side, for every collectives check what the
-compiled program holds against what its rule asks, for every speed test a chart; then the environment the
+check the expected and the actual layout as device grids side by side, for every compiled program its checks
+read one table (each rule's expected figure beside the executed one, what each device executed, its
+instructions folded away, the pictures its checks add), for every speed test a chart; then the environment the
 grading ran in. Everything drawn comes from the results' structured facts (grader.core.results), never from
 parsing a message.
 
@@ -27,13 +28,13 @@ from grader.core.results import (
 from grader.course import catalog
 from grader.grading.results import ExerciseResult, GradingResults
 from grader.grading.standing import Standing
-from grader.reports import executed_facts, pictures
+from grader.reports import executed_facts, pictures, program_facts
 from grader.reports.files import write_atomically
 from grader.reports.html import Markup, document, element
 from grader.reports.memory_picture import memory_figure
+from grader.reports.program_page import exchange_table, program_figure
 from grader.reports.ring_picture import ring_figure
 from grader.reports.schedule_picture import schedule_figure
-from grader.reports.step_table import step_figures
 from grader.reports.text import (
     COUNTED,
     category_counts,
@@ -122,36 +123,9 @@ def _rule(check: CollectivesCheck) -> str:
     return "; ".join(asked) or "the test's own rule (its message says which)"
 
 
-def exchange_table(rows: list[executed_facts.ExchangeRow]) -> Markup:
-    """Each all-to-all's operands beside the buffer the capacity gives (both per device)."""
-    head = element(
-        "tr",
-        element("th", "all-to-all operand shapes"),
-        element("th", "bytes", class_="num"),
-        element("th", "buffer at the capacity", class_="num"),
-        element("th", "ratio", class_="num"),
-    )
-    body = [
-        element(
-            "tr",
-            element("td", row.shape_words or "?"),
-            element("td", "?" if row.bytes is None else row.bytes, class_="num"),
-            element("td", row.buffer, class_="num"),
-            element("td", row.ratio, class_="num"),
-            class_="exchange",
-        )
-        for row in rows
-    ] or [element("tr", element("td", "no all-to-all in the compiled program", colspan=4))]
-    return element(
-        "figure",
-        element("figcaption", "what each all-to-all moves per device, beside its buffer"),
-        element("table", element("thead", head), element("tbody", body), class_="exchange"),
-        class_="exchange-check",
-    )
-
-
 def executed_figures(check: CollectivesCheck) -> list[Markup]:
-    """The pictures of an executed-program check's facts (none for an older report.json)."""
+    """The pictures of an executed-program check's facts, for a check no program table holds (an older
+    report.json's; none for one older still)."""
     figures = []
     if (pipeline := executed_facts.pipeline_figures(check)) is not None:
         figures.append(schedule_figure(pipeline))
@@ -163,8 +137,8 @@ def executed_figures(check: CollectivesCheck) -> list[Markup]:
 
 
 def collectives_table(check: CollectivesCheck) -> Markup:
-    """The collectives the compiled program holds (op, group size, the mesh axes it runs over), the rule, and
-    each op's HLO line on demand."""
+    """A check of an older report.json, which has no program tables: the collectives the compiled program
+    holds (op, group size, the mesh axes it runs over), the rule, and each op's HLO line on demand."""
     held = "held" if check.passed else "not held" if check.passed is False else "judged by the test"
     counted = executed_facts.counted(check)
     rows = [
@@ -250,8 +224,8 @@ def test_card(test: TestResult) -> Markup:
     """One test: its category, name, points and message, and the pictures of what its checks found."""
     message = printable(test.message).strip()
     facts = [layout_figure(check) for check in test.layouts]
-    facts += step_figures(test.collectives)
-    facts += [collectives_table(check) for check in test.collectives]
+    facts += [program_figure(table) for table in program_facts.program_tables(test)]
+    facts += [collectives_table(check) for check in program_facts.unplaced_checks(test)]
     facts += [memory_figure(check) for check in test.memory]
     if test.speedup is not None:
         facts.append(

@@ -12,9 +12,10 @@ import re
 from collections.abc import Iterable, Sequence
 
 from grader.core.results import CollectivesCheck, Layout, LayoutCheck, SpeedFigures, TestResult
-from grader.reports import executed_facts as ef
+from grader.reports import program_facts as pf
 from grader.reports.executed_text import check_lines
 from grader.reports.memory_facts import memory_lines
+from grader.reports.program_text import picture_lines
 from grader.reports.text import feedback, printable
 
 # ASCII punctuation to which Markdown (CommonMark, GFM tables and strikethrough, math, autolinks, emoji)
@@ -132,12 +133,38 @@ def collectives_table(check: CollectivesCheck) -> str:
 MEMORY_WIDTH = 80  # columns of the memory bars in a code block
 
 
-def step_table(steps: ef.StepTable) -> str:
-    """A training step's collectives: per kind, the count its rule expects beside the one executed."""
-    return f"**Collectives per {text(steps.per)}** (one run of {text(steps.what)})\n\n" + table(
-        ["collective", "expected", "executed", "rule"],
-        [[text(r.kind), text(r.expected), text(r.actual_words), r.mark] for r in steps.rows],
-    )
+def program_table(program: pf.ProgramTable) -> str:
+    """One program a test's checks read: a row per rule judged on it, its expected figure beside the executed
+    one; then what each device executed (its collectives by kind and mesh axes, its multiply-adds, its
+    memory); then the pictures its checks add, as the terminal draws them. Its HLO lines stay out: too long
+    for a table (report.json and the page have them)."""
+    parts = [f"**{text(program.what)}**: {text(program.caption())}"]
+    if program.rules:
+        parts.append(
+            table(
+                pf.RULES_HEADER,
+                [
+                    [text(row.measure), text(row.expected), text(row.executed), row.mark]
+                    for row in program.rules
+                ],
+            )
+        )
+    else:
+        parts.append("No rule was judged on its figures (the test's message says what it checked).")
+    if program.account is not None:
+        if program.traffic:
+            parts.append(
+                table(pf.TRAFFIC_HEADER, [list(map(text, row.cells())) for row in program.traffic])
+            )
+        else:
+            parts.append("Collectives: none.")
+        parts.append(
+            f"{text('Multiply-adds')}: {text(program.work_words() or '')}\n\n"
+            f"Memory: {text(program.memory_words() or '')}"
+        )
+    if lines := picture_lines(program):
+        parts.append(code_block("\n".join(lines)))
+    return "\n\n".join(parts)
 
 
 def speed_table(fig: SpeedFigures) -> str:
@@ -168,8 +195,8 @@ def test_output(test: TestResult) -> str:
     parts = [verdict if verdict == str(test.category) else code_block(verdict)]
     if any(not check.passed for check in test.layouts):
         parts.append(layout_lines(test.layouts))
-    parts += [step_table(t) for t in ef.step_tables(test.collectives)]
-    parts += [collectives_table(check) for check in test.collectives]
+    parts += [program_table(program) for program in pf.program_tables(test)]
+    parts += [collectives_table(check) for check in pf.unplaced_checks(test)]
     parts += [code_block("\n".join(memory_lines(check, MEMORY_WIDTH))) for check in test.memory]
     if test.speedup:
         parts.append(speed_table(test.speedup))

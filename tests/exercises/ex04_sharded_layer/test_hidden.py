@@ -1,7 +1,7 @@
 """ex04_sharded_layer, hidden tests: values and shardings on 2, 4 and 8 devices, the compiled
-collectives, the work each device does, and the speed of the data-parallel layer. Points: values and
-shardings 7, collectives 3, flops 1, speedup 2 (and the visible tests 7: values and shardings 4,
-collectives 1.5, flops 0.5, speedup 1)."""
+collectives, the work each device executes and the bytes it sends, and the speed of the data-parallel
+layer. Points: values and shardings 7, collectives 3, work 1, speedup 2 (and the visible tests 7: values
+and shardings 4, collectives 1.5, work 0.5, speedup 1)."""
 
 import jax
 import pytest
@@ -24,7 +24,7 @@ def test_layer_auto_values(impl, n_devices, layer_inputs, reference_layer, tol):
     )
 
 
-@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_auto",))
+@pytest.mark.rules("collectives", "layouts", "values", "work", "traffic", functions=("layer_auto",))
 @pytest.mark.points(1)
 def test_layer_auto_has_no_collectives(n_devices, layer_inputs, collectives_rule):
     collectives_rule("layer_auto", n_devices, layer_inputs(n_data=8 * n_devices))
@@ -78,17 +78,19 @@ def test_layer_shard_map_values(impl, n_devices, layer_inputs, reference_layer, 
     assert_sharded_like(out, mesh, P("data", None), reference_layer(*inputs), **tol)
 
 
-@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_shard_map",))
+@pytest.mark.rules(
+    "collectives", "layouts", "values", "work", "traffic", functions=("layer_shard_map",)
+)
 @pytest.mark.points(1)
 def test_layer_shard_map_has_no_collectives(n_devices, layer_inputs, collectives_rule):
     collectives_rule("layer_shard_map", n_devices, layer_inputs(n_data=8 * n_devices))
 
 
-@pytest.mark.rules("flops", "values", functions=("layer_shard_map",))
+@pytest.mark.rules("work", "values", functions=("layer_shard_map",))
 @pytest.mark.points(1)
-def test_layer_shard_map_divides_the_flops(layer_inputs, flops_rule):
-    """XLA's own count of the floating-point work per device: a 1/n share of the one-device layer."""
-    flops_rule(8, layer_inputs(n_data=1024, n_features=64, n_out=32))
+def test_layer_shard_map_divides_the_work(layer_inputs, work_rule):
+    """The multiply-adds each device executes: at most 2 x its 1/8 share of the layer."""
+    work_rule(8, layer_inputs(n_data=1024, n_features=64, n_out=32))
 
 
 @pytest.mark.rules("values", "layouts")
@@ -100,7 +102,9 @@ def test_layer_feature_sharded_values(impl, n_devices, layer_inputs, reference_l
     assert_sharded_like(out, mesh, P(None, None), reference_layer(*inputs), **tol)
 
 
-@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_feature_sharded",))
+@pytest.mark.rules(
+    "collectives", "layouts", "values", "work", "traffic", functions=("layer_feature_sharded",)
+)
 @pytest.mark.points(1)
 def test_layer_feature_sharded_uses_one_all_reduce(n_devices, layer_inputs, collectives_rule):
     collectives_rule("layer_feature_sharded", n_devices, layer_inputs(n_features=4 * n_devices))

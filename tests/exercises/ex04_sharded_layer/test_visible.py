@@ -1,8 +1,9 @@
 """ex04_sharded_layer, visible tests (8 devices). Run them with `shardlab check ex04`.
 
-Points: values and shardings 4, collectives 1.5, flops 0.5, speedup 1 (of 20: the hidden tests grade the
+Points: values and shardings 4, collectives 1.5, work 0.5, speedup 1 (of 20: the hidden tests grade the
 same rules on 2, 4 and 8 devices, with other inputs and sizes). Each rule on a compiled program (its
-collectives, its flops, its speed) is earned only by a program that also computes the layer."""
+collectives, the multiply-adds each device executes and the bytes it sends, its speed) is earned only by a
+program that also computes the layer."""
 
 import jax
 import pytest
@@ -61,32 +62,39 @@ def test_layer_feature_sharded(impl, layer_inputs, reference_layer, tol, wrong_l
     assert_close_or_named(out, reference_layer(x, W, b), wrong_layers(x, W, b, 8), **tol)
 
 
-@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_auto",))
+@pytest.mark.rules("collectives", "layouts", "values", "work", "traffic", functions=("layer_auto",))
 @pytest.mark.points(0.5)
 def test_layer_auto_has_no_collectives_on_8_devices(layer_inputs, collectives_rule):
-    """layer_auto's compiled program: no collective at all."""
+    """layer_auto's compiled program: no collective at all, so no byte sent, and each device's share of the
+    work."""
     collectives_rule("layer_auto", 8, layer_inputs(n_data=32, seed=1))
 
 
-@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_shard_map",))
+@pytest.mark.rules(
+    "collectives", "layouts", "values", "work", "traffic", functions=("layer_shard_map",)
+)
 @pytest.mark.points(0.5)
 def test_layer_shard_map_has_no_collectives_on_8_devices(layer_inputs, collectives_rule):
-    """layer_shard_map's compiled program: no collective at all."""
+    """layer_shard_map's compiled program: no collective at all, so no byte sent, and each device's share
+    of the work."""
     collectives_rule("layer_shard_map", 8, layer_inputs(n_data=32, seed=1))
 
 
-@pytest.mark.rules("collectives", "layouts", "values", functions=("layer_feature_sharded",))
+@pytest.mark.rules(
+    "collectives", "layouts", "values", "work", "traffic", functions=("layer_feature_sharded",)
+)
 @pytest.mark.points(0.5)
 def test_layer_feature_sharded_uses_one_all_reduce_on_8_devices(layer_inputs, collectives_rule):
-    """layer_feature_sharded's compiled program: exactly one all-reduce, and no other collective."""
+    """layer_feature_sharded's compiled program: exactly one all-reduce, and no other collective; each
+    device's share of the work, and the bytes of one all-reduce of the partial products."""
     collectives_rule("layer_feature_sharded", 8, layer_inputs(n_data=32, seed=1))
 
 
-@pytest.mark.rules("flops", "values", functions=("layer_shard_map",))
+@pytest.mark.rules("work", "values", functions=("layer_shard_map",))
 @pytest.mark.points(0.5)
-def test_layer_shard_map_divides_the_flops_on_8_devices(layer_inputs, flops_rule):
-    """XLA's own count of the floating-point work each device does: a 1/8 share of the one-device layer."""
-    flops_rule(8, layer_inputs(n_data=256, n_features=32, n_out=16, seed=1))
+def test_layer_shard_map_divides_the_work_on_8_devices(layer_inputs, work_rule):
+    """The multiply-adds each device executes: at most 2 x its 1/8 share of the layer."""
+    work_rule(8, layer_inputs(n_data=256, n_features=32, n_out=16, seed=1))
 
 
 @pytest.mark.rules("speedup", "values", functions=("layer_shard_map",))

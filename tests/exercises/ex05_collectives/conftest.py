@@ -1,13 +1,21 @@
 """What ex05's visible and hidden tests share: inputs placed P("i"), NumPy versions of each collective, the
-tolerance, and the rules each function's compiled program is graded by (its kinds of collective), checked
-the same way by the visible and the hidden tests."""
+tolerance, and the rules each function's compiled program is graded by (its kinds of collective, the
+multiply-adds each device executes and the bytes it sends), checked the same way by the visible and the
+hidden tests."""
 
 import jax
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import assert_collectives, assert_sharded_like, test_mesh
+from grader.checks import (
+    assert_collectives,
+    assert_sharded_like,
+    assert_traffic,
+    assert_work,
+    compiled,
+    test_mesh,
+)
 
 EXAMPLE = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 1, 2], dtype=np.float32)
 
@@ -27,6 +35,62 @@ CONTRACT = {
     "ring_shift": (P("i"), 1, ("collective-permute",)),
     "ring_all_reduce": (P(), 2, ("collective-permute",)),
 }
+
+
+# The bytes each device sends for one run of the collective each function names, from n and B, the bytes of
+# one device's block (grader.checks.account's figures: an all-gather sends its block to the n - 1 others;
+# an all-reduce 2 (n - 1) / n of it, a reduce-scatter then an all-gather; a reduce-scatter and an
+# all-to-all every 1/n piece but their own; a permute its block). A program that gathers every block and
+# computes the result on each device sends (n - 1) B or more: n times a reduce-scatter's or all-to-all's
+# bound, n / 2 times an all-reduce's; ring_shift's ring of n - 1 moves, n - 1 times its one move.
+def gathered(n, B):
+    return (n - 1) * B
+
+
+def all_reduced(n, B):
+    return 2 * (n - 1) * B // n
+
+
+def scattered(n, B):
+    return (n - 1) * B // n
+
+
+def moved_once(n, B):
+    return B
+
+
+def once_per_step(n, B):
+    return n * B
+
+
+# name: (the bytes each device may send, from n and B; the bound in words)
+TRAFFIC = {
+    "all_gather": (gathered, "(n - 1) x B: its block to each other device, once"),
+    "all_reduce": (all_reduced, "2 (n - 1) / n x B: one all-reduce of its block"),
+    "reduce_scatter": (scattered, "(n - 1) / n x B: every piece of its block but its own"),
+    "all_reduce_via_scatter_gather": (
+        all_reduced,
+        "2 (n - 1) / n x B: a reduce-scatter of its block, then an all-gather of its piece",
+    ),
+    "all_to_all": (scattered, "(n - 1) / n x B: every sub-block of its block but its own"),
+    "ring_shift": (moved_once, "B: its block, moved once"),
+    # The docstring lets whole blocks travel, n - 1 shifts of B; a loop of n steps that shifts once more
+    # than it needs is allowed too (measured: a fori_loop of n add-then-shift steps, n / (n - 1) x the
+    # n - 1 shifts). Passing every block round the ring and adding them up on each device is the
+    # docstring's own program; a ring that moves more than a block per shift (the whole array, padded)
+    # sends n - 1 times this bound.
+    "ring_all_reduce": (once_per_step, "n x B: its block, once per step of the ring"),
+}
+
+
+# A collective moves blocks and adds them up: it multiplies nothing (the account counts products of
+# floating-point values only, so a block's offset, axis_index * rows, is not work). Gathering every block
+# and multiplying to pick or combine them (a one-hot mask, a weighted sum) is work a collective never needs.
+WORK_WORDS = "a collective moves and adds blocks: it multiplies nothing"
+REPLICATED = (
+    "Does every device gather all the blocks and work out the result itself, or send more than its "
+    "block needs? Let the collective move only what the result needs."
+)
 
 
 def blocks_of(x: np.ndarray, n: int) -> list[np.ndarray]:
@@ -95,7 +159,8 @@ def example():
 
 @pytest.fixture
 def ranks_rule(impl):
-    """check(n): device_ranks on n devices is [0 .. n-1], integers, sharded P("i"), compared exactly."""
+    """check(n): device_ranks on n devices is [0 .. n-1], integers, sharded P("i"), compared exactly. (No work
+    or traffic rule: called with the mesh alone, no array, it runs where grading reads no program.)"""
 
     def check(n):
         mesh, _ = _ring(n)
@@ -111,19 +176,40 @@ def ranks_rule(impl):
 @pytest.fixture
 def collectives_rule(impl):
     """check(name, n, x): the compiled program of the function `name` on n devices, with x placed P("i"),
-    uses the kinds of collective its docstring names and no other, and computes the right values."""
+    uses the kinds of collective its docstring names and no other, computes the right values, executes no
+    multiply-add and sends at most the bytes of TRAFFIC."""
 
     def check(name, n, x):
         mesh, place = _ring(n)
         kinds = CONTRACT[name][2]
+        args = (place(x),)
+        program = compiled(lambda x: getattr(impl, name)(x, mesh), *args)
         assert_collectives(
-            lambda x: getattr(impl, name)(x, mesh),
-            place(x),
+            program,
+            *args,
             present=kinds,
             only=kinds,
             expected=getattr(Expected, name)(x, n),
             **TOL,
             what=name,
+        )
+        assert_work(
+            program,
+            share=0,
+            share_of=WORK_WORDS,
+            what=name,
+            hint=REPLICATED,
+            args=args,
+        )
+        bound, words = TRAFFIC[name]
+        block_bytes = np.asarray(x, np.float32).nbytes // n
+        assert_traffic(
+            program,
+            at_most=bound(n, block_bytes),
+            bound_of=f"{words}, B = {block_bytes:,} bytes",
+            what=name,
+            hint=REPLICATED,
+            args=args,
         )
 
     return check

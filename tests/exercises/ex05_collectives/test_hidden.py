@@ -1,7 +1,8 @@
 """ex05_collectives, hidden tests: every collective's values and layout on 2, 4 and 8 devices, with 1-D
 and 2-D inputs, and the collectives of its compiled program (one to one on the CPU backend), checked
-together with the values that program computes. Points: device_ranks 2, values 4 and ring_shift's k 1,
-collectives 3 (and the visible tests 5: device_ranks 1, the worked example 2, collectives 2)."""
+together with the values that program computes, its work (none) and the bytes each device sends.
+Points: device_ranks 2, values 4 and ring_shift's k 1, collectives 3 (and the visible tests 5:
+device_ranks 1, the worked example 2, collectives 2)."""
 
 import jax
 import numpy as np
@@ -77,7 +78,7 @@ def test_ring_shift_any_k(impl, n_devices, ring, expected, contract, tol):
         )
 
 
-@pytest.mark.rules("collectives", "values", functions=("{name}",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("{name}",))
 @pytest.mark.points(3)
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_collectives(n_devices, contract, collectives_rule, name):

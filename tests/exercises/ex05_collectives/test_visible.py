@@ -1,7 +1,7 @@
 """ex05_collectives, visible tests: the worked example of the module docstring, on 4 devices, the
-collectives of each function's compiled program on 4 devices, and device_ranks on 8. Run them with
-`shardlab check ex05`. Points: device_ranks 1, the worked example 2, collectives 2 (of 15: the hidden
-tests grade the same rules on 2, 4 and 8 devices and other inputs).
+collectives of each function's compiled program (with the work and traffic of each device) on 8 devices,
+and device_ranks on 8. Run them with `shardlab check ex05`. Points: device_ranks 1, the worked example 2,
+collectives 2 (of 15: the hidden tests grade the same rules on 2, 4 and 8 devices and other inputs).
 
 Each function's compiled program is run on the worked example and on an input of the same shape drawn
 for the test (small integers, so that every sum is exact): a program that returns the docstring's
@@ -58,7 +58,7 @@ def test_worked_example(impl, ring, example, expected, tol, name, want, spec):
     )
 
 
-@pytest.mark.rules("collectives", "values", functions=("{name}",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("{name}",))
 @pytest.mark.points(2)
 @pytest.mark.parametrize(
     "name",
@@ -72,7 +72,8 @@ def test_worked_example(impl, ring, example, expected, tol, name, want, spec):
         "ring_all_reduce",
     ],
 )
-def test_collectives_on_4_devices(collectives_rule, name):
+def test_collectives_on_8_devices(collectives_rule, name):
     """The kinds of collective each docstring names (HLO: ...), and no other, in the program compiled for a
-    2-D x of 16 rows (4 blocks of 4) drawn for the test; that program must compute the right values too."""
-    collectives_rule(name, 4, inputs.rng(1).integers(-9, 10, (16, 2)).astype(np.float32))
+    2-D x of 128 rows (8 blocks of 16) drawn for the test; that program must compute the right values too,
+    multiply nothing, and send no more than its collective needs."""
+    collectives_rule(name, 8, inputs.rng(1).integers(-9, 10, (128, 2)).astype(np.float32))

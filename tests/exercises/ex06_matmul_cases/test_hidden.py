@@ -1,6 +1,7 @@
 """ex06_matmul_cases, hidden tests: each case's values and output sharding on 2x1, 2x2, 2x4 and 4x2
-meshes, the collectives of its compiled program (checked with the values that program computes), and
-the per-device output bytes of case3_reducescatter, read from the compiled program. Points: values 5,
+meshes, the collectives of its compiled program (checked with the values that program computes, the
+work each device executes and the bytes it sends), and the per-device output bytes of
+case3_reducescatter, read from the compiled program. Points: values 5,
 collectives 4, output bytes 1 (and the visible tests 5: values 2, collectives 2, output bytes 1)."""
 
 import jax
@@ -41,7 +42,7 @@ def test_values(impl, n_devices, cases, operands, product, tol, case):
         )
 
 
-@pytest.mark.rules("collectives", "values", functions=("{case}",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("{case}",))
 @pytest.mark.points(4)
 @pytest.mark.parametrize("case", CASE_NAMES)
 def test_collectives(n_devices, collectives_rule, case):

@@ -1,6 +1,7 @@
 """What ex07's visible and hidden tests share: the inputs, placed on the mesh, the float64 NumPy product,
-and the rules the compiled programs are graded by (their collectives, and the overlapped all-gather
-matmul's temporary memory), so that `shardlab check` applies the very checks grading does."""
+and the rules the compiled programs are graded by (their collectives, the multiply-adds each device
+executes and the bytes it sends, and the overlapped all-gather matmul's temporary memory), so that
+`shardlab check` applies the very checks grading does."""
 
 import jax
 import numpy as np
@@ -12,6 +13,8 @@ from grader.checks import (
     Variant,
     assert_collectives,
     assert_computes,
+    assert_traffic,
+    assert_work,
     compiled,
     inputs,
     memory_per_device,
@@ -115,18 +118,82 @@ COLLECTIVE_RULES = {
 }
 
 
+# Each function's share of the product's M K N multiply-adds per device, and the bytes it may send
+# (float32), from M, K, N and n. A collective sends what it needs ((n - 1) / n of rhs for the all-gather,
+# of the partial product for the reduce-scatter); a ring of n steps may pass its block once per step, n
+# blocks (n - 1 moves are enough, the docstring's schedule). A program in which every device gathers lhs
+# and rhs and computes the whole product executes n times the share and sends (n - 1) / n x (M K + K N)
+# x 4 bytes: (1 + M / N) times the all-gather's bound, (K / N + K / M) times the reduce-scatter's.
+F32 = 4
+
+
+def rows_of_product(M, K, N, n):
+    return M * K * N // n
+
+
+def rhs_gathered(M, K, N, n):
+    return (n - 1) * K * (N * F32) // n
+
+
+def rhs_once_per_step(M, K, N, n):
+    return K * N * F32
+
+
+def product_scattered(M, K, N, n):
+    return (n - 1) * M * (N * F32) // n
+
+
+def sums_once_per_step(M, K, N, n):
+    return M * N * F32
+
+
+# name: (the bytes each device may send, from M, K, N and n; the bound in words)
+TRAFFIC = {
+    "allgather_matmul": (rhs_gathered, "(n - 1) / n x K N x 4: one all-gather of its block of rhs"),
+    "allgather_matmul_overlapped": (rhs_once_per_step, "K N x 4: its block of rhs, once per step"),
+    "reducescatter_matmul": (
+        product_scattered,
+        "(n - 1) / n x M N x 4: one reduce-scatter of its partial product",
+    ),
+    "reducescatter_matmul_overlapped": (
+        sums_once_per_step,
+        "M N x 4: a block of M/n rows of running sums, once per step",
+    ),
+}
+SHARE_WORDS = {
+    "allgather": "the product (M K N / n: its M/n rows)",
+    "reducescatter": "the product (M K N / n: its K/n slice of the sum)",
+}
+REPLICATED = (
+    "Does every device gather lhs and rhs and compute the whole product? Each device multiplies only "
+    "the pieces its rows (or its slice of K) need, and sends each block no more than once per step."
+)
+
+
 def _check_collectives(impl, name, mesh, lhs, rhs):
-    """The compiled program of `name` on `mesh` has the collectives of COLLECTIVE_RULES, and computes lhs @ rhs."""
+    """The compiled program of `name` on `mesh` has the collectives of COLLECTIVE_RULES, computes lhs @ rhs,
+    and keeps to its share of the work (2 x M K N / n per device) and the bytes of TRAFFIC."""
     layout, rule = COLLECTIVE_RULES[name]
     fn = getattr(impl, name)
-    return assert_collectives(
-        lambda a, b: fn(a, b, mesh),
-        *_placed(mesh, layout, lhs, rhs),
-        **rule,
-        expected=_reference_matmul(lhs, rhs),
-        **TOL,
-        what=name,
+    args = _placed(mesh, layout, lhs, rhs)
+    program = compiled(lambda a, b: fn(a, b, mesh), *args)
+    counts = assert_collectives(
+        program, *args, **rule, expected=_reference_matmul(lhs, rhs), **TOL, what=name
     )
+    sizes = (*lhs.shape, rhs.shape[1], mesh.shape["i"])
+    assert_work(
+        program,
+        share=rows_of_product(*sizes),
+        share_of=SHARE_WORDS[layout],
+        what=name,
+        hint=REPLICATED,
+        args=args,
+    )
+    bound, words = TRAFFIC[name]
+    assert_traffic(
+        program, at_most=bound(*sizes), bound_of=words, what=name, hint=REPLICATED, args=args
+    )
+    return counts
 
 
 def _check_temp_memory(impl, mesh, lhs, rhs):

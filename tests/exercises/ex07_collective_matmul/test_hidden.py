@@ -1,5 +1,6 @@
 """ex07_collective_matmul, hidden tests: values and shardings on 2, 4 and 8 devices, the compiled
-collectives of each function, and the temporary memory of the overlapped all-gather matmul.
+collectives of each function (with the work each device executes and the bytes it sends), and the
+temporary memory of the overlapped all-gather matmul.
 
 Points (the module docstring of ex07_collective_matmul.py): the weights are points out of 15, the visible
 tests' included. The collectives and the memory are checked by the conftest's helpers, which the visible
@@ -46,7 +47,7 @@ def test_allgather_matmul_values(impl, n_devices, matmul_inputs, placed, referen
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values", functions=("allgather_matmul",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("allgather_matmul",))
 def test_allgather_matmul_uses_one_all_gather(impl, n_devices, matmul_inputs, check_collectives):
     _collectives("allgather_matmul", n_devices, matmul_inputs, check_collectives, impl)
 
@@ -67,7 +68,9 @@ def test_allgather_matmul_overlapped_values(
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values", functions=("allgather_matmul_overlapped",))
+@pytest.mark.rules(
+    "collectives", "values", "work", "traffic", functions=("allgather_matmul_overlapped",)
+)
 def test_allgather_matmul_overlapped_uses_collective_permute_not_all_gather(
     impl, n_devices, matmul_inputs, check_collectives
 ):
@@ -100,7 +103,7 @@ def test_reducescatter_matmul_values(impl, n_devices, matmul_inputs, placed, ref
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values", functions=("reducescatter_matmul",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("reducescatter_matmul",))
 def test_reducescatter_matmul_uses_one_reduce_scatter(
     impl, n_devices, matmul_inputs, check_collectives
 ):
@@ -123,7 +126,9 @@ def test_reducescatter_matmul_overlapped_values(
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values", functions=("reducescatter_matmul_overlapped",))
+@pytest.mark.rules(
+    "collectives", "values", "work", "traffic", functions=("reducescatter_matmul_overlapped",)
+)
 def test_reducescatter_matmul_overlapped_uses_only_collective_permute(
     impl, n_devices, matmul_inputs, check_collectives
 ):

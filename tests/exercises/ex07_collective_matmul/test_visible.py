@@ -88,12 +88,13 @@ def test_reducescatter_matmul_overlapped(
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values", functions=("{name}",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("{name}",))
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_compiled_collectives(impl, name, matmul_inputs, check_collectives):
     """Each function's docstring says which collectives its compiled program may run: exactly one all-gather,
     collective-permute and no all-gather, exactly one reduce-scatter, only collective-permute. The program
-    must also compute the product."""
+    must also compute the product, each device executing at most 2 x its share of the work and sending no
+    more than its docstring's bound."""
     lhs, rhs = matmul_inputs(**SHAPES, seed=1)
     check_collectives(impl, name, _mesh(), lhs, rhs)
 

@@ -1,8 +1,9 @@
 """What ex08's visible and hidden tests share: the tests' own copy of the single-device MLP and SGD step
 (a student's module cannot change them), the training problem, the reference run on one device, the
 check of trained parameters that says which gradient trap a wrong update fell into, and the rules a
-compiled step is graded by (its collectives, its speed against every device training on the whole
-batch), so that `shardlab check` applies the very checks grading does."""
+compiled step is graded by (its collectives, the multiply-adds each device executes and the bytes it
+sends, its speed against every device training on the whole batch), so that `shardlab check` applies
+the very checks grading does."""
 
 import re
 
@@ -17,6 +18,8 @@ from grader.checks import (
     assert_collectives,
     assert_computes,
     assert_sharded_like,
+    assert_traffic,
+    assert_work,
     compiled,
     inspect_collectives,
     test_mesh,
@@ -26,9 +29,11 @@ from grader.checks.training import (
     assert_trains_like_sgd,
     leaf_name,
     make_problem,
+    parameter_bytes,
     sgd_mistake,
     sgd_reference,
     sgd_step,
+    sgd_step_work,
 )
 
 SIZES = (
@@ -40,6 +45,9 @@ SIZES = (
 N_BATCH = (
     192  # every mesh size's tests use this batch (8 devices: 24 rows each): one reference compile
 )
+# The compiled steps' batch (8 devices: 48 rows each): large enough that gathering it sends 3.8 times the
+# traffic bound below (on the 192 rows of the other tests, 1.9 times).
+PROGRAM_BATCH = 384
 LR = 0.05
 # Parameters after one or five steps of data-parallel SGD against the single-device step (float32): the
 # per-device means and their all-reduce add up the batch in another order than one device does.
@@ -198,10 +206,70 @@ def _computes_sgd(values, expected, params, x, y, n, what):
         ) from None
 
 
+# --- each device's share: the work it executes, the bytes it sends ---------------------------------------
+
+
+def step_share(n_batch, n):
+    """Multiply-adds per device of a data-parallel step: the single-device step's matmuls on the whole
+    batch (grader.checks.training.sgd_step_work: forward, weights' gradients, gradients passed down) over
+    the n devices, each of which takes n_batch / n rows. Every device taking the whole batch's step executes
+    n times this."""
+    return sgd_step_work(n_batch, SIZES) // n
+
+
+STEP_SHARE_WORDS = (
+    "the matmuls of one SGD step on the whole batch, B (3 S - n_0 n_1) / n with S the sum over the "
+    "layers of n_in n_out"
+)
+WORK_HINT = (
+    "Is every device training on the whole batch? Each device computes the gradient of its own block of "
+    "rows only, and the gradients alone are averaged."
+)
+
+
+def step_traffic(n):
+    """Bytes each device may send in a step: one all-reduce of the gradients, 2 (n - 1)/n x the bytes of all
+    the parameters (the account's all-reduce), with a quarter to spare for the loss (4 bytes, in the same
+    all-reduce or its own) and whatever small else. Gathering the batch sends (n - 1)/n x its bytes instead:
+    3.8 x this bound on PROGRAM_BATCH rows; all-gathering the gradients sends n/2 x an all-reduce."""
+    return int(1.25 * 2 * (n - 1) * parameter_bytes(SIZES) / n)
+
+
+STEP_TRAFFIC_WORDS = (
+    "1.25 x 2 (n - 1)/n x the bytes of all the parameters: one all-reduce of the gradients, and a "
+    "quarter to spare"
+)
+TRAFFIC_HINT = (
+    "Data parallelism moves only the gradients, with one all-reduce (psum or pmean) of them: gathering the "
+    "batch, or every device's gradients, sends more."
+)
+
+
+def _assert_shares(program, what, n_batch, n, args):
+    """The step's program keeps to its share of the work and of the traffic (its values checked by the caller,
+    on the same program)."""
+    assert_work(
+        program,
+        share=step_share(n_batch, n),
+        share_of=STEP_SHARE_WORDS,
+        what=what,
+        hint=WORK_HINT,
+        args=args,
+    )
+    assert_traffic(
+        program,
+        at_most=step_traffic(n),
+        bound_of=STEP_TRAFFIC_WORDS,
+        what=what,
+        hint=TRAFFIC_HINT,
+        args=args,
+    )
+
+
 def _check_program(step, what, mesh, params, x, y):
     """`step(mesh, params, x, y)` compiled on the placed inputs: the values first (a program that computes
     nothing has no collectives), then no all-gather of anything with the batch's rows, then an all-reduce
-    (the gradients' reduction)."""
+    (the gradients' reduction), then each device's share of the work and of the traffic."""
     n_batch, n_devices = x.shape[0], mesh.devices.size
     args = _placed(mesh, params, x, y)
     program = compiled(lambda p, x, y: jax.tree.leaves(step(mesh, p, x, y)), *args)
@@ -220,13 +288,15 @@ def _check_program(step, what, mesh, params, x, y):
             f"gradients are reduced.\n  {gathers[0][:300]}"
         )
     assert_collectives(program, *args, present=("all-reduce",), expected=expected, **TOL, what=what)
+    _assert_shares(program, what, n_batch, n_devices, args)
 
 
 @pytest.fixture
 def check_program():
     """check_program(step, what, mesh, params, x, y): step(mesh, params, x, y) -> (params, loss), compiled on
-    the inputs placed for it, computes one single-device SGD step, all-reduces, and all-gathers nothing with
-    the batch's rows (no SIZES width is a batch size of the tests)."""
+    the inputs placed for it, computes one single-device SGD step, all-reduces, all-gathers nothing with
+    the batch's rows (no SIZES width is a batch size of the tests), and keeps to its share of the work
+    (step_share) and of the traffic (step_traffic)."""
     return _check_program
 
 

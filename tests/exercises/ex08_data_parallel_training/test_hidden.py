@@ -16,6 +16,7 @@ pytestmark = pytest.mark.hidden
 
 LR = 0.05  # the conftest's defaults
 N_BATCH = 192  # the conftest's default batch: on n devices, 192 / n rows each
+PROGRAM_BATCH = 384  # the conftest's: the compiled steps' batch
 SPEED_BATCH = 16384  # the visible speed test's is 8192
 
 
@@ -108,9 +109,9 @@ def test_train_shard_map_values(impl, n_devices, problem, check_trained):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 def test_train_step_program(impl, n_devices, problem, check_program):
-    params, x, y = problem(N_BATCH, seed=5)
+    params, x, y = problem(PROGRAM_BATCH, seed=5)
     check_program(
         lambda mesh, p, x, y: impl.train_step(p, x, y, LR),
         "train_step",
@@ -122,9 +123,9 @@ def test_train_step_program(impl, n_devices, problem, check_program):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 def test_train_step_shard_map_program(impl, n_devices, problem, check_program):
-    params, x, y = problem(N_BATCH, seed=5)
+    params, x, y = problem(PROGRAM_BATCH, seed=5)
     check_program(
         lambda mesh, p, x, y: impl.train_step_shard_map(p, x, y, LR, mesh),
         "train_step_shard_map",

@@ -14,6 +14,7 @@ from grader.checks import assert_close_or_named, assert_sharded_like, test_mesh
 LR = 0.05  # the conftest's default
 N = 8
 N_BATCH = 192  # 24 rows per device
+PROGRAM_BATCH = 384  # the conftest's: the compiled steps' batch, 48 rows per device
 SPEED_BATCH = 8192  # the timed step's batch (the hidden speed tests' is 16384)
 
 
@@ -102,12 +103,14 @@ STEPS = {
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values", functions=("{what}",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("{what}",))
 @pytest.mark.parametrize("what", list(STEPS))
 def test_compiled_step(impl, what, problem, check_program):
     """The step compiled inside the test's own jax.jit: it computes single-device SGD's step, its program
-    all-reduces (the gradients) and all-gathers nothing with the batch's rows."""
-    params, x, y = problem(N_BATCH, seed=1)
+    all-reduces (the gradients) and all-gathers nothing with the batch's rows, and each device executes at
+    most twice its share of the step's matmuls and sends at most one all-reduce of the gradients (and a
+    quarter more)."""
+    params, x, y = problem(PROGRAM_BATCH, seed=1)
     check_program(STEPS[what](impl), what, test_mesh((N,), ("data",), "explicit"), params, x, y)
 
 

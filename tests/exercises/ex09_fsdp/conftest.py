@@ -2,8 +2,8 @@
 (a student's module cannot change them), the training problem, the reference run on one device, the
 test's own FSDP placement, the check of trained parameters (values first, saying which gradient
 mistake a wrong update made, then the layouts), and the rules a compiled step is graded by (its
-collectives, its per-device argument bytes), so that `shardlab check` applies the very checks grading
-does."""
+collectives, the multiply-adds each device executes and the bytes it sends, its per-device argument
+bytes), so that `shardlab check` applies the very checks grading does."""
 
 import math
 import re
@@ -17,6 +17,8 @@ from grader.checks import (
     assert_collectives,
     assert_computes,
     assert_sharded_like,
+    assert_traffic,
+    assert_work,
     compiled,
     inspect_collectives,
     memory_per_device,
@@ -27,8 +29,10 @@ from grader.checks.training import (
     leaf_name,
     make_problem,
     param_leaves,
+    parameter_bytes,
     sgd_reference,
     sgd_step,
+    sgd_step_work,
 )
 
 # Every n_in divides by 8 (W is split along it over up to 8 devices). The smallest W (64 x 8) has 512
@@ -38,6 +42,10 @@ SIZES = (16, 64, 64, 8)
 N_BATCH = (
     32  # every mesh size's tests use this batch (8 devices: 4 rows each): one reference compile
 )
+# The compiled step's batch (8 devices: 256 rows each). FSDP sends what the weights weigh, whatever the
+# batch; a step that gathers the batch sends what the batch weighs: on these rows 3.8 times the traffic
+# bound below (on N_BATCH rows it would send less than an honest step).
+PROGRAM_BATCH = 2048
 LR = 0.05
 # Parameters after one or five steps of FSDP SGD against the single-device step (float32): the per-device
 # means and their reduction add up the batch in another order than one device does.
@@ -191,10 +199,72 @@ def _elements(line: str, kind: str = "all-reduce") -> int:
     )
 
 
+# --- each device's share: the work it executes, the bytes it sends ---------------------------------------
+
+
+def step_share(n_batch, n):
+    """Multiply-adds per device of an FSDP step: the single-device step's matmuls on the whole batch
+    (grader.checks.training.sgd_step_work) over the n devices, each of which takes n_batch / n rows through
+    the whole (gathered) weights. Every device taking the whole batch's step executes n times this."""
+    return sgd_step_work(n_batch, SIZES) // n
+
+
+STEP_SHARE_WORDS = (
+    "the matmuls of one SGD step on the whole batch, B (3 S - n_0 n_1) / n with S the sum over the "
+    "layers of n_in n_out"
+)
+WORK_HINT = (
+    "Is every device training on the whole batch? Each device computes the gradients of its own block of "
+    "rows only, through the gathered weights."
+)
+
+
+def step_traffic(n):
+    """Bytes each device may send in a step: each W's all-gather and its gradient's reduce-scatter, (n - 1)/n
+    of W's bytes each (the account's), and the biases' gradients' all-reduce, 2 (n - 1)/n of theirs: in all
+    2 (n - 1)/n x the bytes of all the parameters, what ex08's all-reduce of the gradients sends, with a
+    quarter to spare for the loss and whatever small else. A step that gathers the batch sends (n - 1)/n
+    x the batch's bytes besides the weights' (3.8 x this bound on PROGRAM_BATCH rows); one that all-reduces
+    each weight's gradient sends 1.5 x its scatter's."""
+    return int(1.25 * 2 * (n - 1) * parameter_bytes(SIZES) / n)
+
+
+STEP_TRAFFIC_WORDS = (
+    "1.25 x 2 (n - 1)/n x the bytes of all the parameters: each weight's all-gather and its gradient's "
+    "reduce-scatter, (n - 1)/n of its bytes each, the biases' gradients' all-reduce, and a quarter to spare"
+)
+TRAFFIC_HINT = (
+    "FSDP moves the weights (one all-gather each) and their gradients (one reduce-scatter each), never the "
+    "batch: each device keeps its own block of rows."
+)
+
+
+def _assert_shares(program, n_batch, n, args):
+    """The step's program keeps to its share of the work and of the traffic (its values checked by the caller,
+    on the same program)."""
+    assert_work(
+        program,
+        share=step_share(n_batch, n),
+        share_of=STEP_SHARE_WORDS,
+        what="fsdp_train_step",
+        hint=WORK_HINT,
+        args=args,
+    )
+    assert_traffic(
+        program,
+        at_most=step_traffic(n),
+        bound_of=STEP_TRAFFIC_WORDS,
+        what="fsdp_train_step",
+        hint=TRAFFIC_HINT,
+        args=args,
+    )
+
+
 def _check_program(impl, mesh, params, x, y):
     """Weights all-gathered, their gradients reduce-scattered: no device ever receives a weight's whole
     gradient. The biases' gradients and the loss may be all-reduced: they are far smaller than any W.
-    The values of the compiled step first: a program that computes nothing has no collectives."""
+    Then each device's share of the work and of the traffic. The values of the compiled step first: a
+    program that computes nothing has no collectives."""
     n_devices = mesh.devices.size
     args = _fsdp_placed(mesh, params, x, y)
     program = _step_program(impl, mesh, args)
@@ -236,6 +306,7 @@ def _check_program(impl, mesh, params, x, y):
             "gradient): only a part of the gradients is reduce-scattered, the rest reduced another way. "
             "Reduce every weight's gradient with jax.lax.psum_scatter, not only a part of them."
         )
+    _assert_shares(program, x.shape[0], n_devices, args)
 
 
 _BASELINES: dict = {}  # the replicated data-parallel step compiled per device count and shapes
@@ -294,8 +365,9 @@ def _check_argument_bytes(impl, mesh, params, x, y):
 @pytest.fixture
 def check_program():
     """check_program(impl, mesh, params, x, y): the compiled fsdp_train_step, on inputs placed as it expects,
-    computes single-device SGD's step, all-gathers, reduce-scatters every weight's gradient, and all-reduces
-    nothing as large as a weight's full gradient."""
+    computes single-device SGD's step, all-gathers, reduce-scatters every weight's gradient, all-reduces
+    nothing as large as a weight's full gradient, and keeps to its share of the work (step_share) and of the
+    traffic (step_traffic)."""
     return _check_program
 
 

@@ -4,9 +4,9 @@ all-reduce of full weight gradients), and XLA's per-device memory figures agains
 data-parallel step's. Every structure and memory test checks the values of the program it measured.
 
 Points (the module docstring of ex09_fsdp.py): the weights are points out of 20, the visible tests'
-included. The compiled step's collectives weigh most (8: 6 here, 2 in the visible sample on 8 devices): the
-reduce-scatter is what makes FSDP, and a step that all-reduces each weight's gradient and keeps its own rows
-computes the same values, layouts and argument bytes. The collectives and the argument bytes are checked by
+included. The compiled step's collectives, work and traffic weigh most (8: 6 here, 2 in the visible sample on
+8 devices): the reduce-scatter is what makes FSDP, and a step that all-reduces each weight's gradient and keeps
+its own rows computes the same values, layouts and argument bytes. The collectives and the argument bytes are checked by
 the conftest's helpers, which the visible tests sample."""
 
 import numpy as np
@@ -19,6 +19,7 @@ pytestmark = pytest.mark.hidden
 LR = 0.05  # the conftest's defaults
 TOL = dict(rtol=1e-5, atol=1e-6)
 TEMP_REPORT_DEVICES = 8
+PROGRAM_BATCH = 2048  # the conftest's: the compiled step's batch
 
 
 def _mesh(n):
@@ -76,11 +77,13 @@ def test_fsdp_train_step_five_steps(impl, n_devices, problem, fsdp_placed, check
 
 
 @pytest.mark.points(6)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 def test_fsdp_train_step_program(impl, n_devices, problem, check_program):
     """Weights all-gathered, their gradients reduce-scattered: no device ever receives a weight's whole
-    gradient. The biases' gradients and the loss may be all-reduced: they are far smaller than any W."""
-    params, x, y = problem(seed=3)
+    gradient. The biases' gradients and the loss may be all-reduced: they are far smaller than any W. Each
+    device executes at most twice its share of the step's matmuls and sends at most what the weights'
+    gathers and their gradients' scatters send (and a quarter more)."""
+    params, x, y = problem(PROGRAM_BATCH, seed=3)
     check_program(impl, _mesh(n_devices), params, x, y)
 
 

@@ -11,6 +11,7 @@ from grader.checks import test_mesh
 LR = 0.05  # the conftest's defaults
 N = 8
 N_BATCH = 32  # 4 rows per device
+PROGRAM_BATCH = 2048  # the conftest's: the compiled step's batch, 256 rows per device
 
 
 @pytest.mark.points(1)
@@ -58,12 +59,14 @@ def test_fsdp_worked_example(impl, problem, check_layout, fsdp_placed, check_tra
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 def test_fsdp_compiled_step(impl, problem, check_program):
     """The step compiled inside the test's own jax.jit: it computes single-device SGD's step, all-gathers
     (the weights), reduce-scatters every weight's gradient, and all-reduces nothing as large as a weight's
-    whole gradient (the biases' gradients and the loss are small and may be all-reduced)."""
-    params, x, y = problem(N_BATCH, seed=1)
+    whole gradient (the biases' gradients and the loss are small and may be all-reduced); each device
+    executes at most twice its share of the step's matmuls and sends at most what the weights' gathers and
+    their gradients' scatters send (and a quarter more)."""
+    params, x, y = problem(PROGRAM_BATCH, seed=1)
     check_program(impl, test_mesh((N,), ("data",), "explicit"), params, x, y)
 
 

@@ -1,7 +1,8 @@
 """What ex10's visible and hidden tests share: the tests' own copy of the single-device MLP and SGD step
 (a student's module cannot change them), the problem, the references, the checks of forward outputs
-and trained params (saying which known mistake a wrong result is), and the reading of a compiled
-program's all-reduces as groups of devices along the mesh's axes."""
+and trained params (saying which known mistake a wrong result is), the reading of a compiled
+program's all-reduces as groups of devices along the mesh's axes, and each device's share of the work
+and of the traffic."""
 
 import math
 import re
@@ -16,6 +17,8 @@ from grader.checks import (
     assert_collectives,
     assert_computes,
     assert_sharded_like,
+    assert_traffic,
+    assert_work,
     compare,
     inputs,
     inspect_collectives,
@@ -26,8 +29,9 @@ from grader.checks.hlo import mesh_axes_of
 # Every mesh's tests use these shapes (one reference compile). The element counts of the arrays that
 # get all-reduced differ on every mesh: the activations (N_BATCH/|data| x N_OUT) from the gradients of
 # W1, b1, W2 (N_IN x N_HIDDEN/|model|, N_HIDDEN/|model|, N_HIDDEN/|model| x N_OUT), so the tests can
-# tell which all-reduce is which.
-N_IN, N_HIDDEN, N_OUT, N_BATCH = 8, 32, 3, 48
+# tell which all-reduce is which. The batch outweighs the weights enough that a step in which every
+# device gathers it sends over twice the traffic bound below (3.2 times on 4 x 2; on 48 rows, 1.4 times).
+N_IN, N_HIDDEN, N_OUT, N_BATCH = 8, 32, 3, 192
 LR = 0.1
 # float32 against the float64 forward, and against single-device SGD after one and three steps: the
 # partial sums over "model" and the gradient sums over "data" add up in another order than one device.
@@ -104,6 +108,87 @@ def placed(mesh, params, *batch):
     """params in the tensor-parallel layout, and the batch arrays split P("data", None)."""
     params = {k: jax.device_put(v, NamedSharding(mesh, SPECS[k])) for k, v in params.items()}
     return (params, *(jax.device_put(v, NamedSharding(mesh, BATCH)) for v in batch))
+
+
+# --- each device's share: the work it executes, the bytes it sends ---------------------------------------
+
+# 4 bytes a float32; what the compiler adds to the collectives' bytes (the loss, a split it chooses) stays
+# within a quarter.
+F32, TRAFFIC_SLACK = 4, 1.25
+
+
+def forward_share(mesh):
+    """Multiply-adds per device of the forward: B (N_IN H + H N_OUT) / (|data| |model|), its B/|data| rows
+    through its H/|model| hidden units, in both matmuls. Every device computing the whole layer executes
+    |data| |model| times this; one that gathers only the weights, |model| times."""
+    return N_BATCH * (N_IN * N_HIDDEN + N_HIDDEN * N_OUT) // mesh.devices.size
+
+
+def step_share(mesh):
+    """Multiply-adds per device of a step: the forward's, and backward the gradients of W2 and of h (each
+    B H N_OUT) and of W1 (B N_IN H), for its rows and its hidden units (none for x):
+    B (2 N_IN H + 3 H N_OUT) / (|data| |model|)."""
+    return N_BATCH * (2 * N_IN * N_HIDDEN + 3 * N_HIDDEN * N_OUT) // mesh.devices.size
+
+
+def _partial_sums_all_reduce(mesh):
+    """Bytes a device sends in one all-reduce over "model" of its rows' partial sums of h @ W2, a
+    (B/|data|, N_OUT) float32 array: 2 (|model| - 1)/|model| of them (the account's all-reduce)."""
+    d, m = mesh.shape["data"], mesh.shape["model"]
+    return 2 * (m - 1) * (N_BATCH // d) * N_OUT * F32 / m
+
+
+def forward_traffic(mesh):
+    """Bytes each device may send in the forward: one all-reduce over "model" of its partial sums, with a
+    quarter to spare. Gathering W1 and W2 instead sends (|model| - 1)/|model| of their bytes, and gathering
+    the batch (|data| - 1)/|data| of its."""
+    return int(TRAFFIC_SLACK * _partial_sums_all_reduce(mesh))
+
+
+def step_traffic(mesh):
+    """Bytes each device may send in a step: the forward's all-reduce over "model", and one all-reduce over
+    "data" of the gradients of the slices it holds (N_IN H/|model| + H/|model| + H N_OUT/|model| + N_OUT
+    floats, 2 (|data| - 1)/|data| of their bytes; the loss rides along), with a quarter to spare. A step in
+    which every device gathers the batch and the weights sends (|data| - 1)/|data| x the batch's bytes
+    besides: 3.2 x this bound on 4 x 2."""
+    d, m = mesh.shape["data"], mesh.shape["model"]
+    held = (N_IN * N_HIDDEN + N_HIDDEN + N_HIDDEN * N_OUT) // m + N_OUT
+    gradients = 2 * (d - 1) * held * F32 / d
+    return int(TRAFFIC_SLACK * (_partial_sums_all_reduce(mesh) + gradients))
+
+
+FORWARD_SHARE_WORDS = (
+    "the layer, B (N_IN H + H N_OUT) / n: its B/|data| rows through its H/|model| hidden units"
+)
+STEP_SHARE_WORDS = (
+    "a step, B (2 N_IN H + 3 H N_OUT) / n: its B/|data| rows through its H/|model| hidden units, "
+    "forward and backward"
+)
+FORWARD_TRAFFIC_WORDS = (
+    "1.25 x 2 (|model| - 1)/|model| x B/|data| x N_OUT x 4: one all-reduce over 'model' of the partial "
+    "sums of its rows, and a quarter to spare"
+)
+STEP_TRAFFIC_WORDS = (
+    "1.25 x (the forward's all-reduce over 'model', and one all-reduce over 'data' of the gradients of "
+    "the slices it holds, 2 (|data| - 1)/|data| of their bytes): a quarter to spare"
+)
+WORK_HINT = (
+    "Is every device computing the whole layer? Each device multiplies its own rows of the batch by its own "
+    'slices of W1 and W2 only: no gather of the weights over "model", nor of the batch over "data".'
+)
+TRAFFIC_HINT = (
+    'Tensor parallelism moves the partial sums of h @ W2 (one psum over "model") and the gradients (summed '
+    'over "data"); the weights and the batch stay where they are.'
+)
+
+
+def _assert_shares(program, args, mesh, share, share_words, bound, bound_words, what):
+    """The program keeps to its share of the work and of the traffic (its values checked by the caller, on
+    the same program)."""
+    assert_work(program, share=share, share_of=share_words, what=what, hint=WORK_HINT, args=args)
+    assert_traffic(
+        program, at_most=bound, bound_of=bound_words, what=what, hint=TRAFFIC_HINT, args=args
+    )
 
 
 @pytest.fixture
@@ -378,8 +463,8 @@ def _values_note(program, args, expected):
 
 
 def _assert_forward_program(program, args, expected, mesh, what="tp_forward"):
-    """The forward's all-reduces run over "model" only, exactly one of them, and the very program
-    measured computes the forward."""
+    """The forward's all-reduces run over "model" only, exactly one of them, the very program measured
+    computes the forward, and each device keeps to its share of the work and of the traffic."""
     for op in _all_reduces(program):
         if mesh_axes_of(op, mesh) != ("model",):
             raise AssertionError(
@@ -388,23 +473,43 @@ def _assert_forward_program(program, args, expected, mesh, what="tp_forward"):
                 + _values_note(program, args, expected)
             )
     gathers = [op for op in inspect_collectives(program, what=what) if op.kind == "all-gather"]
-    if gathers:
+    over_model = [op for op in gathers if mesh_axes_of(op, mesh) == ("model",)]
+    if over_model:
         raise AssertionError(
-            f"the compiled program of {what} all-gathers over {_span_text(gathers[0], mesh)} "
+            f"the compiled program of {what} all-gathers over {_span_text(over_model[0], mesh)} "
             f"({len(gathers)} all-gather(s) in all): gathering the slices of W1 and W2 makes every device of a "
             '"model" group compute the whole hidden layer, which is data parallelism, not tensor parallelism. '
             'Keep each slice where it is and add up the partial sums of h @ W2 with one psum over "model".'
+            f"\n  {over_model[0].line[:300]}" + _values_note(program, args, expected)
+        )
+    if gathers:
+        raise AssertionError(
+            f"the compiled program of {what} all-gathers over {_span_text(gathers[0], mesh)} "
+            f"({len(gathers)} all-gather(s) in all): every device then holds rows of the batch (or slices) "
+            "that other devices hold, and computes them again. Keep each device's rows of x and its slices of "
+            'the weights where they are, and add up the partial sums of h @ W2 with one psum over "model".'
             f"\n  {gathers[0].line[:300]}" + _values_note(program, args, expected)
         )
     assert_collectives(
         program, *args, exactly={"all-reduce": 1}, expected=expected, **TOL, what=what
+    )
+    _assert_shares(
+        program,
+        args,
+        mesh,
+        forward_share(mesh),
+        FORWARD_SHARE_WORDS,
+        forward_traffic(mesh),
+        FORWARD_TRAFFIC_WORDS,
+        what,
     )
 
 
 def _assert_step_program(program, args, expected, mesh, what="tp_train_step"):
     """Read from the compiled step: the all-reduce of the activations (N_BATCH/|data| x N_OUT elements)
     runs over "model"; every all-reduce of the gradients of W1, b1 or W2 (their per-device block sizes)
-    runs over "data"; both exist; and the very program measured computes the step."""
+    runs over "data"; both exist; the very program measured computes the step; and each device keeps to
+    its share of the work and of the traffic."""
     d, m = mesh.shape["data"], mesh.shape["model"]
     activation = (N_BATCH // d) * N_OUT
     gradients = {N_IN * N_HIDDEN // m, N_HIDDEN // m, N_HIDDEN // m * N_OUT}
@@ -456,6 +561,16 @@ def _assert_step_program(program, args, expected, mesh, what="tp_train_step"):
             + _values_note(program, args, expected)
         )
     assert_computes(program(*args), expected, **TOL, what=what)
+    _assert_shares(
+        program,
+        args,
+        mesh,
+        step_share(mesh),
+        STEP_SHARE_WORDS,
+        step_traffic(mesh),
+        STEP_TRAFFIC_WORDS,
+        what,
+    )
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """ex10_tensor_parallel, hidden tests on 4 x 2, 2 x 4 and 2 x 2 meshes: the layout of the params, the
 forward's values and its one all-reduce over "model", three training steps against single-device SGD,
 and the device groups of the step's all-reduces (activations over "model", gradients over "data"),
-read from the compiled program and compared with the mesh's axes.
+read from the compiled program and compared with the mesh's axes, with each device's work and traffic
+read from the same programs.
 
 Points (the module docstring of ex10_tensor_parallel.py): the weights are points out of 20; these tests carry
 13 of them. What the compiled programs' all-reduces run over is what makes tensor parallelism: a forward that
@@ -50,7 +51,7 @@ def test_tp_forward_values(impl, tp_mesh, place, problem, check_forward, shape):
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 @MESHES
 def test_tp_forward_all_reduces_over_model(
     impl, tp_mesh, place, problem, reference_forward, assert_forward_program, shape
@@ -87,7 +88,7 @@ def test_tp_train_step_values(impl, tp_mesh, place, problem, reference_steps, ch
 
 
 @pytest.mark.points(4)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 @MESHES
 def test_tp_train_step_all_reduce_groups(
     impl, tp_mesh, place, problem, reference_steps, assert_step_program, shape

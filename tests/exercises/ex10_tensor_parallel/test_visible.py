@@ -39,12 +39,13 @@ def test_tp_forward(impl, tp_mesh, place, problem, check_forward):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 def test_tp_forward_program(
     impl, tp_mesh, place, problem, reference_forward, assert_forward_program
 ):
-    """The compiled forward: exactly one all-reduce, over "model" (no all-gather of the weights), and the
-    program read computes the forward."""
+    """The compiled forward: exactly one all-reduce, over "model" (no all-gather of the weights), the
+    program read computes the forward, and each device executes at most twice its share of the layer's
+    matmuls and sends at most that all-reduce (and a quarter more)."""
     mesh = tp_mesh(SHAPE)
     params, x, _ = problem()
     args = place(mesh, params, x)
@@ -72,10 +73,11 @@ def test_tp_train_step(impl, tp_mesh, place, problem, reference_steps, check_ste
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 def test_tp_train_step_program(impl, tp_mesh, place, problem, reference_steps, assert_step_program):
-    """The compiled step: the activations' all-reduce over "model", the gradients' over "data", and the
-    program read computes the step."""
+    """The compiled step: the activations' all-reduce over "model", the gradients' over "data", the
+    program read computes the step, and each device executes at most twice its share of the step's matmuls
+    and sends at most those all-reduces (and a quarter more)."""
     mesh = tp_mesh(SHAPE)
     params, x, y = problem()
     args = place(mesh, params, x, y)

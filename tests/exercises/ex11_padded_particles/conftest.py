@@ -1,7 +1,8 @@
 """What ex11's visible and hidden tests share: padded per-device particle buffers (with garbage in the
 padding), the NumPy reference mean and the check of a mean, the check of a redistribution, which knows
 nothing of the order of the particles inside a device nor of how many padding rows each device's block
-has, and the check of a compiled redistribution (an all-to-all in a program that redistributes right)."""
+has, the check of a compiled redistribution (an all-to-all in a program that redistributes right), and each
+compiled function's share of the work and of the traffic."""
 
 from collections import Counter
 
@@ -16,11 +17,139 @@ from grader.checks import (
     assert_collectives,
     assert_sharded_like,
     assert_sharding,
+    assert_traffic,
+    assert_work,
     compiled,
     inputs,
 )
 
 CAP = 8  # rows per device in every test's input: the same shapes for every example, one compile per test
+# The compiled redistribution's bucket size: buckets smaller than a device's buffer, so that what a device
+# sends through all_to_all (its buckets) weighs less than its buffer, which a program that gathers every
+# buffer sends to every device (2.8 times the traffic bound below on 8 devices; at capacity CAP, as much).
+PROGRAM_CAPACITY = 2
+F32 = 4  # bytes of a float32 or an int32
+# What the compiler adds to the collectives' bytes (a flag, a split it chooses) stays within a quarter.
+TRAFFIC_SLACK = 1.25
+
+
+# --- each device's share: the work it executes, the bytes it sends ---------------------------------------
+
+
+def stacking_share(f_work):
+    """Multiply-adds per device of expanding_shard_map(f, ...): f's on its own block, `f_work` (the test's
+    f, counted from its shapes). Every device applying f to every block executes n times this."""
+    return f_work
+
+
+def stacking_traffic(n):
+    """Bytes a device sends for expanding_shard_map: none, every block stays on its device and so does its
+    result (stacking adds a device axis inside each device's function)."""
+    return 0
+
+
+def mean_share(cap):
+    """Multiply-adds (products written out) per device of masked_mean: its block's masking, at most one
+    product per coordinate of its rows (cap x 3, when the mask multiplies), and the mean's 3 divisions.
+    jnp.where masks with no product at all. Every device masking every block executes n times the first."""
+    return cap * 3 + 3
+
+
+def mean_traffic(n):
+    """Bytes a device may send for masked_mean: its block's statistics, 3 sums and a count (16 bytes), to
+    every other device, (n - 1) x 16 (an all-gather of them; an all-reduce sends less, 2 (n - 1)/n x 16),
+    with a quarter to spare. Gathering every particle sends (n - 1) x (cap x 3 + 1) x 4: 5 times this."""
+    return int(TRAFFIC_SLACK * (n - 1) * 4 * F32)
+
+
+def redistribution_share(cap, n, capacity):
+    """Products per device of redistribute_by_slab: at most one per row for its slab (floor(x * n)), one per
+    element of its rows' one-hot over the n destinations (cap x n), and one per coordinate of the rows it
+    receives (n x capacity x 3). The sorting itself is comparisons and sums, no products. Every device
+    bucketing every device's rows executes about n times its own share, which a bound on products alone
+    cannot tell from an honest program that multiplies its masks (the traffic bound does)."""
+    return cap * (n + 1) + 3 * n * capacity
+
+
+def redistribution_traffic(n, capacity):
+    """Bytes a device may send for redistribute_by_slab: one all_to_all of its n buckets (n x capacity rows
+    of 3 float32) and one of their n counts, (n - 1)/n of their bytes each, and an all-reduce of the
+    overflow flag (2 (n - 1)/n x 4), with a quarter to spare. Gathering every buffer sends (n - 1) x
+    (cap x 3 + 1) x 4 instead."""
+    buckets = (n - 1) * (capacity * 3 + 1) * F32  # (n - 1)/n of n buckets and n counts
+    return int(TRAFFIC_SLACK * (buckets + 2 * (n - 1) * F32 / n))
+
+
+def _assert_shares(program, args, *, share, share_of, at_most, bound_of, what, hint):
+    """The program keeps to its share of the work and of the traffic (its values checked by the caller, on
+    the same program)."""
+    assert_work(program, share=share, share_of=share_of, what=what, hint=hint, args=args)
+    assert_traffic(program, at_most=at_most, bound_of=bound_of, what=what, hint=hint, args=args)
+
+
+def _assert_stacking_shares(program, args, n, f_work, f_words):
+    """expanding_shard_map(f, ...)'s compiled program: f's work on one block per device, nothing sent."""
+    _assert_shares(
+        program,
+        args,
+        share=stacking_share(f_work),
+        share_of=f"the test's function on one block ({f_words})",
+        at_most=stacking_traffic(n),
+        bound_of="every block stays on its device, and so does its result",
+        what="expanding_shard_map(f, ...)",
+        hint="Does every device gather the inputs and apply f to every block? shard_map hands each device "
+        "its own blocks: apply f to them alone and add the device axis to its results.",
+    )
+
+
+@pytest.fixture
+def assert_stacking_shares():
+    """assert_stacking_shares(program, args, n, f_work, f_words): f's work per device on its own block, and
+    nothing sent."""
+    return _assert_stacking_shares
+
+
+def _assert_mean_shares(program, args, n, cap=CAP):
+    _assert_shares(
+        program,
+        args,
+        share=mean_share(cap),
+        share_of="masking its block and dividing, cap x 3 + 3 (one product per coordinate of its rows)",
+        at_most=mean_traffic(n),
+        bound_of="1.25 x (n - 1) x 16: 3 sums and a count sent to every other device, and a quarter to "
+        "spare",
+        what="masked_mean",
+        hint="Is every particle gathered to every device? Each device sums and counts its own valid rows; "
+        "only those 3 sums and the count travel (a psum of them).",
+    )
+
+
+@pytest.fixture
+def assert_mean_shares():
+    """assert_mean_shares(program, args, n): masked_mean's compiled program masks only its own block and
+    sends only its block's statistics."""
+    return _assert_mean_shares
+
+
+@pytest.fixture
+def once():
+    """once(name, thunk): thunk's result, computed at the first call of the test (later calls return it, or
+    raise its error again): a property-based test's examples share one compiled program and one verdict on
+    its shares, the same for every example, as hypothesis needs."""
+    outcomes = {}
+
+    def call(name, thunk):
+        if name not in outcomes:
+            try:
+                outcomes[name] = (thunk(), None)
+            except AssertionError as error:
+                outcomes[name] = (None, error)
+        result, error = outcomes[name]
+        if error is not None:
+            raise error
+        return result
+
+    return call
 
 
 def _padded(slabs, n, *, cap=CAP, seed=0):
@@ -197,12 +326,27 @@ def _check_redistribution(result, pos, num, n, capacity, mesh=None):
 
 def _assert_redistribution_program(impl, mesh, pos, num, capacity):
     """redistribute_by_slab compiled under jax.jit (mesh and capacity fixed): the program must contain an
-    all-to-all, and earns it only by also redistributing (pos, num) right."""
+    all-to-all, and earns it only by also redistributing (pos, num) right; then each device's share of the
+    work and of the traffic."""
     n = mesh.shape["d"]
     args = _place(mesh, pos, num)
     program = compiled(lambda p, k: impl.redistribute_by_slab(p, k, mesh, capacity), *args)
     _check_redistribution(program(*args), pos, num, n, capacity)
     assert_collectives(program, present=("all-to-all",), what="redistribute_by_slab")
+    cap = len(pos) // n
+    _assert_shares(
+        program,
+        args,
+        share=redistribution_share(cap, n, capacity),
+        share_of="bucketing its rows and taking in its buckets, cap (n + 1) + 3 n capacity (one product "
+        "per row, per element of its rows' one-hot, per coordinate received)",
+        at_most=redistribution_traffic(n, capacity),
+        bound_of="1.25 x (n - 1) x (capacity x 3 + 1) x 4, plus the overflow flag: (n - 1)/n of its n "
+        "buckets and their n counts, one all_to_all each, and a quarter to spare",
+        what="redistribute_by_slab",
+        hint="Each device sends through all_to_all only its n buckets of capacity rows (and their counts): "
+        "gathering every buffer sends every particle to every device.",
+    )
 
 
 def _assert_stacked(got, mesh, spec, want, *, name, **tol):

@@ -2,7 +2,7 @@
 replicated outputs and under jax.jit; masked_mean and redistribute_by_slab on random counts and positions
 (property-based: derandomized in a student's run, each test's own examples from the grading's secret while
 grading; the shapes stay fixed so that every example reuses one compiled program); and the all-to-all in
-the compiled redistribution.
+the compiled redistribution; each compiled function's work and traffic.
 
 Points (the module docstring of ex11_padded_particles.py): the weights are points out of 20; these tests carry
 15.5 of them. Never dropping a particle without reporting it is what the exercise teaches, and weighs most."""
@@ -14,13 +14,14 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from grader.checks import assert_close, test_mesh
+from grader.checks import assert_close, compiled, test_mesh
 from grader.checks.properties import GRADING
 
 pytestmark = pytest.mark.hidden
 
 TOL = dict(rtol=1e-5, atol=1e-6)
 CAP = 8
+PROGRAM_CAPACITY = 2  # the conftest's: the compiled redistribution's buckets
 MAX_DEVICES = 8
 # Per device, the slabs of its particles (taken modulo n, so that every mesh size uses the same draws).
 SLABS = st.lists(
@@ -34,9 +35,13 @@ SEEDS = st.integers(0, 2**16)
 
 def block_stats(block, count, scale):
     """The tests' per-device function: a scalar, a vector and a matrix, from the valid rows only."""
-    valid = jnp.arange(block.shape[0]) < count[0]
-    sums = jnp.where(valid[:, None], block, 0.0).sum(axis=0)
+    valid = (jnp.arange(block.shape[0]) < count[0]).astype(block.dtype)
+    sums = valid @ block
     return count[0] * scale, sums, jnp.stack([sums, sums * scale])
+
+
+# block_stats's multiply-adds on one block: the mask times the block (CAP x 3), and 4 products by scale.
+BLOCK_STATS_WORK = CAP * 3 + 4
 
 
 def expected_stats(pos, num, scale, n):
@@ -85,15 +90,19 @@ def test_expanding_shard_map_stacks_every_output(
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("values", "layouts")
+@pytest.mark.rules("values", "layouts", "work", "traffic")
 def test_expanding_shard_map_under_jit(
-    impl, n_devices, padded, random_slabs, place, assert_stacked
+    impl, n_devices, padded, random_slabs, place, assert_stacked, assert_stacking_shares
 ):
     mesh, args, expected = stats_inputs(n_devices, padded, random_slabs, place, seed=1)
     stacked = impl.expanding_shard_map(
         block_stats, mesh, (P("d"), P("d"), P()), (P("d"), P("d"), P("d"))
     )
-    check_stats(assert_stacked, jax.jit(stacked)(*args), mesh, expected, "under jax.jit")
+    program = compiled(stacked, *args)
+    check_stats(assert_stacked, program(*args), mesh, expected, "under jax.jit")
+    assert_stacking_shares(
+        program, args, n_devices, BLOCK_STATS_WORK, "block_stats: CAP x 3 + 4 multiply-adds"
+    )
 
 
 @pytest.mark.points(1)
@@ -127,14 +136,21 @@ def test_expanding_shard_map_keeps_replicated_outputs(
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("values")
+@pytest.mark.rules("values", "work", "traffic")
 @settings(GRADING, max_examples=8)
 @given(counts=COUNTS, seed=SEEDS)
 @example(counts=[0, CAP, 0, 1, 0, 0, 2, 0], seed=0)
-def test_masked_mean_values(impl, n_devices, padded, random_slabs, place, check_mean, counts, seed):
+def test_masked_mean_values(
+    impl, n_devices, padded, random_slabs, place, check_mean, assert_mean_shares, once, counts, seed
+):
+    """Every example runs one compiled program (the shapes never change), whose work and traffic are
+    judged once."""
     mesh = test_mesh((n_devices,), ("d",), "explicit")
     pos, num = padded(random_slabs(n_devices, counts[:n_devices], seed), n_devices, seed=seed)
-    check_mean(impl.masked_mean(*place(mesh, pos, num), mesh), pos, num, n_devices, **TOL)
+    args = place(mesh, pos, num)
+    program = once("program", lambda: compiled(lambda p, k: impl.masked_mean(p, k, mesh), *args))
+    check_mean(program(*args), pos, num, n_devices, **TOL)
+    once("shares", lambda: assert_mean_shares(program, args, n_devices))
 
 
 @pytest.mark.points(1)
@@ -194,7 +210,7 @@ def test_redistribute_reports_overflow(
 
 
 @pytest.mark.points(1.5)
-@pytest.mark.rules("collectives", "properties")
+@pytest.mark.rules("collectives", "properties", "work", "traffic")
 def test_redistribute_uses_all_to_all(
     impl, n_devices, padded, random_slabs, assert_redistribution_program
 ):
@@ -202,5 +218,6 @@ def test_redistribute_uses_all_to_all(
     pos, num = padded(
         random_slabs(n_devices, [CAP - i % 3 for i in range(n_devices)], 5), n_devices, seed=5
     )
-    # The rule is earned only by a program that also redistributes correctly.
-    assert_redistribution_program(impl, mesh, pos, num, CAP)
+    # The rule is earned only by a program that also redistributes correctly (buckets of 2 may overflow:
+    # then it must say so, and lose only what did not fit).
+    assert_redistribution_program(impl, mesh, pos, num, PROGRAM_CAPACITY)

@@ -1,13 +1,17 @@
 """What ex14's visible and hidden tests share: the weights and microbatches, placed on the mesh, the float64
 NumPy references (the forward pass, and the training step's loss and gradient written out by hand), and the
 rules the compiled programs are graded by (the sends of a pipeline, its weights staying put, its memory, the
-training step's pairs and gradient all-reduce), so that `shardlab check` applies the very checks grading
-does.
+training step's pairs and gradient all-reduce, and each program's share of the work and of the traffic), so
+that `shardlab check` applies the very checks grading does.
 
 Why sizes matter here: the forward pipeline's tests pick F > 2 (M + S) B, so that the bytes a pipeline may
 move (M + S - 1 sends of one (B, F) microbatch, and one hand-out of at most its M + S - 1 steps' (B, F)
 results) cannot carry even one other stage's (F, F) weights; a function whose sends and values are right,
-and whose collectives move no more than that, has computed each layer where its weights live."""
+and whose collectives move no more than that, has computed each layer where its weights live. The programs'
+tests also pick R M >= 2 (S - 1) microbatches (3 (S - 1) for the training step): a pipeline computes through
+its S - 1 bubble steps, (R M + S - 1) / (R M) of its share of the work, and a training step that recomputes
+its forward pass (a remat) 4/3 of that again; both stay within twice the share, which a device that runs
+every stage's layers exceeds S / 2 times over."""
 
 import jax
 import numpy as np
@@ -17,6 +21,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from grader.checks import (
     NotReported,
     Variant,
+    account_of,
     assert_close,
     assert_close_or_named,
     assert_computes,
@@ -24,11 +29,15 @@ from grader.checks import (
     assert_operand_bytes,
     assert_permute_pairs,
     assert_sharding,
+    assert_traffic,
+    assert_work,
+    between_devices,
     compiled,
     executed_collectives,
     inputs,
     memory_per_device,
 )
+from grader.checks.account import unknown_count
 from grader.checks.hlo import mesh_axes_of
 from grader.core.results import PipelineSchedule
 
@@ -37,6 +46,9 @@ FORWARD_TOL = dict(rtol=1e-5, atol=1e-5)
 TRAIN_TOL = dict(rtol=1e-4, atol=1e-5)
 LR = 0.5  # large enough that a wrong gradient moves ws visibly
 F32 = 4  # bytes
+# What the training step may send besides its activations and its gradient's all-reduce: the loss's sums
+# (a float's all-reduce is a few bytes; a psum of the error at every step, 27 of them on 8 devices, 189).
+LOSS_BYTES = 256
 
 
 def _weights(shape, seed):
@@ -177,21 +189,27 @@ def _weights_stay_put(program, name, steps, B, F):
     """Besides its sends, the program may hand the outputs to every device once: one all-reduce or
     all-gather of at most every step's (B, F) results (the outputs, or the whole history of the last stage,
     bubbles included). Any other collective moves weights (or more than the answer needs): an all-gather of
-    ws, a psum of everything, a second exchange."""
+    ws, a psum of everything, a second exchange. Read from the program's account: each kind of collective
+    between devices, its runs and its operands' bytes, as executed."""
     outputs = steps * B * F * F32
-    others = [op for op in executed_collectives(program) if op.kind != "collective-permute"]
-    wrong = [
-        op
-        for op in others
-        if op.kind not in ("all-reduce", "all-gather") or op.operand_bytes > outputs
+    rule = f"besides the collective-permutes, at most one all-reduce or all-gather of at most {outputs} bytes"
+    others = [
+        row
+        for row in between_devices(account_of(program, what=name))
+        if row.kind != "collective-permute"
     ]
-    runs = sum(op.times or 0 for op in others)
-    uncounted = any(op.times is None for op in others)
-    if wrong or runs > 1 or uncounted:
+    if any(row.runs is None or row.operand_bytes is None for row in others):
+        raise unknown_count(name, "collectives", rule)
+    wrong = [
+        row
+        for row in others
+        if row.kind not in ("all-reduce", "all-gather") or row.operand_bytes > outputs
+    ]
+    if wrong or sum(row.runs for row in others) > 1:
         found = "; ".join(
-            f"{op.kind} of {op.operand_bytes} bytes ({' + '.join(str(list(s)) for s in op.operand_shapes)}) "
-            f"run {'an unknown number of' if op.times is None else op.times} time(s)"
-            for op in others
+            f"{row.kind} over {' and '.join(map(repr, row.axes or ())) or 'its groups'}: "
+            f"{row.operand_bytes} bytes of operands in {row.runs} run(s)"
+            for row in others
         )
         raise AssertionError(
             f"the compiled program of {name} runs, besides its collective-permutes: {found}. Only one "
@@ -201,10 +219,26 @@ def _weights_stay_put(program, name, steps, B, F):
         )
 
 
+def _forward_share(S, R, M, B, F):
+    """One device's share of a forward pipeline's dot work: the model's R S layers, each (B, F) @ (F, F) on
+    M microbatches, R S M B F F multiply-adds over the S devices. A pipeline that computes through its
+    S - 1 bubble steps executes (R M + S - 1) B F F, within twice the share on the tests' sizes."""
+    return R * M * B * F * F
+
+
+def _forward_traffic(S, R, M, B, F):
+    """What one device may send in a forward pipeline: one microbatch's (B, F) activations after each of the
+    R M + S - 1 steps, and the hand-out of the outputs, at most an all-gather of the last stage's R M + S - 1
+    steps' results ((S - 1) copies of them): S (R M + S - 1) B F floats. A device that gathers the other
+    stages' weights sends (S - 1) R F F floats, on the tests' sizes at least twice that."""
+    return S * (R * M + S - 1) * B * F * F32
+
+
 def _check_sends(impl, mesh, ws, xs):
     """The compiled pipeline_forward (ws (S, F, F)) or circular_forward (ws (R, S, F, F)): its sends run
     the schedule's number of times, between the pairs the contract gives, each one microbatch; no other
-    collective moves weights; and it computes the reference's values."""
+    collective moves weights; each device executes at most twice its share of the work and sends no more
+    than its sends and one hand-out of the outputs; and it computes the reference's values."""
     circular = ws.ndim == 4
     name = "circular_forward" if circular else "pipeline_forward"
     S = mesh.shape["stage"]
@@ -249,6 +283,27 @@ def _check_sends(impl, mesh, ws, xs):
         "through as one microbatch, or are weights travelling between the stages?",
     )
     _weights_stay_put(program, name, steps, B, F)
+    layers = f"{R} x {S}" if circular else f"{S}"
+    formula = "R S M B F F" if circular else "S M B F F"
+    assert_work(
+        program,
+        share=_forward_share(S, R, M, B, F),
+        share_of=f"the model's dot work ({layers} layers on {M} microbatches of ({B}, {F}): {formula} "
+        f"multiply-adds over the {S} stages)",
+        what=name,
+        hint="Does every device run every stage's layer? Each stage applies its own "
+        + ("layers" if circular else "layer")
+        + " to what it holds, once per step.",
+    )
+    assert_traffic(
+        program,
+        at_most=_forward_traffic(S, R, M, B, F),
+        bound_of=f"one ({B}, {F}) microbatch sent after each of the {steps} steps, and the outputs handed "
+        f"out by at most an all-gather of the last stage's {steps} steps' results: S ({'R M' if circular else 'M'} "
+        "+ S - 1) B F floats",
+        what=name,
+        hint=f"Are the weights travelling (each stage's are ({F}, {F}))?",
+    )
 
 
 def _check_memory(impl, mesh, ws, xs):
@@ -279,8 +334,10 @@ def _check_memory(impl, mesh, ws, xs):
 
 def _check_train_program(impl, mesh, ws, xs, ys):
     """The compiled pipeline_train_step: its permutes run along "stage" within each data row, forward and
-    back; every all-reduce of a weight-sized gradient sums over "data" only (at least one does); and it
-    computes the reference's new ws and loss."""
+    back; every all-reduce of a weight-sized gradient sums over "data" only (at least one does); each device
+    executes at most twice its share of the step's work and sends no more than its activations, their
+    gradients, one all-reduce of its gradient and the loss; and it computes the reference's new ws and
+    loss."""
     args = _train_args(mesh, ws, xs, ys)
     program = compiled(lambda w, x, y: impl.pipeline_train_step(w, x, y, LR, mesh), *args)
     new_ws, loss = _reference_train_step(ws, xs, ys, LR)
@@ -297,7 +354,7 @@ def _check_train_program(impl, mesh, ws, xs, ys):
         args=args,
         **TRAIN_TOL,
     )
-    F = ws.shape[-1]
+    M, B, F = xs.shape
     grads = [
         op
         for op in executed_collectives(program)
@@ -319,12 +376,50 @@ def _check_train_program(impl, mesh, ws, xs, ys):
         '"data" groups). Stages hold different layers: their gradients must never be added together, and '
         "each data row saw only its part of the batch."
     )
+    data, S = mesh.shape["data"], mesh.shape["stage"]
+    assert_work(
+        program,
+        share=_train_share(data, S, M, B, F),
+        share_of=f"the step's dot work ({S} layers on {M} microbatches of ({B}, {F}), forward and back: "
+        f"(3 S - 1) M B F F multiply-adds over the {data} x {S} devices)",
+        what="pipeline_train_step",
+        hint="Does every device of a data row run the whole model? Each stage applies its own layer, "
+        "forward and back, once per step, to its data row's part of the microbatch.",
+    )
+    assert_traffic(
+        program,
+        at_most=_train_traffic(data, S, M, B, F),
+        bound_of=f"each step's ({B // data}, {F}) activations sent forward and their gradient back, "
+        f'{M + S - 1} steps each way, one all-reduce of its stage\'s ({F}, {F}) gradient over "data", '
+        f"and {LOSS_BYTES} bytes for the loss: 2 (M + S - 1) (B / data) F + 2 (data - 1) / data F F "
+        "floats",
+        what="pipeline_train_step",
+        hint="Are the stages' weights brought to every device, or the gradient summed at every step?",
+    )
+
+
+def _train_share(data, S, M, B, F):
+    """One device's share of the training step's dot work: the forward pass's S layers on M microbatches of
+    (B, F) (S M B F F multiply-adds), the weights' gradients (as many) and the gradients passed down through
+    every layer but the first ((S - 1) M B F F): (3 S - 1) M B F F over the data x S devices. The pipeline
+    executes 3 (M + S - 1) (B / data) F F with its bubbles, a remat 4 (M + S - 1) (B / data) F F."""
+    return (3 * S - 1) * M * B * F * F // (data * S)
+
+
+def _train_traffic(data, S, M, B, F):
+    """What one device may send in a training step: its (B / data, F) activations after each of the M + S - 1
+    forward steps and their gradient back as many times, 2 (M + S - 1) (B / data) F floats; one all-reduce of
+    its stage's (F, F) gradient over the data rows, 2 (data - 1) / data F F floats; and LOSS_BYTES for the
+    loss. A device that gathers the other stages' weights sends (S - 1) F F floats for them, and as many
+    again for their gradients."""
+    return (2 * (M + S - 1) * (B // data) * F + 2 * (data - 1) * F * F // data) * F32 + LOSS_BYTES
 
 
 @pytest.fixture
 def check_sends():
     """check_sends(impl, mesh, ws, xs): the compiled pipeline_forward (ws (S, F, F)) or circular_forward
-    (ws (R, S, F, F)) sends as the contract says, moves no weights, and computes the reference."""
+    (ws (R, S, F, F)) sends as the contract says, moves no weights, keeps to its shares of the work and the
+    bytes, and computes the reference."""
     return _check_sends
 
 
@@ -337,5 +432,5 @@ def check_memory():
 @pytest.fixture
 def check_train_program():
     """check_train_program(impl, mesh, ws, xs, ys): the compiled pipeline_train_step's pairs and gradient
-    all-reduces, and its values."""
+    all-reduces, its shares of the work and the bytes, and its values."""
     return _check_train_program

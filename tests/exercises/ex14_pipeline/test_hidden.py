@@ -54,13 +54,14 @@ def test_pipeline_forward_values(impl, n_devices, weights, microbatches, check_f
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("collectives", "values", functions=("pipeline_forward",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("pipeline_forward",))
 def test_pipeline_forward_sends_one_microbatch_between_neighbours(
     impl, n_devices, weights, microbatches, check_sends
 ):
-    """F > 2 (M + S) B: the sends and one hand-out of the outputs cannot carry another stage's weights."""
+    """F > 2 (M + S) B: the sends and one hand-out of the outputs cannot carry another stage's weights;
+    M >= 2 (S - 1): the bubble keeps a pipeline within twice its share of the work."""
     S = n_devices
-    M, B, F = {2: (5, 3, 48), 4: (3, 2, 32), 8: (7, 1, 32)}[S]
+    M, B, F = {2: (5, 3, 48), 4: (8, 1, 32), 8: (20, 1, 64)}[S]
     check_sends(impl, _stages(S), weights((S, F, F), 30 + S), microbatches(M, B, F, 40 + S))
 
 
@@ -96,14 +97,15 @@ def test_pipeline_train_step_values(impl, shape, weights, microbatches, check_tr
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 @pytest.mark.parametrize("shape", ["2x2", "4x2", "2x4"])
 def test_pipeline_train_step_pairs_and_gradient_reduction(
     impl, shape, weights, microbatches, check_train_program
 ):
+    """M = 24 >= 3 (S - 1): the bubble keeps a pipeline, and a remat's recompute, within twice its share."""
     data, S = (int(v) for v in shape.split("x"))
     mesh = test_mesh((data, S), ("data", "stage"), "explicit")
-    M, B, F = 2, data, 32
+    M, B, F = 24, 2 * data, 32
     seed = 80 + data
     check_train_program(
         impl,
@@ -130,7 +132,7 @@ def test_circular_forward_values(impl, n_devices, extra, weights, microbatches, 
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values", functions=("circular_forward",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("circular_forward",))
 def test_circular_forward_sends_round_one_cycle(
     impl, n_devices, weights, microbatches, check_sends
 ):

@@ -59,11 +59,12 @@ def test_pipeline_forward(impl, weights, microbatches, check_forward):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values", functions=("pipeline_forward",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("pipeline_forward",))
 def test_pipeline_forward_sends(impl, weights, microbatches, check_sends):
-    """6 microbatches through 8 stages: 12 or 13 sends of one (2, 64) microbatch between neighbours s -> s+1,
-    no weights moving, and the right outputs."""
-    S, M, B, F = 8, 6, 2, 64
+    """16 microbatches through 8 stages: 22 or 23 sends of one (2, 128) microbatch between neighbours
+    s -> s+1, no weights moving, each device at most twice its share of the work (its layer on 16
+    microbatches; 23 steps with the bubble) and of the bytes, and the right outputs."""
+    S, M, B, F = 8, 16, 2, 128
     check_sends(impl, _stages(S), weights((S, F, F), 3), microbatches(M, B, F, 4))
 
 
@@ -86,12 +87,13 @@ def test_pipeline_train_step(impl, weights, microbatches, check_train_step):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 def test_pipeline_train_step_program(impl, weights, microbatches, check_train_program):
     """On a 2x4 mesh: sends along "stage" within each data row, forward and back; the gradient's all-reduce
-    over "data" only; and the right new ws and loss."""
+    over "data" only; each device at most twice its share of the step's work and its bytes (a row's
+    activations and one gradient all-reduce); and the right new ws and loss."""
     mesh = test_mesh((2, 4), ("data", "stage"), "explicit")
-    S, M, B, F = 4, 3, 4, 32
+    S, M, B, F = 4, 24, 4, 64
     check_train_program(
         impl, mesh, weights((S, F, F), 10), microbatches(M, B, F, 11), microbatches(M, B, F, 12)
     )
@@ -107,9 +109,10 @@ def test_circular_forward(impl, weights, microbatches, check_forward):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values", functions=("circular_forward",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("circular_forward",))
 def test_circular_forward_sends(impl, weights, microbatches, check_sends):
     """9 microbatches twice round 8 stages: 24 or 25 sends of one microbatch round one cycle (7 -> 0
-    included), no weights moving, and the right outputs."""
+    included), no weights moving, each device at most twice its share of the work and of the bytes, and
+    the right outputs."""
     S, R, M, B, F = 8, 2, 9, 2, 64
     check_sends(impl, _stages(S), weights((R, S, F, F), 15), microbatches(M, B, F, 16))

@@ -18,6 +18,8 @@ from grader.checks import (
     assert_memory,
     assert_permute_pairs,
     assert_sharded_like,
+    assert_traffic,
+    assert_work,
     compiled,
     inputs,
     named_mistake,
@@ -79,6 +81,34 @@ def _zigzag(seq_len, n):
 def reference_zigzag():
     """reference_zigzag(seq_len, n) -> the list zigzag_order must return."""
     return _zigzag
+
+
+# --- the share of each device ------------------------------------------------------------------------
+
+
+def _ring_work_share(n, T, D):
+    """One device's share of the attention's multiply-adds: q k^T and the weights times v for its T/n
+    queries against all T keys, 2 T^2 D / n. The single-device reference computes every score, causal or
+    not (a ring that skips masked blocks under lax.cond is counted at its larger branch, so the same)."""
+    return 2 * T * T * D // n
+
+
+def _ring_traffic_bound(n, T, D):
+    """Its block of K and V, (T/n, D) float32 each, once per ring step: n - 1 moves are needed, n allowed
+    (a scan that passes the blocks on after every step), so the bytes of the whole K and V."""
+    return n * 2 * (T // n) * D * 4
+
+
+def _ulysses_work_share(n, T, H, D):
+    """One device's share of the heads' multiply-adds: every head's scores and weighted values over the
+    whole sequence, 2 T^2 H D, split over the n devices (H/n heads each)."""
+    return 2 * T * T * H * D // n
+
+
+def _ulysses_traffic_bound(n, T, H, D):
+    """Four blocks of (T/n, H, D) float32 through all-to-alls, each sending all but its own 1/n: q, k and v
+    to the head split, the output back."""
+    return 4 * (T // n) * H * D * 4 * (n - 1) // n
 
 
 # --- the checks ------------------------------------------------------------------------------------
@@ -161,7 +191,8 @@ def _check_ring_grads(impl, n, T, D, causal, seed):
 
 def _check_ring_program(impl, n, T, D, causal, seed):
     """The compiled ring_attention: collective-permute only, pairs forming one n-cycle, run at least n - 1
-    times, and the program computes the attention."""
+    times, each device executing at most twice its share of the attention's multiply-adds and sending at
+    most its block of K and V per ring step; and the program computes the attention."""
     mesh = _mesh(n)
     q, k, v = _arrays((T, D), seed)
     args = _placed(mesh, q, k, v)
@@ -187,6 +218,23 @@ def _check_ring_program(impl, n, T, D, causal, seed):
         what=what,
         hint="the K and V blocks must make n - 1 moves round the ring, and the step count must be "
         "static (a fori_loop or scan with Python int bounds).",
+    )
+    assert_work(
+        program,
+        share=_ring_work_share(n, T, D),
+        share_of="the attention's dot work, 2 T^2 D / n",
+        what=what,
+        hint="Each device computes the rows of its own T/n queries, against one K and V block at a "
+        "time. Does every device attend every query (q passed round too, the whole attention computed "
+        "and its own rows sliced out)?",
+    )
+    assert_traffic(
+        program,
+        at_most=_ring_traffic_bound(n, T, D),
+        bound_of="its block of K and V once per ring step, n steps at most: 2 T D x 4 bytes",
+        what=what,
+        hint="Only K and V travel, a block of each per step. Do the queries, or whole arrays, travel "
+        "round the ring too?",
     )
 
 
@@ -222,7 +270,8 @@ def _check_ulysses_values(impl, n, T, H, D, seed):
 
 def _check_ulysses_program(impl, n, T, H, D, seed):
     """The compiled ulysses_attention: all-to-all only, 2 to 4 of them (q, k and v stacked in one or apart,
-    the output back in one), and the program computes the attention."""
+    the output back in one), each device executing at most twice its share of the heads' multiply-adds and
+    sending its blocks of q, k, v and the output once each; and the program computes the attention."""
     mesh = _mesh(n)
     q, k, v = _arrays((T, H, D), seed)
     args = _placed(mesh, q, k, v)
@@ -238,6 +287,23 @@ def _check_ulysses_program(impl, n, T, H, D, seed):
         what=what,
         hint="q, k and v go to a head split in one all_to_all (stacked) or three, the output comes "
         "back in one.",
+    )
+    assert_work(
+        program,
+        share=_ulysses_work_share(n, T, H, D),
+        share_of="the heads' dot work, 2 T^2 H D / n",
+        what=what,
+        hint=f"After the first all_to_all each device holds {H // n} of the {H} heads over the whole "
+        "sequence, and computes those heads only. Does every device compute every head?",
+    )
+    assert_traffic(
+        program,
+        at_most=_ulysses_traffic_bound(n, T, H, D),
+        bound_of="its blocks of q, k and v to the head split and its heads' output back, each through "
+        "one all-to-all: 4 x (n - 1)/n x (T/n) H D x 4 bytes",
+        what=what,
+        hint="An all_to_all sends each device's own block once, a piece to each device. Do you send "
+        "copies of a block, or of whole arrays?",
     )
 
 

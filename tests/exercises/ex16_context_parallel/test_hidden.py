@@ -1,6 +1,6 @@
-"""ex16_context_parallel, hidden tests: ring_attention's values, gradients, compiled ring and memory,
-ulysses_attention's values and all-to-alls, on 2, 4 and 8 devices with other sequence lengths; zigzag_order
-for several (seq_len, n).
+"""ex16_context_parallel, hidden tests: ring_attention's values, gradients, compiled ring (its collectives,
+work and traffic) and memory, ulysses_attention's values and compiled program (all-to-alls, work and
+traffic), on 2, 4 and 8 devices with other sequence lengths; zigzag_order for several (seq_len, n).
 
 Points (the module docstring of ex16_context_parallel.py): the weights are points out of 20, the visible
 tests' included. Each rule is checked by the conftest's helpers, which the visible tests sample on 8
@@ -38,7 +38,7 @@ def test_ring_attention_grads(impl, n_devices, causal, check_ring_grads):
 
 
 @pytest.mark.points(3)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_ring_attention_collective_permute_cycle(impl, n_devices, causal, check_ring_program):
     check_ring_program(impl, n_devices, 4 * n_devices, D, causal, seed=30 + n_devices)
@@ -59,7 +59,7 @@ def test_ulysses_attention_values(impl, n_devices, check_ulysses_values):
 
 
 @pytest.mark.points(1.5)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 def test_ulysses_attention_all_to_all_only(impl, n_devices, check_ulysses_program):
     n = n_devices
     check_ulysses_program(impl, n, 4 * n, n, D, seed=60 + n)

@@ -27,9 +27,11 @@ def test_ring_attention_causal_grads_no_nan(impl, check_ring_grads):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 def test_ring_attention_compiled_ring(impl, check_ring_program):
-    """collective-permute only, its pairs one cycle through the 8 devices, run at least 7 times."""
+    """collective-permute only, its pairs one cycle through the 8 devices, run at least 7 times; each device
+    executes at most 2 x its share of the attention's multiply-adds (2 T^2 D / 8) and sends at most its
+    block of K and V once per ring step (8192 bytes here)."""
     check_ring_program(impl, N, T, D, causal=True, seed=3)
 
 
@@ -48,8 +50,10 @@ def test_ulysses_attention(impl, check_ulysses_values):
 
 
 @pytest.mark.points(0.5)
-@pytest.mark.rules("collectives", "values")
+@pytest.mark.rules("collectives", "values", "work", "traffic")
 def test_ulysses_attention_all_to_all_only(impl, check_ulysses_program):
+    """all-to-all only, 2 to 4 of them; each device executes at most 2 x its share of the heads'
+    multiply-adds (2 T^2 H D / 8) and sends its blocks of q, k, v and the output once each (14336 bytes)."""
     check_ulysses_program(impl, N, T, H, D, seed=6)
 
 

@@ -12,16 +12,20 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import (
     NotReported,
+    account_of,
     assert_computes,
     assert_executed,
     assert_memory,
     assert_operand_bytes,
     assert_sharded_like,
+    assert_traffic,
+    assert_work,
+    between_devices,
     compiled,
     inputs,
     test_mesh,
 )
-from grader.checks.executed import executed_collectives
+from grader.checks.account import unknown_count
 from grader.checks.training import leaf_name, param_leaves
 
 # float32 against float64. The mean gradient: measured worst 9e-9 absolute (2 to 8 devices, MB 1 to 4),
@@ -53,6 +57,11 @@ class Problem:
     @property
     def param_bytes(self) -> int:
         return sum(a.nbytes for a in jax.tree.leaves(self.params))
+
+    @property
+    def weights(self) -> int:
+        """W: the entries of the weight matrices, sum of n_in * n_out."""
+        return sum(W.size for W, _ in self.params)
 
 
 def _mesh(n):
@@ -167,6 +176,55 @@ def _zero_state(mesh, params):
     return {"m": zeros(), "v": zeros(), "t": t}
 
 
+# --- the share of each device ------------------------------------------------------------------------
+
+
+def _step_work_share(n, pr: Problem) -> int:
+    """One device's share of the step's multiply-adds: for each of its B/n rows of every microbatch, one
+    per weight entry forward and two backward (the input's and the weight's gradient), 3 MB B W / n.
+    Adam's products on a device's shard of the params are a fraction of it, inside the rule's 2 x."""
+    mb, batch = pr.xs.shape[:2]
+    return 3 * mb * batch * pr.weights // n
+
+
+def _gradient_traffic_bound(n, pr: Problem) -> int:
+    """The gradients' bytes, plus a few scalars (the loss), reduced once: an all-reduce sends 2 (n - 1)/n
+    of its operands; so do a reduce-scatter of the gradients and an all-gather of the updated shards."""
+    return 2 * (n - 1) * (pr.param_bytes + SCALARS * 4) // n
+
+
+def _carried_bytes(program, kind, what) -> int:
+    """Bytes of operands the program's collectives of `kind` carry per device, each run counted (the
+    program's account, between devices); a count the account cannot know fails with its one message."""
+    carried = [
+        row.operand_bytes for row in between_devices(account_of(program)) if row.kind == kind
+    ]
+    if None in carried:
+        raise unknown_count(what, f"{kind}s", f"every leaf's whole gradient through its {kind}s")
+    return sum(carried)
+
+
+def _assert_step_shares(program, n, pr: Problem, what):
+    """Each device executes at most twice its share of the step's multiply-adds and sends the gradients
+    (and the loss) through one reduction: the whole batch computed on every device fails both."""
+    assert_work(
+        program,
+        share=_step_work_share(n, pr),
+        share_of="the step's dot work, 3 MB B W / n",
+        what=what,
+        hint="Is the whole batch computed on every device? Each device takes the gradient of its own "
+        "block of every microbatch; the reduction across the devices sums those.",
+    )
+    assert_traffic(
+        program,
+        at_most=_gradient_traffic_bound(n, pr),
+        bound_of="the gradients reduced once, 2 (n - 1)/n x their bytes, and a few scalars",
+        what=what,
+        hint="Only the gradients travel, reduced once per leaf: does the batch travel between the "
+        "devices, or is a gradient reduced more than once?",
+    )
+
+
 # --- accumulate_grads ------------------------------------------------------------------------------
 
 
@@ -185,18 +243,10 @@ def _check_accumulate(impl, n, pr: Problem):
     _check_grads(grads, mesh, pr)
 
 
-def _reduced_bytes(program, kind) -> int:
-    """Bytes of operands the program's collectives of `kind` reduce per device, each run counted."""
-    return sum(
-        (op.times or 0) * op.operand_bytes
-        for op in executed_collectives(program)
-        if op.kind == kind
-    )
-
-
 def _check_accumulate_program(impl, n, pr: Problem):
     """The compiled accumulate_grads computes the mean gradient and all-reduces exactly one array per leaf,
-    the whole gradient; it all-gathers nothing (the microbatches stay split)."""
+    the whole gradient; it all-gathers nothing (the microbatches stay split); each device executes its
+    share of the step's work and sends the gradients once."""
     mesh = _mesh(n)
     args = _placed(mesh, pr)
     program = compiled(lambda p, x, y: jax.tree.leaves(impl.accumulate_grads(p, x, y, mesh)), *args)
@@ -226,12 +276,13 @@ def _check_accumulate_program(impl, n, pr: Problem):
         hint="Nothing needs gathering: gathering the microbatches makes every device compute every "
         "device's gradient. Keep each device's block and reduce the gradients.",
     )
-    reduced = _reduced_bytes(program, "all-reduce")
+    reduced = _carried_bytes(program, "all-reduce", what)
     assert reduced >= pr.param_bytes, (
         f"the all-reduces of the compiled {what} carry {reduced} bytes per device in all; the gradients "
         f"alone are {pr.param_bytes}. Every leaf's whole gradient must be reduced across the devices: "
         "a token all-reduce beside gradients computed another way does not count."
     )
+    _assert_step_shares(program, n, pr, what)
 
 
 # --- zero1_init -------------------------------------------------------------------------------------
@@ -347,7 +398,7 @@ def _one_step_tolerances(pr: Problem) -> list:
 def _check_step_program(impl, n, pr: Problem):
     """The compiled step computes one Adam step; it reduce-scatters exactly one array per leaf (the whole
     gradients) and all-gathers exactly one per leaf (the updated shards); no all-reduce larger than a few
-    scalars."""
+    scalars; each device executes its share of the step's work and sends nothing more."""
     mesh = _mesh(n)
     params, xs, ys = _placed(mesh, pr)
     args = (params, _zero_state(mesh, pr.params), xs, ys)
@@ -379,7 +430,7 @@ def _check_step_program(impl, n, pr: Problem):
         per="step",
         hint=f"One all_gather per leaf ({leaves}), of the updated shard of the params, after Adam.",
     )
-    if any(op.kind == "all-reduce" for op in executed_collectives(program)):
+    if any(row.kind == "all-reduce" for row in account_of(program).traffic):
         assert_operand_bytes(
             program,
             "all-reduce",
@@ -389,14 +440,15 @@ def _check_step_program(impl, n, pr: Problem):
             "slice: reduce each leaf's gradient with jax.lax.psum_scatter, so each device receives only "
             "its own rows. Only scalars (the loss) may be all-reduced.",
         )
-    scattered = _reduced_bytes(program, "reduce-scatter")
-    gathered = _reduced_bytes(program, "all-gather")
+    scattered = _carried_bytes(program, "reduce-scatter", what)
+    gathered = _carried_bytes(program, "all-gather", what)
     assert scattered >= pr.param_bytes and gathered * n >= pr.param_bytes, (
         f"the reduce-scatters of the compiled {what} take {scattered} bytes per device in all and its "
         f"all-gathers {gathered}; the gradients are {pr.param_bytes} bytes, each device's shard of the params "
         f"{pr.param_bytes // n}. Every leaf's whole gradient must be reduce-scattered and every updated shard "
         "gathered: token collectives beside work done another way do not count."
     )
+    _assert_step_shares(program, n, pr, what)
 
 
 def _check_argument_bytes(impl, n, pr: Problem):

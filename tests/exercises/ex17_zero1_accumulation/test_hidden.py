@@ -24,7 +24,7 @@ def test_accumulate_grads_values(impl, n_devices, problem, checks):
 
 
 @pytest.mark.points(2)
-@pytest.mark.rules("collectives", "values", functions=("accumulate_grads",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("accumulate_grads",))
 def test_accumulate_grads_program(impl, n_devices, problem, checks):
     checks["accumulate_program"](impl, n_devices, _case(problem, n_devices, 2, mb=4))
 
@@ -42,7 +42,7 @@ def test_zero1_adam_steps(impl, n_devices, problem, checks):
 
 
 @pytest.mark.points(3)
-@pytest.mark.rules("collectives", "values", functions=("zero1_adam_step",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("zero1_adam_step",))
 def test_zero1_adam_step_program(impl, n_devices, problem, checks):
     checks["step_program"](impl, n_devices, _case(problem, n_devices, 5, mb=4))
 

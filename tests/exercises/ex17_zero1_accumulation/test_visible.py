@@ -18,10 +18,11 @@ def test_accumulate_grads(impl, problem, checks):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values", functions=("accumulate_grads",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("accumulate_grads",))
 def test_accumulate_grads_reduces_once(impl, problem, checks):
     """One all-reduced array per parameter leaf (6), not per microbatch (24); the whole gradients reduced;
-    no all-gather."""
+    no all-gather; each device executes at most 2 x its share of the step's multiply-adds (3 MB B W / 8)
+    and sends at most 2 (n - 1)/n = 1.75 x the gradients' bytes (and a few scalars)."""
     checks["accumulate_program"](impl, N, problem(SIZES, MB, BATCH, seed=2))
 
 
@@ -39,10 +40,12 @@ def test_zero1_adam_three_steps(impl, problem, checks):
 
 
 @pytest.mark.points(1)
-@pytest.mark.rules("collectives", "values", functions=("zero1_adam_step",))
+@pytest.mark.rules("collectives", "values", "work", "traffic", functions=("zero1_adam_step",))
 def test_zero1_adam_step_collectives(impl, problem, checks):
     """One reduce-scatter and one all-gather per leaf (6 each), whole gradients in and whole shards out; no
-    all-reduce larger than a few scalars (the loss's mean)."""
+    all-reduce larger than a few scalars (the loss's mean); each device executes at most 2 x its share of
+    the step's multiply-adds and sends at most 2 (n - 1)/n = 1.75 x the gradients' bytes (and a few
+    scalars)."""
     checks["step_program"](impl, N, problem(SIZES, MB, BATCH, seed=5))
 
 

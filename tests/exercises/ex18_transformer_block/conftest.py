@@ -4,7 +4,7 @@ remat bound), and the rules the compiled programs are graded by, so that `shardl
 checks grading does."""
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
@@ -14,19 +14,22 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from grader.checks import (
     NotReported,
+    account_of,
     assert_close,
     assert_computes,
     assert_executed,
     assert_memory,
     assert_sharded_like,
+    assert_traffic,
+    assert_work,
+    between_devices,
     compiled,
-    executed_collectives,
-    flops_per_device,
     inputs,
     memory_per_device,
     test_mesh,
 )
-from grader.checks.hlo import mesh_axes_of
+from grader.checks.account import unknown_count
+from grader.checks.shares import traffic_words
 
 AXES = ("data", "model")
 IN_PROJ, OUT_PROJ = P("data", "model"), P("model", "data")
@@ -44,12 +47,21 @@ GRAD_TOL = dict(rtol=1e-3, atol=1e-6)
 # with D=256, B=8, T=64, F=1024: 0.18, 0.16, 0.14). The bound is the reference's figure, never the
 # submission's own remat=False program, which a submission could inflate on purpose.
 REMAT_SHARE = 0.5
-# The forward's flops per device (XLA's count) against its matmuls split as the contract says (batch over
-# "data", heads and hidden units over "model"): measured 1.08-1.18 for the reference and the honest
-# alternative on 1x8, 2x4 and 4x2 (the softmax and norms on top), 8.5-9.0 for a block computed whole on
-# every device; a block repeated on every "model" device (or batch on every "data" device) doubles it at
-# least. This keeps a decoy reduce-scatter from earning the rule for replicated work.
-FLOPS_SLACK = 1.6
+# The work and traffic rules, measured (jax 0.10.2, CPU, the tests' sizes on 1x8, 2x4 and 4x2) against
+# forward_share and forward_bytes. The forward: the reference and the honest alternative 1.01-1.13 x its
+# share of the work (the norms, scaling and softmax's products on top) and exactly forward_bytes; on the
+# visible 2x4, a block computed whole on every device 8.1 x the share and 3.8 x the bytes, every head and
+# hidden unit on each device of a data row 4.1 and 3.6, the whole batch on each device of a model column
+# 2.0 and 1.6 (4.3 and 1.9 on 4x2: a factor |data| = 2 of replication cannot exceed a bound twice over).
+# The step against 3 x the forward's share and twice its bytes: honest 0.92-1.06 and 0.88-0.97;
+# replicated on 2x4 7.3-7.4 and 2.1-3.5, 3.7 and 3.5, 1.8 and 1.4. No remat in either: 1.5 x the share,
+# which keeps a decoy reduce-scatter from earning the rules for replicated work.
+WORK_ALLOWED = 1.5
+# The stack's gradient with remat (its forward run again: _recomputed) against 3 L x the forward's share
+# and 4 L x its bytes: honest 1.63-1.64 and 0.94-0.98 (each block's forward run three times: the forward,
+# the gradient's and remat's recompute); replicated on 2x4 13.1 and 2.4, 6.5 and 2.2 (every head), 3.3
+# and 1.7 (the whole batch).
+STACK_WORK_ALLOWED = 2.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,25 @@ class Problem:
         }
         x, y = (jax.device_put(a, NamedSharding(self.mesh, X_SPEC)) for a in (self.x, self.y))
         return params, x, y
+
+
+def forward_share(s: Sizes, mesh) -> int:
+    """One device's share of the block's multiply-adds: the projections q, k, v and the output (4 D H Dh
+    per position), the MLP (2 D F per position) and the scores and their weighted sum (2 H T Dh per
+    position), split over the batch ("data") and the heads and hidden units ("model")."""
+    whole = s.B * s.T * (4 * s.D * s.H * s.Dh + 2 * s.D * s.F + 2 * s.H * s.T * s.Dh)
+    return whole // (mesh.shape["data"] * mesh.shape["model"])
+
+
+def forward_bytes(s: Sizes, mesh) -> int:
+    """What one device sends in the forward (float32): its block of every weight to the other |data| - 1
+    devices that gather it, and its (B/|data|, T/|model|, D) positions gathered over "model" twice (before
+    attention, before the MLP) and the two partial outputs (B/|data|, T, D) reduce-scattered back: each
+    (|model| - 1) / |model| of its rows' activations. The least the contract's design sends (measured: the
+    reference and the honest alternative exactly this on 1x8, 2x4 and 4x2)."""
+    d, m = mesh.shape["data"], mesh.shape["model"]
+    weights = 4 * s.D * s.H * s.Dh + 2 * s.D * s.F
+    return 4 * ((d - 1) * weights + 4 * (m - 1) * s.B * s.T * s.D) // (d * m)
 
 
 def mesh_of(shape):
@@ -255,40 +286,42 @@ def reference_without_remat(pr: Problem):
 # --- the collectives rule's reading of a compiled program ------------------------------------------
 
 
-def _spans(program, mesh):
-    """{(kind, axes): (runs, largest operand bytes per device)} of the collectives between devices
-    (singleton groups, which a size-1 axis may leave, ignored)."""
-    found = {}
-    for op in executed_collectives(program):
-        axes = mesh_axes_of(op.groups, mesh) if op.groups else tuple(mesh.axis_names)
-        if axes == ():
-            continue
-        runs, biggest = found.get((op.kind, axes), (0, 0))
-        found[(op.kind, axes)] = (runs + (op.times or 0), max(biggest, op.operand_bytes))
-    return found
+def _between(program, pr, what, rule):
+    """{(kind, axes): Traffic} of the program's collectives between devices, from its account (singleton
+    groups, which a size-1 axis may leave, dropped). A collective in a loop with no static trip count
+    fails with the account's message: its count is unknown, never zero."""
+    rows = {}
+    for row in between_devices(account_of(program, what=what, mesh=pr.mesh)):
+        if row.runs is None or row.sent_bytes is None:
+            raise unknown_count(what, "collectives", rule)
+        key = (row.kind, row.axes)
+        if key in rows:  # one kind over the same axes in groups of another size: one row
+            known = rows[key]
+            row = replace(
+                known,
+                runs=known.runs + row.runs,
+                operands=known.operands + row.operands,
+                operand_bytes=known.operand_bytes + row.operand_bytes,
+                sent_bytes=known.sent_bytes + row.sent_bytes,
+            )
+        rows[key] = row
+    return rows
 
 
-def _seen(spans) -> str:
-    if not spans:
-        return "no collective between devices"
-    return ", ".join(
-        f"{kind} over {' and '.join(repr(a) for a in axes) if axes else '?'} ({runs}x, up to {size} bytes)"
-        for (kind, axes), (runs, size) in sorted(
-            spans.items(), key=lambda i: (i[0][0], str(i[0][1]))
-        )
-    )
+def _seen(rows) -> str:
+    return traffic_words(list(rows.values()))
 
 
 def _mesh_text(mesh):
     return "x".join(str(n) for n in mesh.devices.shape)
 
 
-def _require(spans, kind, axis, mesh, what, why):
+def _require(rows, kind, axis, mesh, what, why):
     """A collective of `kind` over `axis` must run, where that axis has more than one device."""
-    if mesh.shape[axis] > 1 and (kind, (axis,)) not in spans:
+    if mesh.shape[axis] > 1 and (kind, (axis,)) not in rows:
         raise AssertionError(
             f'the compiled program of {what} on the {_mesh_text(mesh)} mesh has no {kind} over "{axis}"; '
-            f"it has {_seen(spans)}. Expected: {why}"
+            f"it has {_seen(rows)}. Expected: {why}"
         )
 
 
@@ -296,6 +329,25 @@ def _require(spans, kind, axis, mesh, what, why):
 
 
 _PROGRAMS = {}  # (id(impl), what, mesh shape, sizes) -> (impl, program)
+
+
+def _recomputed(f):
+    """f, whose derivative runs its forward again from its inputs. Grading differentiates through the
+    submission's exported program, whose derivative does that; this does the same in a check run here, so
+    that both compile one program (measured: the same multiply-adds, bytes sent and temporary bytes)."""
+
+    @jax.custom_vjp
+    def once(*args):
+        return f(*args)
+
+    def forward(*args):
+        return f(*args), args
+
+    def backward(args, cotangent):
+        return jax.vjp(f, *args)[1](cotangent)
+
+    once.defvjp(forward, backward)
+    return once
 
 
 def _calls(impl, pr):
@@ -310,7 +362,7 @@ def _calls(impl, pr):
             p, x, y, LR, mesh, num_heads=heads
         ),
         "stack_loss": lambda s, x, y: (stack(s, x, y, False), stack(s, x, y, True)),
-        "stack_loss_grad": jax.value_and_grad(lambda s, x, y: stack(s, x, y, True)),
+        "stack_loss_grad": jax.value_and_grad(_recomputed(lambda s, x, y: stack(s, x, y, True))),
     }
 
 
@@ -347,24 +399,28 @@ def _check_forward_values(impl, shape, sizes, seed):
 
 def _check_forward_program(impl, shape, sizes, seed):
     """The compiled block_forward, which must compute the block: all-gathers over "data" (the weights)
-    and over "model" (the sequence), reduce-scatters over "model", no all-reduce."""
+    and over "model" (the sequence), reduce-scatters over "model", no all-reduce; each device's work
+    within its share and its bytes sent within forward_bytes."""
     pr = problem(shape, sizes, seed)
     params, x, _ = pr.placed()
     program = _program(impl, "block_forward", pr, params, x)
     what = "block_forward"
     assert_computes(program(params, x), reference_forward(pr), **FORWARD_TOL, what=what)
-    spans, mesh = _spans(program, pr.mesh), pr.mesh
-    reduced = sorted(str(axes) for kind, axes in spans if kind == "all-reduce")
+    mesh = pr.mesh
+    rows = _between(
+        program, pr, what, "no all-reduce; all-gathers and reduce-scatters where they belong"
+    )
+    reduced = sorted(str(axes) for kind, axes in rows if kind == "all-reduce")
     if reduced:
         raise AssertionError(
             f"the compiled program of {what} on the {_mesh_text(mesh)} mesh runs all-reduce over "
-            f"{reduced}; it has {_seen(spans)}. Expected no all-reduce in the forward: the partial sums "
+            f"{reduced}; it has {_seen(rows)}. Expected no all-reduce in the forward: the partial sums "
             'of the output projections go back sequence-split with a reduce-scatter over "model" '
             "(psum_scatter), not summed whole on every device. Is the residual stream kept whole (psum), "
             "or resharded in Explicit mode?"
         )
     _require(
-        spans,
+        rows,
         "all-gather",
         "data",
         mesh,
@@ -372,7 +428,7 @@ def _check_forward_program(impl, shape, sizes, seed):
         'the weights, split over "data", gathered where used.',
     )
     _require(
-        spans,
+        rows,
         "all-gather",
         "model",
         mesh,
@@ -381,7 +437,7 @@ def _check_forward_program(impl, shape, sizes, seed):
         'each "model" device keep the whole sequence (sequence parallelism missing)?',
     )
     _require(
-        spans,
+        rows,
         "reduce-scatter",
         "model",
         mesh,
@@ -396,23 +452,27 @@ def _check_forward_program(impl, shape, sizes, seed):
         what=what,
         hint="one after attention, one after the MLP.",
     )
-    s, (d, m) = pr.sizes, (mesh.shape["data"], mesh.shape["model"])
-    split = (
-        2 * (s.B // d) * s.T * (4 * s.D * s.H * s.Dh // m + 2 * s.D * s.F // m)
-        + 4 * (s.B // d) * (s.H // m) * s.T * s.T * s.Dh
+    on = f"on the {_mesh_text(mesh)} mesh"
+    assert_work(
+        program,
+        share=forward_share(pr.sizes, mesh),
+        share_of=f"the block's dot work, B T (4 D H Dh + 2 D F + 2 H T Dh) / (|data| |model|) {on}",
+        allowed=WORK_ALLOWED,
+        what=what,
+        hint="Does every device compute all the heads, all the hidden units or the whole batch? Each "
+        '"model" device computes its H/|model| heads and F/|model| units, each "data" device its own '
+        "batch rows.",
     )
-    try:
-        flops = flops_per_device(program, what=what)
-    except NotReported as exc:
-        pytest.skip(str(exc))
-    if flops > FLOPS_SLACK * split:
-        raise AssertionError(
-            f"the compiled program of {what} on the {_mesh_text(mesh)} mesh does {flops:.0f} flops per "
-            f"device; its matmuls split as the contract says take {split}, and it should stay below "
-            f"{FLOPS_SLACK * split:.0f}. Does every device compute all the heads, all the hidden units or "
-            'the whole batch? Each "model" device computes its H/|model| heads and F/|model| units, each '
-            '"data" device its own batch rows.'
-        )
+    assert_traffic(
+        program,
+        at_most=forward_bytes(pr.sizes, mesh),
+        bound_of='each weight\'s block gathered once over "data", the positions gathered twice and '
+        f'the partial outputs reduce-scattered twice over "model" {on}',
+        what=what,
+        hint='Are the weights gathered over "model" too, the batch over "data", or the partial outputs '
+        "summed whole? Each device gathers only the weight blocks of its heads and units, and only its "
+        "own batch rows' positions.",
+    )
 
 
 def _check_step_values(impl, shape, sizes, seed):
@@ -442,7 +502,10 @@ def _check_step_program(impl, shape, sizes, seed):
         **STEP_TOL,
         what=what,
     )
-    spans, mesh = _spans(program, pr.mesh), pr.mesh
+    mesh = pr.mesh
+    rows = _between(
+        program, pr, what, 'reduce-scatters over "data", no all-reduce of a weight\'s size'
+    )
     smallest = min(
         w.nbytes // math.prod(mesh.shape[a] for a in SPECS[name]) for name, w in pr.params.items()
     )
@@ -450,21 +513,26 @@ def _check_step_program(impl, shape, sizes, seed):
     # forward of a design without sequence parallelism all-reduces activations over "model", a rule of
     # its own
     whole = {
-        axes: size
-        for (kind, axes), (_, size) in spans.items()
-        if kind == "all-reduce" and (axes is None or "data" in axes) and size >= smallest
+        axes: row
+        for (kind, axes), row in rows.items()
+        if kind == "all-reduce"
+        and (axes is None or "data" in axes)
+        and row.operand_bytes >= smallest
     }
     if whole:
         raise AssertionError(
             f"the compiled program of {what} on the {_mesh_text(mesh)} mesh all-reduces "
-            + ", ".join(f"{size} bytes per device over {axes}" for axes, size in whole.items())
+            + ", ".join(
+                f"{row.operand_bytes} bytes per device over {axes} in {row.runs} runs"
+                for axes, row in whole.items()
+            )
             + f"; the smallest weight's slice is {smallest} bytes per device, and no all-reduce should "
             "move that much (the loss's scalar is fine). Are the weight gradients all-reduced and then "
             'sliced? The gradient of a weight gathered over "data" comes back with a reduce-scatter: '
             "each device receives only its own slice's sum."
         )
     _require(
-        spans,
+        rows,
         "reduce-scatter",
         "data",
         mesh,
@@ -481,6 +549,29 @@ def _check_step_program(impl, shape, sizes, seed):
         per="step",
         hint='each of the six weight gradients is reduce-scattered over "data".',
     )
+    on = f"on the {_mesh_text(mesh)} mesh"
+    assert_work(
+        program,
+        # forward and backward: the usual 3 x the forward's dots (the backward skips the gradient of x)
+        share=3 * forward_share(pr.sizes, mesh),
+        share_of=f"the step's dot work, 3 x the block's B T (4 D H Dh + 2 D F + 2 H T Dh) / "
+        f"(|data| |model|) {on}",
+        allowed=WORK_ALLOWED,
+        what=what,
+        hint="Is every device computing the gradient of all the heads, all the hidden units or the whole "
+        'batch? The step\'s backward is split as its forward is: H/|model| heads per "model" device, '
+        'its own batch rows per "data" device.',
+    )
+    assert_traffic(
+        program,
+        # the backward sends what the forward sends, transposed (a gather's transpose is a
+        # reduce-scatter of the same bytes), less the gradient of x, which is not trained
+        at_most=2 * forward_bytes(pr.sizes, mesh),
+        bound_of=f"twice the forward's bytes: its collectives and their transposes {on}",
+        what=what,
+        hint='Are the weight gradients all-reduced, or the weights gathered over "model" too? Each '
+        'device sends back only the gradients of its own weight blocks, with reduce-scatters over "data".',
+    )
 
 
 def _check_stack_values(impl, shape, sizes, seed):
@@ -494,7 +585,8 @@ def _check_stack_values(impl, shape, sizes, seed):
 
 def _check_stack_memory(impl, shape, sizes, seed):
     """The compiled value_and_grad of stack_loss with remat=True, which must give the loss and the
-    gradients: temporary bytes per device below REMAT_SHARE of the course's stack without remat."""
+    gradients: each device's work and bytes sent within their bounds, and its temporary bytes below
+    REMAT_SHARE of the course's stack without remat."""
     pr = problem(shape, sizes, seed, stacked=True)
     args = pr.placed()
     program = _program(impl, "stack_loss_grad", pr, *args)
@@ -502,11 +594,35 @@ def _check_stack_memory(impl, shape, sizes, seed):
         bound_of, want_loss, want_grads = reference_without_remat(pr)
     except NotReported as exc:
         pytest.skip(str(exc))
-    what = f"the gradient of stack_loss with remat=True ({pr.sizes.L} blocks)"
+    gradient = f"gradient of stack_loss with remat=True ({pr.sizes.L} blocks)"
+    what = f"the {gradient}"
     loss, grads = program(*args)
     assert_close(loss, want_loss, **LOSS_TOL, name=f"{what}: the loss")
     assert_computes(
         [grads[k] for k in SPECS], [want_grads[k] for k in SPECS], **GRAD_TOL, what=what
+    )
+    on = f"on the {_mesh_text(pr.mesh)} mesh"
+    assert_work(
+        program,
+        share=3 * pr.sizes.L * forward_share(pr.sizes, pr.mesh),
+        share_of=f"the stack's gradient, 3 L x a block's B T (4 D H Dh + 2 D F + 2 H T Dh) / "
+        f"(|data| |model|) {on} (the forward's recomputes fit in the {STACK_WORK_ALLOWED:g} x)",
+        allowed=STACK_WORK_ALLOWED,
+        what=gradient,  # "in the compiled gradient of ..."
+        hint="Does every device compute all the heads, all the hidden units or the whole batch of "
+        'each block? Each block is split as block_forward is: H/|model| heads per "model" device, its '
+        'own batch rows per "data" device.',
+    )
+    assert_traffic(
+        program,
+        # each block's forward bytes: in the forward, in the gradient's forward (_recomputed), in remat's
+        # recompute, and transposed in the backward
+        at_most=4 * pr.sizes.L * forward_bytes(pr.sizes, pr.mesh),
+        bound_of=f"4 L x a block's forward bytes: the forward, the gradient's forward, remat's "
+        f"recompute and the backward {on}",
+        what=gradient,  # "in the compiled gradient of ..."
+        hint='Are the weights gathered over "model" too, the batch over "data", or the partial outputs '
+        "summed whole? Each block gathers and scatters only what block_forward's bound allows.",
     )
     bound = int(REMAT_SHARE * bound_of)
     assert_memory(

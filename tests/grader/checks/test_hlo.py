@@ -277,7 +277,7 @@ def test_structure_rules_also_check_the_values(mesh):
 
 def test_collectives_inspected_by_a_test_are_recorded_as_its_fact(mesh, x):
     """A test that judges the collectives by its own rule (inspect_collectives) still leaves them in report.json."""
-    from grader.checks.hlo import compiled, inspect_collectives
+    from grader.checks import compiled, inspect_collectives
     from grader.core import facts
 
     facts.start()

@@ -45,7 +45,7 @@ def test_the_reference_trains_3d_and_remat_and_zero_save_what_the_docs_say():
     assert all(
         kind != "all-reduce" or moved == "4 B"
         for kind, moved in re.findall(
-            r"^\s+([a-z\-]+)\s+over \S+\s+.*?arrays?\s+(\S+ \S+) per device", block, re.M
+            r"^\s+([a-z\-]+)\s+over \S+\s+.*?arrays?\s+(\S+ \S+) of operands", block, re.M
         )
     )  # only the loss's scalars are all-reduced
     without, with_, ratio, loss_a, loss_b = re.search(
@@ -72,3 +72,49 @@ def test_parts_not_written_are_said_and_the_command_fails(tmp_path):
     assert "Traceback" not in done.stdout + done.stderr
     assert done.stdout.count("ex18_transformer_block is not finished: `shardlab check ex18`") == 2
     assert "ex17_zero1_accumulation.py called exit(3) while being imported" in done.stdout
+
+
+# -- the figures read from the account ----------------------------------------------------------------------
+
+
+def looped_psum(mesh, steps: int | None):
+    """A psum over "data" per step of a loop (static `steps`, or traced when None), and one over the size-1
+    axis "one", which moves nothing."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from grader.checks import compiled
+
+    def body(x, n):
+        count = steps if steps is not None else n
+        x = jax.lax.psum(x, "one")
+        return jax.lax.fori_loop(0, count, lambda i, c: c + jax.lax.psum(c, "data"), x)
+
+    spec = P("data", "one")
+    fn = jax.shard_map(body, mesh=mesh, in_specs=(spec, P()), out_specs=spec)
+    x = jax.device_put(jnp.ones((8, 16), jnp.float32), NamedSharding(mesh, spec))
+    return compiled(fn, x, jnp.int32(3))
+
+
+def test_the_traffic_is_the_accounts_between_devices():
+    """Each row is the account's (runs and arrays counted through the loop, bytes of operands and bytes sent
+    per device), the collective over a singleton group left out; a loop of traced bounds says so, never a
+    guess, on every figure of its line."""
+    from grader.checks import test_mesh
+    from grader.checks.account import account_of, between_devices
+    from grader.commands import capstone as cs
+
+    mesh = test_mesh((4, 1), ("data", "one"), "explicit")
+    program = looped_psum(mesh, 5)
+    rows = cs._traffic(program, mesh)
+    assert rows == between_devices(account_of(program, mesh=mesh))
+    (row,) = rows
+    assert (row.kind, row.axes, row.runs, row.operands) == ("all-reduce", ("data",), 5, 5)
+    # each device's block is 2 x 16 float32s, 128 bytes, all-reduced 5 times over groups of 4
+    assert row.operand_bytes == 5 * 128 and row.sent_bytes == 2 * 5 * 128 * 3 // 4
+    (line,) = cs._traffic_lines(rows)
+    assert re.search(r"all-reduce\s+over data\s+5 runs\s+5 arrays\s+640 B of operands,", line)
+    assert line.endswith("960 B sent per device")
+    (unknown,) = cs._traffic_lines(cs._traffic(looped_psum(mesh, None), mesh))
+    assert unknown.endswith("in a loop with no static trip count: not counted")

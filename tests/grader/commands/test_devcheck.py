@@ -8,7 +8,7 @@ from grader.cli import main
 from grader.commands import devcheck
 from grader.core.results import Layout, LayoutCheck, TestMeta, TestResult
 from grader.core.rules import Rule
-from grader.course import paths
+from grader.course import catalog, paths
 from grader.grading.collection import collect_tests
 
 
@@ -205,4 +205,57 @@ def test_a_fact_recorded_must_be_declared_and_a_declared_one_recorded():
     assert findings.problems == [
         "a.py::test_undeclared records layouts facts but does not declare layouts",
         "a.py::test_claims declares collectives but records no collectives fact on the reference",
+    ]
+
+
+def share_problems(tests: list[TestMeta], exercise: str = "ex05") -> list[str]:
+    findings = devcheck.Findings()
+    devcheck.check_shares_held(findings, tests)
+    return [p for p in findings.problems if exercise in p]
+
+
+def test_a_function_on_a_mesh_held_to_no_share_is_named():
+    """ex05 runs on a mesh (catalog: shares): all_gather is held to its work but not its traffic, all_reduce
+    to neither by a test with points (a test without points holds nothing)."""
+    ex05 = [
+        meta("test_gather", Rule.VALUES, Rule.WORK, weight=5),
+        meta("test_reduce", Rule.VALUES, weight=5, functions=("all_reduce",)),
+        meta("test_free", Rule.WORK, Rule.TRAFFIC, weight=0, functions=("all_reduce",)),
+    ]
+    assert [p.split(":")[1].strip() for p in share_problems(ex05)] == [
+        "all_gather runs on a mesh, but no test with points holds it to its share of traffic (the bytes "
+        "each device sends through collectives)",
+        "all_reduce runs on a mesh, but no test with points holds it to its share of work (the "
+        "multiply-adds each device executes)",
+        "all_reduce runs on a mesh, but no test with points holds it to its share of traffic (the bytes "
+        "each device sends through collectives)",
+    ]
+    held = [meta("test_both", Rule.VALUES, Rule.WORK, Rule.TRAFFIC, weight=5)]
+    assert share_problems(held) == []
+
+
+def test_the_catalogs_unshared_functions_need_no_share_but_must_exist(monkeypatch):
+    """ex01 holds no function to a share (it runs nothing on a mesh); ex08's placements are excused by the
+    catalog, with the reason; an excuse for a function the reference does not define is a problem."""
+    ex01 = [meta("test_mesh", Rule.VALUES, exercise="ex01_meshes", functions=("make_mesh_2x4",))]
+    assert share_problems(ex01, "ex01") == []
+    ex08 = [
+        meta(
+            "test_place",
+            Rule.VALUES,
+            exercise="ex08_data_parallel_training",
+            functions=("shard_batch",),
+        )
+    ]
+    assert share_problems(ex08, "ex08") == []
+    ex08_entry = catalog.get("ex08")
+    doctored = dataclasses.replace(
+        ex08_entry, unshared=(*ex08_entry.unshared, ("shard_batsh", "typo"))
+    )
+    monkeypatch.setattr(
+        catalog, "EXERCISES", tuple(doctored if e is ex08_entry else e for e in catalog.EXERCISES)
+    )
+    assert share_problems(ex08, "ex08") == [
+        "ex08_data_parallel_training: the catalog holds 'shard_batsh' to no share, but "
+        "solutions/ex08_data_parallel_training.py does not define it"
     ]

@@ -338,3 +338,32 @@ def test_a_failed_check_shows_the_tests_message_not_pytests_introspection(tmp_pa
     assert code == 1 and "times the ring factor 3/4" in text, text
     for pytest_wording in ("assert False", "where False", "isclose", "-v to", "-vv"):
         assert pytest_wording not in text, (pytest_wording, text)
+
+
+@pytest.mark.slow
+def test_a_failed_work_rule_shows_its_programs_table_once(tmp_path):
+    """`shardlab check ex04` on a layer that gathers the batch and computes all of it on every device: each
+    failed test shows one table per program its checks read (each rule's expected figure beside the executed
+    one, the work as a multiple of the share, the collectives with their bytes sent), its lines within the
+    terminal's width; the collectives are not listed again per check."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    shutil.copy(
+        paths.REPO_ROOT / "tests/grader/submissions/replicates_work/ex04_sharded_layer.py", folder
+    )
+    code, text = run_check(folder, "04", width=100)
+    assert code == 1
+    blocks = re.split(r"^  [✓✗!○-] ", text, flags=re.M)[1:]
+    failed = [block for block in blocks if block.split("\n", 1)[0].endswith("failed")]
+    assert failed, text
+    tables = 0
+    for block in failed:  # a speed test's has none
+        headings = re.findall(r"^      (.+?): the rules judged on one run of it", block, re.M)
+        assert len(headings) == len(set(headings)), block
+        tables += len(headings)
+        assert "rule:" not in block and "runs: " not in block
+        table = [line for line in block.splitlines() if line.startswith("        ")]
+        assert all(len(line) <= 100 for line in table), block
+    assert tables >= 3
+    work = next(block for block in failed if "multiply-adds per device" in block)
+    assert re.search(r"\d[\d,]* \(\d+\.\d x its\s", work) and "bytes sent" in work

@@ -40,7 +40,7 @@ def test_functions_are_inferred_through_bodies_helpers_and_parameters(collected)
 
 
 def test_declared_functions_name_the_case(collected):
-    ex05 = "ex05_collectives/test_visible.py::test_collectives_on_4_devices"
+    ex05 = "ex05_collectives/test_visible.py::test_collectives_on_8_devices"
     assert functions_of(collected, ex05 + "[ring_shift]") == ("ring_shift",)
 
 

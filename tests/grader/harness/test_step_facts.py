@@ -46,4 +46,8 @@ def test_the_step_figures_reach_report_json_and_the_page(reference, tmp_path):
     card = "".join(feedback_page.test_card(t) for t in tests if t.memory)
     assert card.count('class="memory-check"') == len(memory) and 'data-over="true"' not in card
     steps = "".join(feedback_page.test_card(t) for t in tests if t.collectives)
-    assert 'class="step-row held"' in steps and 'class="step-row failed"' not in steps
+    assert 'class="rule-row held"' in steps and 'class="rule-row failed"' not in steps
+    # one table per program, however many checks read it
+    assert steps.count('class="program-check"') == sum(
+        len(t.programs) for t in tests if t.collectives
+    )

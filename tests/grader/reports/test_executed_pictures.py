@@ -1,6 +1,8 @@
 """The executed-program facts drawn: a pipeline's stages x steps grid (expected beside what the executed sends
 imply), a permute's pairs on rings, an all-to-all's bytes beside its buffer; in the HTML page, the Markdown of
-results.json and the terminal. The facts are built by hand, as grader.checks.executed records them.
+results.json and the terminal; under their program's table, each drawn once however many checks read the
+program, or (an older report.json's, without accounts) under each check as before. The facts are built by hand,
+as grader.checks.executed records them.
 
 The browser test opens the page in Chromium, takes a screenshot and reads its pixels (conftest's read_png):
 the bubbles and the microbatches are visible where the cells are, the missing pair's arrow is red, and nothing
@@ -11,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 
 import jax
 import jax.numpy as jnp
@@ -26,12 +29,16 @@ from grader.core.results import (
     Collective,
     CollectivesCheck,
     PipelineSchedule,
+    ProgramAccount,
+    RuleFigure,
     TestResult,
+    Traffic,
 )
 from grader.course import catalog
 from grader.grading.results import GradingResults, score_exercise
-from grader.reports import executed_facts as ef, feedback_page, markdown
+from grader.reports import executed_facts as ef, feedback_page, markdown, program_facts as pf
 from grader.reports.executed_text import check_lines, grid_text
+from grader.reports.program_text import test_blocks
 from grader.reports.ring_picture import ring_figure
 from grader.reports.schedule_picture import schedule_figure
 from grader.reports.writers import write_all
@@ -311,6 +318,87 @@ def test_the_terminal_prints_the_grids_under_a_failed_test():
     assert "stage" not in console.export_text()  # a passed test stays one line
 
 
+# -- under their program's table ------------------------------------------------------------------------
+
+PIPE = "0badc0de0badc0de"
+
+
+def pipeline_account(sends: int | None) -> ProgramAccount:
+    """The pipeline's account: its one permute instruction run `sends` times (None: in a loop of traced
+    bounds), 2 KiB per send."""
+    figures = (None, None, None) if sends is None else (sends, 2048 * sends, 2048 * sends)
+    runs, operand_bytes, sent = figures
+    return ProgramAccount(
+        "your pipeline",
+        PIPE,
+        4,
+        (Traffic(P, ("stage",), 2, 1, runs, runs, operand_bytes, sent),),
+        dot_work=4 * 8192,
+        product_work=0,
+    )
+
+
+def one_program(sends: int | None = 11) -> TestResult:
+    """Three checks of one pipeline, as assert_executed (with its schedule), assert_permute_pairs (with the
+    pairs it expects) and assert_operand_bytes record them: one account, three rules."""
+    pipe = dataclasses.replace(pipeline_check(sends, unknown=sends is None), program=PIPE)
+    ring = dataclasses.replace(ring_check(CHAIN), what="your pipeline", program=PIPE)
+    plain = CollectivesCheck(
+        "your pipeline",
+        pipe.found,
+        True,
+        rule="each collective-permute moves at most 4096 bytes",
+        program=PIPE,
+    )
+    rules = [
+        RuleFigure(PIPE, "collectives", f"{P} runs", "exactly 8", sends, sends == 8, 8),
+        RuleFigure(PIPE, "collectives", f"{P} pairs", "sent round one cycle", 3, False),
+        RuleFigure(
+            PIPE, "collectives", f"bytes of the largest {P}", "at most 4096", 2048, True, 4096
+        ),
+    ]
+    return dataclasses.replace(
+        failed_test(pipe, ring, plain), programs=[pipeline_account(sends)], figures=rules
+    )
+
+
+def test_a_programs_pictures_are_drawn_once_under_its_table():
+    test = one_program()
+    (table,) = pf.program_tables(test)
+    drawn = pf.pictures(table)
+    assert len(drawn.pipelines) == 1 and len(drawn.pairs) == 1 and drawn.exchanges == ()
+    # the pairs a check expects, not the found-only ones again
+    assert drawn.pairs[0].expected == CYCLE
+    card = feedback_page.test_card(test)
+    assert card.count('class="program-check"') == 1 and "collectives-check" not in card
+    assert card.count('class="pipeline-check"') == 1 and card.count('class="ring-check"') == 1
+    program = card.split('class="program-check"', 1)[1]
+    assert 'class="pipeline-check"' in program and 'class="ring-check"' in program
+    (block,) = test_blocks(test, 100)
+    text = "\n".join(block)
+    assert text.count("expected  step") == 1 and text.count("actual    step") == 1
+    assert text.count("expected, MISSING: 3->0") == 1 and "rule:" not in text
+    assert len(re.findall(r"collective-permute runs\s+exactly 8\s+11\s+FAIL", text)) == 1
+    out = markdown.test_output(test)
+    assert out.count("actual    step") == 1
+    assert out.count("expected, MISSING: 3->0") == 1 and "Collectives of" not in out
+
+
+def test_a_pipelines_sends_are_the_accounts():
+    """The grid reads the account's count of permutes, every one of them, not the instructions a check
+    kept; and an unknown count is the account's too."""
+    check = dataclasses.replace(pipeline_check(3), program=PIPE)
+    assert ef.pipeline_figures(check).actual_steps == 4
+    assert ef.pipeline_figures(check, pipeline_account(11)).actual_steps == 12
+    unknown = ef.pipeline_figures(check, pipeline_account(None))
+    assert unknown.unknown and unknown.sends is None
+    (table,) = pf.program_tables(one_program(None))
+    assert "not drawn: how many steps the program takes is unknown" in "".join(
+        feedback_page.test_card(one_program(None))
+    )
+    assert table.rules[0].executed == "unknown: in a loop with no static trip count"
+
+
 # -- in a browser ---------------------------------------------------------------------------------------
 
 
@@ -484,3 +572,33 @@ def test_the_terminal_says_each_kind_and_count_once():
         "all-gather runs: 1 time (6 instructions)",
         "all-gather runs: 4 times",
     ]
+
+
+@pytest.fixture(scope="module")
+def one_program_page(tmp_path_factory):
+    """write_all's folder for the three checks of one pipeline of a billion sends (the widest grid drawn)."""
+    ex = catalog.get("ex10")
+    test = dataclasses.replace(
+        one_program(10**9),
+        exercise=ex.id,
+        nodeid=f"tests/exercises/{ex.id}/test_visible.py::test_x",
+    )
+    out = tmp_path_factory.mktemp("one-program")
+    write_all(GradingResults("alice", {ex.id: score_exercise(ex, [test])}), out)
+    return out
+
+
+def test_the_pictures_under_a_program_table_stay_in_its_card(browser, page_visit, one_program_page):
+    with page_visit(browser, one_program_page / "feedback.html", javascript=True) as seen:
+        found = seen.page.evaluate("""() => {
+            const f = document.querySelector('figure.program-check'), a = f.closest('article');
+            const box = a.getBoundingClientRect();
+            const parts = [...f.querySelectorAll('svg, table, figure, details')];
+            return {parts: parts.length, grids: f.querySelectorAll('figure.pipeline-check').length,
+              rings: f.querySelectorAll('figure.ring-check').length,
+              outside: parts.filter(e => { const r = e.getBoundingClientRect();
+                return r.width === 0 || r.left < box.left - 0.5 || r.right > box.right + 0.5; }).length,
+              page: document.documentElement.scrollWidth - document.documentElement.clientWidth}; }""")
+    assert seen.requests == [] and seen.console == [] and seen.errors == []
+    assert found["grids"] == 1 and found["rings"] == 1 and found["parts"] > 4
+    assert found["outside"] == 0 and found["page"] <= 0, found

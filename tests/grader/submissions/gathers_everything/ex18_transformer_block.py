@@ -1,8 +1,9 @@
 """ex18 that gathers every weight and the whole batch and sequence onto every device, computes the whole block
 there, and hands back its own rows through decoy psum_scatters over "model" of 1/|model| of the residual and of
 the MLP's output (two reduce-scatters over "model", no all-reduce, the right values): hostile. It fails the
-forward's rule by its flops per device (about 8 times the split block's), and its stack's gradient program holds
-every device's copy of the whole activations, remat or not."""
+forward's rule by its multiply-adds per device (about 8 times its share of the block's) and its bytes sent, its
+step, built on that block, by the same rules, and its stack's gradient program holds every device's copy of the
+whole activations, remat or not."""
 
 import math
 

@@ -1,6 +1,7 @@
 """ex18 whose block_forward keeps the whole sequence on every "model" device: it gathers x over
 "model", sums the heads' and hidden units' partial outputs with psum (all-reduces) and slices its own positions at
-the end. The right values; no reduce-scatter in the forward (the rest is right)."""
+the end. The right values; no reduce-scatter in the forward, whose all-reduces send more than the forward's
+bound, and so do its step and its stack's gradient, built on that block (the rest is right)."""
 
 import math
 

@@ -1,6 +1,7 @@
-"""ex10 that is data parallel only: its forward gathers W1, b1 and W2 whole onto every device (jax.reshard
-to P()) and computes the whole hidden layer there, so there is no psum over "model", only all-gathers,
-and every device of a "model" group repeats the same work. Values, placement and the layouts of the
+"""ex10 in which every device computes the whole layer: its forward and its step gather the batch over "data"
+and W1, b1 and W2 whole over "model" (jax.reshard to P()), compute everything there and keep their own part
+(jax.reshard back). There is no psum over "model", only all-gathers; every device executes |data| x |model|
+times its share of the matmuls and sends the batch and the weights. Values, placement and the layouts of the
 outputs and the updated params are right."""
 
 from functools import partial
@@ -38,13 +39,17 @@ def shard_mlp_params(params, mesh):
     return {k: jax.device_put(v, NamedSharding(mesh, SPECS[k])) for k, v in params.items()}
 
 
+def _everywhere(mesh, tree):
+    return jax.tree.map(lambda v: jax.reshard(v, NamedSharding(mesh, P())), tree)
+
+
 @partial(jax.jit, static_argnames="mesh")
 def tp_forward(params, x, mesh):
-    whole = {k: jax.reshard(v, NamedSharding(mesh, P())) for k, v in params.items()}
-    return forward(whole, x)
+    out = forward(*_everywhere(mesh, (params, x)))   # the whole batch through the whole layer, everywhere
+    return jax.reshard(out, NamedSharding(mesh, P("data", None)))
 
 
 @partial(jax.jit, static_argnames="mesh")
 def tp_train_step(params, x, y, lr, mesh):
-    loss, grads = jax.value_and_grad(lambda p: jnp.mean((tp_forward(p, x, mesh) - y) ** 2))(params)
-    return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
+    new, loss = sgd_step(*_everywhere(mesh, (params, x, y)), lr)
+    return {k: jax.reshard(v, NamedSharding(mesh, SPECS[k])) for k, v in new.items()}, loss
