@@ -11,9 +11,9 @@ instead of counting again (as XLA's own cost analysis keeps an instruction's flo
   all-to-all (g - 1) / g x B (every block but its own), a collective-permute B (a device that only
   receives sends nothing, and the figure is the most any device sends);
 - the work: each dot's and convolution's multiply-adds, from its shapes and dimension numbers; and each
-  product written out elementwise (a multiply or divide, its elements; a reduction, scatter or window
-  whose combiner multiplies, its largest operand's elements), since `(a[:, :, None] * b).sum(1)` does a
-  dot's work without a dot;
+  product of floating-point values written out elementwise (a multiply or divide, its elements; a
+  reduction, scatter or window whose combiner multiplies, its largest operand's elements), since
+  `(a[:, :, None] * b).sum(1)` does a dot's work without a dot (an integer product is index arithmetic);
 - XLA's bytes of the program's arguments, temporaries and outputs, per device.
 
 Each figure counts its instruction as many times as its computation runs: a loop's body times the loop's
@@ -71,8 +71,10 @@ DTYPE_BYTES = {"pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2
 DTYPE_BYTES |= {"bf16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
 DTYPE_BYTES |= {"c64": 8, "c128": 16}
 
-# Elementwise ops that compute a product (a quotient is one by the reciprocal).
+# Elementwise ops that compute a product (a quotient is one by the reciprocal), counted on floating-point
+# values: an integer product is index arithmetic (a device's offset, axis_index * rows), not the course's work.
 _PRODUCTS = frozenset({"multiply", "divide"})
+_FLOATING = frozenset({"f16", "bf16", "f32", "f64", "c64", "c128"})
 # Ops that apply a combiner computation to each element: its own figures are per element, so the op counts
 # its largest operand's elements when the combiner multiplies, and the combiner is not walked as a callee.
 _COMBINING = frozenset(
@@ -267,13 +269,19 @@ def _dot_work(instruction: Instruction, shapes: dict[str, str]) -> int:
     return out * per_output
 
 
+def _is_product(instruction: Instruction) -> bool:
+    return instruction.opcode in _PRODUCTS and any(
+        dtype in _FLOATING for dtype, _ in _array_shapes(instruction.shape)
+    )
+
+
 def _combiner_multiplies(instruction: Instruction, computations) -> bool:
     names = [name for _, name in _CALLED.findall(instruction.attributes)]
-    return any(i.opcode in _PRODUCTS for name in names for i in computations.get(name, ()) if name)
+    return any(_is_product(i) for name in names for i in computations.get(name, ()))
 
 
 def _product_work(instruction: Instruction, shapes: dict[str, str], computations) -> int:
-    if instruction.opcode in _PRODUCTS:
+    if _is_product(instruction):
         return sum(_elements(dims) for _, dims in _array_shapes(instruction.shape))
     if instruction.opcode in _COMBINING and _combiner_multiplies(instruction, computations):
         return max((_elements(dims) for _, dims in _operands(instruction, shapes)), default=0)

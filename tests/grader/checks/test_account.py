@@ -100,6 +100,13 @@ def test_a_product_written_out_is_counted_as_the_dot_it_is(line):
     assert account.dot_work == 0 and account.product_work == ROWS * F * OUT
     assert account.work == ROWS * F * OUT
 
+    def offset_rows(x):  # an integer product (the device's offset) is index arithmetic, not work
+        return jax.lax.dynamic_slice_in_dim(x, jax.lax.axis_index("i") * 2, 2) * 3.0
+
+    account = account_of(mapped(line, offset_rows, P("i"), P("i"), x))
+    assert "s32[] multiply(" in mapped(line, offset_rows, P("i"), P("i"), x).as_text()
+    assert account.product_work == 2 * F  # the float product of the slice by 3, not the offset
+
     def rank_one_updates(x, w):  # acc += x[:, k] w[k, :], one column of x at a time
         def step(k, acc):
             return acc + jax.lax.dynamic_slice_in_dim(x, k, 1, 1) * jax.lax.dynamic_slice_in_dim(

@@ -136,6 +136,26 @@ def check_named(folder: str, run, words: dict[str, str]) -> list[str]:
 
 
 ROUTES = {"in-process": (), "isolated": ("--isolate",)}
+# Every function on a mesh computing the right values while each device does the whole job: the visible
+# tests' meshes are chosen so that it breaks a bound of its share at least twice over.
+REPLICATES = "replicates_work"
+
+
+def check_twice_over(run) -> list[str]:
+    """Each work or traffic rule the replicating programs break in the visible tests, they break at least
+    twice over: the bound is not a hair's breadth from honest work, on the mesh the student's check uses."""
+    broken = [
+        (r, f)
+        for r in run.results
+        for f in r.figures
+        if f.rule in ("work", "traffic") and not f.passed and f.actual is not None
+    ]
+    near = [
+        f"{r.nodeid}: {f.measure} {f.actual:,} against {f.expected}"
+        for r, f in broken
+        if f.bound and f.actual < 2 * f.bound
+    ]
+    return near if broken else ["no visible test recorded a broken work or traffic rule"]
 
 
 def check_expectations(folder: str, run, expected: dict[str, set[str]]) -> list[str]:
@@ -189,6 +209,8 @@ def test_submission_scores_as_expected_both_ways(folder):
     if "in-process" in runs and folder != "alt_correct":
         words = {m.exercise: m.says for m in mistakes() if m.folder == folder}
         problems += [f"named: {p}" for p in check_named(folder, runs["in-process"], words)]
+    if folder == REPLICATES:
+        problems += [f"share: {p}" for p in check_twice_over(runs["in-process"])]
     if len(runs) == 2:
         verdicts = {
             route: {r.nodeid: r.category for r in run.results} for route, run in runs.items()
