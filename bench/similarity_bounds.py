@@ -8,7 +8,7 @@ students' modules hold the reference's answer and
   (the red team's attack: matching stretches pair by pair took time and memory quadratic in the copies)
   ("dead repeats");
 - the same line as in "dead repeats" --repeats times at the module's top level ("top-level repeats"): the
-  module does not parse, and the cut to 64 KiB falls among the copies, so they are compared;
+  module does not parse, and the cut to 64 KiB of code falls among the copies, so they are compared;
 - a line repeated --repeats times inside a graded function, the module parsing ("live repeats");
 - a docstring of 800 lines (57 KB, within what is compared) in a graded function ("long docstring"):
   blanked, a run of blank lines, which pygments' lexer reads in time quadratic in the run.

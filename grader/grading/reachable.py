@@ -14,11 +14,15 @@ and stay in. Two more keep a definition that no name reaches but the running mod
 - reachable code that reaches definitions without naming them (`globals`, `getattr`, `sys.modules`, `eval`,
   ... DYNAMIC): then nothing in the module is dead.
 
-Everything else, a top-level function or class that nothing reachable names, is dead; and so is a definition
-that a later one of the same name replaces before any of the module's own code can run (a module holding
-several `def all_reduce` keeps only the last: the tests call that one). Inside a live top-level function, a
-function or class it defines that nothing else in it names is dead too (`dead_nested`), unless decorated or
-the function reaches names without naming them.
+A class body runs when the class is defined, so a class is never dead: its statements are module-level
+statements too, and the functions it defines (its methods, or module functions it declares `global`) are
+definitions like the top-level ones, reached by name (a dunder method stays: Python calls it unnamed).
+
+Everything else, a top-level function or a method that nothing reachable names, is dead; and so is a
+top-level function that a later one of the same name replaces before any of the module's own code can run (a
+module holding several `def all_reduce` keeps only the last: the tests call that one). Inside a live function,
+a function it defines that nothing else in it names is dead too (`dead_nested`), unless decorated or the
+function reaches names without naming them; a class it defines is not (its body runs with the function).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # names through which running code reaches a module's definitions without naming them
 DYNAMIC = frozenset(
     {
@@ -113,7 +118,7 @@ def _shadowed(tree: ast.Module, foreign: set[str]) -> set[int]:
     body = tree.body
     # where the module's own code may run: a statement, or a definition whose evaluation calls its own
     runs = [
-        not isinstance(node, _DEFINITIONS) or bool(_roots(_evaluated_on_definition(node)) - foreign)
+        not isinstance(node, _FUNCTIONS) or bool(_roots(_evaluated_on_definition(node)) - foreign)
         for node in body
     ]
     barriers = [0]  # barriers[i]: how many of body[:i] may run the module's own code
@@ -122,7 +127,7 @@ def _shadowed(tree: ast.Module, foreign: set[str]) -> set[int]:
     shadowed, following = set(), {}
     for i in range(len(body) - 1, -1, -1):
         node = body[i]
-        if not isinstance(node, _DEFINITIONS):
+        if not isinstance(node, _FUNCTIONS):
             continue
         later = following.get(node.name)
         if later is not None and barriers[later + 1] - barriers[i] == 0:
@@ -131,28 +136,45 @@ def _shadowed(tree: ast.Module, foreign: set[str]) -> set[int]:
     return shadowed
 
 
+def _is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+def _definitions(body: list[ast.stmt]) -> tuple[list[ast.AST], list[ast.stmt]]:
+    """What of `body` (a module's or a class's) runs when it runs, and the functions it defines, in order:
+    a class's body runs where it stands, so its statements run and its functions are defined (recursively)."""
+    runs: list[ast.AST] = []
+    functions: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, _FUNCTIONS):
+            functions.append(node)
+        elif isinstance(node, ast.ClassDef):
+            runs += _evaluated_on_definition(node)
+            inner_runs, inner_functions = _definitions(node.body)
+            runs += inner_runs
+            functions += inner_functions
+        else:
+            runs.append(node)
+    return runs, functions
+
+
 def dead_definitions(tree: ast.Module, graded: frozenset[str]) -> list[ast.stmt]:
-    """The top-level definitions of `tree` that nothing reachable from `graded` (or from the module's own
-    statements) names, or that a later definition of the same name replaces unused (`_shadowed`), in the
-    module's order."""
+    """The functions of `tree` defined at its top level or in a class body (methods) that nothing reachable
+    from `graded` (or from the module's and its classes' own statements) names, or that a later top-level
+    definition of the same name replaces unused (`_shadowed`), in the module's order."""
     foreign = _imported(tree) | set(dir(builtins))
     shadowed = _shadowed(tree, foreign)
-    definitions = [
-        node for node in tree.body if isinstance(node, _DEFINITIONS) and id(node) not in shadowed
-    ]
-    frontier = _names(node for node in tree.body if not isinstance(node, _DEFINITIONS))
+    runs, functions = _definitions(tree.body)
+    definitions = [node for node in functions if id(node) not in shadowed]
+    frontier = _names(runs)
     frontier |= _names(part for node in definitions for part in _evaluated_on_definition(node))
     frontier |= graded
-    # What may register a definition on import: a decorator, base or keyword of the module's own making.
+    # Python calls a dunder method without naming it; a decorator of the module's own making may register
+    # what it decorates on import
     frontier |= {
         node.name
         for node in definitions
-        if _roots(
-            _evaluated_on_definition(node)
-            if isinstance(node, ast.ClassDef)
-            else node.decorator_list
-        )
-        - foreign
+        if _is_dunder(node.name) or _roots(node.decorator_list) - foreign
     }
     # each definition's names read once: the walk is linear in the module, however many names it has
     referenced: dict[str, set[str]] = {}
@@ -166,11 +188,7 @@ def dead_definitions(tree: ast.Module, graded: frozenset[str]) -> list[ast.stmt]
             frontier |= referenced.get(name, set()) - reachable
     if reachable & DYNAMIC:
         return []
-    return [
-        node
-        for node in tree.body
-        if isinstance(node, _DEFINITIONS) and (id(node) in shadowed or node.name not in reachable)
-    ]
+    return [node for node in functions if id(node) in shadowed or node.name not in reachable]
 
 
 def _occurrences(node: ast.AST) -> Counter:
@@ -191,15 +209,21 @@ def _occurrences(node: ast.AST) -> Counter:
 
 
 def dead_nested(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
-    """The functions and classes defined inside `function` (at any depth) that nothing in it outside
-    themselves names: never called, whatever runs. One with a decorator (it may register what it decorates)
-    stays, and so does everything when `function` reaches names without naming them (DYNAMIC)."""
+    """The functions defined inside `function` (at any depth) that nothing in it outside themselves names:
+    never called, whatever runs. One with a decorator (it may register what it decorates) or a dunder name
+    (Python calls it unnamed) stays, and so does everything when `function` reaches names without naming
+    them (DYNAMIC). A class defined inside is never dead: its body runs whenever its definition is reached."""
     counts = _occurrences(function)
     if set(counts) & DYNAMIC:
         return []
     dead = []
     for node in ast.walk(function):
-        if node is function or not isinstance(node, _DEFINITIONS) or node.decorator_list:
+        if (
+            node is function
+            or not isinstance(node, _FUNCTIONS)
+            or node.decorator_list
+            or _is_dunder(node.name)
+        ):
             continue
         inside = _occurrences(node)
         if counts[node.name] - inside[node.name] == 0:
@@ -208,8 +232,8 @@ def dead_nested(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.st
 
 
 def dead_spans(source: str, graded: frozenset[str]) -> list[tuple[int, int]]:
-    """The character spans (start, end) of `source`'s dead definitions (top-level ones, and those nested in
-    the live top-level functions: `dead_nested`), each whole lines from its first decorator to its last line;
+    """The character spans (start, end) of `source`'s dead definitions (top-level functions and methods, and
+    those nested in the live ones: `dead_nested`), each whole lines from its first decorator to its last line;
     none when `source` does not parse or `graded` is empty (nothing to reach from: everything counts)."""
     if not graded:
         return []
@@ -224,11 +248,7 @@ def dead_spans(source: str, graded: frozenset[str]) -> list[tuple[int, int]]:
         starts.append(starts[-1] + len(line) + 1)
     dead = dead_definitions(tree, graded)
     gone = {id(node) for node in dead}
-    live = [
-        node
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and id(node) not in gone
-    ]
+    live = [node for node in _definitions(tree.body)[1] if id(node) not in gone]
     spans = []
     for node in [*dead, *(nested for function in live for nested in dead_nested(function))]:
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)])

@@ -4,14 +4,16 @@ for an instructor to read (a reason to look, never a verdict).
 The comparison is copydetect's (k-gram fingerprints of code whose names, strings and whitespace its filter has
 already replaced: renaming a variable or reformatting changes nothing). Before it sees a module:
 
-- only its first MAX_CHARS characters are read, up to the last top-level statement that starts within them
-  (so that it still parses where it can); a module cut is listed as such (`cut`), a reason to look itself;
 - every docstring, every bare string statement and every comment is blanked (replaced by spaces, line breaks
   kept, so that the offsets and line numbers of what is compared are the student's own);
-- every top-level function or class that the exercise's own functions (the names the stub defines) cannot
-  reach, and every one defined inside a live function that nothing else in it names, is blanked too
-  (grader.grading.reachable: by name, conservatively): code the tests never run is evidence neither against
-  its author nor against a classmate whose answer it holds;
+- every function (top-level, or a method) that the exercise's own functions (the names the stub defines)
+  cannot reach, and every one defined inside a live function that nothing else in it names, is blanked too
+  (grader.grading.reachable: by name, conservatively; a class body runs, so it is never blanked): code the
+  tests never run is evidence neither against its author nor against a classmate whose answer it holds. A
+  module more than half of whose code is blanked so is listed (`mostly_dead`), a reason to look itself;
+- of what is left, only the first MAX_CHARS characters of code are read (runs of blanks and blank lines
+  counted once, as the lexer reads them: comments padding a module push nothing out), up to the last
+  top-level statement that starts within them; a module cut is listed as such (`cut`);
 - the stub, normalized the same way, is the boilerplate: each of its k-grams is removed from every student's
   fingerprints wherever it occurs, and each line of the stub's code (signatures, imports, `raise
   NotImplementedError`) is masked so that no fingerprint runs across it from one answer into the next. What
@@ -31,10 +33,11 @@ characters: the exercises are short, and answers written the way the course show
 copying. Beside a module that parses, a module that does not counts only by its own figure: its dead code
 cannot be told apart, so it is evidence against its author only.
 
-Bounded work. Per module (read whole, at most 1 MiB: grader.grading.submission): at most MAX_CHARS characters
-parsed, tokenized, lexed and hashed (runs of blanks compacted before copydetect's lexer, which reads them in
-quadratic time), and each k-gram kept at its first REPEATS positions. Per pair: the figures cost a set
-intersection and a sort of the two fingerprints (at most MAX_CHARS k-gram positions each); pairing the shared
+Bounded work. Per module (read whole, at most 1 MiB: grader.grading.submission): parsed and tokenized whole
+(linear in its size), then at most MAX_CHARS characters of code lexed and hashed (runs of blanks and blank
+lines compacted before copydetect's lexer, which reads them in quadratic time), and each k-gram kept at its
+first REPEATS positions. Per pair: the figures cost a set intersection and a sort of the two fingerprints (at
+most MAX_CHARS k-gram positions each); pairing the shared
 passages, done for the `top` pairs of each exercise only, casts at most REPEATS votes per shared k-gram
 position, REPEATS * MAX_CHARS in all. Per class: n students cost n modules and n (n - 1) / 2 pairs per
 exercise.
@@ -136,8 +139,10 @@ class ExerciseSimilarity:
     raw_text: tuple[str, ...]  # compared on their raw text: the module does not parse
     flagged: int  # pairs above the thresholds, before keeping the top ones
     pairs: tuple[SimilarPair, ...]  # the top `SimilarityThresholds.top`, most similar first
-    # longer than MAX_CHARS: only their first MAX_CHARS characters (to a top-level statement) compared
+    # more than MAX_CHARS characters of code: only their first MAX_CHARS (to a top-level statement) compared
     cut: tuple[str, ...] = ()
+    # more than half of their code in functions no graded function reaches (blanked, not compared)
+    mostly_dead: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -260,10 +265,10 @@ def mask_lines(text: str, lines: frozenset[str]) -> str:
 
 def _compact(text: str):
     """`text` without what the lexer would read slowly and the filter drops anyway: each line's trailing
-    blanks (a line of nothing else becomes empty), and every other run of blanks cut to its first character;
-    and where each character of the result is in `text` (one more entry: the end). pygments' Python lexer
-    takes time quadratic in a run of blank lines (the docstrings, comments and dead definitions blanked):
-    64 KB of them took minutes."""
+    blanks (a line of nothing else becomes empty), every other run of blanks cut to its first character,
+    and every run of empty lines cut to one line break; and where each character of the result is in `text`
+    (one more entry: the end). pygments' Python lexer takes time quadratic in a run of blank lines (the
+    docstrings, comments and dead definitions blanked): 64 KB of them took minutes."""
     import numpy as np
 
     keep = np.ones(len(text) + 1, dtype=bool)
@@ -271,6 +276,11 @@ def _compact(text: str):
         start, end = run.span()
         keep[start if end == len(text) or text[end] == "\n" else start + 1 : end] = False
     where = np.flatnonzero(keep)
+    compact = "".join(text[i] for i in where[:-1])
+    repeated = np.zeros(len(where), dtype=bool)
+    for run in re.finditer(r"\n\n+", compact):
+        repeated[run.start() + 1 : run.end()] = True
+    where = where[~repeated]
     return "".join(text[i] for i in where[:-1]), where
 
 
@@ -407,16 +417,24 @@ def _passages(
     return tuple(shared)
 
 
+def _code_chars(text: str) -> int:
+    """How many characters of `text` are not blanks."""
+    return len(text) - sum(text.count(c) for c in " \t\n\f\v")
+
+
 def _code_lines(text: str) -> frozenset[str]:
     return frozenset(line.strip() for line in text.split("\n") if line.strip())
 
 
 def _cut(text: str) -> str:
-    """`text`'s first MAX_CHARS characters, ending where its last top-level statement that starts within them
-    starts (a line that starts unindented), so that a module cut still parses where it can."""
-    if len(text) <= MAX_CHARS:
+    """`text` (a module as it is compared: its docstrings, comments and dead code blanked) up to its first
+    MAX_CHARS characters of code as the lexer reads them (`_compact`: blank runs and empty lines count once),
+    ending where its last top-level statement that starts within them starts (a line that starts
+    unindented)."""
+    compact, where = _compact(text)
+    if len(compact) <= MAX_CHARS:
         return text
-    head = text[:MAX_CHARS]
+    head = text[: int(where[MAX_CHARS])]
     starts = [m.end() for m in re.finditer(r"\n(?=\S)", head)]
     return head[: starts[-1]] if starts else head[: head.rfind("\n") + 1]
 
@@ -462,21 +480,26 @@ def compare_exercise(
         _code_lines(stub_code),
         _code_lines(stub_code) | _code_lines(stub_text),
     )
-    prints, texts, keys, raw_text, not_compared, cut = {}, {}, {}, [], [], []
+    prints, texts, keys, raw_text, not_compared, cut, mostly_dead = {}, {}, {}, [], [], [], []
     for student in sorted(modules):
         text = modules[student]
-        # Everything below reads at most MAX_CHARS characters of a module, whatever it holds.
-        head = _cut(text)
-        if len(head) < len(text):
-            cut.append(student)
-        code, parsed = normalize(head)
+        code, parsed = normalize(text)
         if "".join(code.split()) == stub_compact:
             not_compared.append((student, UNCHANGED))
             continue
         # Dead definitions blanked in place (offsets and lines kept), found on the text as written: a
         # function whose body is only a docstring no longer parses once the docstring is blanked.
-        code = _blank(code, dead_spans(head, graded)) if parsed else code
+        if parsed:
+            own = _code_chars(code)
+            code = _blank(code, dead_spans(text, graded))
+            if 2 * _code_chars(code) < own:
+                mostly_dead.append(student)
         compared = mask_lines(code, stub_lines if parsed else raw_stub_lines)
+        # What is lexed and hashed: at most MAX_CHARS characters of code, whatever the module holds.
+        head = _cut(compared)
+        if len(head) < len(compared):
+            cut.append(student)
+            compared = head
         fingerprint = _fingerprint(
             f"{student}/{exercise.module_file}",
             compared,
@@ -527,6 +550,7 @@ def compare_exercise(
         len(found),
         pairs,
         tuple(cut),
+        tuple(mostly_dead),
     )
 
 

@@ -107,8 +107,18 @@ def _exercise(result: ExerciseSimilarity) -> Markup:
         notes.append(
             element(
                 "p",
-                f"Longer than {MAX_CHARS} characters, only their first {MAX_CHARS} compared: ",
+                f"More than {MAX_CHARS} characters of code, only their first {MAX_CHARS} compared: ",
                 ", ".join(result.cut),
+                class_="note",
+            )
+        )
+    if result.mostly_dead:
+        notes.append(
+            element(
+                "p",
+                "More than half of their code is in functions no graded function reaches (left out of "
+                "the comparison; worth a look): ",
+                ", ".join(result.mostly_dead),
                 class_="note",
             )
         )

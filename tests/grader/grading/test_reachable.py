@@ -62,7 +62,17 @@ class Child(Base):
 
 
 class Plain(Exception):
-    pass
+    def __init__(self):
+        super().__init__(used(1))
+
+    def unreached(self):
+        return deeper(2)
+
+    def reached(self):
+        return 6
+
+
+KEPT = Plain.reached
 
 
 def dead(x):
@@ -88,12 +98,13 @@ def dead(source: str, graded: set[str]) -> list[str]:
 
 def test_reachable_by_name_from_the_graded_functions_and_the_module_statements():
     """Called (transitively), called by a module-level statement, a default value, a decorator of the
-    module's own (it may register what it decorates) and a base of the module's own stay; what only dead
-    code names, decorators and bases imported or built in, and a name in a dead function's string, do not."""
+    module's own (it may register what it decorates), a dunder method and a method named by reachable code
+    stay; what only dead code names, decorators imported or built in, a method nothing names and a name in a
+    dead function's string do not. A class is never dead: its body runs on import."""
     assert dead(MODULE, {"graded"}) == [
         "cached_dead",
         "jitted_dead",
-        "Plain",
+        "unreached",
         "dead",
         "dead_too",
         "named_by_string",
@@ -178,8 +189,14 @@ def graded(x):
     def decorated(y):
         return y
 
-    class Unused:
-        pass
+    class Runs:
+        def unreached(self):
+            return 1
+
+        def __call__(self):
+            return 2
+
+        value = used(2)
 
     return used(x) + call("by_string")
 
@@ -187,12 +204,77 @@ def graded(x):
         pass
 """
     (function,) = ast.parse(source).body
-    assert [n.name for n in dead_nested(function)] == ["unused", "recursive", "Unused"]
+    assert [n.name for n in dead_nested(function)] == ["unused", "recursive", "unreached"]
     dynamic = source.replace('call("by_string")', "locals()['unused'](x)")
     assert dead_nested(ast.parse(dynamic).body[0]) == []
     spans = dead_spans(source, frozenset({"graded"}))
     assert [source[start:end].split("\n")[0].strip() for start, end in spans] == [
         "def unused(y):",
         "def recursive(y):",
-        "class Unused:",
+        "def unreached(self):",
     ]
+
+
+# Evasions of an earlier round (issue 51): a copy hidden in class bodies, which Python runs on import or on
+# every call, was blanked as a class nothing names.
+SCRATCH = """
+import jax
+
+
+class _Scratch:
+    global graded, helper
+
+    def helper(x):
+        return x * 2
+
+    def graded(x):
+        return helper(x) + 1
+
+    def never(x):
+        return x
+
+
+def other():
+    return 0
+"""
+
+
+def test_a_class_body_is_live_code_and_its_global_functions_are_reached_by_name():
+    """The module's graded function defined in a class body that declares it global: the class stays, the
+    graded function and what it calls are reached; a function of the class nothing names, and a top-level
+    one, are dead."""
+    assert dead(SCRATCH, {"graded"}) == ["never", "other"]
+    spans = dead_spans(SCRATCH, frozenset({"graded"}))
+    assert [SCRATCH[start:end].split("\n")[0].strip() for start, end in spans] == [
+        "def never(x):",
+        "def other():",
+    ]
+    namespace: dict = {}
+    exec(compile(SCRATCH.replace("import jax\n", ""), "scratch", "exec"), namespace)
+    assert namespace["graded"](3) == 7  # it is the module's graded function that runs
+
+
+BODY = """
+def graded(x):
+    out = None
+
+    class _Body:
+        nonlocal out
+
+        def original(y):
+            return y + 1
+
+        out = original(x)
+
+    return out
+"""
+
+
+def test_a_class_inside_a_graded_function_runs_with_it():
+    """The graded function's body moved into a nested class that defines and calls it: nothing of it is
+    dead, though nothing names the class."""
+    (function,) = ast.parse(BODY).body
+    assert dead_nested(function) == [] and dead_spans(BODY, frozenset({"graded"})) == []
+    namespace: dict = {}
+    exec(compile(BODY, "body", "exec"), namespace)
+    assert namespace["graded"](1) == 2

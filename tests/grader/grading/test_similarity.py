@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from grader.course import catalog
-from grader.grading import similarity
+from grader.grading import reachable, similarity
 from grader.grading.similarity import (
     MISSING,
     STUB_ONLY,
@@ -786,6 +786,28 @@ def test_the_same_catalogue_wired_in_is_flagged():
     assert all(max(p.similarity_a, p.similarity_b) > 0.9 for p in result.pairs)
 
 
+def test_a_catalogue_of_methods_nothing_calls_flags_no_honest_classmate():
+    """The catalogue's variants as methods of a class nothing names: the class body runs, but no method is
+    ever called, so they are dead and nobody is flagged; the author's module is listed as mostly dead. With
+    one statement of the class body calling every method, they run, and both classmates are flagged."""
+    head, own = _functions(CLEO)
+    variants = [*_functions(ADA)[1], *_functions(EVE)[1]]
+    methods = [re.sub(r"^def (\w+)\(", rf"def \1_{n}(", v) for n, v in enumerate(variants)]
+    body = "".join(
+        "".join(f"    {line}\n" if line else "\n" for line in m.split("\n")) + "\n" for m in methods
+    )
+    imports = head.replace("\nimport jax\n", "\nfrom functools import partial\nimport jax\n", 1)
+    shelf = "\n\n\n".join([imports, *own]) + f"\n\n\nclass _Shelf:\n{body}"
+    compile(shelf, "shelf.py", "exec")
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": shelf}, STUB)
+    assert result.compared == ("ada", "cat", "eve") and result.pairs == ()
+    assert result.mostly_dead == ("cat",)
+    names = [re.match(r"def (\w+)\(", m).group(1) for m in methods]
+    wired = shelf + f"    ALL = [{', '.join(names)}]\n"
+    result = compare_exercise(EX05, {"ada": ADA, "eve": EVE, "cat": wired}, STUB)
+    assert sorted(pair_names(result)) == [("ada", "cat"), ("cat", "eve")]
+
+
 def test_a_catalogue_of_redefinitions_counts_only_the_last():
     """The catalogue written as redefinitions: ada's functions, eve's, then the author's own, all under the
     graded names. The tests call the last of each: nobody is flagged. With ada's last, they are what the
@@ -912,29 +934,133 @@ def test_a_kgram_counts_at_most_repeats_times():
 
 
 def test_two_colluders_repeating_a_line_are_still_flagged_and_cut():
-    """The attack: both students' modules end with a dead function repeating the line 2,000 times. Each is
-    compared on its first MAX_CHARS characters, up to the last top-level statement that starts within them
-    (said, in `cut`): the function is left out, and the modules parse. With the line repeated at the top
-    level instead, the cut falls within the copies, the modules do not parse, and each k-gram counts at most
-    REPEATS times. Either way the two are still found."""
+    """The attack: both students' modules end with the line repeated 2,000 times. In a dead function that
+    parses, the function is blanked (more than half of each module: listed in `mostly_dead`) and nothing is
+    left to cut. With the line one that does not parse (in a dead function, or at the top level), the modules
+    are compared on their raw text, each on its first MAX_CHARS characters of code (said, in `cut`), and each
+    k-gram counts at most REPEATS times. Every way, the two are still found."""
     tail = "\n\ndef _unused(block, pairs, weights, bias, step, scale):\n    total = block\n"
-    for extra, raw in ((tail + SPLIT * 2000, ()), ("\n" + SPLIT.lstrip() * 2000, ("ann", "bob"))):
+    parses = SPLIT.replace(" \u00a4", "")
+    for extra, cut, raw, dead in (
+        (tail + parses * 2000, (), (), ("ann", "bob")),
+        (tail + SPLIT * 2000, ("ann", "bob"), ("ann", "bob"), ()),
+        ("\n" + SPLIT.lstrip() * 2000, ("ann", "bob"), ("ann", "bob"), ()),
+    ):
         modules = {"ann": BEN + extra, "bob": MALLORY + extra, "eve": EVE}
         assert len(modules["ann"]) > 3 * similarity.MAX_CHARS
         result = compare_exercise(EX05, modules, STUB)
-        assert result.cut == ("ann", "bob") and result.raw_text == raw
+        assert (result.cut, result.raw_text, result.mostly_dead) == (cut, raw, dead)
         assert pair_names(result) == [("ann", "bob")]
 
 
 def test_a_long_module_is_cut_at_a_top_level_statement_and_still_parses():
+    """A module of more than MAX_CHARS characters of live code (6,000 functions a module-level list names) is
+    compared on its first MAX_CHARS, to a top-level statement: what is left parses, and the copy is found."""
     padding = "".join(f"def pad_{i}():\n    return {i}\n\n\n" for i in range(6000))
-    padded = BEN + "\n\n" + padding
-    assert len(padded) > similarity.MAX_CHARS
+    padded = (
+        BEN + "\n\n" + padding + "PADS = [" + ", ".join(f"pad_{i}" for i in range(6000)) + "]\n"
+    )
     head = similarity._cut(padded)
-    assert len(head) <= similarity.MAX_CHARS and head.endswith("\n") and normalize(head)[1]
+    assert len(similarity._compact(padded)[0]) > similarity.MAX_CHARS
+    assert len(similarity._compact(head)[0]) <= similarity.MAX_CHARS
+    assert head.endswith("\n") and normalize(head)[1]
     result = compare_exercise(EX05, {"ben": BEN, "padded": padded}, STUB)
-    assert result.cut == ("padded",) and result.raw_text == ()
+    assert result.cut == ("padded",) and result.raw_text == () and result.mostly_dead == ()
     assert pair_names(result) == [("ben", "padded")]
+
+
+# -- evasions of the fifth round: code that runs, hidden where it looked dead or past the cut -------------------
+
+
+def _graded_names(module: str) -> list[str]:
+    return re.findall(r"^def (\w+)\(", "\n".join(_functions(module)[1]), flags=re.M)
+
+
+def in_a_class_body(module: str) -> str:
+    """The whole module's functions inside a top-level class nothing names, its body declaring them global:
+    Python runs the class body on import, so each is defined as the module's own."""
+    head, functions = _functions(module)
+    body = "".join(
+        "".join(f"    {line}\n" if line else "\n" for line in f.strip("\n").split("\n")) + "\n"
+        for f in functions
+    )
+    return f"{head}\n\n\nclass _Scratch:\n    global {', '.join(_graded_names(module))}\n\n{body}"
+
+
+def bodies_in_nested_classes(module: str) -> str:
+    """Each function's body moved into a class defined inside it, which defines the original under another
+    name and calls it: the class body runs on every call."""
+    head, functions = _functions(module)
+    wrapped = []
+    for function in functions:
+        name = re.match(r"def (\w+)\(", function).group(1)
+        inner = "".join(
+            f"        {line}\n" if line else "\n"
+            for line in re.sub(rf"^def {name}\(", "def _original(", function).split("\n")
+        )
+        wrapped.append(
+            f"def {name}(*args, **kwargs):\n    result = None\n\n    class _Body:\n"
+            f"        nonlocal result\n\n{inner}\n        result = _original(*args, **kwargs)\n\n"
+            "    return result\n"
+        )
+    return "\n\n\n".join([head, *wrapped]) + "\n"
+
+
+def behind_comments(module: str) -> str:
+    """800 lines of comments, 64 KB, before an unchanged copy."""
+    return "".join(f"# {n:04d} " + "notes " * 12 + "\n" for n in range(800)) + module
+
+
+@pytest.mark.parametrize("evade", [in_a_class_body, bodies_in_nested_classes, behind_comments])
+def test_a_copy_that_runs_is_found_however_it_is_hidden(evade):
+    """ben's module hidden three ways, each still a module whose graded functions run ben's code (it compiles,
+    and its graded names are bound by what runs): flagged beside ben, as a verbatim copy is; no honest
+    classmate is flagged, and nothing is listed as cut or mostly dead."""
+    hidden = evade(BEN)
+    compile(hidden, "hidden.py", "exec")
+    modules = {"ben": BEN, "copy": BEN, "hidden": hidden, "eve": EVE, "ada": ADA}
+    result = compare_exercise(EX05, modules, STUB)
+    assert sorted(pair_names(result)) == [("ben", "copy"), ("ben", "hidden"), ("copy", "hidden")]
+    assert result.cut == () and result.mostly_dead == () and result.not_compared == ()
+    assert all(p.similarity > 0.9 for p in result.pairs)
+
+
+def test_the_evasions_hid_the_copy_from_the_previous_rules(monkeypatch):
+    """The test above can fail: under the previous rules (a class nothing names blanked as dead, the raw text
+    cut at MAX_CHARS before comments were blanked) each hidden copy was not compared, or not flagged."""
+    import ast as python_ast
+
+    def old_dead_nested(function):
+        counts = reachable._occurrences(function)
+        return [
+            node
+            for node in python_ast.walk(function)
+            if node is not function
+            and isinstance(node, python_ast.ClassDef)
+            and counts[node.name] - reachable._occurrences(node)[node.name] == 0
+        ]
+
+    for evade, rule in (
+        (in_a_class_body, "classes"),
+        (bodies_in_nested_classes, "nested"),
+        (behind_comments, "cut"),
+    ):
+        with monkeypatch.context() as patch:
+            if rule == "classes":
+                patch.setattr(
+                    reachable,
+                    "_definitions",
+                    lambda body: (
+                        [n for n in body if not isinstance(n, reachable._DEFINITIONS)],
+                        [n for n in body if isinstance(n, reachable._DEFINITIONS)],
+                    ),
+                )
+            elif rule == "nested":
+                patch.setattr(reachable, "dead_nested", old_dead_nested)
+            else:
+                patch.setattr(similarity, "_cut", lambda text: text[: similarity.MAX_CHARS])
+            result = compare_exercise(EX05, {"ben": BEN, "hidden": evade(BEN)}, STUB)
+        assert pair_names(result) == [], evade.__name__
 
 
 def test_blank_runs_are_compacted_before_lexing_and_mapped_back():
@@ -943,7 +1069,7 @@ def test_blank_runs_are_compacted_before_lexing_and_mapped_back():
     back to its place in the module."""
     text = "x = 1   \n" + "        \n" * 50 + "\tdef  f( a ,\t\tb):\n      \n    return  a\n"
     compact, where = similarity._compact(text)
-    assert compact == "x = 1\n" + "\n" * 50 + "\tdef f( a ,\tb):\n\n return a\n"
+    assert compact == "x = 1\n\tdef f( a ,\tb):\n return a\n"
     assert len(where) == len(compact) + 1 and where[-1] == len(text)
     assert all(text[at] == char for at, char in zip(where, compact))
 
@@ -1138,12 +1264,35 @@ def test_shared_passages_are_cut_to_a_sane_length():
     assert all(len(line) <= 51 for line in shown[:5])
 
 
-def test_the_section_names_the_modules_cut():
-    padded = BEN + "\n\n" + "".join(f"def pad_{i}():\n    return {i}\n\n\n" for i in range(6000))
-    exercise = compare_exercise(EX05, {"ben": BEN, "padded": padded}, STUB)
-    text = " ".join(
-        "".join(
-            parse(similarity_section(ClassSimilarity((exercise,), (), SimilarityThresholds()))).text
-        ).split()
+def test_the_section_lists_the_modules_cut_or_mostly_dead():
+    """A module mostly made of code no graded function runs, and one with more code than is compared, are
+    named for the instructor to look at, not passed over."""
+    padding = "".join(f"def pad_{i}():\n    return {i}\n\n\n" for i in range(6000))
+    modules = {
+        "ben": BEN,
+        "deadwood": BEN + "\n\n" + padding,
+        "long": BEN
+        + "\n\n"
+        + padding
+        + "PADS = ["
+        + ", ".join(f"pad_{i}" for i in range(6000))
+        + "]\n",
+    }
+    exercise = compare_exercise(EX05, modules, STUB)
+    assert exercise.mostly_dead == ("deadwood",) and exercise.cut == ("long",)
+    text = "".join(
+        parse(
+            document(
+                "class",
+                similarity_section(ClassSimilarity((exercise,), (), SimilarityThresholds())),
+            )
+        ).text
     )
-    assert f"only their first {similarity.MAX_CHARS} compared: padded" in text
+    assert (
+        "no graded function reaches" in text
+        and "deadwood" in text.split("no graded function reaches")[1]
+    )
+    assert (
+        "characters of code, only their first" in text
+        and "long" in text.split("only their first")[1]
+    )
