@@ -64,7 +64,7 @@ import tokenize
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 from grader.course import catalog
@@ -263,6 +263,7 @@ def mask_lines(text: str, lines: frozenset[str]) -> str:
     return "\n".join(out)
 
 
+@lru_cache(maxsize=4)  # a module is compacted to be cut, then to be lexed: once
 def _compact(text: str):
     """`text` without what the lexer would read slowly and the filter drops anyway: each line's trailing
     blanks (a line of nothing else becomes empty), every other run of blanks cut to its first character,
@@ -275,13 +276,15 @@ def _compact(text: str):
     for run in re.finditer(r"[ \t\f\v]+", text):
         start, end = run.span()
         keep[start if end == len(text) or text[end] == "\n" else start + 1 : end] = False
+    # one code point per element: the characters kept are picked by index, not joined one by one
+    chars = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     where = np.flatnonzero(keep)
-    compact = "".join(text[i] for i in where[:-1])
+    kept = chars[where[:-1]]
+    # an empty line: a line break right after another one kept
     repeated = np.zeros(len(where), dtype=bool)
-    for run in re.finditer(r"\n\n+", compact):
-        repeated[run.start() + 1 : run.end()] = True
+    repeated[1:-1] = (kept[1:] == ord("\n")) & (kept[:-1] == ord("\n"))
     where = where[~repeated]
-    return "".join(text[i] for i in where[:-1]), where
+    return chars[where[:-1]].tobytes().decode("utf-32-le", "surrogatepass"), where
 
 
 def _filter_code(text: str) -> tuple[str, list[list[int]]]:
