@@ -1,16 +1,16 @@
-"""Which of a module's top-level functions and classes the exercise's own functions can reach: the code the
-similarity check judges (grader.grading.similarity). A definition no graded function calls is never run by
+"""Which of a module's functions (top-level ones and methods) the exercise's own functions can reach: the code
+the similarity check judges (grader.grading.similarity). A function no graded function calls is never run by
 the tests, so it is evidence of nothing, for its author or against a classmate.
 
 Reachable, conservatively, by name within the module: the graded functions (the names the stub defines at its
-top level), every module-level statement that is not a function or class definition (it runs on import), the
+top level), every module-level statement that is not a function definition (it runs on import), the
 decorators, default values, bases and keywords of every definition (they run on import too), and then any
-definition whose name is referenced (as a name, an attribute or a string that is a whole identifier) from
+function whose name is referenced (as a name, an attribute or a string that is a whole identifier) from
 code already reachable. Definitions nested inside other statements (`if`, `try`) are module-level statements
-and stay in. Two more keep a definition that no name reaches but the running module still could:
+and stay in. Two more keep a function that no name reaches but the running module still could:
 
-- a decorator, base or keyword whose root name the module binds itself (not an import, not a builtin): it
-  may register what it decorates (`@register`, a base's __init_subclass__);
+- a decorator whose root name the module binds itself (not an import, not a builtin): it may register what
+  it decorates (`@register`);
 - reachable code that reaches definitions without naming them (`globals`, `getattr`, `sys.modules`, `eval`,
   ... DYNAMIC): then nothing in the module is dead.
 
