@@ -9,15 +9,21 @@ a run that hangs is then killed whole, and what each process was doing at the ti
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import shutil
 import time
 from pathlib import Path
 from typing import BinaryIO
 
+import psutil
+
 from grader.cluster.messages import Reported
 from grader.cluster.recording import record_report
 from grader.cluster.run import OUTPUT_CHARS, STARTUP_SECONDS, ClusterRun
+from grader.core import wall_cap
+from grader.core.results import TimeoutBy, TimeoutFigures
+from grader.sandbox.processor_wait import Waits
 
 
 class Launch:
@@ -50,6 +56,37 @@ class Launch:
     def concluded(self) -> None:
         """The run is torn down: what only its end tells."""
 
+    def pids(self) -> list[int]:
+        """The processes on this machine whose waiting for a processor the run's time rules forgive."""
+        return []
+
+
+def _left(seconds: float, wall: float, waits: Waits) -> float:
+    """How long a rule of `seconds` leaves, `wall` seconds in, its waiting for a processor (read only once
+    the wall clock has passed it) not counted."""
+    if wall < seconds:
+        return seconds - wall
+    return seconds - wall_cap.counted(wall, waits.since(), seconds)
+
+
+def _figures(launch: Launch, rule: tuple[float, float, Waits]) -> TimeoutFigures:
+    """What the rule that stopped the run judged: its seconds, and its processes' processor time so far."""
+    seconds, wall, waits = rule
+    user = system = 0.0
+    for pid in launch.pids():
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(pid).cpu_times()
+            user, system = user + times.user, system + times.system
+    return TimeoutFigures(
+        by=TimeoutBy.WALL_CLOCK_CAP,
+        limit=seconds,
+        cap=seconds,
+        cpu=user,
+        system=system,
+        wall=wall,
+        waited=waits.since(),
+    )
+
 
 def _dispatch(launch: Launch, event, begun: float) -> bool:
     answered = None
@@ -60,7 +97,9 @@ def _dispatch(launch: Launch, event, begun: float) -> bool:
 
 def drive(launch: Launch, *, quiet_seconds: float, limit_seconds: float) -> ClusterRun:
     """Start `launch`'s run, record what it reports until it ends or hangs, then tear it down: its processes
-    killed, its output kept (truncated) in the run, its folder removed."""
+    killed, its output kept (truncated) in the run, its folder removed. Both time rules (the silence and
+    the whole run's limit) count wall-clock time less the time the run's processes waited for a processor
+    (grader.core.wall_cap): a run starved by the machine's load is not taken for a hung one."""
     run = launch.run
     workdir = Path(run.workdir)
     output_path = workdir.parent / f"{workdir.name}.out"
@@ -69,18 +108,26 @@ def drive(launch: Launch, *, quiet_seconds: float, limit_seconds: float) -> Clus
         launch.start(output)
     try:
         launch.begin()
+        whole, heard_at, since_heard = Waits(launch.pids), begun, Waits(launch.pids)
         while True:
-            left = limit_seconds - (time.monotonic() - begun)
+            now = time.monotonic()
             silence = (
                 quiet_seconds
                 if len(run.ready) == run.processes
                 else max(quiet_seconds, STARTUP_SECONDS)
             )
-            try:
-                event = launch.events.get(timeout=max(0.0, min(silence, left)))
-            except queue.Empty:
+            rules = [(limit_seconds, now - begun, whole), (silence, now - heard_at, since_heard)]
+            left = min(_left(*rule) for rule in rules)
+            if left <= 0:
                 run.stopped_after = time.monotonic() - begun
+                run.stopped_by = _figures(launch, min(rules, key=lambda rule: _left(*rule)))
                 break
+            try:
+                # a rule the wall clock has passed is judged again every quarter second at most
+                event = launch.events.get(timeout=max(left, 0.25))
+            except queue.Empty:
+                continue  # the rules are judged again, the waiting read
+            heard_at, since_heard = time.monotonic(), Waits(launch.pids)
             if _dispatch(launch, event, begun):
                 break
         if launch.ended():  # the processes are gone: their last reports are read, then recorded

@@ -31,7 +31,7 @@ from grader.cluster.messages import (
 )
 from grader.cluster.recording import observe_service
 from grader.cluster.run import REPORT_BYTES, ClusterRun
-from grader.sandbox import confinement
+from grader.sandbox import confinement, processor_wait
 from grader.worker import codec, protocol_errors
 
 
@@ -214,6 +214,9 @@ class LocalLaunch(Launch):
             self.tell(f"census {process}")
         else:
             self.proved.add(process)
+
+    def pids(self) -> list[int]:
+        return processor_wait.tree(self.sandbox.pid)
 
     def stop(self) -> None:
         if filled := self.sandbox.filled():  # seen while its processes still hold its /tmp

@@ -47,6 +47,7 @@ import psutil
 from grader.cluster.census import Connection
 from grader.cluster.driver import DrawnInputs
 from grader.core.errors import ShardlabError
+from grader.core.results import TimeoutFigures
 from grader.course.implementations import ImplementationImportError
 from grader.worker.error_reports import remote_exception
 from grader.worker.failures import WorkerCrashed, WorkerTimeout, describe_death
@@ -139,6 +140,7 @@ class ClusterRun:
     ready: set[int] = field(default_factory=set)
     import_error: str | None = None
     stopped_after: float | None = None  # seconds, when the run was killed for hanging
+    stopped_by: TimeoutFigures | None = None  # then: what the rule that stopped it judged
     # its sandbox's writable places found full as it ended (grader.sandbox.disk), with their bound
     filled_disk: tuple[list[str], int] | None = None
     seconds: float = 0.0
@@ -286,9 +288,9 @@ class ClusterRun:
                 f"{self.service_error}"
             )
         if report is None and self.launch_error is not None:
-            raise (ClusterCrashed if self.stopped_after is None else ClusterTimeout)(
-                self.launch_error
-            )
+            if self.stopped_after is None:
+                raise ClusterCrashed(self.launch_error)
+            raise ClusterTimeout(self.launch_error, figures=self.stopped_by)
         if report is None:
             raise self._unfinished(process, step)
         if reason is not None:
@@ -350,6 +352,7 @@ class ClusterRun:
                 f"the run of {self.processes} processes was stopped after {self.stopped_after:.0f} s: process "
                 f"{process} "
                 + (f"was still in {where}()" if where else "had not started yet")
-                + f" and never finished {step}() (a collective that not every process calls waits forever)"
+                + f" and never finished {step}() (a collective that not every process calls waits forever)",
+                figures=self.stopped_by,
             )
         return ClusterCrashed(f"process {process} ended without reporting {step}()")

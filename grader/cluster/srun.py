@@ -55,6 +55,7 @@ from grader.cluster.events import Launch
 from grader.cluster.messages import DriverSource, Hello, Reported, Task
 from grader.cluster.run import REPORT_BYTES, RUN_VARIABLE, ClusterRun
 from grader.core.errors import ShardlabError
+from grader.sandbox import processor_wait
 from grader.worker import codec, framing, protocol_errors
 
 NOT_WITH_ISOLATION = (
@@ -359,6 +360,10 @@ class SrunLaunch(Launch):
             if len(self.done) == self.run.processes:
                 self.connections.release()
         return False
+
+    def pids(self) -> list[int]:
+        # the tasks on this host are slurmstepd's, not srun's: the rest are other hosts' to count
+        return [*processor_wait.tree(self.srun.pid), *self.here]
 
     def ended(self) -> bool:
         if self.code is None:

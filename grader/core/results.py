@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from grader.core import wall_cap
 from grader.core.bounds import (
     AROUND_A_FACT,
     LINE_CHARS,
@@ -682,6 +683,67 @@ class SpeedMeasurement:
         return self.speedup >= self.threshold
 
 
+class TimeoutBy(StrEnum):
+    """Which of a test's two time rules ended it (grader.harness.time_limits)."""
+
+    PROCESSOR_TIME = "processor time"  # it used up its limit of processor time
+    # it ran or slept past its cap (time waiting for a processor not counted)
+    WALL_CLOCK_CAP = "wall-clock cap"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimeoutFigures:
+    """What a timeout was judged on, so that a strike can be checked after the fact (report.json's
+    "timeout"): seconds, from the test's clock starting to the moment it was stopped. `cpu` is the processor
+    time in user mode of the processes the judge watched (the worker's sandbox, the harness, a run's
+    processes), summed over their threads, which the limit holds; `system` the kernel's time on their behalf
+    (grader.core.processor_time); `waited` the most any one of their threads waited for a processor
+    (grader.sandbox.processor_wait), which the cap forgives up to grader.core.wall_cap.WAIT_CREDIT x cap."""
+
+    by: TimeoutBy
+    limit: float  # the processor time (user) the test may use
+    cap: float  # the wall-clock time it may take, waiting for a processor not counted
+    cpu: float
+    wall: float
+    waited: float
+    system: float = 0.0
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "by", TimeoutBy(self.by))
+        except ValueError:
+            raise MalformedResult(f"TimeoutFigures: unknown rule {self.by!r}") from None
+
+    @property
+    def counted(self) -> float:
+        """The wall-clock time the cap counted."""
+        return wall_cap.counted(self.wall, self.waited, self.cap)
+
+    @property
+    def asleep(self) -> float:
+        """At least this long neither running nor waiting (exact for one thread, whose wall = cpu +
+        system + waited + asleep)."""
+        return max(0.0, self.wall - self.waited - self.cpu - self.system)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "by": str(self.by),
+            "limit": self.limit,
+            "cap": self.cap,
+            "cpu": self.cpu,
+            "system": self.system,
+            "wall": self.wall,
+            "waited": self.waited,
+            "asleep": self.asleep,
+            "counted": self.counted,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TimeoutFigures:
+        # asleep and counted follow from the others
+        return cls(**_keys(cls, data, ignore=("asleep", "counted")))
+
+
 @dataclass(frozen=True, kw_only=True)
 class SpeedFigures(SpeedMeasurement):
     """A speedup test's figures as its result records them: the measurement and the policy that judged it.
@@ -829,6 +891,7 @@ class TestResult:
     message: str = ""  # what the student should see
     duration: float = 0.0
     speedup: SpeedFigures | None = None  # the timing figures of a speedup test
+    timeout: TimeoutFigures | None = None  # what a timeout was judged on
     output: str = ""  # what the student's code printed during the test, truncated
     score: float = 0.0
     max_score: float = 0.0
@@ -982,7 +1045,7 @@ class TestResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "nodeid": self.nodeid,
             "exercise": self.exercise,
             "hidden": self.hidden,
@@ -1008,16 +1071,20 @@ class TestResult:
             )
             if facts
         }
+        if self.timeout is not None:
+            data["timeout"] = self.timeout.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], ignore: tuple[str, ...] = ()) -> TestResult:
         """ignore: keys a reader knows are there and not a TestResult's (report.json's derived "name")."""
         data = _keys(cls, data, ignore)
-        speedup = data.get("speedup")
+        speedup, timeout = data.get("speedup"), data.get("timeout")
         return cls(
             **data
             | {
                 "speedup": SpeedFigures.from_dict(speedup) if speedup is not None else None,
+                "timeout": TimeoutFigures.from_dict(timeout) if timeout is not None else None,
                 "layouts": [LayoutCheck.from_dict(c) for c in data.get("layouts", ())],
                 "collectives": [CollectivesCheck.from_dict(c) for c in data.get("collectives", ())],
                 "rules": rules_of(data.get("rules", ())),

@@ -33,7 +33,14 @@ from grader.core.options import (
     SANDBOX_DISK_PER_HARNESS_BYTES,
     GradingOptions,
 )
-from grader.core.results import Category, Environment, IsolationRecord, TestMeta, TestResult
+from grader.core.results import (
+    Category,
+    Environment,
+    IsolationRecord,
+    TestMeta,
+    TestResult,
+    TimeoutFigures,
+)
 from grader.course import catalog
 from grader.course.devices import HOST_DEVICES, cores
 from grader.course.term import Course, default_course
@@ -159,17 +166,27 @@ class _Run:
         duration: float = 0.0,
         *,
         strike: bool = False,
+        timeout: TimeoutFigures | None = None,
     ) -> None:
         """A result the grading process gives a test its harness could not finish (strike: the test
-        counts towards its exercise's strikes, grader.harness.strikes)."""
-        self.done[nodeid] = self.meta[nodeid].result(category, message, duration, strike=strike)
+        counts towards its exercise's strikes, grader.harness.strikes; timeout: what a timeout was
+        judged on)."""
+        result = self.meta[nodeid].result(category, message, duration, strike=strike)
+        self.done[nodeid] = dataclasses.replace(result, timeout=timeout)
 
-    def strike(self, nodeid: str, category: Category, message: str, duration: float = 0.0) -> None:
+    def strike(
+        self,
+        nodeid: str,
+        category: Category,
+        message: str,
+        duration: float = 0.0,
+        timeout: TimeoutFigures | None = None,
+    ) -> None:
         """The running test ends in a strike no function is named for (the harness died or was killed);
         once its exercise is stopped (grader.harness.strikes), its tests left are not run."""
         exercise = self.meta[nodeid].exercise
         self.strikes.add(exercise, None)
-        self.finish(nodeid, category, message, duration, strike=True)
+        self.finish(nodeid, category, message, duration, strike=True, timeout=timeout)
         self._stop_if_struck_out(exercise)
 
     def _stop_if_struck_out(self, exercise: str) -> None:
@@ -233,15 +250,18 @@ class _Run:
                         f"timeout: the test used more than {limit:.0f} s of processor time in the "
                         "grader, running your compiled program (an endless loop, or far too much work?)",
                         outcome.duration,
+                        outcome.timeout,
                     )
                 elif outcome.stopped == process.WALL_CAP:
                     cap = WALL_MULTIPLIER * outcome.limit(outcome.running)
                     self.strike(
                         outcome.running,
                         Category.TIMEOUT,
-                        f"timeout: the test ran longer than its wall-clock cap of {cap:.0f} s "
-                        "(waiting for something that never comes, or an endless loop?)",
+                        f"timeout: the test ran longer than its wall-clock cap of {cap:.0f} s, time spent "
+                        "waiting for a processor not counted (waiting for something that never "
+                        "comes, or an endless loop?)",
                         outcome.duration,
+                        outcome.timeout,
                     )
                 else:
                     # A harness that died ran the student's program: a crash counts as a strike like a

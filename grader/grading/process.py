@@ -22,12 +22,15 @@ from pathlib import Path
 
 import psutil
 
+from grader.core import wall_cap
 from grader.core.bounds import clipped
 from grader.core.options import HARNESS_MEMORY_BYTES, GradingOptions
-from grader.core.results import TestMeta, TestResult
+from grader.core.processor_time import ProcessorTime
+from grader.core.results import TestMeta, TestResult, TimeoutBy, TimeoutFigures
 from grader.grading import child
 from grader.harness import events, phase_profile, runner, timing_lock
 from grader.harness.time_limits import FALLBACK_SECONDS, WALL_MULTIPLIER
+from grader.sandbox import processor_wait
 from grader.sandbox.confinement import reap_orphans
 from grader.sandbox.restrictions import Isolation, launcher
 
@@ -53,6 +56,7 @@ class ChildOutcome:
     # CPU_LIMIT, WALL_CAP or DEADLINE when the parent killed it
     stopped: str | None = None
     duration: float = 0.0  # how long the running test had run then (wall clock)
+    timeout: TimeoutFigures | None = None  # with CPU_LIMIT or WALL_CAP: what that was judged on
     output: str = ""
     compile_cache: dict = field(default_factory=dict)  # the harness's cache hits and misses
     # each test's limit, as the harness computed it
@@ -196,8 +200,12 @@ def run_pytest_child(
 
 def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float) -> None:
     """Read events until the child ends, killing it when a test or the whole run takes too long."""
+
+    def harness_tree() -> list[int]:  # the harness, its worker and whatever else the test started
+        return processor_wait.tree(process.pid)
+
     buffer, started_at, finished_at = b"", time.monotonic(), None
-    cpu_at_start = _cpu_seconds(process.pid)
+    cpu_at_start, waits = _processor_time(process.pid), processor_wait.NoWaits()
     while True:
         readable, _, _ = select.select([fd], [], [], 0.25)
         chunk = os.read(fd, 1 << 16) if readable else b""
@@ -206,7 +214,8 @@ def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float)
         for line in lines:
             for event in events.parse(line):
                 if _apply_event(event, outcome):
-                    started_at, cpu_at_start = time.monotonic(), _cpu_seconds(process.pid)
+                    started_at, cpu_at_start = time.monotonic(), _processor_time(process.pid)
+                    waits = processor_wait.Waits(harness_tree)
         now = time.monotonic()
         if readable and not chunk or process.poll() is not None and not readable:
             return  # EOF, or the child is gone (a grandchild may still hold the pipe open)
@@ -221,25 +230,44 @@ def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float)
             return  # every test has its result: whatever still runs in the harness is killed, not waited for
         if outcome.running:
             limit, outcome.duration = outcome.limit(outcome.running), now - started_at
-            if _cpu_seconds(process.pid) - cpu_at_start > limit:
+            cpu, cap = _processor_time(process.pid) - cpu_at_start, WALL_MULTIPLIER * limit
+            if cpu.user > limit:
                 outcome.stopped = CPU_LIMIT
+                outcome.timeout = _figures(
+                    TimeoutBy.PROCESSOR_TIME, limit, cap, cpu, outcome, waits
+                )
                 return
-            if outcome.duration > WALL_MULTIPLIER * limit:
-                outcome.stopped = WALL_CAP
-                return
+            # the waiting is read only once the cap has passed on the wall clock
+            if outcome.duration > cap:
+                timeout = _figures(TimeoutBy.WALL_CLOCK_CAP, limit, cap, cpu, outcome, waits)
+                if wall_cap.past(timeout.wall, timeout.waited, cap):
+                    outcome.stopped, outcome.timeout = WALL_CAP, timeout
+                    return
         if now > deadline:
             outcome.stopped = DEADLINE
             return
 
 
-def _cpu_seconds(pid: int) -> float:
+def _figures(by, limit, cap, cpu: ProcessorTime, outcome: ChildOutcome, waits) -> TimeoutFigures:
+    return TimeoutFigures(
+        by=by,
+        limit=limit,
+        cap=cap,
+        cpu=cpu.user,
+        system=cpu.system,
+        wall=outcome.duration,
+        waited=waits.since(),
+    )
+
+
+def _processor_time(pid: int) -> ProcessorTime:
     """The harness process's own processor time, all its threads (its worker's is not: the harness
-    holds that to the test's limit itself); 0 once it is gone."""
+    holds that to the test's limit itself); nothing once it is gone."""
     try:
         times = psutil.Process(pid).cpu_times()
     except psutil.Error:
-        return 0.0
-    return times.user + times.system
+        return ProcessorTime()
+    return ProcessorTime(times.user, times.system)
 
 
 def _apply_event(event: events.Event, outcome: ChildOutcome) -> bool:

@@ -13,7 +13,7 @@ import pytest
 
 from grader.core import facts
 from grader.core.bounds import OUTPUT_CHARS, clipped
-from grader.core.results import Category, TestResult
+from grader.core.results import Category, TestResult, TimeoutFigures
 from grader.harness.events import CacheCounts, Collected, EventStream, Finished, Started
 from grader.harness.outcomes import categorize, student_message
 from grader.harness.session import META, SESSION as SESSION_KEY, session_of
@@ -53,7 +53,8 @@ def pytest_runtest_makereport(item, call):
 
 def _strike_of(exc: BaseException | None) -> dict:
     """What a timeout's strike is counted against: {"function": the student's function whose call
-    timed out (None: not known)}; {"refused": True} for a call not made (no strike of its own)."""
+    timed out (None: not known), "timeout": what it was judged on (TimeoutFigures, or None)};
+    {"refused": True} for a call not made (no strike of its own)."""
     from grader.worker.failures import FunctionStopped, WorkerTimeout
 
     seen = set()
@@ -62,7 +63,7 @@ def _strike_of(exc: BaseException | None) -> dict:
         if isinstance(exc, FunctionStopped):
             return {"refused": True}
         if isinstance(exc, WorkerTimeout):
-            return {"function": exc.function}
+            return {"function": exc.function, "timeout": exc.figures}
         exc = exc.__cause__ or exc.__context__
     return {}
 
@@ -82,6 +83,9 @@ class Recorder:
         # not made
         self._not_run: set[str] = set()
         self._functions: dict[str, str | None] = {}  # nodeid -> the function its timeout names
+        self._timeouts: dict[
+            str, TimeoutFigures | None
+        ] = {}  # nodeid -> what its timeout was judged on
 
     def pytest_collection_finish(self, session):
         self.events.send(Collected([item.stash[META].to_dict() for item in session.items]))
@@ -104,6 +108,7 @@ class Recorder:
             entry.with_facts(facts.take()),
             strike=strike,
             strike_function=function if strike else None,
+            timeout=self._timeouts.pop(nodeid, None),
         )
         if entry.strike:
             self.strikes.add(entry.exercise, function)
@@ -132,6 +137,7 @@ class Recorder:
             if outcome.get("refused"):
                 self._not_run.add(report.nodeid)
             self._functions[report.nodeid] = outcome.get("function")
+            self._timeouts[report.nodeid] = outcome.get("timeout")
 
 
 def pytest_sessionfinish(session):

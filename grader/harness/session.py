@@ -117,7 +117,8 @@ class HarnessSession:
 
     def start_clock(self, limit: float) -> None:
         """The running test's clock: `limit` seconds of the worker's processor time from now, within a
-        wall-clock cap of WALL_MULTIPLIER x `limit` (which runs of several processes take too)."""
+        wall-clock cap of WALL_MULTIPLIER x `limit` (which runs of several processes take too), time waiting
+        for a processor not counted (grader.core.wall_cap: the deadline moves as it is read)."""
         self.cpu_limit = limit
         self.deadline = time.monotonic() + WALL_MULTIPLIER * limit - TIMEOUT_MARGIN
         if self.worker is not None:

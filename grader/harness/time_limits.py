@@ -14,18 +14,22 @@ limit = max(FLOOR, MULTIPLIER x the reference's duration of that test). Why thes
   correct solutions take at most 2.4x the reference's time on tests of 0.2 s or more, and their
   slowest test used 0.2 of its limit (of wall-clock time, as limits were then).
 
-What the limit measures is processor time, so that a verdict does not depend on the machine's load
-(other gradings, an instructor's shared server, a busy Slurm node): the worker's, as its sandbox's
-cgroup counts it (grader.sandbox.cgroups.cpu_seconds; where there is no such cgroup, the sandbox's
+What the limit measures is processor time in user mode, so that a verdict does not depend on the
+machine's load (other gradings, an instructor's shared server, a busy Slurm node) nor on how the machine
+provides memory (the kernel's time on the code's behalf is the cap's: grader.core.processor_time): the
+worker's, as its sandbox's
+cgroup counts it (grader.sandbox.cgroups.processor_time; where there is no such cgroup, the sandbox's
 live processes as the kernel counts them), checked every quarter second while the harness waits for
 an answer (grader.worker.supervisor); and the harness's own, where the student's compiled programs
 run, checked by the grading process (grader.grading.process). A test waiting for a processor on a
 loaded machine uses none. A program that uses several cores at once spends its limit that many times
 faster than the wall clock. A wall-clock cap of WALL_MULTIPLIER x the limit (3x: 30 s at the floor)
 ends a test that uses no processor time and never ends (a sleep, a wait on something that never
-comes); runs of several processes (ex12) are held to that cap. A timeout's message says which of the
-two ended the test. The reference's durations are still its wall-clock times (of a calibration, on a
-machine as quiet as it can be made).
+comes); runs of several processes (ex12) are held to that cap. The cap does not count the time the
+test's processes waited for a processor either (grader.core.wall_cap, up to a ceiling). A timeout's
+message says which of the two ended the test, and its result records what it was judged on. The
+reference's durations are still its wall-clock times (of a calibration, on a machine as quiet as it can
+be made).
 
 A calibration belongs to one version of the course on one machine: it records a fingerprint of the
 tests, the solutions, jax's version and the core count, and a mismatch is ignored (report.json says so).

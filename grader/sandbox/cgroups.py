@@ -4,8 +4,8 @@
   hierarchies: at most `pids.max` tasks whatever user they run as or whichever session they start, and
   one share of the processor however many processes it starts (a fork bomb of spinning processes
   weighs what one session weighs). Its processor time, counted by the kernel for every process it
-  ever held (`cpu_seconds`: v1's `cpuacct` hierarchy, v2's cpu.stat), is what a test's time limit
-  measures (grader.harness.time_limits).
+  ever held (`processor_time`: v1's `cpuacct` hierarchy, v2's cpu.stat), is what a test's time limit
+  measures (grader.harness.time_limits, grader.core.processor_time).
 - A grading (grader.grading.engine.grade_submission) gets a group in the `memory` hierarchy that its
   harnesses join, each in a leaf of its own, and their workers with them: harness and workers together
   never hold more than the submission's memory (the engine sizes it), and the kernel's out-of-memory
@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from grader.core.processor_time import ProcessorTime
 
 PREFIX = "shardlab-"
 CONTROLLERS = ("pids", "cpu", "cpuacct", "memory")  # cpuacct: v1 only (v2 counts in cpu.stat)
@@ -299,18 +301,26 @@ def peak_memory(group: Cgroup) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def cpu_seconds(group: Cgroup) -> float | None:
-    """The processor time every process of the group has used, those ended included (None: not counted
-    here: no cpuacct group in v1)."""
+def processor_time(group: Cgroup) -> ProcessorTime | None:
+    """The processor time every process of the group has used, those ended included, in user mode and in
+    the kernel (None: not counted here: no cpuacct group in v1)."""
     if "cpuacct" in group.directories:  # v1: nanoseconds
-        value = group.read("cpuacct", "cpuacct.usage")
-        return int(value) / 1e9 if value and value.isdigit() else None
+        user = group.read("cpuacct", "cpuacct.usage_user")
+        system = group.read("cpuacct", "cpuacct.usage_sys")
+        if user and system and user.isdigit() and system.isdigit():
+            return ProcessorTime(int(user) / 1e9, int(system) / 1e9)
+        return None
     for controller in group.directories:
-        if hierarchies()[controller].version == 2:  # every v2 group has cpu.stat's usage_usec
+        if (
+            hierarchies()[controller].version == 2
+        ):  # every v2 group has cpu.stat's user and system usec
+            found = {}
             for line in (group.read(controller, "cpu.stat") or "").splitlines():
                 key, _, value = line.partition(" ")
-                if key == "usage_usec" and value.isdigit():
-                    return int(value) / 1e6
+                if key in ("user_usec", "system_usec") and value.isdigit():
+                    found[key] = int(value) / 1e6
+            if len(found) == 2:
+                return ProcessorTime(found["user_usec"], found["system_usec"])
             return None
     return None
 

@@ -38,6 +38,7 @@ import psutil
 
 from grader.core.errors import ShardlabError
 from grader.core.options import DEFAULTS as GRADING_DEFAULTS, SANDBOX_DISK_BYTES
+from grader.core.processor_time import ProcessorTime
 from grader.sandbox import cgroups, disk, restrictions, users
 from grader.sandbox.launch import landlock_abi
 from grader.sandbox.restrictions import Identity, Isolation
@@ -488,10 +489,10 @@ class ConfinedProcess:
     # its folder, as root a tmpfs of its own (grader.sandbox.disk): unmounted with it
     disk: Path | None = None
 
-    def cpu_seconds(self) -> float | None:
+    def processor_time(self) -> ProcessorTime | None:
         """The processor time its processes have used, as its cgroup counts it (those ended included);
         None without a cgroup that counts it."""
-        return cgroups.cpu_seconds(self.cgroup) if self.cgroup is not None else None
+        return cgroups.processor_time(self.cgroup) if self.cgroup is not None else None
 
     @property
     def pid(self) -> int:

@@ -8,6 +8,7 @@ outcomes, the grading engine, runs of several processes) needs none of the machi
 from __future__ import annotations
 
 from grader.core.errors import ShardlabError
+from grader.core.results import TimeoutFigures
 
 
 class WorkerFailure(ShardlabError, RuntimeError):
@@ -30,7 +31,18 @@ class WorkerFilledDisk(WorkerCrashed):
 
 
 class WorkerTimeout(WorkerFailure):
-    """The worker did not answer before the test's time ran out (its processor time, or the wall cap)."""
+    """The worker did not answer before the test's time ran out (its processor time, or the wall cap);
+    `figures`: what that was judged on (None: a call not made, or a run stopped by its own rules)."""
+
+    def __init__(
+        self,
+        message: str,
+        importing: bool = False,
+        function: str | None = None,
+        figures: TimeoutFigures | None = None,
+    ):
+        super().__init__(message, importing, function)
+        self.figures = figures
 
 
 class FunctionStopped(WorkerTimeout):

@@ -23,7 +23,10 @@ from pathlib import Path
 
 import psutil
 
-from grader.sandbox import confinement
+from grader.core import wall_cap
+from grader.core.processor_time import ProcessorTime
+from grader.core.results import TimeoutBy, TimeoutFigures
+from grader.sandbox import confinement, processor_wait
 from grader.worker import messages
 from grader.worker.failures import (
     WorkerBrokeProtocol,
@@ -48,18 +51,20 @@ OUTPUT_CHARS_PER_CALL = 4000
 FORK_SERVER = True
 
 
-def _timeout(what: str, importing: bool, cpu_limit: float | None = None) -> WorkerTimeout:
-    """cpu_limit: the processor time the worker used up (else the test's wall-clock cap ran out)."""
-    if cpu_limit is not None:
+def _timeout(what: str, importing: bool, figures: TimeoutFigures | None = None) -> WorkerTimeout:
+    """figures: what the test was judged on (None: the wall-clock cap, not measured)."""
+    if figures is not None and figures.by is TimeoutBy.PROCESSOR_TIME:
         return WorkerTimeout(
-            f"timeout: your code did not finish {what} within the test's limit of {cpu_limit:.1f} s "
+            f"timeout: your code did not finish {what} within the test's limit of {figures.limit:.1f} s "
             "of processor time (an endless loop, or far too much work?)",
             importing,
+            figures=figures,
         )
     return WorkerTimeout(
         f"timeout: your code did not finish {what} within the test's wall-clock cap "
         "(waiting for something that never comes, or an endless loop?)",
         importing,
+        figures=figures,
     )
 
 
@@ -71,6 +76,16 @@ def _tree(process) -> list:
         return [process, *process.children(recursive=True)] if process.is_running() else []
     except psutil.Error:
         return []
+
+
+def _ended(process) -> bool:
+    """`process` (a psutil.Process; None: not known) has ended (its zygote reaps it at once)."""
+    if process is None:
+        return False
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
 
 
 def _no_callback(message: messages.Callback) -> messages.TraceFailed:
@@ -155,8 +170,10 @@ class Worker:
         # the test's wall-clock cap: time.monotonic() by which the current test must end
         self.deadline = float("inf")
         # the processor time the worker may use in the current test (start_clock), and its count then
-        self.cpu_limit, self._cpu_at_start = float("inf"), 0.0
-        self._cpu_ended = 0.0  # what the sandboxes stopped before this one used
+        self.cpu_limit, self._cpu_at_start = float("inf"), ProcessorTime()
+        # when the current test's clock started, and its sandbox's threads' waiting for a processor since
+        self._clock_started, self._waits = time.monotonic(), processor_wait.NoWaits()
+        self._cpu_ended = ProcessorTime()  # what the sandboxes stopped before this one used
         self.started_early = False  # taken over from the harness's entry point (take_early)
 
     @classmethod
@@ -206,36 +223,74 @@ class Worker:
         """A test's clock starts: the worker may use `cpu_limit` seconds of processor time from now,
         and the test ends at `deadline` (time.monotonic()) whatever it used."""
         self.cpu_limit, self.deadline = cpu_limit, deadline
-        self._cpu_at_start = self.cpu_seconds()
+        self._cpu_at_start = self.processor_time()
+        self._clock_started, self._waits = time.monotonic(), processor_wait.Waits(self._pids)
 
-    def cpu_seconds(self) -> float:
+    def _pids(self) -> list[int]:
+        """The processes whose waiting the wall-clock cap forgives: the sandbox's (its cgroup's, which none
+        can leave; else its process tree and a worker whose zygote has gone), and the harness itself (this
+        process), which traces and compiles the worker's programs while the worker waits for its answer."""
+        group = self._process.cgroup if self._process is not None else None
+        if group is not None:
+            return [os.getpid(), *sorted(group.processes())]
+        sandbox = processor_wait.tree(self._process.pid if self._process is not None else None)
+        worker = processor_wait.tree(self._worker.pid if self._worker is not None else None)
+        return list(dict.fromkeys([os.getpid(), *sandbox, *worker]))
+
+    def _figures(self, by: TimeoutBy, waited: float | None = None) -> TimeoutFigures:
+        """What the running test is judged on now (`waited`: as just read, else read now)."""
+        used = self.processor_time() - self._cpu_at_start
+        return TimeoutFigures(
+            by=by,
+            limit=self.cpu_limit,
+            cap=self.deadline - self._clock_started,
+            cpu=used.user,
+            system=used.system,
+            wall=time.monotonic() - self._clock_started,
+            waited=self._waits.since() if waited is None else waited,
+        )
+
+    def _cap_left(self, deadline: float) -> tuple[float, float | None]:
+        """The seconds left before the test's wall-clock cap (`deadline`), its waiting for a processor not
+        counted (0: the cap has passed), and that waiting (None: not read, the deadline is still ahead)."""
+        left = deadline - time.monotonic()
+        if left > 0:
+            return left, None
+        waited = self._waits.since()
+        wall, cap = time.monotonic() - self._clock_started, deadline - self._clock_started
+        return max(0.0, cap - wall_cap.counted(wall, waited, cap)), waited
+
+    def processor_time(self) -> ProcessorTime:
         """The processor time the worker's sandboxes have used so far, every process and every sandbox
         since this Worker started counted: as their cgroup counts it, or where there is none, as the
-        kernel counts the sandbox's live processes (and the children they waited for)."""
+        kernel counts the sandbox's live processes (and the children they waited for). The test's limit
+        holds its user time (grader.core.processor_time)."""
         return self._cpu_ended + self._sandbox_cpu(self._process)
 
-    def _sandbox_cpu(self, process) -> float:
+    def _sandbox_cpu(self, process) -> ProcessorTime:
         """`process`'s sandbox's processor time: its cgroup's count, or its process tree's and the worker's."""
         if process is None:
-            return 0.0
-        counted = process.cpu_seconds()
+            return ProcessorTime()
+        counted = process.processor_time()
         if counted is not None:
             return counted
         try:
             processes = _tree(psutil.Process(process.pid))
         except psutil.Error:
             processes = []
-        total = 0.0
+        total = ProcessorTime()
         for process in {p: None for p in [*processes, *_tree(self._worker)]}:
             try:
                 times = process.cpu_times()
             except psutil.Error:
                 continue
-            total += times.user + times.system + times.children_user + times.children_system
+            total += ProcessorTime(
+                times.user + times.children_user, times.system + times.children_system
+            )
         return total
 
     def _cpu_used_up(self) -> bool:
-        return self.cpu_seconds() - self._cpu_at_start >= self.cpu_limit
+        return (self.processor_time() - self._cpu_at_start).user >= self.cpu_limit
 
     def _start_sandbox(self) -> None:
         workdir = Path(tempfile.mkdtemp(prefix="worker-", dir=self._scratch))
@@ -480,6 +535,10 @@ class Worker:
         worker asks the harness meanwhile (a Callback: a test's function to trace). A crash or a hang raises
         WorkerCrashed or WorkerTimeout saying whether the module was being imported (`.importing`)."""
         module = message.module
+        if self._ready and _ended(self._worker):
+            # It ended after its last answer (a program that corrupted memory can abort as it is freed):
+            # no part of this call, which gets a fresh worker.
+            self._discard_worker()
         if not self._ready:
             self._spawn()
         try:
@@ -537,17 +596,19 @@ class Worker:
     def _next_message(self, deadline: float, what: str) -> messages.FromWorker:
         importing = what.startswith("importing")
         while True:
-            left = deadline - time.monotonic()
+            left, waited = self._cap_left(deadline)
             if left <= 0:
+                figures = self._figures(TimeoutBy.WALL_CLOCK_CAP, waited)
                 self._discard_worker()
-                raise _timeout(what, importing)
+                raise _timeout(what, importing, figures)
             readable, _, _ = select.select([self._response_r], [], [], min(left, 0.25))
             if readable:
                 break
             # checked every quarter second: an endless loop uses at most that much more
             if self._cpu_used_up():
+                figures = self._figures(TimeoutBy.PROCESSOR_TIME)
                 self._discard_worker()
-                raise _timeout(what, importing, self.cpu_limit)
+                raise _timeout(what, importing, figures)
         if self._budget_of != self._forked:  # a worker started since: a budget of its own
             self._budget, self._budget_of = Budget(), self._forked
         try:

@@ -277,3 +277,34 @@ def two_parts(monkeypatch):
     monkeypatch.setattr(catalog, "EXERCISES", exercises)
     monkeypatch.setattr(catalog, "_BY_ID", {e.id: e for e in exercises})
     return catalog.get("ex13")
+
+
+# -- a loaded machine ----------------------------------------------------------------------------------------------
+# Busy loops beside a test, as other gradings or a busy CI would be: never while a speedup test of the
+# suite's other worker measures (they hold the suite's timing lock as an exercise test does).
+
+
+@pytest.fixture
+def busy_loops():
+    """busy_loops(count): a context in which `count` processes spin at the grader's own priority, each in a
+    session of its own as each grading is (so the kernel weighs each like another grading's harness, not
+    all of them together as one session's)."""
+    import subprocess
+
+    from grader.harness import timing_lock
+
+    @contextmanager
+    def spinning(count: int):
+        with timing_lock.hold(exclusive=False):
+            loops = [
+                subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
+                for _ in range(count)
+            ]
+            try:
+                yield
+            finally:
+                for loop in loops:
+                    loop.kill()
+                    loop.wait()
+
+    return spinning

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import grader
+from grader.core.results import TimeoutBy
 from grader.course import catalog, paths
 from grader.grading.batch import student_folder
 from grader.grading.calibration import calibrate
@@ -225,6 +226,11 @@ def test_a_loop_in_a_compiled_program_also_stops_after_two_timeouts(tmp_path):
         t.message.startswith("timeout: the test used more than") and "processor time" in t.message
         for t in timed_out
     ), timed_out
+    # each judged on the harness's processor time (on a loaded machine too: its wall-clock cap forgives
+    # the time the harness waited for a processor, so the limit strikes first)
+    for judged in (t.timeout for t in timed_out):
+        assert judged is not None and judged.by is TimeoutBy.PROCESSOR_TIME, timed_out
+        assert judged.cpu > judged.limit == FLOOR_SECONDS and judged.counted <= judged.cap
     stopped = [t for t in tests if t.message == STOPPED]
     assert stopped and all(t.category == "timeout" for t in stopped)
     assert [

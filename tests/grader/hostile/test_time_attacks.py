@@ -6,8 +6,8 @@
 - every function of an exercise loops: the exercise's cap of strikes bounds what it costs;
 - a function that sleeps forever (no processor time to count) is ended by the wall-clock cap, and its
   message says so;
-- a correct ex01 that holds 3 GiB, every page touched, in each call keeps full marks (graded under load
-  by hand: docs/measurements.md).
+- a correct ex01 that holds 3 GiB, every page touched, in each call keeps full marks (graded beside busy
+  loops by bench/busy_machine.py: docs/measurements.md).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import textwrap
 
 import pytest
 
+from grader.core.results import TimeoutBy
 from grader.course import catalog
 from grader.grading.engine import grade_submission
 from grader.harness import time_limits
@@ -139,6 +140,13 @@ def test_a_function_that_sleeps_forever_is_ended_by_the_wall_clock_cap(tmp_path)
     assert all(t.strike_function == "make_data_mesh" for t in struck)
     # ended by the cap, not before: it used no processor time
     assert all(t.duration >= WALL_MULTIPLIER * limit - 2.5 for t in struck)
+    # what each strike was judged on is recorded: asleep past its cap, having waited for no processor
+    for judged in (t.timeout for t in struck):
+        assert judged is not None and judged.by is TimeoutBy.WALL_CLOCK_CAP, struck
+        assert (
+            judged.limit == limit and judged.counted > judged.cap >= WALL_MULTIPLIER * limit - 2.5
+        )
+        assert judged.cpu < limit and judged.asleep > judged.cap / 2
 
 
 def touch_memory(gib: int) -> None:
@@ -155,29 +163,30 @@ def touch_memory(gib: int) -> None:
     )
 
 
+# ex01's reference, each function holding 3 GiB (every page written) while it runs (also graded beside busy
+# loops by bench/busy_machine.py)
+HOLDING_3_GIB = """
+def _holding_3_gib(function):
+    def held(*args, **kwargs):
+        import numpy as np
+
+        block = np.ones(3 << 30, dtype=np.uint8)  # every page written
+        try:
+            return function(*args, **kwargs)
+        finally:
+            del block
+
+    return held
+
+make_mesh_2x4 = _holding_3_gib(make_mesh_2x4)
+make_data_mesh = _holding_3_gib(make_data_mesh)
+place = _holding_3_gib(place)
+shard_table = _holding_3_gib(shard_table)
+"""
+
+
 def test_a_correct_ex01_holding_3_gib_per_call_keeps_full_marks(tmp_path):
-    holding = module(
-        tmp_path / "big",
-        EX01,
-        """
-        def _holding_3_gib(function):
-            def held(*args, **kwargs):
-                import numpy as np
-
-                block = np.ones(3 << 30, dtype=np.uint8)  # every page written
-                try:
-                    return function(*args, **kwargs)
-                finally:
-                    del block
-
-            return held
-
-        make_mesh_2x4 = _holding_3_gib(make_mesh_2x4)
-        make_data_mesh = _holding_3_gib(make_data_mesh)
-        place = _holding_3_gib(place)
-        shard_table = _holding_3_gib(shard_table)
-        """,
-    )
+    holding = module(tmp_path / "big", EX01, HOLDING_3_GIB)
     touch_memory(4)
     graded = grade_submission(holding, exercises=[EX01.id], memory_limit=16.0)
     tests = graded.exercises[EX01.id].tests

@@ -60,6 +60,11 @@ MODULE = textwrap.dedent('''
     def die():
         os._exit(5)
 
+    def aborts_after_answering():
+        import threading
+        threading.Timer(0.3, os.abort).start()
+        return "answered"
+
     def returns_an_object():
         return object()
 
@@ -224,6 +229,14 @@ def test_a_crash_costs_the_call(module):
     with pytest.raises(WorkerCrashed, match="exited with status 5"):
         module.die()
     assert module.strict(2) == 2
+
+
+def test_a_worker_that_ends_after_answering_costs_no_later_call(module):
+    """It answered, then aborted (a program that corrupted memory can abort as it is freed): the next
+    call is not blamed for it, and gets a fresh worker."""
+    assert module.aborts_after_answering() == "answered"
+    time.sleep(1.5)
+    assert module.strict(3) == 3
 
 
 def test_a_module_that_crashes_or_hangs_at_import_costs_only_itself(tmp_path):

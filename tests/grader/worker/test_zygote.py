@@ -221,8 +221,8 @@ def test_a_zygote_killed_or_stopped_is_replaced_by_a_cold_sandbox(folder, tmp_pa
             module.signal_parent(how)  # the worker's parent is the zygote
         if level is Isolation.BUBBLEWRAP and how == "SIGKILL":  # the sandbox ends with its init
             assert wait_for(lambda: sandbox.popen.poll() is not None)
-            with pytest.raises(WorkerCrashed):
-                module.add_one(1)
+            # it ended between two calls: the next is not blamed for it, and gets a fresh sandbox
+            assert module.add_one(1) == 2
         else:  # the worker lives on, out of the zygote's tree if it was killed, until it hangs
             assert module.add_one(1) == 2
             worker.deadline = time.monotonic() + 3
