@@ -1,10 +1,10 @@
 """Grades beside busy loops: an honest grading must keep its marks however loaded the machine, because the
 wall-clock cap forgives the time the grading's processes waited for a processor (grader.core.wall_cap).
 
-    python bench/busy_machine.py [--loops 16] [--quiet-too]
+    python bench/busy_machine.py [--loops 16] [--quiet-too] [--part ex15|ex01|tests ...] [--visible-only]
 
-Starts LOOPS busy loops, each in a session of its own (as each grading is, so the kernel weighs each like
-another grading's harness), then grades, each as a whole `shardlab grade` process:
+Starts LOOPS busy loops (tests/grader/busy_loops.py: each in a session of its own, as each grading is),
+then grades, each as a whole `shardlab grade` process:
 - the reference's ex15 (solutions/), with its speedup tests;
 - ex01's reference holding 3 GiB in every call (tests/grader/hostile/test_time_attacks.py's HOLDING_3_GIB)
   at --memory-limit 16, after touching 4 GiB once as that test does;
@@ -17,7 +17,6 @@ docs/measurements.md ("A busy machine") quotes it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import os
 import subprocess
@@ -32,6 +31,7 @@ sys.path.insert(0, str(REPO))
 from grader.course import catalog  # noqa: E402
 from grader.grading.results import read_report  # noqa: E402
 
+PARTS = ("ex15", "ex01", "tests")
 TIME_TESTS = [
     "tests/grader/grading/test_speed.py::test_a_loop_in_a_compiled_program_also_stops_after_two_timeouts",
     "tests/grader/hostile/test_time_attacks.py::"
@@ -39,28 +39,18 @@ TIME_TESTS = [
 ]
 
 
-@contextlib.contextmanager
-def busy_loops(count: int):
-    loops = [
-        subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
-        for _ in range(count)
-    ]
-    try:
-        yield
-    finally:
-        for loop in loops:
-            loop.kill()
-            loop.wait()
+def load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def holding_3_gib(folder: Path) -> Path:
     """ex01's reference, each function holding 3 GiB while it runs, as the suite's test builds it; and, as
     that test does, 4 GiB touched once first (on a virtual machine that gives idle memory back to its host,
     the first touch costs seconds of processor time that would be charged to the first graded call)."""
-    path = REPO / "tests" / "grader" / "hostile" / "test_time_attacks.py"
-    spec = importlib.util.spec_from_file_location("time_attacks", path)
-    attacks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(attacks)
+    attacks = load("time_attacks", REPO / "tests" / "grader" / "hostile" / "test_time_attacks.py")
     attacks.touch_memory(4)
     return attacks.module(folder, catalog.get("ex01"), attacks.HOLDING_3_GIB)
 
@@ -91,41 +81,54 @@ def grade(label: str, folder: Path, exercise: str, out: Path, *extra: str) -> No
     print(f"  slowest test: {slowest.name}, {slowest.duration:.1f} s")
 
 
-def run_all(label: str, tmp: Path) -> None:
-    grade(f"{label}: ex15 reference", REPO / "solutions", "ex15", tmp / f"{label}-ex15")
-    holding = holding_3_gib(tmp / f"{label}-holding")
-    grade(
-        f"{label}: ex01 holding 3 GiB per call",
-        holding,
-        "ex01",
-        tmp / f"{label}-ex01",
-        "--memory-limit",
-        "16",
-    )
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "--slow", "-p", "no:cacheprovider", *TIME_TESTS],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
-    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
-    print(f"{label}: the suite's time-rule tests: {last} ({time.monotonic() - started:.0f} s)")
-    if done.returncode:
-        print(done.stdout[-4000:])
+def run_all(label: str, tmp: Path, parts: list[str], extra: list[str]) -> None:
+    """The parts asked for (PARTS), `extra` given to each grading."""
+    if "ex15" in parts:
+        grade(f"{label}: ex15 reference", REPO / "solutions", "ex15", tmp / f"{label}-ex15", *extra)
+    if "ex01" in parts:
+        holding = holding_3_gib(tmp / f"{label}-holding")
+        grade(
+            f"{label}: ex01 holding 3 GiB per call",
+            holding,
+            "ex01",
+            tmp / f"{label}-ex01",
+            "--memory-limit",
+            "16",
+            *extra,
+        )
+    if "tests" in parts:
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "--slow", "-p", "no:cacheprovider", *TIME_TESTS],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
+        print(f"{label}: the suite's time-rule tests: {last} ({time.monotonic() - started:.0f} s)")
+        if done.returncode:
+            print(done.stdout[-4000:])
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loops", type=int, default=16, help="busy loops beside the gradings")
     parser.add_argument("--quiet-too", action="store_true", help="grade without the loops first")
+    parser.add_argument(
+        "--part", action="append", choices=PARTS, help="only these (default: all of them)"
+    )
+    parser.add_argument(
+        "--visible-only", action="store_true", help="grade the visible tests only (a shorter run)"
+    )
     args = parser.parse_args(argv)
+    parts, extra = args.part or list(PARTS), ["--visible-only"] if args.visible_only else []
     print(f"{os.cpu_count()} cores; load average before: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="shardlab-busy-") as tmp:
         if args.quiet_too:
-            run_all("quiet", Path(tmp))
-        with busy_loops(args.loops):
-            run_all(f"beside {args.loops} busy loops", Path(tmp))
+            run_all("quiet", Path(tmp), parts, extra)
+        loops = load("busy_loops", REPO / "tests" / "grader" / "busy_loops.py")
+        with loops.spinning(args.loops):
+            run_all(f"beside {args.loops} busy loops", Path(tmp), parts, extra)
             print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 

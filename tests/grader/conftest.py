@@ -205,12 +205,11 @@ def png_pixels():
 # ask for it skip, saying why.
 
 
-def _local_slurm_module():
+def _helper_module(name: str, file: str):
+    """A helper beside this file that bench/ loads too, loaded by its path."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(
-        "shardlab_local_slurm", Path(__file__).with_name("local_slurm.py")
-    )
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(file))
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -219,7 +218,7 @@ def _local_slurm_module():
 
 @pytest.fixture(scope="session")
 def local_slurm():
-    local = _local_slurm_module()
+    local = _helper_module("shardlab_local_slurm", "local_slurm.py")
     missing = local.missing()
     if missing:
         pytest.skip(missing)
@@ -280,31 +279,20 @@ def two_parts(monkeypatch):
 
 
 # -- a loaded machine ----------------------------------------------------------------------------------------------
-# Busy loops beside a test, as other gradings or a busy CI would be: never while a speedup test of the
-# suite's other worker measures (they hold the suite's timing lock as an exercise test does).
+# Busy loops beside a test (tests/grader/busy_loops.py), never while a speedup test of the suite's other worker
+# measures: they hold the suite's timing lock as an exercise test does.
 
 
 @pytest.fixture
 def busy_loops():
-    """busy_loops(count): a context in which `count` processes spin at the grader's own priority, each in a
-    session of its own as each grading is (so the kernel weighs each like another grading's harness, not
-    all of them together as one session's)."""
-    import subprocess
-
+    """busy_loops(count): a context in which `count` processes spin, each in a session of its own."""
     from grader.harness import timing_lock
+
+    loops = _helper_module("shardlab_busy_loops", "busy_loops.py")
 
     @contextmanager
     def spinning(count: int):
-        with timing_lock.hold(exclusive=False):
-            loops = [
-                subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
-                for _ in range(count)
-            ]
-            try:
-                yield
-            finally:
-                for loop in loops:
-                    loop.kill()
-                    loop.wait()
+        with timing_lock.hold(exclusive=False), loops.spinning(count):
+            yield
 
     return spinning

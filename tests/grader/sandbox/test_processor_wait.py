@@ -32,8 +32,11 @@ def test_a_process_beside_more_busy_loops_than_cores_waits(busy_loops):
 
 def test_a_sleeping_process_waits_for_nothing(busy_loops):
     with busy_loops(3 * (os.cpu_count() or 1)):
-        sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-        time.sleep(1.0)  # its start-up, which does wait, is before the snapshot
+        sleeper = subprocess.Popen(
+            [sys.executable, "-c", "import time; print('asleep', flush=True); time.sleep(30)"],
+            stdout=subprocess.PIPE,
+        )
+        assert sleeper.stdout.readline() == b"asleep\n"  # its start-up, which does wait, is done
         waits = processor_wait.Waits(lambda: processor_wait.tree(sleeper.pid))
         time.sleep(2.0)
         waited = waits.since()
