@@ -117,10 +117,10 @@ def drive(launch: Launch, *, quiet_seconds: float, limit_seconds: float) -> Clus
                 else max(quiet_seconds, STARTUP_SECONDS)
             )
             rules = [(limit_seconds, now - begun, whole), (silence, now - heard_at, since_heard)]
-            left = min(_left(*rule) for rule in rules)
+            left, rule = min(((_left(*rule), rule) for rule in rules), key=lambda pair: pair[0])
             if left <= 0:
                 run.stopped_after = time.monotonic() - begun
-                run.stopped_by = _figures(launch, min(rules, key=lambda rule: _left(*rule)))
+                run.stopped_by = _figures(launch, rule)
                 break
             try:
                 # a rule the wall clock has passed is judged again every quarter second at most
