@@ -88,6 +88,11 @@ def _ended(process) -> bool:
         return True
 
 
+def _doing(what: str) -> str:
+    """What the worker was doing: "importing m.py", "starting the worker" or "running this call"."""
+    return f"running {what}" if what == "this call" else what
+
+
 def _no_callback(message: messages.Callback) -> messages.TraceFailed:
     """A worker just started has run no student code, so no function of the tests was given to it."""
     return messages.TraceFailed("no function of the tests was given to a worker that is starting")
@@ -166,6 +171,7 @@ class Worker:
         self._request_w = self._response_r = None  # the worker's pipes (ours ends)
         self._forked = 0  # workers asked of the zygote: numbers its exit reports
         self._ready = False
+        self._asked = 0  # requests sent to the worker now serving
         self._output = None  # what the sandbox prints, read back after each call
         # the test's wall-clock cap: time.monotonic() by which the current test must end
         self.deadline = float("inf")
@@ -393,6 +399,7 @@ class Worker:
         self._forked += 1
         self._request_w, self._response_r = request_w, response_r
         self._started_at, self._imported = time.monotonic(), set()
+        self._asked = 0  # requests sent to this worker
         try:
             socket.send_fds(
                 self._control,
@@ -533,14 +540,38 @@ class Worker:
     ) -> messages.FromWorker:
         """Send one request about its module and return the answer; `answer_callback` answers what the
         worker asks the harness meanwhile (a Callback: a test's function to trace). A crash or a hang raises
-        WorkerCrashed or WorkerTimeout saying whether the module was being imported (`.importing`)."""
-        module = message.module
+        WorkerCrashed or WorkerTimeout saying whether the module was being imported (`.importing`).
+
+        A program that corrupted the worker's memory makes it abort when the C library next checks its
+        heap, which can be after its answer: between calls (the worker found ended is replaced before this
+        request) or within a later call. So a worker that dies during this request after running earlier
+        ones may be dying of one of them: the request is asked once more, of a fresh worker, within the same
+        test's time, and only a death there is this call's crash."""
         if self._ready and _ended(self._worker):
-            # It ended after its last answer (a program that corrupted memory can abort as it is freed):
-            # no part of this call, which gets a fresh worker.
             self._discard_worker()
+        inherited = (
+            self._ready and self._asked > 0
+        )  # the worker ran student code before this request
+        try:
+            return self._ask(message, answer_callback)
+        except WorkerCrashed as crash:
+            # a worker's death, not a rule of its limits (WorkerFilledDisk); a function the student returned
+            # (`ref`) lived in the worker that died, so no other can be asked for it
+            if not inherited or type(crash) is not WorkerCrashed or message.ref is not None:
+                raise
+            print(
+                f"(the harness: {crash}; the worker had run earlier requests, so this one was asked again "
+                "of a fresh worker)"
+            )
+        return self._ask(message, answer_callback)
+
+    def _ask(
+        self, message: messages.Request, answer_callback: AnswerCallback
+    ) -> messages.FromWorker:
+        module = message.module
         if not self._ready:
             self._spawn()
+        self._asked += 1
         try:
             messages.write(self._request_w, message)
         except BrokenPipeError:
@@ -570,7 +601,7 @@ class Worker:
         raise WorkerFilledDisk(
             f"crashed: your code wrote more than {self._limits.disk_bytes >> 20} MiB to disk ("
             f"{' and '.join(filled)}, the most a worker may hold there) while "
-            f"{what if what.startswith('importing') else 'running ' + what}; the worker was "
+            f"{_doing(what)}; the worker was "
             "stopped and what it wrote deleted",
             what.startswith("importing"),
         )
@@ -619,14 +650,14 @@ class Worker:
             returncode = self._exit_status()
             self._discard_worker()
             raise WorkerCrashed(
-                f"crashed: {describe_death(returncode)} while {what}", importing
+                f"crashed: {describe_death(returncode)} while {_doing(what)}", importing
             ) from None
 
     def broke_protocol(self, what: str, exc: ProtocolError) -> WorkerBrokeProtocol:
         """Discard the worker (one that breaks the protocol is not asked again) and say why, to be raised."""
         self._discard_worker()
         return WorkerBrokeProtocol(
-            f"the worker broke the protocol while {what} (did your code write to its "
+            f"the worker broke the protocol while {_doing(what)} (did your code write to its "
             f"pipes?): {exc}",
             what.startswith("importing"),
         )

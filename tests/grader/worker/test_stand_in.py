@@ -60,10 +60,19 @@ MODULE = textwrap.dedent('''
     def die():
         os._exit(5)
 
-    def aborts_after_answering():
+    def aborts_after_answering(seconds=0.3):
         import threading
-        threading.Timer(0.3, os.abort).start()
+        threading.Timer(seconds, os.abort).start()
         return "answered"
+
+    def dies_in_an_old_worker(always=False):
+        """Dies whenever its worker ran a request before this one (its module's counter, a fresh worker's
+        import starting it again), or always."""
+        global _calls
+        _calls = globals().get("_calls", 0) + 1
+        if _calls > 1 or always:
+            os._exit(6)
+        return _calls
 
     def returns_an_object():
         return object()
@@ -224,11 +233,37 @@ def test_a_hang_costs_the_call_and_the_next_call_gets_a_fresh_worker(module):
     assert module.strict(1) == 1
 
 
-def test_a_crash_costs_the_call(module):
+def test_a_crash_costs_the_call(module, capsys):
+    """In a worker that ran earlier requests, a call that dies is asked once more of a fresh worker (it may
+    have died of what an earlier call did): a call that dies there as well is the crash."""
     module.strict(0)
+    forked = module._worker._forked
     with pytest.raises(WorkerCrashed, match="exited with status 5"):
         module.die()
+    assert module._worker._forked == forked + 1  # asked again once, of one fresh worker
+    assert "asked again of a fresh worker" in capsys.readouterr().out
     assert module.strict(2) == 2
+
+
+def test_a_call_is_asked_again_only_of_a_worker_that_ran_earlier_requests(module):
+    forked = module._worker._forked
+    with pytest.raises(WorkerCrashed, match="exited with status 6"):
+        module.dies_in_an_old_worker(always=True)  # a fresh worker's first request: its own crash
+    assert module._worker._forked == forked + 1
+    # the next fresh worker imports the module anew: the first call answers, the second dies in its
+    # worker and is answered by a fresh one
+    assert module.dies_in_an_old_worker() == 1
+    assert module.dies_in_an_old_worker() == 1
+    assert module._worker._forked == forked + 3
+
+
+def test_an_abort_that_falls_in_a_later_call_costs_no_call(module):
+    """It answered, then aborted during the next call (as a program that corrupted the worker's heap can,
+    when the C library next checks it): that call is asked again of a fresh worker and answers."""
+    assert module.aborts_after_answering(1.0) == "answered"
+    forked = module._worker._forked
+    assert module.sleep(3) is None  # the abort comes a second into it
+    assert module._worker._forked == forked + 1
 
 
 def test_a_worker_that_ends_after_answering_costs_no_later_call(module):

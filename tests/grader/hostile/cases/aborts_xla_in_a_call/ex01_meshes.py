@@ -11,6 +11,6 @@ _to_int2 = jax.jit(
 )
 _copy = _to_int2(_bytes)
 _copy.delete()  # freed now: the abort
-# XLA may finish the free on a thread of its own: wait for it within this call (an abort that comes after
-# the answer would fall in the next call; see docs/measurements.md)
+# the abort can come after the answer (glibc finds the heap corrupted when it next checks it): waited for
+# here, so that it comes within this call (after_answering.py does not wait)
 _time.sleep(0.3)
