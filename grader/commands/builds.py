@@ -17,10 +17,20 @@ def course_file(path: Path | None) -> term.Course | None:
     return term.load(found) if found else None
 
 
-def course_of_part(path: Path | None, part: int | None) -> term.Course | None:
-    """course_file's course, narrowed to one part of the course (--part; the catalog's course when there is no
-    course file). A part unknown, or of which the term has no exercise, is a ShardlabError."""
+def course_of_part(
+    path: Path | None, part: int | None, assignment: str | None = None
+) -> term.Course | None:
+    """course_file's course, narrowed to one of its assignments (--assignment, which needs a course file) and
+    to one part of the course (--part; the catalog's course when there is no course file). An assignment or a
+    part unknown, or a part of which the term has no exercise, is a ShardlabError."""
     course = course_file(path)
+    if assignment is not None:
+        if course is None:
+            raise ShardlabError(f"--assignment {assignment}: needs a course file (--course)")
+        try:
+            course = course.only(assignment)
+        except KeyError as exc:
+            raise ShardlabError(f"--assignment {assignment}: {exc.args[0]}") from None
     if part is None:
         return course
     try:
@@ -108,7 +118,7 @@ def nbgrader_build_command(args) -> int:
             groups=parse_groups(args.group),
             exercises=args.exercise,
             course_id=args.course_id,
-            course=course_of_part(args.course, args.part),
+            course=course_of_part(args.course, args.part, args.assignment),
         )
     except (ValueError, catalog.UnknownExercise, GradingError, ShardlabError) as exc:
         print(f"shardlab nbgrader build: {exc}", file=sys.stderr)

@@ -159,6 +159,26 @@ def check_rules_sampled(findings: Findings, tests: list[TestMeta]) -> None:
             )
 
 
+def check_names_apart(findings: Findings, tests: list[TestMeta]) -> None:
+    """No test function of an exercise is named alike in its visible and hidden files: an nbgrader notebook
+    holds both files' tests in one name space (the later would replace the earlier), and a student reading a
+    result could not tell which of the two it is."""
+    for exercise in catalog.EXERCISES:
+        names = {
+            hidden: {
+                function_id(t.nodeid).rsplit("::", 1)[-1]
+                for t in tests
+                if t.exercise == exercise.id and t.hidden == hidden
+            }
+            for hidden in (False, True)
+        }
+        for name in sorted(names[False] & names[True]):
+            findings.problems.append(
+                f"{exercise.id}: {name} is defined in both test_visible.py and test_hidden.py: give "
+                "the hidden one a name of its own"
+            )
+
+
 def check_shares_held(findings: Findings, tests: list[TestMeta]) -> None:
     """Every graded function of an exercise whose functions run on a mesh is held to its share by tests with
     points, on both counts (the work it executes, the bytes it sends), unless the catalog says why not; and
@@ -317,6 +337,7 @@ def dev_check(*, run_tests_too: bool = True) -> Findings:
             findings.problems.append(str(exc))
         else:
             check_rules_sampled(findings, tests)
+            check_names_apart(findings, tests)
             check_shares_held(findings, tests)
             check_rules_table(findings, tests)
     if run_tests_too and findings.ok:

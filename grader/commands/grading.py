@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -34,8 +35,9 @@ def compile_cache_for(options: GradingOptions, default: Path | None = None):
 
 
 def course_and_options(options: GradingOptions, submission: Path | None = None):
-    """The term options.course names (or the current folder's course.toml, or the catalog's), and the options
-    with its settings where no flag gave one. A course file that cannot be used is a ShardlabError. A course.toml
+    """The term options.course names (or the current folder's course.toml, or the catalog's), whole, and the
+    options with its settings where no flag gave one, --assignment and --part turned into the exercises they
+    grade (options.exercises). A course file that cannot be used is a ShardlabError. A course.toml
     found inside the submission graded is the student's, never the course's: not used."""
     from grader.course import term
 
@@ -52,16 +54,13 @@ def course_and_options(options: GradingOptions, submission: Path | None = None):
         )
         found = None
     course = term.load(found) if found is not None else term.default_course()
-    if options.assignment is not None:
+    if options.assignment is not None or options.part is not None:
+        # the term stays whole: what is graded is chosen, and every exercise keeps its due date and points
         try:
-            course = course.only(options.assignment)
+            chosen = course.chosen(options.assignment, options.part, options.exercises)
         except KeyError as exc:
             raise term.CourseFileError(found or "the catalog's course", [exc.args[0]]) from None
-    if options.part is not None:
-        try:
-            course = course.part(options.part)
-        except KeyError as exc:
-            raise term.CourseFileError(found or "the catalog's course", [exc.args[0]]) from None
+        options = dataclasses.replace(options, exercises=chosen)
     return course, options.with_course(
         {"timing": course.timing, "hidden_visibility": course.hidden_visibility}
     )
@@ -88,7 +87,9 @@ def submission_time(args, course):
                 file=sys.stderr,
             )
         else:
-            course = gradescope.course_with_platform_dates(course, meta)
+            course = gradescope.course_with_platform_dates(
+                course, meta, getattr(args, "assignment", None)
+            )
             platform = lateness.SubmissionTime(
                 meta.submitted_at, "Gradescope's submission_metadata.json"
             )
@@ -108,6 +109,7 @@ def grade_command(args) -> int:
     from grader.core.errors import ShardlabError
     from grader.course import adjustments
     from grader.grading import lateness, regrade, submission_digest
+    from grader.grading.batch import chosen_ids
     from grader.grading.engine import GradingError, grade_submission
     from grader.grading.standing import standing
     from grader.grading.submission import SubmissionError
@@ -122,8 +124,16 @@ def grade_command(args) -> int:
         print(f"shardlab grade: {exc}", file=sys.stderr)
         return 2
     cache, folder = compile_cache_for(options)
-    # what was read, before grading reads it
+    # what was read, before grading reads it: the whole, and each exercise's
     digest = submission_digest.digest(args.submission)
+    try:
+        read_for = {
+            ex_id: submission_digest.digest(args.submission, course.exercise(ex_id))
+            for ex_id in chosen_ids(options, course)
+        }
+    except ShardlabError as exc:
+        print(f"shardlab grade: {exc}", file=sys.stderr)
+        return 2
     graded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     try:
         results = grade_submission(
@@ -141,7 +151,15 @@ def grade_command(args) -> int:
     results = lateness.with_term(
         lateness.stamped(results, course, submitted, earlier), course, student
     )
-    results = dataclasses.replace(results, submission_digest=digest, graded_at=graded_at)
+    results = dataclasses.replace(
+        results,
+        exercises={
+            ex_id: dataclasses.replace(ex, graded_from=read_for.get(ex_id), graded_at=graded_at)
+            for ex_id, ex in results.exercises.items()
+        },
+        submission_digest=digest,
+        graded_at=graded_at,
+    )
     if earlier is not None:
         # one assignment graded into an earlier report keeps the others' exercises as they were
         partial = (
@@ -184,10 +202,12 @@ def calibrate(options: GradingOptions, ship: bool = False, course: Course | None
     from grader.grading.engine import GradingError
     from grader.harness import time_limits
 
-    # from grade-batch: the term's exercises (its course file's), whatever it grades
+    # from grade-batch: the term it read, and the exercises it grades that have no limits yet
     options = options.for_command(CALIBRATE)
     try:
-        course = course or course_and_options(options)[0]
+        if course is None:
+            course, options = course_and_options(options)
+        course = course.keeping(tuple(course.exercise(name).id for name in options.exercises))
     except ShardlabError as exc:
         print(f"shardlab calibrate: {exc}", file=sys.stderr)
         return 2
@@ -200,12 +220,27 @@ def calibrate(options: GradingOptions, ship: bool = False, course: Course | None
         )
         return 2
     cache, folder = compile_cache_for(options)
+    numbers = ", ".join(e.id.split("_", 1)[0] for e in course.exercises)
     print(
-        f"timing the reference solutions of {len(course.exercises)} exercise(s) on this machine "
-        "(once per course version and machine) ..."
+        f"timing the reference solutions of {len(course.exercises)} exercise(s) ({numbers}) on this "
+        "machine (once per course version and machine) ...",
+        flush=True,  # in a log, before the minutes it takes
     )
+    started, timed = time.monotonic(), []
+
+    def progress(exercise: str, tests: int) -> None:
+        # a line per exercise as it is timed, which a log reads as well as a terminal
+        timed.append(exercise)
+        print(
+            f"  timed {exercise} ({tests} tests) after {time.monotonic() - started:.0f} s "
+            f"({len(timed)} of {len(course.exercises)})",
+            flush=True,
+        )
+
     try:
-        limits = calibration.calibrate(folder, options, cache=cache, course=course)
+        limits = calibration.calibrate(
+            folder, options, cache=cache, course=course, progress=progress
+        )
     except (time_limits.CalibrationError, GradingError) as exc:
         print(f"shardlab calibrate: {exc}", file=sys.stderr)
         return 1
@@ -250,10 +285,15 @@ def grade_batch_command(args) -> int:
     options = dataclasses.replace(options, cache=folder)
     graded = time_limits.graded_ids(tuple(e.id for e in course.exercises), options.exercises)
     if time_limits.batch_should_calibrate(folder, options.test_timeout, graded):
-        # Limits from the reference of the term's exercises before the first student: this also fills the
-        # compile cache with the programs every student's tests compile (the baselines and references).
-        # the course read above, never found again (a course.toml in a submission is not the course)
-        given = dataclasses.replace(options_for(args, GRADE_BATCH), cache=folder)
+        # Limits from the reference of the exercises graded that have none yet, before the first student: this
+        # also fills the compile cache with the programs every student's tests compile (the baselines and
+        # references). The course read above, never found again (a course.toml in a submission is not the
+        # course).
+        given = dataclasses.replace(
+            options_for(args, GRADE_BATCH),
+            cache=folder,
+            exercises=time_limits.uncalibrated(folder, graded),
+        )
         if calibrate(given, course=course) != 0:
             print(
                 f"shardlab grade-batch: grading with {time_limits.FALLBACK_SECONDS:g} s per test instead",
@@ -265,17 +305,21 @@ def grade_batch_command(args) -> int:
             f"not submissions (hidden, or neither a folder nor a .zip), ignored: "
             f"{', '.join(printable(repr(name)) for name in klass.ignored)}"
         )
-    with Progress(transient=False) as bar:
+    # the bar in a terminal; in a log (no terminal) it would show only at its end: each line counts instead
+    with Progress(transient=False, disable=not sys.stdout.isatty()) as bar:
         task = bar.add_task("grading", total=len(klass.students))
+        told = []
 
         def advance(student, outcome):
             # Text, not str: a student's name is theirs, and rich would read "[link=...]" in a str as markup.
-            # "bob: regraded, submission changed since ...; ex05: 8 -> 10", else "bob: graded"
+            # "bob: regraded, submission changed since ...; ex05: 8 -> 10 (3 of 5)", else "bob: graded (1 of 5)"
             said = outcome.detail
             if not said.startswith("regraded"):
                 said = f"{outcome.status} {said}"
+            told.append(student)
+            line = f"{student}: {said[:300]}".rstrip() + f" ({len(told)} of {len(klass.students)})"
             # soft_wrap: one line per student, whatever the terminal's width (a log is searched by line)
-            bar.console.print(Text(printable(f"{student}: {said[:300]}".rstrip())), soft_wrap=True)
+            bar.console.print(Text(printable(line)), soft_wrap=True)
             bar.advance(task)
 
         summary = grade_batch(
@@ -320,15 +364,13 @@ def times_of(path: Path | None, course, submissions: Path) -> dict | None:
 
     if path is None:
         return None
-    read = lateness.read_times(path, course)
     klass = set(find_submissions(submissions).to_grade)
     try:
         known = set(roster.load(course.roster).students) if course.roster is not None else set()
     except roster.RosterError:
         known = set()  # course check names the roster's problems
-    read.check_students(
-        klass | known, "in the class folder" + (" nor on the roster" if known else "")
-    )
+    where = "in the class folder" + (" nor on the roster" if known else "")
+    read = lateness.read_times(path, course, lateness.Known(klass | known, where))
     missing = sorted(klass - set(read.students))
     if missing:
         print(

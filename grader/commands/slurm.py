@@ -110,6 +110,9 @@ class SlurmBatch:
     refused: dict[str, str] = field(default_factory=dict)
     # student -> their submission times, as grade's --submitted-at takes them (TIME, ASSIGNMENT=TIME)
     submitted_at: dict[str, list[str]] = field(default_factory=dict)
+    # student -> the exercises left to grade, when not all those chosen (batch.pending), and why
+    only: dict[str, list[str]] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
 
     def grade_options(self) -> GradingOptions:
         """The options each student is graded with, as `shardlab grade` parses its arguments."""
@@ -119,10 +122,8 @@ class SlurmBatch:
         """The course the grade arguments name, its adjustments, and the submission times."""
         from grader.commands.publish import class_term
 
-        options = self.grade_options()
-        course = term.load(options.course)
-        # one part of it, with --part (grade-batch refused a part the term lacks before it came here)
-        course = course.part(options.part) if options.part is not None else course
+        # the whole term, whatever part or assignment is graded: no other assignment is judged again
+        course = term.load(self.grade_options().course)
         times = {
             # an older manifest's: one time, a string
             student: Times.parse(
@@ -171,13 +172,6 @@ class SlurmPlan:
     changed: dict[str, str] = field(default_factory=dict)
 
 
-def _graded(out: Path, student: str, submission: Path) -> tuple[bool, str | None]:
-    """Whether a report of `student`'s grading exists, and why it is graded again when its submission
-    changed since (None: unchanged)."""
-    earlier = read_report(batch.student_folder(out, student) / batch.REPORT)
-    return earlier is not None, batch.resubmitted(earlier, submission) if earlier else None
-
-
 def plan(
     submissions_dir: Path,
     out: Path,
@@ -192,9 +186,19 @@ def plan(
     submission time (grade-batch --submitted-at)."""
     out = Path(out).resolve()
     klass = batch.find_submissions(Path(submissions_dir))
-    found = {s: _graded(out, s, path) for s, path in klass.to_grade.items() if not force}
-    skipped = [s for s, (graded, why) in found.items() if graded and why is None]
-    changed = {s: why for s, (_, why) in found.items() if why is not None}
+    chosen = batch.chosen_ids(
+        options, term.load(options.course) if options.course else term.default_course()
+    )
+    left = {
+        s: batch.pending(
+            None if force else read_report(batch.student_folder(out, s) / batch.REPORT),
+            path,
+            chosen,
+        )
+        for s, path in klass.to_grade.items()
+    }
+    skipped = [s for s, pending in left.items() if not pending.exercises]
+    changed = {s: pending.why for s, pending in left.items() if pending.why}
     todo = [s for s in klass.to_grade if s not in skipped]
     cache = (options.cache or out / batch.CACHE).resolve()
     options = dataclasses.replace(
@@ -215,27 +219,23 @@ def plan(
         cwd=str(paths.REPO_ROOT),
         refused=klass.refused,
         submitted_at={s: t.arguments() for s, t in (times or {}).items()},
+        only={s: list(left[s].exercises) for s in todo if not left[s].whole},
+        why={s: left[s].why for s in todo if left[s].why},
     )
     minutes = int((options.time_limit + TASK_MARGIN_SECONDS) // 60)
     directives = slurm.directives(f"{minutes // 60:02d}:{minutes % 60:02d}:00")
     task = [made.python, "-m", "grader.commands.slurm"]
     scripts = {}
-    # those graded of the term (the course file grade-batch read, passed on to calibrate as --course)
-    if options.course or options.part is not None:
-        course = term.load(options.course) if options.course else term.default_course()
-        # grade-batch refused a part the term lacks before it came here
-        course = course.part(options.part) if options.part is not None else course
-        graded = time_limits.graded_ids(tuple(e.id for e in course.exercises), options.exercises)
-    else:
-        graded = None
+    # those graded of the term (the course file grade-batch read, passed on to calibrate as --course; its
+    # --assignment and --part are options.exercises already)
+    course = term.load(options.course) if options.course else term.default_course()
+    graded = time_limits.graded_ids(tuple(e.id for e in course.exercises), options.exercises)
     if time_limits.batch_should_calibrate(cache, options.test_timeout, graded):
-        calibrate = [
-            made.python,
-            "-m",
-            "grader.cli",
-            "calibrate",
-            *options.for_command(CALIBRATE).arguments(CALIBRATE),
-        ]
+        # only those without limits: the calibration keeps the others'
+        timed = dataclasses.replace(
+            options.for_command(CALIBRATE), exercises=time_limits.uncalibrated(cache, graded)
+        )
+        calibrate = [made.python, "-m", "grader.cli", "calibrate", *timed.arguments(CALIBRATE)]
         scripts["calibrate"] = _script(made, "calibrate", directives, calibrate)
     if todo:
         array = [
@@ -407,6 +407,10 @@ def run_task(manifest: Path, index: int) -> batch.StudentOutcome:
         )
     else:
         options = made.grade_options()
+        if (
+            student in made.only
+        ):  # the exercises left of those chosen: graded into the earlier report
+            options = dataclasses.replace(options, exercises=tuple(made.only[student]))
         node = node_name()
         env = dict(os.environ) | {
             "PYTHONDONTWRITEBYTECODE": "1",
@@ -421,6 +425,7 @@ def run_task(manifest: Path, index: int) -> batch.StudentOutcome:
             timeout=made.timeout,
             env=env,
             class_term=made.class_term(),
+            why=made.why.get(student, ""),
         )
     (folder / OUTCOME).write_text(
         json.dumps(

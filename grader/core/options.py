@@ -241,7 +241,8 @@ class GradingOptions:
     exercises: tuple[str, ...] = option(
         (),
         "--exercise",
-        "grade only this exercise (repeatable)",
+        "grade (calibrate: time) only this exercise (repeatable)",
+        commands=EVERY_COMMAND,
         type=str,
         metavar="ID",
         repeated=True,
@@ -299,10 +300,10 @@ class GradingOptions:
     assignment: str | None = option(
         None,
         "--assignment",
-        "one assignment of the course file, by its name or slug: only its exercises are graded, its "
-        "points are the whole score and only its lateness is judged (gradescope build: the zip grades "
-        "this assignment)",
-        commands=frozenset({GRADE, "gradescope build"}),
+        "one assignment of the course file, by its name or slug: only its exercises are graded, each with "
+        "the course file's due date and points; the other assignments' grades are kept as graded (gradescope "
+        "build, nbgrader build: only this assignment's exercises)",
+        commands=frozenset({GRADE, GRADE_BATCH, "gradescope build", "nbgrader build"}),
         type=str,
         metavar="NAME",
     )

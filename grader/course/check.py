@@ -138,7 +138,13 @@ def _extensions(course: Course, roster: roster_file.Roster | None, found: list[F
                     )
                 )
             else:
-                _extended_due(course, i, line, assignment, extension.due(assignment.due), found)
+                # the line of what sets the new due date: until, or days
+                said = _course_line(
+                    course, ("extension", i, "until" if extension.until else "days")
+                )
+                _extended_due(
+                    course, i, said or line, assignment, extension.due(assignment.due), found
+                )
             key = (extension.student, assignment.name)
             if key in granted:
                 found.append(

@@ -291,6 +291,44 @@ class Course:
         )
         return dataclasses.replace(self, exercises=exercises, assignments=assignments)
 
+    def keeping(self, ids: tuple[str, ...]) -> Course:
+        """The term with only the exercises `ids` (every one: ()), as a calibration times them."""
+        if not ids:
+            return self
+        return dataclasses.replace(self, exercises=tuple(e for e in self.exercises if e.id in ids))
+
+    def chosen(
+        self,
+        assignment: str | None = None,
+        part: int | str | None = None,
+        names: tuple[str, ...] = (),
+    ) -> tuple[str, ...]:
+        """The ids of the exercises a grading of this term grades: those of `assignment` (name or slug) and of
+        `part`, narrowed to `names` (--exercise) when some are given; () for every exercise of the term. The
+        term itself is never narrowed: each exercise's due date and points stay the course file's, so
+        grading one assignment judges no other (KeyError, saying why, for an assignment, part or name the
+        term does not have, or a name outside the assignment or part chosen)."""
+        narrowed = self
+        if assignment is not None:
+            narrowed = narrowed.only(assignment)
+        if part is not None:
+            narrowed = narrowed.part(part)
+        ids = tuple(e.id for e in narrowed.exercises)
+        if not names:
+            return ids if narrowed is not self else ()
+        try:
+            named = tuple(dict.fromkeys(self.exercise(name).id for name in names))
+        except catalog.UnknownExercise as exc:
+            raise KeyError(str(exc)) from None
+        outside = [e for e in named if e not in ids]
+        if outside:
+            what = " and ".join(
+                [f"assignment {narrowed.assignments[0].name!r}"] * (assignment is not None)
+                + [f"part {part}"] * (part is not None)
+            )
+            raise KeyError(f"{', '.join(outside)} not in {what or 'this term'}")
+        return named
+
     def assignment_of(self, exercise_id: str) -> Assignment | None:
         return next((a for a in self.assignments if exercise_id in a.exercises), None)
 
@@ -601,7 +639,9 @@ def _assignments(r: _Reader, tables: Any) -> tuple[Assignment, ...]:
             if ex_id in owner:
                 r.problem(
                     (*where, "exercises"),
-                    f"{ex_id} is in two assignments, {owner[ex_id]!r} and {name!r}",
+                    f"{ex_id} is listed twice in assignment {name!r} (a part listed holds its exercises)"
+                    if owner[ex_id] == name
+                    else f"{ex_id} is in two assignments, {owner[ex_id]!r} and {name!r}",
                 )
                 continue
             owner[ex_id] = name

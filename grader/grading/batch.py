@@ -1,8 +1,9 @@
 """Grading a whole class: one submission per student folder or .zip, each graded by `shardlab grade` in
-a fresh process, N at a time, with a progress bar. Resumable: a student whose report.json exists is
-skipped unless forced, or unless their submission changed since that grading (its digest, which report.json
-records: grader.grading.submission_digest), when they are graded again and the batch says so. One broken or
-hostile submission never stops the batch.
+a fresh process, N at a time, with a progress bar. Resumable, exercise by exercise: of the exercises a batch
+grades, a student's grading grades those their report.json does not hold yet and those graded from a
+submission that changed since (each exercise records its digest: grader.grading.submission_digest), and the
+batch says why; a student with none left is skipped, unless forced. One broken or hostile submission never
+stops the batch.
 
 OUT's layout keeps the class's names apart from the batch's own files: students' names come from the LMS
 export, so from students, and a student named `grades.tmp`, `index.html` or `.cache` must not take the
@@ -27,10 +28,13 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 
+from grader.core.errors import ShardlabError
 from grader.core.options import GRADE, GradingOptions
+from grader.course import catalog
 from grader.course.adjustments import Adjustment
 from grader.course.devices import cores
 from grader.course.term import Course, default_course
@@ -146,12 +150,46 @@ class ClassTerm:
         return lateness.with_term(results, self.course, student)
 
 
-def resubmitted(earlier: GradingResults, submission: Path) -> str | None:
-    """Why `submission` is graded again although `earlier` graded it: its files changed since (None: they did
-    not, or the report is older than digests and cannot tell)."""
-    if earlier.submission_digest is None or earlier.submission_digest == digest(submission):
-        return None
-    return f"submission changed since its grading at {earlier.graded_at or 'an unknown time'}"
+def chosen_ids(options: GradingOptions, course: Course) -> tuple[str, ...]:
+    """The ids of the exercises a grading grades of the term: those --assignment, --part and --exercise
+    choose, else every one (a ShardlabError, saying why, for a choice the term does not have)."""
+    try:
+        chosen = course.chosen(options.assignment, options.part, options.exercises)
+    except KeyError as exc:
+        raise ShardlabError(exc.args[0]) from None
+    return chosen or tuple(e.id for e in course.exercises)
+
+
+class Pending(NamedTuple):
+    """What a student's grading in a batch must grade of the exercises chosen, and why."""
+
+    exercises: tuple[str, ...]  # () : nothing, the student is already graded
+    why: str = ""  # "": a first grading, or one forced
+    whole: bool = True  # every exercise chosen (else only `exercises`, into the earlier report)
+
+
+def pending(earlier: GradingResults | None, submission: Path, chosen: tuple[str, ...]) -> Pending:
+    """Which of the `chosen` exercises (ids) `earlier`, the student's report, leaves to grade: those it does
+    not hold, and those whose files changed since their grading (each exercise records the digest of what it
+    was graded from: grader.grading.submission_digest; an older report's that records none cannot tell, and
+    is kept)."""
+    if earlier is None:
+        return Pending(chosen)
+    held = earlier.exercises
+    new = [e for e in chosen if e not in held]
+    changed = [
+        e
+        for e in chosen
+        if e in held and held[e].graded_from not in (None, digest(submission, catalog.get(e)))
+    ]
+    why = []
+    if changed:
+        times = sorted({held[e].graded_at or "an unknown time" for e in changed})
+        why.append(f"submission changed since its grading at {', '.join(times)}")
+    if new:
+        why.append(f"{', '.join(e.split('_', 1)[0] for e in new)} (not graded before)")
+    todo = tuple(e for e in chosen if e in new or e in changed)
+    return Pending(todo, "; ".join(why), whole=len(todo) == len(chosen))
 
 
 def grade_one(
@@ -217,7 +255,8 @@ def grade_one(
             student,
             "graded",
             seconds,
-            f"regraded, {detail}" if earlier is not None and detail else detail,
+            # "regraded": an exercise it held was graded again
+            f"regraded, {detail}" if changes else detail,
             standing=term.standing_of(now, student),
         )
     return StudentOutcome(student, "failed", seconds, f"exit status {code}: {log.strip()[-300:]}")
@@ -324,10 +363,11 @@ def grade_batch(
         if progress:
             progress(student, summary.outcomes[-1])
     why: dict[str, str] = {}
+    chosen = chosen_ids(options, term.course)
     for student, path in klass.to_grade.items():
         earlier = None if force else read_report(student_folder(out, student) / REPORT)
-        changed = resubmitted(earlier, path) if earlier is not None else None
-        if earlier is not None and changed is None:
+        left = pending(earlier, path, chosen)
+        if not left.exercises:
             graded = term.standing_of(earlier, student)
             standings[student] = graded
             summary.outcomes.append(
@@ -336,8 +376,12 @@ def grade_batch(
             if progress:
                 progress(student, summary.outcomes[-1])
         else:
-            todo[student] = path
-            why[student] = changed or ""
+            todo[student] = (
+                (path, options)
+                if left.whole
+                else (path, dataclasses.replace(options, exercises=left.exercises))
+            )
+            why[student] = left.why
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {
             pool.submit(
@@ -345,13 +389,13 @@ def grade_batch(
                 s,
                 p,
                 out,
-                options=options,
+                options=graded_with,
                 timeout=timeout,
                 env=env,
                 class_term=term,
                 why=why[s],
             ): s
-            for s, p in todo.items()
+            for s, (p, graded_with) in todo.items()
         }
         for future in as_completed(futures):
             student = futures[future]

@@ -15,7 +15,7 @@ from grader.core.options import GradingOptions
 from grader.course import paths
 from grader.course.term import Course
 from grader.grading.compile_cache import CompileCache
-from grader.grading.engine import grade_submission
+from grader.grading.engine import ExerciseDone, grade_submission
 from grader.harness.time_limits import (
     FALLBACK_SECONDS,
     FILE_NAME,
@@ -31,6 +31,7 @@ def calibrate(
     *,
     cache: CompileCache | None = None,
     course: Course | None = None,
+    progress: ExerciseDone | None = None,
     **overrides,
 ) -> TimeLimits:
     """Grade the reference here as students are graded (same cache, isolation and parallelism) and keep
@@ -38,7 +39,7 @@ def calibrate(
     not stop a calibration); every other test must pass: a reference that fails on this machine has no
     limits to give, and grading on it would be wrong anyway. course: the term whose exercises are timed
     (default: every exercise); the durations of other exercises an earlier calibration here measured (same
-    course version and machine) are kept."""
+    course version and machine) are kept. progress: told as each exercise is timed."""
     if not paths.SOLUTIONS_DIR.is_dir():
         raise CalibrationError(
             "there is no solutions/ folder here: time limits are calibrated on the reference"
@@ -51,6 +52,7 @@ def calibrate(
         cache=cache,
         course=course,
         time_limits=load(None, override=FALLBACK_SECONDS),
+        progress=progress,
     )
     failing = [
         t.nodeid

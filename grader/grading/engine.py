@@ -21,6 +21,7 @@ import platform
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
@@ -133,6 +134,10 @@ class HarnessSettings:
     time_limits: Path | None  # each test's limit, as saved for the harnesses
 
 
+# told (exercise id, its number of tests) as an exercise's last result comes: a long grading's progress
+ExerciseDone = Callable[[str, int], None]
+
+
 class _Run:
     """The tests of the chosen exercises, in harness processes started again until each test has an
     outcome: a harness that dies (a student's compiled program crashed it) or hangs costs one test."""
@@ -143,6 +148,7 @@ class _Run:
         prepared: PreparedSubmission,
         workdir: Path,
         harness: HarnessSettings,
+        progress: ExerciseDone | None = None,
     ):
         self.exercises, self.prepared, self.workdir, self.harness = (
             exercises,
@@ -150,6 +156,8 @@ class _Run:
             workdir,
             harness,
         )
+        self.progress = progress
+        self.told: dict[str, set[str]] = {}  # exercise -> its tests whose results came
         workdir.mkdir(parents=True, exist_ok=True)
         self.meta: dict[str, TestMeta] | None = None  # learned from the first harness's collection
         self.done: dict[str, TestResult] = {}
@@ -198,6 +206,14 @@ class _Run:
             if nodeid not in self.done and exercise in (None, test.exercise):
                 self.finish(nodeid, category, message)
 
+    def _came(self, result: TestResult, outcome: process.ChildOutcome) -> None:
+        """A result came from the harness: once its exercise's every test has one, say so (progress)."""
+        tests = self.meta or {t.nodeid: t for t in outcome.collected or ()}
+        came = self.told.setdefault(result.exercise, set())
+        came.add(result.nodeid)
+        if len(came) == sum(t.exercise == result.exercise for t in tests.values()):
+            self.progress(result.exercise, len(came))
+
     def run(self, deadline: float) -> None:
         while self.meta is None or len(self.done) < len(self.meta):
             if time.monotonic() > deadline:
@@ -221,6 +237,7 @@ class _Run:
                 limits=self.harness.limits,
                 env=self.harness.env,
                 time_limits=self.harness.time_limits,
+                on_result=self._came if self.progress is not None else None,
             )
             # the harness has ended: its sandboxes' mounts go with it, before the next one starts
             disk.release_within(self.workdir)
@@ -288,6 +305,7 @@ def grade_submission(
     cache: CompileCache | None = None,
     time_limits: TimeLimits | None = None,
     course: Course | None = None,
+    progress: ExerciseDone | None = None,
     **overrides,
 ) -> GradingResults:
     """Grade a folder or .zip; every exercise of the course (or those named) gets a result, whatever happens.
@@ -297,7 +315,8 @@ def grade_submission(
     options: how (grader.core.options.GradingOptions; default: its defaults), with `overrides` by field
     name (exercises=["ex01"], timing="skip", parallel=2); parallel None: one harness (the CLI gives the
     cores). cache: the compile cache (default: off); time_limits: each test's limit (default: the
-    calibration in the cache's folder, or options.test_timeout for every test when that is set)."""
+    calibration in the cache's folder, or options.test_timeout for every test when that is set);
+    progress: told as each exercise's tests have all run (from the harnesses' threads)."""
     options = dataclasses.replace(options or GradingOptions(), **overrides)
     started = time.monotonic()
     deadline = started + options.time_limit
@@ -342,7 +361,7 @@ def grade_submission(
             # A harness runs no student code, so one serves several exercises; a missing module's tests
             # end at once as not attempted.
             runs = [
-                _Run(group, prepared, workdir / f"harness-{i}", harness)
+                _Run(group, prepared, workdir / f"harness-{i}", harness, progress)
                 for i, group in enumerate(_share(chosen, parallel, time_limits))
             ]
             for run in runs:

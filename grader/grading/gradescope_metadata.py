@@ -172,9 +172,14 @@ def read_metadata(path: str | Path = Path("/autograder") / FILE_NAME) -> Submiss
 # -- the term with Gradescope's dates ---------------------------------------------------------------------
 
 
-def _targets(course: term.Course, title: str | None) -> set[str]:
-    """The course's assignments the Gradescope assignment is: the one whose name or slug is its title (case
-    aside), else all (`grade --assignment`, as run_autograder passes it, leaves the course one)."""
+def _targets(course: term.Course, title: str | None, assignment: str | None = None) -> set[str]:
+    """The course's assignments the Gradescope assignment is: the one the zip grades (`grade --assignment`,
+    as run_autograder passes it), else the one whose name or slug is its title (case aside), else all."""
+    if assignment is not None:
+        try:
+            return {course.assignment(assignment).name}
+        except KeyError:
+            pass  # course_and_options said so already
     if title:
         wanted = title.strip().casefold()
         named = {
@@ -187,13 +192,16 @@ def _targets(course: term.Course, title: str | None) -> set[str]:
     return {a.name for a in course.assignments}
 
 
-def course_with_platform_dates(course: term.Course, meta: SubmissionMetadata) -> term.Course:
+def course_with_platform_dates(
+    course: term.Course, meta: SubmissionMetadata, assignment: str | None = None
+) -> term.Course:
     """The course with the dates Gradescope knows where the course file gives none: an assignment without a
-    due date of its own takes Gradescope's (the submitter's, an extension included): only the assignment
-    named as the Gradescope assignment's title when one is, else every one. A late policy without
+    due date of its own takes Gradescope's (the submitter's, an extension included): only `assignment`, the
+    one graded, when given; else the one named as the Gradescope assignment's title when one is; else every
+    one. A late policy without
     zero_after takes Gradescope's late due date as it: Gradescope accepts nothing after it anyway. The
     course file's own dates and extensions always win."""
-    targets = _targets(course, meta.title)
+    targets = _targets(course, meta.title, assignment)
     assignments = tuple(
         dataclasses.replace(a, due=meta.due)
         if a.due is None and meta.due is not None and a.name in targets

@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 from grader.core.errors import ShardlabError
 from grader.course import catalog
@@ -124,21 +125,20 @@ class TimesFile:
     students: dict[str, Times]
     lines: dict[str, int]
 
-    def check_students(self, known: set[str], where: str) -> None:
-        """Every student the file names is one of `known` (the roster's, else the class folder's): a name that
-        is not is a typo that would leave the real student without a time."""
-        unknown = [
-            f"line {line}: {s!r} is not {where}" for s, line in self.lines.items() if s not in known
-        ]
-        if unknown:
-            raise SubmissionTimeError(f"{self.path}:\n  " + "\n  ".join(unknown))
+
+class Known(NamedTuple):
+    """The students a times file may name (the roster's and the class folder's), and where they are, as said."""
+
+    students: set[str]
+    where: str  # "in the class folder nor on the roster"
 
 
-def read_times(path: Path, course: Course) -> TimesFile:
+def read_times(path: Path, course: Course, known: Known | None = None) -> TimesFile:
     """grade-batch's `--submitted-at FILE.csv`: a `student,submitted_at` header and a time per student, applied
     to the exercises each grading grades; or `student,assignment,submitted_at` and a time per student and
     assignment (the course file's name for it, or its slug), applied to that assignment's exercises only.
-    Each problem is an error naming its line."""
+    Every problem is an error naming its line, all of them at once: a student not `known` among them (a
+    typo that would leave the real student without a time)."""
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as exc:
@@ -154,6 +154,7 @@ def read_times(path: Path, course: Course) -> TimesFile:
     every: dict[str, SubmissionTime] = {}
     assignments: dict[str, dict[str, SubmissionTime]] = {}
     lines: dict[str, int] = {}
+    named: set[str] = set()
     problems = []
     source = f"{Path(path).name}"
     for row in reader:
@@ -165,6 +166,9 @@ def read_times(path: Path, course: Course) -> TimesFile:
         student = row["student"]
         if not student:
             continue
+        if known is not None and student not in known.students and student not in named:
+            problems.append(f"{where}: {student!r} is not {known.where}")
+        named.add(student)
         try:
             at = SubmissionTime(moment(row["submitted_at"], where), source)
             if per_assignment:

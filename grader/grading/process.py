@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,7 @@ class ChildOutcome:
     # by nodeid, as the harness made them
     results: dict[str, TestResult] = field(default_factory=dict)
     running: str | None = None  # the test that had started and not finished
+    last: TestResult | None = None  # the latest result that came
     returncode: int | None = None
     # CPU_LIMIT, WALL_CAP or DEADLINE when the parent killed it
     stopped: str | None = None
@@ -117,6 +119,7 @@ def run_pytest_child(
     prior_timeouts: list[str] = (),
     env: dict[str, str] | None = None,
     cgroups: list[str] = (),
+    on_result: Callable[[TestResult, ChildOutcome], None] | None = None,
     **overrides,
 ) -> ChildOutcome:
     """Run pytest on `targets` against the modules in `modules_dir`; `deadline` is a time.monotonic().
@@ -124,7 +127,8 @@ def run_pytest_child(
     worker's memory), with `overrides` by field name (visible_only=True); time_limits: the file of per-test
     limits (grader.harness.time_limits) unless options.test_timeout overrides it; env: added to the
     harness's environment (the compile cache, a timing lock); cgroups: the cgroup.procs files the harness
-    joins before it starts (the submission's memory group)."""
+    joins before it starts (the submission's memory group); on_result: told of each test's result as it
+    comes, with the outcome so far (its collection: how many tests each exercise has)."""
     options = dataclasses.replace(options or GradingOptions(), **overrides)
     limits = limits or Limits()
     cwd = workdir / "cwd"
@@ -180,7 +184,7 @@ def run_pytest_child(
         _RUNNING.add(process.pid)
     os.close(events_w)
     try:
-        _follow(process, events_r, outcome, limits, deadline)
+        _follow(process, events_r, outcome, limits, deadline, on_result)
     finally:
         os.close(events_r)
         try:
@@ -198,7 +202,14 @@ def run_pytest_child(
     return outcome
 
 
-def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float) -> None:
+def _follow(
+    process,
+    fd,
+    outcome: ChildOutcome,
+    limits: Limits,
+    deadline: float,
+    on_result: Callable[[TestResult, ChildOutcome], None] | None = None,
+) -> None:
     """Read events until the child ends, killing it when a test or the whole run takes too long."""
 
     def harness_tree() -> list[int]:  # the harness, its worker and whatever else the test started
@@ -216,6 +227,8 @@ def _follow(process, fd, outcome: ChildOutcome, limits: Limits, deadline: float)
                 if _apply_event(event, outcome):
                     started_at, cpu_at_start = time.monotonic(), _processor_time(process.pid)
                     waits = processor_wait.Waits(harness_tree)
+                if on_result is not None and isinstance(event, events.Finished):
+                    on_result(outcome.last, outcome)
         now = time.monotonic()
         if readable and not chunk or process.poll() is not None and not readable:
             return  # EOF, or the child is gone (a grandchild may still hold the pipe open)
@@ -285,7 +298,7 @@ def _apply_event(event: events.Event, outcome: ChildOutcome) -> bool:
             # A malformed result is the grader's own bug (MalformedResult): it stops grading.
             result = runner.read_result_event(event)
             outcome.results[result.nodeid] = result
-            outcome.running = None
+            outcome.running, outcome.last = None, result
         case events.CacheCounts(hits, misses):
             outcome.compile_cache = {"hits": hits, "misses": misses}
     return False

@@ -4,8 +4,9 @@
 which runs `grade` per student) grades ex04 alone: its result replaces ex04's in OUT/report.json and every
 other exercise's results, scores, facts and submission times stay as they were (so their lateness is never
 judged again from the time of what was graded after them). Each exercise graded again is recorded with when,
-and its score before and after. A partial grading keeps the earlier submission digest: the exercises kept
-were graded from the files it names, and grade-batch grades the whole again when they changed.
+and its score before and after. Each exercise records the digest of the submission it was graded from
+(the ones kept, the files they were graded from), so grade-batch grades again exactly those whose submission
+changed since.
 """
 
 from __future__ import annotations
@@ -57,8 +58,6 @@ def merge(
         # The earlier grading ran every test of the exercises kept: the whole is visible-only if either was.
         visible_only=earlier.visible_only or new.visible_only,
         duration=earlier.duration + new.duration,
-        submission_digest=earlier.submission_digest,
-        graded_at=earlier.graded_at,
     )
 
 

@@ -41,6 +41,10 @@ class ExerciseResult:
     submitted: Submitted | None = None
     # a due date applies but no submission time is known: no late penalty applied, and every output says so
     untimed: bool = False
+    # the digest of the submission it was graded from (grader.grading.submission_digest), and when: grade-batch
+    # grades it again when the submission changed since; a grading of other exercises keeps both
+    graded_from: str | None = None
+    graded_at: str | None = None
 
     @property
     def score(self) -> float:
@@ -144,8 +148,8 @@ class GradingResults:
     term: TermRecord | None = None  # the course file, the student and the submission time
     # exercises graded again into this report, oldest first
     regrades: list[Regrade] = field(default_factory=list)
-    # sha256 of the submission as intake reads it (grader.grading.submission.digest), and when it was graded:
-    # grade-batch grades again a student whose submission changed since
+    # sha256 of the submission as intake reads it (grader.grading.submission.digest), and when, at its latest
+    # grading (each exercise records its own: ExerciseResult.graded_from)
     submission_digest: str | None = None
     graded_at: str | None = None  # ISO 8601, UTC
     # files handed in and not graded (each also among problems): the class page and grades.csv name them
@@ -221,6 +225,8 @@ class GradingResults:
                 "late": ex.late.to_dict() if ex.late is not None else None,
                 "submitted": ex.submitted.to_dict() if ex.submitted is not None else None,
                 "untimed": ex.untimed,
+                "graded_from": ex.graded_from,
+                "graded_at": ex.graded_at,
                 "penalty": ex.penalty,
                 "final": ex.final,
             }
@@ -275,6 +281,9 @@ class GradingResults:
                 Lateness.from_dict(late) if late else None,
                 submitted,
                 bool(ex.get("untimed", False)),
+                # an older report's: the grading's, which graded every exercise it holds
+                ex.get("graded_from", data.get("submission_digest")),
+                ex.get("graded_at", data.get("graded_at")),
             )
         return cls(
             data["submission"],

@@ -4,7 +4,8 @@ changed since the student's grading) from a submission it graded already.
 Plain bounded reads, as intake's (docs/trust-model.md, "What the trusted side reads of a submission"): a
 folder's exercise modules and notebooks, each read as intake reads it (a module up to 1 MiB + 1 byte, a
 notebook within 16 MiB), with its path; a zip's bytes, up to intake's 64 MiB (a larger zip by its size and
-modification time); a lone module's first 1 MiB + 1 byte. Nothing in it is run or parsed.
+modification time); a lone module's first 1 MiB + 1 byte. Nothing in it is run or parsed. Each exercise
+graded records the digest of what grading read for it, so that a resubmission regrades what it changed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from grader.course import catalog
 from grader.grading.submission import (
     MAX_MODULE_BYTES,
     MAX_NOTEBOOK_BYTES,
@@ -23,13 +25,18 @@ from grader.grading.submission import (
 _CHUNK = 1 << 20
 
 
-def digest(source: str | Path) -> str:
-    """sha256 of what grading reads of `source` (a folder, a .zip or one module); "" for nothing readable."""
+def digest(source: str | Path, exercise: catalog.Exercise | None = None) -> str:
+    """sha256 of what grading reads of `source` (a folder, a .zip or one module); "" for nothing readable.
+    With `exercise`, of what grading reads for that exercise: of a folder, its module and notebook only (a
+    resubmission of another exercise leaves it as graded); of a .zip or a module, the whole."""
     source = Path(source)
     sha = hashlib.sha256()
     if source.is_dir():
         modules, notebooks, _ = folder_reads(source)
+        stem = exercise.module_file.removesuffix(".py") if exercise is not None else None
         for parts, path in sorted({**modules, **notebooks}.items()):
+            if stem is not None and parts[-1].rsplit(".", 1)[0] != stem:
+                continue
             limit = MAX_MODULE_BYTES if parts in modules else MAX_NOTEBOOK_BYTES
             data = head(path, limit)
             sha.update(f"{'/'.join(parts)}\0{len(data)}\0".encode())

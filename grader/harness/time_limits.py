@@ -201,10 +201,16 @@ def batch_should_calibrate(
     graded: graded_ids; None: any at all), and the course's solutions are here."""
     if override is not None or not paths.SOLUTIONS_DIR.is_dir():
         return False
-    timed = load(folder).reference
     if exercise_ids is None:
-        return not timed
-    return any(not any(f"/{e}/" in nodeid for nodeid in timed) for e in exercise_ids)
+        return not load(folder).reference
+    return bool(uncalibrated(folder, exercise_ids))
+
+
+def uncalibrated(folder: Path | None, exercise_ids: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `exercise_ids` that `folder`'s calibration of this course and machine has no test of: what a
+    class's grading times before its first student (the others' limits are kept)."""
+    timed = load(folder).reference
+    return tuple(e for e in exercise_ids if not any(f"/{e}/" in nodeid for nodeid in timed))
 
 
 def load(folder: Path | None, override: float | None = None) -> TimeLimits:

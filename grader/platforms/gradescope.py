@@ -98,12 +98,16 @@ def _tree(folder: Path, root: Path) -> dict[str, Path]:
     }
 
 
-def course_files(root: Path = paths.REPO_ROOT) -> dict[str, Path]:
-    """Every file of the course the zip holds, by its name in the zip (the scripts aside)."""
+def course_files(
+    root: Path = paths.REPO_ROOT, exercise_ids: tuple[str, ...] | None = None
+) -> dict[str, Path]:
+    """Every file of the course the zip holds, by its name in the zip (the scripts aside): the grader, and
+    the tests of the exercises it grades (`exercise_ids`; None: every one of the catalog)."""
     files = {name: root / name for name in ROOT_FILES}
     files |= _tree(root / "grader", root)
     for exercise in catalog.EXERCISES:
-        files |= _tree(exercise.tests_dir(root / "tests" / "exercises"), root)
+        if exercise_ids is None or exercise.id in exercise_ids:
+            files |= _tree(exercise.tests_dir(root / "tests" / "exercises"), root)
     return files
 
 
@@ -184,17 +188,20 @@ def build_gradescope_zip(
     part: the one part of the course the zip grades (its exercises of the assignment)."""
     out_zip = Path(out_zip)
     extra = course_file_bytes(course, out_zip) if course is not None else {}
+    whole = course or term.default_course()
     if part is not None:
         extra[PART_FILE] = f"{part}\n".encode()
         try:
-            course = (course or term.default_course()).part(part)
+            course = whole.part(part)
         except KeyError as exc:
             raise GradescopeBuildError(out_zip, [f"--part {part}: {exc.args[0]}"]) from None
     extra |= assignment_file_bytes(course, assignment, out_zip)
+    # the tests of what it grades, and of no other exercise
+    graded = whole.chosen(assignment, part) or tuple(e.id for e in whole.exercises)
     out_zip.parent.mkdir(parents=True, exist_ok=True)
     partial = out_zip.with_name(f".{out_zip.name}.part")
     try:
-        _write_zip(partial, course_files(), extra)
+        _write_zip(partial, course_files(exercise_ids=graded), extra)
         problems = verify_autograder_zip(partial, secrets=secrets)
         if problems:
             raise GradescopeBuildError(out_zip, problems)
@@ -232,20 +239,38 @@ def build_each_assignment(
 # -- verification -------------------------------------------------------------------------------------------
 
 
-def _required_entries() -> list[str]:
+def _required_entries(exercise_ids: tuple[str, ...]) -> list[str]:
     required = [*SCRIPTS, *ROOT_FILES, *REQUIRED_GRADER_FILES]
     for exercise in catalog.EXERCISES:
+        if exercise.id not in exercise_ids:
+            continue
         tests = f"tests/exercises/{exercise.id}"
         required += [f"{tests}/test_visible.py", f"{tests}/test_hidden.py"]
         required += list(_tree(exercise.tests_dir(), paths.REPO_ROOT))  # conftests too
     return list(dict.fromkeys(required))
 
 
-def _missing(names: set[str]) -> list[str]:
+def _missing(names: set[str], exercise_ids: tuple[str, ...]) -> list[str]:
     return [
         f"missing {name}" + (" (hidden tests)" if name.endswith("/test_hidden.py") else "")
-        for name in _required_entries()
+        for name in _required_entries(exercise_ids)
         if name not in names
+    ]
+
+
+def _others(names: set[str], exercise_ids: tuple[str, ...]) -> list[str]:
+    """Tests of exercises the zip does not grade: an assignment's autograder carries its own only."""
+    found = sorted(
+        {
+            parts[2]
+            for name in names
+            if len(parts := PurePosixPath(name).parts) > 3 and parts[:2] == ("tests", "exercises")
+        }
+        - set(exercise_ids)
+    )
+    return [
+        f"tests/exercises/{ex_id}/: the tests of an exercise this zip does not grade"
+        for ex_id in found
     ]
 
 
@@ -277,9 +302,12 @@ def _script_problems(zf: zipfile.ZipFile, names: set[str]) -> list[str]:
     return problems
 
 
-def _course_file_problems(zf: zipfile.ZipFile, names: set[str]) -> list[str]:
-    """A course file in the zip must be one grading can read (the problems term.load finds in it), and the
-    assignment the zip names one of its own (of the catalog's course, without a course file)."""
+def _graded_by(zf: zipfile.ZipFile, names: set[str]) -> tuple[tuple[str, ...] | None, list[str]]:
+    """The exercises the zip grades (its course file's, else the catalog's, narrowed to its part and its
+    assignment), and what is wrong with those files: a course file in the zip must be one grading can read
+    (the problems term.load finds in it), and the part and the assignment it names the course's own. With a
+    problem, None: what it grades is not known."""
+    everything = None
     course = term.default_course()
     if COURSE_FILE in names:
         with tempfile.TemporaryDirectory(prefix="shardlab-course-") as folder:
@@ -288,20 +316,23 @@ def _course_file_problems(zf: zipfile.ZipFile, names: set[str]) -> list[str]:
             try:
                 course = term.load(path)
             except term.CourseFileError as exc:
-                return [f"{COURSE_FILE}: {problem}" for problem in exc.problems]
+                return everything, [f"{COURSE_FILE}: {problem}" for problem in exc.problems]
+    part = slug = None
     if PART_FILE in names:
-        number = zf.read(PART_FILE).decode("utf-8", "replace").strip()
+        part = zf.read(PART_FILE).decode("utf-8", "replace").strip()
         try:
-            course = course.part(number)
+            course.part(part)
         except KeyError as exc:
-            return [f"{PART_FILE}: {exc.args[0]}"]
-    if ASSIGNMENT_FILE not in names:
-        return []
-    slug = zf.read(ASSIGNMENT_FILE).decode("utf-8", "replace").strip()
-    if slug not in {a.slug for a in course.assignments}:
-        known = ", ".join(a.slug for a in course.assignments)
-        return [f"{ASSIGNMENT_FILE}: {slug!r} is no assignment of the course (its slugs: {known})"]
-    return []
+            return everything, [f"{PART_FILE}: {exc.args[0]}"]
+    if ASSIGNMENT_FILE in names:
+        slug = zf.read(ASSIGNMENT_FILE).decode("utf-8", "replace").strip()
+        slugs = [a.slug for a in (course.part(part) if part else course).assignments]
+        if slug not in slugs:
+            known = ", ".join(slugs)
+            return everything, [
+                f"{ASSIGNMENT_FILE}: {slug!r} is no assignment of the course (its slugs: {known})"
+            ]
+    return course.chosen(slug, part) or tuple(e.id for e in course.exercises), []
 
 
 def _leaks(zf: zipfile.ZipFile, secrets: no_secrets.CourseSecrets | None) -> list[str]:
@@ -315,18 +346,19 @@ def verify_autograder_zip(
     path: str | Path, *, secrets: no_secrets.CourseSecrets | None = None
 ) -> list[str]:
     """What is wrong with an autograder zip, or [] when nothing is: required entries (Gradescope's two
-    scripts, executable, and every catalog exercise's visible and hidden tests), no unsafe path, and
-    nothing the GRADESCOPE policy of grader.platforms.no_secrets forbids (no solutions/, no compiled
-    file, no line of a reference solution in any file) against `secrets` (the course's own by default),
-    and a course file, when the zip holds one, that grading can read."""
+    scripts, executable, and the visible and hidden tests of every exercise it grades, and of no other), no
+    unsafe path, nothing the GRADESCOPE policy of grader.platforms.no_secrets forbids (no solutions/, no
+    compiled file, no line of a reference solution in any file) against `secrets` (the course's own by
+    default), and a course file, part and assignment, when the zip holds them, that grading can read."""
     try:
         with zipfile.ZipFile(path) as zf:
             names = {info.filename for info in zf.infolist() if not info.is_dir()}
+            graded, course_problems = _graded_by(zf, names)
             return (
-                _missing(names)
+                (_missing(names, graded) + _others(names, graded) if graded is not None else [])
                 + _unsafe(names)
                 + _script_problems(zf, names)
-                + _course_file_problems(zf, names)
+                + course_problems
                 + _leaks(zf, secrets)
             )
     except (OSError, zipfile.BadZipFile) as exc:

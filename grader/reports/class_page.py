@@ -16,6 +16,7 @@ import json
 import math
 import re
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,10 +204,24 @@ def _add_student(tallies: ClassTallies, out: Path, outcome: StudentOutcome) -> N
             override=graded.override,
             reasons=tuple(graded.late + graded.adjusted),
             adjusted=bool(graded.adjusted),
-            regraded=tuple(f"{r.exercise} at {r.at}" for r in results.regrades),
+            regraded=_regraded(results),
             refused=graded.refused,
             graded_at=results.graded_at,
         )
+    )
+
+
+def _regraded(results: GradingResults) -> tuple[str, ...]:
+    """Each exercise graded again, once, at its latest regrade: "ex04 at 2026-10-07T10:00:00+00:00 (3 times)"
+    (a status that listed every regrade grew a line per run)."""
+    latest: dict[str, str] = {}
+    times: Counter = Counter()
+    for record in results.regrades:
+        latest[record.exercise] = record.at
+        times[record.exercise] += 1
+    return tuple(
+        f"{ex} at {at}" + (f" ({times[ex]} times)" if times[ex] > 1 else "")
+        for ex, at in latest.items()
     )
 
 

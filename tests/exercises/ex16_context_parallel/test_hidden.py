@@ -60,7 +60,7 @@ def test_ulysses_attention_values(impl, n_devices, check_ulysses_values):
 
 @pytest.mark.points(1.5)
 @pytest.mark.rules("collectives", "values", "work", "traffic")
-def test_ulysses_attention_all_to_all_only(impl, n_devices, check_ulysses_program):
+def test_ulysses_attention_all_to_all_only_sizes(impl, n_devices, check_ulysses_program):
     n = n_devices
     check_ulysses_program(impl, n, 4 * n, n, D, seed=60 + n)
 

@@ -24,7 +24,7 @@ STACK = dict(B=4, T=32, D=64, H=8, Dh=8, F=128, L=4)
 @pytest.mark.points(1.5)
 @pytest.mark.rules("values", "layouts")
 @MESHES
-def test_shard_block_params(impl, shape, check_shard_params):
+def test_shard_block_params_meshes(impl, shape, check_shard_params):
     check_shard_params(impl, shape, BLOCKS[shape], seed=10)
 
 

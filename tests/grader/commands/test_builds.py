@@ -37,3 +37,63 @@ def test_gradescope_build_writes_the_autograder(tmp_path):
     assert "Configure Autograder" in done.stdout
     names = zipfile.ZipFile(tmp_path / "autograder.zip").namelist()
     assert {"setup.sh", "run_autograder"} <= set(names)
+
+
+TERM = """
+name = "Three homeworks"
+timezone = "UTC"
+
+[[assignment]]
+name = "HW1"
+due = 2026-10-05T23:59:00
+exercises = ["ex01", "ex02", "ex03", "ex04"]
+
+[[assignment]]
+name = "HW2"
+due = 2026-10-19T23:59:00
+exercises = ["ex05", "ex06", "ex07", "ex08"]
+
+[[assignment]]
+name = "HW3"
+due = 2026-11-02T23:59:00
+exercises = ["part 2"]
+"""
+
+
+def test_each_assignment_builds_for_nbgrader_and_gradescope_with_its_exercises_only(tmp_path):
+    """nbgrader once refused part 2 (two of its tests named alike in the visible and the hidden file) and
+    had no --assignment; Gradescope's zips of HW2 and HW3 once differed only in assignment.txt."""
+    (tmp_path / "course.toml").write_text(TERM)
+    expected = {
+        "HW1": {"ex01", "ex02", "ex03", "ex04"},
+        "HW2": {"ex05", "ex06", "ex07", "ex08"},
+        "HW3": {"ex14", "ex15", "ex16", "ex17", "ex18"},
+    }
+    for assignment, numbers in expected.items():
+        done = shardlab(
+            "nbgrader", "build", f"nb-{assignment}/", "--assignment", assignment, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        built = {
+            p.stem.split("_")[0]
+            for p in (tmp_path / f"nb-{assignment}" / "source").rglob("*.ipynb")
+        }
+        folders = {p.name for p in (tmp_path / f"nb-{assignment}" / "source").iterdir()}
+        assert built == numbers and folders == {assignment.lower()}, (
+            assignment,
+            built,
+            folders,
+        )  # slugs
+        done = shardlab(
+            "gradescope", "build", f"{assignment}.zip", "--assignment", assignment, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        names = zipfile.ZipFile(tmp_path / f"{assignment}.zip").namelist()
+        tested = {n.split("/")[2].split("_")[0] for n in names if n.startswith("tests/exercises/")}
+        assert tested == numbers, (assignment, tested)
+    # the whole term, every assignment in one course folder
+    done = shardlab("nbgrader", "build", "nb-term/", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert {p.name for p in (tmp_path / "nb-term" / "source").iterdir()} == {"hw1", "hw2", "hw3"}
+    done = shardlab("nbgrader", "build", "nb-x/", "--assignment", "HW9", cwd=tmp_path)
+    assert done.returncode == 2 and "no assignment named 'HW9'" in done.stderr

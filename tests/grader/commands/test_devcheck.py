@@ -69,6 +69,7 @@ def test_every_hidden_rule_kind_has_a_visible_sample_and_the_docs_table_is_curre
     findings = devcheck.Findings()
     devcheck.check_rules_sampled(findings, tests)
     devcheck.check_rules_table(findings, tests)
+    devcheck.check_names_apart(findings, tests)
     assert findings.ok, "\n".join(findings.problems)
 
 
@@ -99,6 +100,23 @@ def sampling_problems(tests: list[TestMeta], exercise: str = "ex05") -> list[str
     findings = devcheck.Findings()
     devcheck.check_rules_sampled(findings, tests)
     return [p for p in findings.problems if exercise in p and "its tests weigh" not in p]
+
+
+def test_a_test_named_alike_in_the_visible_and_the_hidden_file_is_a_problem():
+    """nbgrader's notebook holds both files' tests in one name space: `nbgrader build` refused part 2."""
+    findings = devcheck.Findings()
+    devcheck.check_names_apart(
+        findings,
+        [
+            meta("test_values[2dev]", Rule.VALUES),
+            meta("test_values[8dev]", Rule.VALUES, hidden=True),
+            meta("test_values_sizes[8dev]", Rule.VALUES, hidden=True),
+        ],
+    )
+    assert findings.problems == [
+        "ex05_collectives: test_values is defined in both test_visible.py and test_hidden.py: give the "
+        "hidden one a name of its own"
+    ]
 
 
 def test_a_rule_kind_only_hidden_tests_grade_is_a_problem():

@@ -56,8 +56,9 @@ def test_check_takes_only_the_parts_exercises(two_parts, capsys):
 
 
 def test_grade_and_grade_batch_grade_one_part(two_parts, tmp_path, capsys):
-    course, _ = course_and_options(GradingOptions(part=2))
-    assert [e.id for e in course.exercises] == [two_parts.id]
+    # the term stays whole (its other exercises' due dates and points); the part is what is graded
+    course, options = course_and_options(GradingOptions(part=2))
+    assert options.exercises == (two_parts.id,) and len(course.exercises) > 1
     # grade-batch grades each student with `shardlab grade` and these arguments
     assert "--part=2" in GradingOptions(part=2).arguments(GRADE)
     (tmp_path / "work").mkdir()
@@ -125,9 +126,9 @@ def test_verification_catches_a_part_the_course_does_not_have(two_parts, tmp_pat
 
 def test_the_parts_split_the_default_course(two_parts):
     whole, _ = course_and_options(GradingOptions())
-    split = [course_and_options(GradingOptions(part=p.number))[0] for p in catalog.PARTS]
-    assert [e for course in split for e in course.exercises] == list(whole.exercises)
-    assert sum(course.max_score for course in split) == whole.max_score
+    split = [course_and_options(GradingOptions(part=p.number))[1].exercises for p in catalog.PARTS]
+    assert [e for chosen in split for e in chosen] == [e.id for e in whole.exercises]
+    assert sum(whole.keeping(chosen).max_score for chosen in split) == whole.max_score
 
 
 def test_run_autograder_grades_the_zips_part_whatever_the_submission_holds(two_parts, tmp_path):

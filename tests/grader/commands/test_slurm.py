@@ -18,6 +18,7 @@ from grader.cli import build_parser
 from grader.commands import slurm
 from grader.core.options import GRADE_BATCH, GradingOptions
 from grader.course import catalog
+from grader.grading import batch
 from grader.grading.batch import student_folder
 from grader.grading.results import GradingResults
 from grader.harness import time_limits
@@ -175,12 +176,25 @@ def test_the_calibration_job_times_the_terms_exercises_when_one_was_never_timed(
     assert f"--course={tmp_path / 'ex01-ex02.toml'}" in calibrate
 
 
+def graded_on(klass: Path, out: Path, student: str, *exercises) -> None:
+    """A report of `student` holding `exercises` (default: every one), each graded from their files as now."""
+    from grader.grading.results import score_exercise
+    from grader.grading.submission_digest import digest
+
+    held = {}
+    for exercise in exercises or catalog.EXERCISES:
+        held[exercise.id] = score_exercise(exercise, [])
+        held[exercise.id].graded_from = digest(klass / student, exercise)
+        held[exercise.id].graded_at = "2026-10-06T08:00:00+00:00"
+    folder = student_folder(out, student)
+    folder.mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps(GradingResults(student, held).to_dict()))
+
+
 def test_students_already_graded_are_not_submitted_again(tmp_path):
     klass = make_class(tmp_path)
     out = tmp_path / "out"
-    alice = student_folder(out, "alice")
-    alice.mkdir(parents=True)
-    (alice / "report.json").write_text(json.dumps(GradingResults("alice", {}).to_dict()))
+    graded_on(klass, out, "alice")
     made = slurm.plan(klass, out, GradingOptions(test_timeout=30.0), slurm.SlurmRequest())
     assert made.skipped == ["alice"] and "alice" not in made.batch.todo
     forced = slurm.plan(
@@ -190,16 +204,10 @@ def test_students_already_graded_are_not_submitted_again(tmp_path):
 
 
 def test_a_student_whose_submission_changed_since_their_grading_is_submitted_again(tmp_path):
-    from grader.grading.submission_digest import digest
-
     klass = make_class(tmp_path)
     out = tmp_path / "out"
     for student in ("alice", "bob"):
-        folder = student_folder(out, student)
-        folder.mkdir(parents=True)
-        graded = GradingResults(student, {}, submission_digest=digest(klass / student))
-        graded.graded_at = "2026-10-06T08:00:00+00:00"
-        (folder / "report.json").write_text(json.dumps(graded.to_dict()))
+        graded_on(klass, out, student)
     changed = next(path for path in (klass / "bob").iterdir() if path.suffix == ".py")
     changed.write_text(changed.read_text() + "\n# resubmitted\n")
     made = slurm.plan(klass, out, GradingOptions(test_timeout=30.0), slurm.SlurmRequest())
@@ -207,6 +215,22 @@ def test_a_student_whose_submission_changed_since_their_grading_is_submitted_aga
     assert "bob" in made.batch.todo and made.changed == {
         "bob": "submission changed since its grading at 2026-10-06T08:00:00+00:00"
     }
+    # only what changed is graded again, into the report
+    assert made.batch.only == {"bob": [EX01.id]}
+
+
+def test_a_student_graded_on_one_assignment_is_submitted_for_the_next(tmp_path):
+    """Already graded is a fact about a student's exercise: grading HW2 once skipped the class graded on HW1."""
+    klass = make_class(tmp_path)
+    out = tmp_path / "out"
+    graded_on(klass, out, "alice", EX01)
+    hw2 = GradingOptions(test_timeout=30.0, exercises=("ex01", "ex02"))
+    made = slurm.plan(klass, out, hw2, slurm.SlurmRequest())
+    assert "alice" in made.batch.todo and made.batch.only["alice"] == [catalog.get("ex02").id]
+    assert made.changed["alice"] == "ex02 (not graded before)"
+    assert slurm.plan(
+        klass, out, GradingOptions(test_timeout=30.0, exercises=("ex01",)), slurm.SlurmRequest()
+    ).skipped == ["alice"]
 
 
 def test_a_task_on_a_node_with_another_course_grades_nobody(tmp_path):
@@ -440,4 +464,8 @@ def test_a_batch_of_one_part_grades_calibrates_and_publishes_that_part(two_parts
     assert "--part=2" in made.batch.grade_arguments
     # a fresh cache: the part's reference is timed first, that part only
     assert "--part=2" in made.scripts["calibrate"]
-    assert [e.id for e in made.batch.class_term().course.exercises] == [two_parts.id]
+    # the whole term is judged and published (no other part's lateness judged again); the part is graded
+    assert len(made.batch.class_term().course.exercises) > 1
+    assert batch.chosen_ids(made.batch.grade_options(), made.batch.class_term().course) == (
+        two_parts.id,
+    )

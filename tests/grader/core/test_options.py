@@ -112,16 +112,14 @@ def test_a_flag_given_wins_over_the_course_file_and_the_course_file_over_the_def
 
 
 def test_calibrating_from_a_batch_keeps_only_what_calibrate_takes():
-    """grade-batch calibrates before its first student: its term's exercises (the course file's), timed as they
-    will be graded, whatever --exercise it grades."""
+    """grade-batch calibrates before its first student: the exercises it grades that have no limits yet, timed
+    as they will be graded."""
     calibrating = SAMPLE.for_command(CALIBRATE)
     assert calibrating.course == SAMPLE.course
     assert f"--course={SAMPLE.course}" in calibrating.arguments(CALIBRATE)
-    assert (
-        calibrating.exercises == ()
-        and calibrating.visible_only is False
-        and calibrating.test_timeout is None
-    )
+    assert calibrating.visible_only is False and calibrating.test_timeout is None
+    # grade-batch gives it those it grades that have no limits yet
+    assert calibrating.exercises == SAMPLE.exercises
     assert (calibrating.memory_limit, calibrating.isolation, calibrating.parallel) == (
         3.5,
         "process",

@@ -72,6 +72,15 @@ def test_a_course_file_names_a_part_as_its_exercises(two_parts, tmp_path):
         term.CourseFileError, match="line 10: ex13_comm_costs is in two assignments"
     ):
         term.load(path)
+    # a part and one of its exercises in one assignment: said as such (once "in two assignments, 'second
+    # half' and 'second half'")
+    path.write_text(PARTS_COURSE.replace('["part 2"]', '["part 2", "ex13"]'))
+    with pytest.raises(term.CourseFileError) as caught:
+        term.load(path)
+    assert (
+        "ex13_comm_costs is listed twice in assignment 'second half' (a part listed holds its "
+        "exercises)" in str(caught.value)
+    )
 
 
 def test_course_check_prints_each_part_the_term_grades(two_parts, tmp_path):

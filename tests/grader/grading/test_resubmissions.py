@@ -1,6 +1,6 @@
 """Resubmissions without grading anything: what the submission digest reads of a hostile folder (within
-intake's bounds), when grade-batch grades a student again, the digest a partial regrade keeps, and the
-student `shardlab grade .` names."""
+intake's bounds), what grade-batch leaves to grade of a student exercise by exercise, the digest each exercise
+keeps, and the student `shardlab grade .` names."""
 
 from __future__ import annotations
 
@@ -51,26 +51,52 @@ def test_the_digest_of_a_hostile_folder_reads_within_intakes_bounds(tmp_path, mo
     assert read == [(EX01.module_file, submission.MAX_MODULE_BYTES + 1)]
 
 
-def test_a_changed_submission_is_graded_again_and_an_unchanged_one_is_not(tmp_path):
+def stamped(report: GradingResults, graded_from: str | None, at: str) -> GradingResults:
+    for exercise in report.exercises.values():
+        exercise.graded_from, exercise.graded_at = graded_from, at
+    return report
+
+
+def test_what_is_left_to_grade_is_decided_exercise_by_exercise(tmp_path):
     folder = tmp_path / "bob"
     folder.mkdir()
     (folder / EX01.module_file).write_text("x = 1\n")
-    report = graded(EX01)
-    report.submission_digest, report.graded_at = digest(folder), "2026-10-06T08:00:00+00:00"
-    assert batch.resubmitted(report, folder) is None
-    (folder / EX01.module_file).write_text("x = 2\n")
-    assert batch.resubmitted(report, folder) == (
-        "submission changed since its grading at 2026-10-06T08:00:00+00:00"
+    report = stamped(graded(EX01), digest(folder, EX01), "2026-10-06T08:00:00+00:00")
+    chosen = (EX01.id, EX02.id)
+    assert batch.pending(None, folder, chosen) == batch.Pending(chosen)
+    assert batch.pending(report, folder, (EX01.id,)).exercises == ()
+    # the next assignment: only what the report does not hold, into it
+    assert batch.pending(report, folder, chosen) == batch.Pending(
+        (EX02.id,), "ex02 (not graded before)", whole=False
     )
-    report.submission_digest = None  # a report older than digests cannot tell: skipped as before
-    assert batch.resubmitted(report, folder) is None
+    # another exercise's file handed in since: what ex01's grading read is unchanged
+    (folder / EX02.module_file).write_text("y = 1\n")
+    assert batch.pending(report, folder, (EX01.id,)).exercises == ()
+    (folder / EX01.module_file).write_text("x = 2\n")
+    assert batch.pending(report, folder, chosen) == batch.Pending(
+        chosen,
+        "submission changed since its grading at 2026-10-06T08:00:00+00:00; ex02 (not graded before)",
+    )
+    # a report older than digests cannot tell: kept as it is
+    assert batch.pending(stamped(report, None, None), folder, (EX01.id,)).exercises == ()
 
 
-def test_a_partial_regrade_keeps_the_digest_its_kept_exercises_were_graded_from():
-    earlier, new = graded(EX01, EX02), graded(EX02)
+def test_each_exercise_keeps_the_digest_it_was_graded_from():
+    earlier = stamped(graded(EX01, EX02), "old", "2026-10-06T08:00:00+00:00")
+    new = stamped(graded(EX02), "new", "2026-10-07T08:00:00+00:00")
     earlier.submission_digest, new.submission_digest = "old", "new"
-    assert regrade.merge(earlier, new, partial=True).submission_digest == "old"
-    assert regrade.merge(earlier, new, partial=False).submission_digest == "new"
+    merged = regrade.merge(earlier, new, partial=True)
+    assert merged.exercises[EX01.id].graded_from == "old"
+    assert merged.exercises[EX02.id].graded_from == "new"
+    assert merged.submission_digest == "new"  # the latest grading's
+    # and so does report.json
+    again = GradingResults.from_dict(merged.to_dict())
+    assert again.exercises[EX01.id].graded_at == "2026-10-06T08:00:00+00:00"
+    # an older report's exercises were all graded from its one digest
+    older = merged.to_dict()
+    for exercise in older["exercises"].values():
+        del exercise["graded_from"], exercise["graded_at"]
+    assert {e.graded_from for e in GradingResults.from_dict(older).exercises.values()} == {"new"}
 
 
 def test_grade_dot_names_the_student_after_the_folder(tmp_path, monkeypatch):

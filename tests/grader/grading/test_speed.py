@@ -48,13 +48,22 @@ def submission(folder, *exercises, twist: str = ""):
 def calibrated(tmp_path_factory):
     """ex01's tests timed on the reference here, into a cache folder of their own."""
     folder = tmp_path_factory.mktemp("course-cache")
-    return folder, calibrate(folder, cache=CompileCache(folder), exercises=[EX01.id])
+    told = []
+    timed = calibrate(
+        folder,
+        cache=CompileCache(folder),
+        exercises=[EX01.id],
+        progress=lambda exercise, tests: told.append((exercise, tests)),
+    )
+    return folder, timed, told
 
 
 def test_calibration_gives_each_test_a_limit_from_the_reference(calibrated):
-    folder, measured = calibrated
+    folder, measured, told = calibrated
     loaded = time_limits.load(folder)
     assert loaded.reference == measured.reference and len(loaded.reference) > 20
+    # its progress: the exercise, once its every test was timed
+    assert told == [(EX01.id, len(loaded.reference))]
     assert all(f"/{EX01.id}/" in nodeid for nodeid in loaded.reference)
     for nodeid, seconds in loaded.reference.items():
         assert 0 < seconds < FALLBACK_SECONDS
@@ -67,7 +76,7 @@ def test_calibration_gives_each_test_a_limit_from_the_reference(calibrated):
 
 
 def test_a_calibration_for_another_course_or_machine_is_not_used(calibrated, tmp_path):
-    folder, _ = calibrated
+    folder, _, _ = calibrated
     data = json.loads((folder / time_limits.FILE_NAME).read_text())
     (tmp_path / time_limits.FILE_NAME).write_text(json.dumps(data | {"fingerprint": "0" * 16}))
     stale = time_limits.load(tmp_path)
@@ -78,7 +87,7 @@ def test_a_calibration_for_another_course_or_machine_is_not_used(calibrated, tmp
 
 
 def test_test_timeout_overrides_the_calibration(calibrated):
-    folder, measured = calibrated
+    folder, measured, _ = calibrated
     forced = time_limits.load(folder, override=7.0)
     assert {forced.limit(nodeid) for nodeid in measured.reference} == {7.0}
 
@@ -142,7 +151,7 @@ def test_an_endless_loop_costs_seconds_per_exercise(calibrated, tmp_path):
     """Every call of make_data_mesh loops: two tests time out at their calibrated limit of processor
     time, the tests that call make_data_mesh after that are not run, and ex01's other functions are
     still graded."""
-    folder, _ = calibrated
+    folder, _, _ = calibrated
     sub = submission(
         tmp_path / "dave",
         EX01,
@@ -181,7 +190,7 @@ def test_an_endless_loop_costs_seconds_per_exercise(calibrated, tmp_path):
 
 def test_a_slow_honest_submission_is_not_cut_off(calibrated, tmp_path):
     """Each call of make_data_mesh takes 2 s longer than the reference's whole test: still within its limit."""
-    folder, _ = calibrated
+    folder, _, _ = calibrated
     sub = submission(
         tmp_path / "erin",
         EX01,
@@ -289,7 +298,7 @@ def test_exercises_are_shared_by_the_references_time():
 
 
 def test_a_copy_of_the_calibration_is_what_the_harness_applies(calibrated, tmp_path):
-    folder, measured = calibrated
+    folder, measured, _ = calibrated
     copy = measured.save(tmp_path / "limits.json")
     in_harness = TimeLimits.for_harness(copy, None)
     assert in_harness.reference == measured.reference
@@ -300,7 +309,7 @@ def test_a_copy_of_the_calibration_is_what_the_harness_applies(calibrated, tmp_p
 def test_grade_batch_uses_the_class_cache_and_its_calibration(calibrated, tmp_path):
     """The command line: a calibrated cache folder is used as it is (no second calibration), every
     student's report says which limits and cache were in force, and the cores are shared out."""
-    folder, _ = calibrated
+    folder, _, _ = calibrated
     cache = tmp_path / "class-cache"
     shutil.copytree(folder, cache, ignore=shutil.ignore_patterns("xla"))
     submission(tmp_path / "class" / "hana", EX01)
@@ -365,7 +374,7 @@ def test_calibrating_a_term_times_its_exercises_only_and_keeps_the_others(calibr
     """`shardlab calibrate` with a term's course file: its exercises only (here ex02), the earlier
     calibration's ex01 kept as it was, no other exercise timed; --ship refuses a term that is not the
     catalog (the shipped timings are every exercise's)."""
-    folder, earlier = calibrated
+    folder, earlier, _ = calibrated
     cache = tmp_path / "cache"
     cache.mkdir()
     shutil.copyfile(folder / time_limits.FILE_NAME, cache / time_limits.FILE_NAME)
@@ -418,7 +427,8 @@ def test_grade_batch_with_a_course_file_calibrates_the_terms_exercises_only(tmp_
         timeout=1200,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "timing the reference solutions of 1 exercise(s)" in done.stdout
+    assert "timing the reference solutions of 1 exercise(s) (ex02)" in done.stdout
+    assert f"  timed {EX02.id} (" in done.stdout and "(1 of 1)" in done.stdout
     timed = time_limits.load(cache).reference
     assert timed and {nodeid.split("/")[2] for nodeid in timed} == {EX02.id}
     report = json.loads((student_folder(tmp_path / "graded", "hana") / "report.json").read_text())

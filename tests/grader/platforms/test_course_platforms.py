@@ -406,7 +406,11 @@ def test_the_zip_holds_the_course_file_whole(course_zip, course):
     assert shipped == Path(course.source.path).read_bytes()
     assert b"bob.secretname" in shipped  # the instructor's: extensions included
     assert gradescope.verify_autograder_zip(course_zip) == []
-    assert {f"tests/exercises/{e.id}/test_hidden.py" for e in catalog.EXERCISES} <= names
+    # week1's hidden tests, and no other exercise's
+    hidden = {n for n in names if n.endswith("/test_hidden.py")}
+    assert hidden == {
+        f"tests/exercises/{e}/test_hidden.py" for e in course.assignment("week1").exercises
+    }
 
 
 def test_without_a_course_the_zip_has_no_course_file(tmp_path):
@@ -544,7 +548,30 @@ def test_a_zip_of_a_several_assignment_term_names_its_assignment(course, tmp_pat
     for path, assignment in zip(zips, course.assignments, strict=True):
         with zipfile.ZipFile(path) as zf:
             assert zf.read("assignment.txt").decode() == assignment.slug + "\n"
+            # its own exercises' tests and no other's (every zip once carried all 18 exercises' hidden tests)
+            tested = {n.split("/")[2] for n in zf.namelist() if n.startswith("tests/exercises/")}
+        assert tested == set(assignment.exercises), path.name
         assert gradescope.verify_autograder_zip(path) == []
+
+
+def test_verification_refuses_a_zip_that_carries_another_assignments_tests(course, tmp_path):
+    week2 = gradescope.build_gradescope_zip(
+        tmp_path / "week2.zip", course=course, assignment="week2"
+    )
+    week1 = gradescope.build_gradescope_zip(
+        tmp_path / "week1.zip", course=course, assignment="week1"
+    )
+    mixed = tmp_path / "mixed.zip"
+    with zipfile.ZipFile(week2) as source, zipfile.ZipFile(mixed, "w") as target:
+        for info in source.infolist():
+            target.writestr(info, source.read(info))
+        with zipfile.ZipFile(week1) as other:
+            for info in other.infolist():
+                if info.filename.startswith("tests/exercises/ex01_meshes/"):
+                    target.writestr(info, other.read(info))
+    assert gradescope.verify_autograder_zip(mixed) == [
+        "tests/exercises/ex01_meshes/: the tests of an exercise this zip does not grade"
+    ]
 
 
 def test_verification_catches_an_assignment_the_course_does_not_have(course_zip, tmp_path):

@@ -4,6 +4,7 @@ real Chromium. Nothing here runs a grading."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -508,6 +509,24 @@ def test_a_refused_file_of_a_graded_student_is_on_the_class_page(out):
     assert "ex01_meshes.ipynb is not a readable notebook" in section.text
 
 
+def test_the_status_names_each_exercise_regraded_once(out):
+    """Five re-runs once grew a student's status by a line each: an exercise regraded again is counted."""
+    from grader.grading.results import Regrade
+
+    graded = dataclasses.replace(
+        CLASS["bob"],
+        regrades=[Regrade(EX01, f"2026-10-0{day}T10:00:00+00:00", 3.33, 10.0) for day in (5, 6, 7)]
+        + [Regrade(EX04, "2026-10-06T09:00:00+00:00", 0.0, 0.0)],
+    )
+    write_report_json(graded, student_folder(out, "bob") / "report.json")
+    page = parse(class_page(out, [StudentOutcome("bob", "graded")]))
+    row = next(r for r in page.all("tr") if r.attrs.get("data-student") == "bob")
+    assert row.all("td")[-1].text == (
+        "graded; regraded ex01_meshes at 2026-10-07T10:00:00+00:00 (3 times); regraded "
+        "ex04_sharded_layer at 2026-10-06T09:00:00+00:00"
+    )
+
+
 def test_no_refused_section_when_nothing_was_refused(written):
     _, page = written
     assert not page.all("section", id="refused")
@@ -532,6 +551,35 @@ def test_the_why_column_wraps_inside_the_window(browser, page_visit, out):
         assert lines > 1, (width, lines)
         if width == 1400:
             assert box["x"] + box["width"] <= width, box
+
+
+def test_with_thirteen_exercises_the_status_and_why_stay_in_a_1400_px_window(
+    browser, page_visit, out
+):
+    """An instructor's term of 13 exercises ran both columns off a 1400 px window."""
+    many = [e for e in catalog.EXERCISES][:13]
+    graded = late("alice")
+    exercises = {
+        e.id: score_exercise(
+            e, [TestResult(f"tests/exercises/{e.id}/test_hidden.py::t", e.id, True, 1.0, P)]
+        )
+        for e in many
+    }
+    exercises[EX04] = graded.exercises[EX04]  # late, with a long reason
+    graded.exercises = exercises
+    write_report_json(graded, student_folder(out, "alice") / "report.json")
+    path = write_class_page(out, [StudentOutcome("alice", "graded")])
+    with page_visit(browser, path) as seen:
+        seen.page.set_viewport_size({"width": 1400, "height": 900})
+        row = seen.page.locator("tr[data-student='alice']")
+        assert row.locator("td[data-exercise]").count() == 13
+        for cell in ("td.status", "td.why"):
+            box = row.locator(cell).bounding_box()
+            assert box["x"] + box["width"] <= 1400, (cell, box)
+        page = seen.page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+    assert page <= 0, page
 
 
 def test_after_an_override_the_statuses_say_graded_and_who_was_adjusted(out):
