@@ -8,9 +8,12 @@ use their own compile cache (grader.grading.compile_cache), here a session folde
 never the user's."""
 
 import atexit
+import csv
+import json
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import zlib
@@ -224,6 +227,38 @@ def local_slurm():
         pytest.skip(missing)
     with local.started() as cluster:
         yield cluster
+
+
+class ClassCommands:
+    """The staff's commands over a graded class, as a term's tests run them."""
+
+    @staticmethod
+    def run(*arguments: str, cwd: Path) -> subprocess.CompletedProcess:
+        """`python -m grader.cli ARGUMENTS` in `cwd`, which must succeed (the ends of its output if not)."""
+        done = subprocess.run(
+            [sys.executable, "-m", "grader.cli", *arguments],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            cwd=cwd,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done
+
+    @staticmethod
+    def grades(out: Path) -> dict[str, dict[str, str]]:
+        """grades.csv of the class graded into `out`, by student."""
+        with (out / "grades.csv").open(newline="") as handle:
+            return {row["student"]: row for row in csv.DictReader(handle)}
+
+    @staticmethod
+    def report(out: Path, student: str) -> dict:
+        return json.loads((out / "students" / student / "report.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def class_commands() -> ClassCommands:
+    return ClassCommands()
 
 
 @pytest.fixture(scope="session")

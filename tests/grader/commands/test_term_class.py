@@ -107,30 +107,10 @@ def make_class(root: Path) -> Path:
     return klass
 
 
-def shardlab(*arguments: str, cwd: Path) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "grader.cli", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        cwd=cwd,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done
-
-
-def grades(out: Path) -> dict[str, dict[str, str]]:
-    with (out / "grades.csv").open(newline="") as handle:
-        return {row["student"]: row for row in csv.DictReader(handle)}
-
-
-def report(out: Path, student: str) -> dict:
-    return json.loads((out / "students" / student / "report.json").read_text())
-
-
 @pytest.fixture(scope="module")
-def term(tmp_path_factory):
+def term(tmp_path_factory, class_commands):
     """The class graded, adjusted, regraded and exported; the outputs kept at each step."""
+    shardlab, grades, report = class_commands.run, class_commands.grades, class_commands.report
     root = tmp_path_factory.mktemp("term")
     (root / "course.toml").write_text(COURSE)
     (root / "roster.csv").write_text(ROSTER)
@@ -171,6 +151,7 @@ def term(tmp_path_factory):
     return {
         "root": root,
         "out": out,
+        "grades": grades(out),
         "before": before,
         "after": after,
         "after_override": after_override,
@@ -187,7 +168,7 @@ def test_the_term_grades_only_its_exercises_with_its_points(term):
 
 
 def test_a_late_student_loses_ten_percent_per_day_started_and_an_extended_one_nothing(term):
-    rows = grades(term["out"])
+    rows = term["grades"]
     bob, carol = rows["bob"], rows["carol"]
     # bob: week1 two days started late (20% of 30), week2 on time; ex05 is alt_correct's, all passing.
     assert (
@@ -209,7 +190,7 @@ def test_an_adjustment_shows_with_its_reason_and_never_enters_the_raw_results(te
     dave = term["after_override"]["dave"]
     assert float(dave["raw"]) == 30 and float(dave["adjusted"]) == -3 and float(dave["total"]) == 27
     assert "by Prof. Ann: the same answer as the worked example" in dave["adjustments"]
-    assert float(grades(term["out"])["dave"]["total"]) == 27  # kept across the regrade
+    assert float(term["grades"]["dave"]["total"]) == 27  # kept across the regrade
     raw = (term["out"] / "students" / "dave" / "report.json").read_text()
     assert "Prof. Ann" not in raw and term["after"]["dave"]["final"] == 30
     assert "Prof. Ann" in (term["out"] / "students" / "dave" / "feedback.html").read_text()
@@ -230,7 +211,7 @@ def test_a_regrade_of_one_exercise_keeps_every_other_exercise_as_it_was(term):
         )
         # the time recorded is kept
         assert after["term"]["submitted_at"] == before["term"]["submitted_at"]
-    assert float(grades(term["out"])["bob"]["late_penalty"]) == 6.0
+    assert float(term["grades"]["bob"]["late_penalty"]) == 6.0
 
 
 def test_the_copy_is_flagged_on_the_class_page(term):
@@ -282,7 +263,7 @@ def test_canvas_takes_the_totals_under_the_rosters_ids(term):
 
 
 def test_gradescopes_metadata_gives_the_submission_time_the_due_date_and_the_extended_student(
-    tmp_path,
+    tmp_path, class_commands
 ):
     """run_autograder's route: `shardlab grade --submission-metadata` on Gradescope's real format. The course
     file gives ex01 no due date, so Gradescope's applies; the second submitter's sid has an extension."""
@@ -311,7 +292,7 @@ def test_gradescopes_metadata_gives_the_submission_time_the_due_date_and_the_ext
         metadata["users"] = metadata["users"][:1] + users
         (tmp_path / "submission_metadata.json").write_text(json.dumps(metadata))
         out = tmp_path / f"out-{percent}"
-        shardlab(
+        class_commands.run(
             "grade",
             str(submission),
             "--out",

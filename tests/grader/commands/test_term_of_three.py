@@ -10,10 +10,7 @@ partial regrade once kept the old submission digest, so every later run said "su
 from __future__ import annotations
 
 import csv
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -91,32 +88,12 @@ FINAL = {
 LATE = {"alice": {EX01.id: 0, EX05.id: 0}, "bob": {EX01.id: 0, EX05.id: 20}}
 
 
-def shardlab(*arguments: str, cwd: Path) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "grader.cli", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        cwd=cwd,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done
-
-
-def grades(out: Path) -> dict[str, dict[str, str]]:
-    with (out / "grades.csv").open(newline="") as handle:
-        return {row["student"]: row for row in csv.DictReader(handle)}
-
-
-def reports(out: Path) -> dict[str, dict]:
-    return {
-        s: json.loads((out / "students" / s / "report.json").read_text())
-        for s in ("alice", "bob", "carol")
-    }
+def reports(out: Path, commands) -> dict[str, dict]:
+    return {s: commands.report(out, s) for s in ("alice", "bob", "carol")}
 
 
 @pytest.fixture(scope="module")
-def term(tmp_path_factory):
+def term(tmp_path_factory, class_commands):
     root = tmp_path_factory.mktemp("term")
     (root / "course.toml").write_text(COURSE)
     (root / "roster.csv").write_text(ROSTER)
@@ -134,10 +111,10 @@ def term(tmp_path_factory):
     steps, seen = {}, {}
 
     def step(name: str, *arguments: str) -> None:
-        steps[name] = shardlab(*batch, *arguments, cwd=root)
+        steps[name] = class_commands.run(*batch, *arguments, cwd=root)
         seen[name] = {
-            "reports": reports(out),
-            "grades": grades(out),
+            "reports": reports(out, class_commands),
+            "grades": class_commands.grades(out),
             "page": (out / "index.html").read_text(),
         }
 
@@ -149,7 +126,7 @@ def term(tmp_path_factory):
     module.write_text(module.read_text() + "\n# resubmitted\n")
     step("resubmitted")
     step("again")
-    steps["export"] = shardlab(
+    steps["export"] = class_commands.run(
         "export",
         str(out),
         "--course",

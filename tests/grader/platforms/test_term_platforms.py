@@ -226,39 +226,43 @@ def unpack(zip_path: Path, folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def python(zips, tmp_path_factory) -> str:
-    """A venv with the grader installed from HW2's unpacked zip, as setup.sh installs it (the pinned
-    dependencies through a .pth naming this environment's, as test_gradescope's venv does)."""
-    source = unpack(zips[HW2], tmp_path_factory.mktemp("venv-source") / "source")
-    venv = tmp_path_factory.mktemp("venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    purelib = subprocess.run(
-        [
-            str(venv / "bin" / "python"),
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    (Path(purelib) / "pinned.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(venv / "bin" / "python"),
-            "install",
-            "--quiet",
-            "--no-deps",
-            "-e",
-            str(source),
-        ],
-        check=True,
-    )
-    return str(venv / "bin" / "python")
+def pythons(zips, tmp_path_factory) -> dict[str, str]:
+    """A venv per zip with the grader installed from that zip, unpacked, as its setup.sh installs it (the
+    pinned dependencies through a .pth naming this environment's, as test_gradescope's venv does): each zip
+    holds its own assignment's tests only, as each Gradescope assignment's container does."""
+    found = {}
+    for name, zip_path in zips.items():
+        source = unpack(zip_path, tmp_path_factory.mktemp(f"venv-source-{name}") / "source")
+        venv = tmp_path_factory.mktemp(f"venv-{name}") / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        purelib = subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        (Path(purelib) / "pinned.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                str(venv / "bin" / "python"),
+                "install",
+                "--quiet",
+                "--no-deps",
+                "-e",
+                str(source),
+            ],
+            check=True,
+        )
+        found[name] = str(venv / "bin" / "python")
+    return found
 
 
 def run_autograder(
@@ -311,7 +315,9 @@ def reference(exercise_id: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_each_assignments_zip_scores_and_dates_that_assignment_only(course, zips, python, tmp_path):
+def test_each_assignments_zip_scores_and_dates_that_assignment_only(
+    course, zips, pythons, tmp_path
+):
     """Before: "Total 20/80" in every assignment, HW1's late penalty applied again inside HW2."""
     ex01, ex05 = course.exercise("ex01"), course.exercise("ex05")
     # HW2's submission carries HW1's work too, and a course.toml and assignment.txt of its own
@@ -322,7 +328,7 @@ def test_each_assignments_zip_scores_and_dates_that_assignment_only(course, zips
     hw2 = run_autograder(
         tmp_path,
         zips[HW2],
-        python,
+        pythons[HW2],
         ALICE[HW2],
         reference("ex05") | reference("ex01") | hostile,
         "Homework 2",
@@ -341,7 +347,7 @@ def test_each_assignments_zip_scores_and_dates_that_assignment_only(course, zips
     assert markdown.text(reason) in hw2["output"]
 
     hw1 = run_autograder(
-        tmp_path, zips[HW1], python, ALICE[HW1], reference("ex01"), "Homework 1: meshes"
+        tmp_path, zips[HW1], pythons[HW1], ALICE[HW1], reference("ex01"), "Homework 1: meshes"
     )
     assert {tag for t in hw1["tests"] for tag in t["tags"] if tag.startswith("ex")} == {ex01.id}
     assert (
