@@ -64,7 +64,7 @@ def release_command(args) -> int:
             args.out,
             course_name=args.course_name,
             force=args.force,
-            course=course_of_part(args.course, args.part),
+            course=course_of_part(args.course, args.part, args.assignment),
         )
     except ShardlabError as exc:
         print(f"shardlab release: {exc}", file=sys.stderr)

@@ -301,9 +301,9 @@ class GradingOptions:
         None,
         "--assignment",
         "one assignment of the course file, by its name or slug: only its exercises are graded, each with "
-        "the course file's due date and points; the other assignments' grades are kept as graded (gradescope "
-        "build, nbgrader build: only this assignment's exercises)",
-        commands=frozenset({GRADE, GRADE_BATCH, "gradescope build", "nbgrader build"}),
+        "the course file's due date and points; the other assignments' grades are kept as graded (release, "
+        "gradescope build, nbgrader build: only this assignment's exercises)",
+        commands=frozenset({GRADE, GRADE_BATCH, "release", "gradescope build", "nbgrader build"}),
         type=str,
         metavar="NAME",
     )

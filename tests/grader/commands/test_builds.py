@@ -60,7 +60,7 @@ exercises = ["part 2"]
 """
 
 
-def test_each_assignment_builds_for_nbgrader_and_gradescope_with_its_exercises_only(tmp_path):
+def test_each_assignment_builds_for_every_platform_with_its_exercises_only(tmp_path):
     """nbgrader once refused part 2 (two of its tests named alike in the visible and the hidden file) and
     had no --assignment; Gradescope's zips of HW2 and HW3 once differed only in assignment.txt."""
     (tmp_path / "course.toml").write_text(TERM)
@@ -91,6 +91,15 @@ def test_each_assignment_builds_for_nbgrader_and_gradescope_with_its_exercises_o
         names = zipfile.ZipFile(tmp_path / f"{assignment}.zip").namelist()
         tested = {n.split("/")[2].split("_")[0] for n in names if n.startswith("tests/exercises/")}
         assert tested == numbers, (assignment, tested)
+        # the handout (a GitHub Classroom assignment's template): its stubs and visible tests only
+        done = shardlab(
+            "release", f"handout-{assignment}/", "--assignment", assignment, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        handout = tmp_path / f"handout-{assignment}"
+        stubs = {p.stem.split("_")[0] for p in (handout / "exercises").glob("ex*.py")}
+        tests = {p.name.split("_")[0] for p in (handout / "tests" / "exercises").iterdir()}
+        assert stubs == tests == numbers, (assignment, stubs, tests)
     # the whole term, every assignment in one course folder
     done = shardlab("nbgrader", "build", "nb-term/", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
