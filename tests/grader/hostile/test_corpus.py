@@ -268,11 +268,13 @@ def graded(tmp_path_factory):
 
 
 def expected_score(case: Case, results: GradingResults) -> float:
-    """What the case earns by its expectations alone: the tests expected to pass, and nothing else."""
+    """What the case earns by its expectations: the tests expected to pass, and those that may pass or not
+    (an abort that may fall after its call's answer) where they passed; nothing else."""
     return sum(
         t.max_score
         for t in results.tests()
         if accepted(case.expected(t.exercise, t.name)) == ("passed",)
+        or ("passed" in accepted(case.expected(t.exercise, t.name)) and t.category == "passed")
     )
 
 
