@@ -127,10 +127,9 @@ def grade_command(args) -> int:
     # what was read, before grading reads it: the whole, and each exercise's
     digest = submission_digest.digest(args.submission)
     try:
-        read_for = {
-            ex_id: submission_digest.digest(args.submission, course.exercise(ex_id))
-            for ex_id in chosen_ids(options, course)
-        }
+        read_for = submission_digest.exercise_digests(
+            args.submission, [course.exercise(ex_id) for ex_id in chosen_ids(options, course)]
+        )
     except ShardlabError as exc:
         print(f"shardlab grade: {exc}", file=sys.stderr)
         return 2

@@ -41,7 +41,7 @@ from grader.course.term import Course, default_course
 from grader.grading import lateness, regrade, spreadsheet
 from grader.grading.results import GradingResults, read_report
 from grader.grading.standing import Standing, standing
-from grader.grading.submission_digest import digest
+from grader.grading.submission_digest import exercise_digests
 from grader.harness import timing_lock
 from grader.sandbox import cgroups, confinement, disk
 
@@ -177,11 +177,9 @@ def pending(earlier: GradingResults | None, submission: Path, chosen: tuple[str,
         return Pending(chosen)
     held = earlier.exercises
     new = [e for e in chosen if e not in held]
-    changed = [
-        e
-        for e in chosen
-        if e in held and held[e].graded_from not in (None, digest(submission, catalog.get(e)))
-    ]
+    recorded = [e for e in chosen if e in held and held[e].graded_from is not None]
+    now = exercise_digests(submission, [catalog.get(e) for e in recorded])
+    changed = [e for e in recorded if held[e].graded_from != now[e]]
     why = []
     if changed:
         times = sorted({held[e].graded_at or "an unknown time" for e in changed})

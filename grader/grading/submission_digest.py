@@ -25,33 +25,45 @@ from grader.grading.submission import (
 _CHUNK = 1 << 20
 
 
-def digest(source: str | Path, exercise: catalog.Exercise | None = None) -> str:
-    """sha256 of what grading reads of `source` (a folder, a .zip or one module); "" for nothing readable.
-    With `exercise`, of what grading reads for that exercise: of a folder, its module and notebook only (a
-    resubmission of another exercise leaves it as graded); of a .zip or a module, the whole."""
-    source = Path(source)
-    sha = hashlib.sha256()
+def digest(source: str | Path) -> str:
+    """sha256 of what grading reads of `source` (a folder, a .zip or one module); "" for nothing readable."""
+    return _digests(Path(source), [None])[None]
+
+
+def exercise_digests(source: str | Path, exercises: list[catalog.Exercise]) -> dict[str, str]:
+    """Each exercise's digest, by id, from one read of `source`: of a folder, what grading reads for that
+    exercise (its module and notebook only: a resubmission of another exercise leaves it as graded); of a
+    .zip or a module, the whole's."""
+    found = _digests(Path(source), [e.module_file.removesuffix(".py") for e in exercises])
+    return {e.id: found[e.module_file.removesuffix(".py")] for e in exercises}
+
+
+def _digests(source: Path, stems: list[str | None]) -> dict[str | None, str]:
+    """The digest of `source` for each module stem (None: the whole), each file read once."""
     if source.is_dir():
         modules, notebooks, _ = folder_reads(source)
-        stem = exercise.module_file.removesuffix(".py") if exercise is not None else None
+        shas = {stem: hashlib.sha256() for stem in stems}
         for parts, path in sorted({**modules, **notebooks}.items()):
-            if stem is not None and parts[-1].rsplit(".", 1)[0] != stem:
+            mine = [shas[stem] for stem in (None, parts[-1].rsplit(".", 1)[0]) if stem in shas]
+            if not mine:
                 continue
             limit = MAX_MODULE_BYTES if parts in modules else MAX_NOTEBOOK_BYTES
             data = head(path, limit)
-            sha.update(f"{'/'.join(parts)}\0{len(data)}\0".encode())
-            sha.update(data)
-    elif source.is_file():
-        status = source.stat()
-        if status.st_size > MAX_ZIP_BYTES:
-            # beyond what intake would take whole: its size and time say a new one came
-            sha.update(f"{status.st_size}\0{status.st_mtime_ns}".encode())
-        else:
-            left = MAX_ZIP_BYTES + 1  # a file that grows while read is still read within the bound
-            with source.open("rb") as file:
-                while left > 0 and (chunk := file.read(min(_CHUNK, left))):
-                    sha.update(chunk)
-                    left -= len(chunk)
+            for sha in mine:
+                sha.update(f"{'/'.join(parts)}\0{len(data)}\0".encode())
+                sha.update(data)
+        return {stem: sha.hexdigest() for stem, sha in shas.items()}
+    if not source.is_file():
+        return dict.fromkeys(stems, "")
+    sha = hashlib.sha256()
+    status = source.stat()
+    if status.st_size > MAX_ZIP_BYTES:
+        # beyond what intake would take whole: its size and time say a new one came
+        sha.update(f"{status.st_size}\0{status.st_mtime_ns}".encode())
     else:
-        return ""
-    return sha.hexdigest()
+        left = MAX_ZIP_BYTES + 1  # a file that grows while read is still read within the bound
+        with source.open("rb") as file:
+            while left > 0 and (chunk := file.read(min(_CHUNK, left))):
+                sha.update(chunk)
+                left -= len(chunk)
+    return dict.fromkeys(stems, sha.hexdigest())

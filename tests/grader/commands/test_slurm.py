@@ -179,12 +179,12 @@ def test_the_calibration_job_times_the_terms_exercises_when_one_was_never_timed(
 def graded_on(klass: Path, out: Path, student: str, *exercises) -> None:
     """A report of `student` holding `exercises` (default: every one), each graded from their files as now."""
     from grader.grading.results import score_exercise
-    from grader.grading.submission_digest import digest
+    from grader.grading.submission_digest import exercise_digests
 
     held = {}
     for exercise in exercises or catalog.EXERCISES:
         held[exercise.id] = score_exercise(exercise, [])
-        held[exercise.id].graded_from = digest(klass / student, exercise)
+        held[exercise.id].graded_from = exercise_digests(klass / student, [exercise])[exercise.id]
         held[exercise.id].graded_at = "2026-10-06T08:00:00+00:00"
     folder = student_folder(out, student)
     folder.mkdir(parents=True)

@@ -5,6 +5,7 @@ keeps, and the student `shardlab grade .` names."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 
 from grader.commands.grading import submission_time
@@ -12,7 +13,7 @@ from grader.core.results import Category, TestResult
 from grader.course import catalog, term
 from grader.grading import batch, regrade, submission
 from grader.grading.results import GradingResults, score_exercise
-from grader.grading.submission_digest import digest
+from grader.grading.submission_digest import digest, exercise_digests
 
 EX01, EX02, EX03 = (catalog.get(n) for n in ("ex01", "ex02", "ex03"))
 
@@ -49,6 +50,13 @@ def test_the_digest_of_a_hostile_folder_reads_within_intakes_bounds(tmp_path, mo
     monkeypatch.setattr("grader.grading.submission_digest.head", counted)
     assert len(digest(folder)) == 64
     assert read == [(EX01.module_file, submission.MAX_MODULE_BYTES + 1)]
+    # each exercise's digest, from one read of the folder: the module read once, not once per exercise
+    read.clear()
+    each = exercise_digests(folder, [EX01, EX02, EX03])
+    assert read == [(EX01.module_file, submission.MAX_MODULE_BYTES + 1)]
+    # only ex01's module is read: its digest is the folder's, the link's and the FIFO's that of nothing
+    assert each[EX01.id] == digest(folder)
+    assert each[EX02.id] == each[EX03.id] == hashlib.sha256().hexdigest()
 
 
 def stamped(report: GradingResults, graded_from: str | None, at: str) -> GradingResults:
@@ -61,7 +69,9 @@ def test_what_is_left_to_grade_is_decided_exercise_by_exercise(tmp_path):
     folder = tmp_path / "bob"
     folder.mkdir()
     (folder / EX01.module_file).write_text("x = 1\n")
-    report = stamped(graded(EX01), digest(folder, EX01), "2026-10-06T08:00:00+00:00")
+    report = stamped(
+        graded(EX01), exercise_digests(folder, [EX01])[EX01.id], "2026-10-06T08:00:00+00:00"
+    )
     chosen = (EX01.id, EX02.id)
     assert batch.pending(None, folder, chosen) == batch.Pending(chosen)
     assert batch.pending(report, folder, (EX01.id,)).exercises == ()
