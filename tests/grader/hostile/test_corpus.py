@@ -324,6 +324,16 @@ def test_each_case_gets_exactly_what_it_earned(graded, case):
 
 
 @pytest.mark.slow
+def test_an_xla_abort_names_its_signal(graded):
+    """The heap corruption of aborts_xla_in_a_call may hang a call or go unnoticed in it (so each of those
+    tests accepts that), but it does abort: six calls corrupt the heap, and at least one of them is graded
+    as the crash it was, naming the signal."""
+    crashed = [t for t in graded.results["aborts_xla_in_a_call"].tests() if t.category == "crashed"]
+    assert crashed, "no call of aborts_xla_in_a_call was graded as crashed"
+    assert all("killed by SIG" in t.message for t in crashed), [t.message[:200] for t in crashed]
+
+
+@pytest.mark.slow
 def test_the_worker_was_sandboxed(graded):
     isolation = graded.results["zz_honest_classmate"].environment.isolation
     print(f"\nisolation in force: {isolation.level} ({isolation.described})")
