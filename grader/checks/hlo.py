@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
+from grader.checks import compile_policy
 from grader.checks.tracing import compiling_for
 from grader.core.errors import ShardlabError
 
@@ -56,9 +57,46 @@ class CollectiveOp:
 
 
 def compiled(fn, *args, **kwargs) -> jax.stages.Compiled:
-    """jit, lower and compile `fn` for these arguments (already-jitted functions are fine too)."""
-    with compiling_for((args, kwargs)):
-        return jax.jit(fn).lower(*args, **kwargs).compile()
+    """jit, lower and compile `fn` for these arguments (already-jitted functions are fine too), as hard as
+    grader.checks.compile_policy says."""
+
+    def compile() -> jax.stages.Compiled:
+        with compiling_for((args, kwargs)):
+            return jax.jit(fn).lower(*args, **kwargs).compile()
+
+    program = compile()
+    if compile_policy.cross_checking():
+        assert_same_program(program, compile_policy.compiled_the_other_way(compile))
+    return program
+
+
+def assert_same_program(program: jax.stages.Compiled, other: jax.stages.Compiled) -> None:
+    """The two compilations are the same program: their text (metadata aside: the Python lines it was
+    traced from), memory and flops (grader.checks.compile_policy's cross-check)."""
+    facts, other_facts = _compiled_facts(program), _compiled_facts(other)
+    differing = [name for name in facts if facts[name] != other_facts[name]]
+    assert not differing, (
+        f"compiled quickly and fully optimized, this program differs in {', '.join(differing)}: a "
+        "program whose facts depend on how hard XLA optimizes must be compiled fully optimized "
+        "(grader.checks.compile_policy)"
+    )
+
+
+def _compiled_facts(program: jax.stages.Compiled) -> dict[str, object]:
+    memory = program.memory_analysis()
+    cost = program.cost_analysis()
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else None
+    return {
+        "its HLO": METADATA.sub("", program.as_text()),
+        "its memory": None
+        if memory is None
+        else tuple(
+            getattr(memory, f"{part}_size_in_bytes")
+            for part in ("argument", "output", "temp", "alias")
+        ),
+        "its flops": (cost or {}).get("flops"),
+    }
 
 
 def hlo_text(fn_or_compiled, *args, **kwargs) -> str:

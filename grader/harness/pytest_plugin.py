@@ -61,6 +61,12 @@ def pytest_configure(config):
         verify_host_devices()
     except DeviceCountError as exc:
         raise pytest.UsageError(f"set-up error: {exc}") from None
+    from grader.checks.speedup import TimingPolicy
+
+    if TimingPolicy(config.getoption("--timing")) is TimingPolicy.SKIP:
+        from grader.checks.compile_policy import compile_quickly
+
+        compile_quickly()  # nothing is timed: each program compiles quickly, the same program
     try:
         impl = resolve_source(config.getoption("--impl"))
     except FileNotFoundError as exc:

@@ -1,14 +1,20 @@
-"""A worker compiles quickly (grader.checks.compile_policy): a quickly compiled program is the same program as
-a fully optimized one (its HLO, collectives, memory and flops), so the values a worker's call returns are
-those of any correct compilation; and only a worker does."""
+"""A worker, and a run that times nothing, compile quickly (grader.checks.compile_policy): a quickly compiled
+program is the same program as a fully optimized one (its HLO, collectives, memory and flops), so the values
+a worker's call returns are those of any correct compilation, and every fact a rule reads is the same. This
+suite cross-checks every program its run of the exercise tests compiles; here, that the cross-check is on and
+can fail, and who compiles quickly."""
 
 import jax
 import numpy as np
+import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from grader.checks import compile_policy
 from grader.checks.compile_policy import FLAG, compile_quickly
 from grader.checks.hlo import (
+    assert_same_program,
     collectives_in,
+    compiled,
     flops_per_device,
     instruction_opcode,
     memory_per_device,
@@ -16,6 +22,7 @@ from grader.checks.hlo import (
 from grader.checks.training import make_problem
 from grader.course import catalog, paths
 from grader.course.implementations import load_module
+from grader.harness.runner import run_tests
 from grader.sandbox.confinement import WorkerLimits
 from grader.sandbox.restrictions import Isolation
 from grader.worker.stand_in import RemoteModule
@@ -81,3 +88,26 @@ def test_only_a_worker_compiles_quickly(tmp_path):
         assert RemoteModule(module, worker).flag() is True
     finally:
         worker.stop()
+
+
+def test_the_suite_cross_checks_what_it_compiles_and_a_difference_fails():
+    """Set by tests/grader/conftest.py for this process (which also runs the exercise tests on the reference):
+    a program compiled the other way must be the same, and one that is not fails, naming what differs."""
+    assert compile_policy.cross_checking()
+    (step, step_args), (matmul, matmul_args) = programs()
+    program = compiled(matmul, *matmul_args)  # cross-checked: the same either way
+    with pytest.raises(AssertionError, match="differs in its HLO, its memory, its flops"):
+        assert_same_program(program, compiled(step, *step_args))
+
+
+def test_a_run_that_times_nothing_compiles_quickly(tmp_path):
+    """--timing=skip compiles every program of the run quickly; any other policy, fully optimized."""
+    test = tmp_path / "test_flag.py"
+    test.write_text(
+        f"import jax\n\n\ndef test_flag():\n    print('quick', jax.config.read({FLAG!r}))\n"
+    )
+    for timing, quick in (("skip", True), ("report", False)):
+        # the plugin named: a test outside the checkout meets no conftest (the device count is inherited)
+        plugin = ("-p", "grader.harness.pytest_plugin")
+        run = run_tests("reference", tests=[test], timing=timing, extra_args=(*plugin, "-s"))
+        assert f"quick {quick}" in run.output, run.output[-1500:]
