@@ -1,13 +1,7 @@
-"""The grader's own tests run the exercise tests many times over in subprocesses (the reference, both
-routes of every corpus submission, dev-check, the flake tests): they share one XLA compilation cache,
-fresh for each session, so that a program compiled once is not compiled again by the next run.
+"""What the grader's own tests share: the run's compile cache in this process (tests/conftest.py makes it),
+every compile cross-checked, a real browser, a local Slurm, the class commands and courses of the term
+tests."""
 
-Only this test suite's plain pytest subprocesses see it (they inherit the environment). `shardlab
-grade` builds the harness's and the worker's environments from scratch: the graders the suite starts
-use their own compile cache (grader.grading.compile_cache), here a session folder too (SHARDLAB_CACHE),
-never the user's."""
-
-import atexit
 import csv
 import json
 import os
@@ -15,7 +9,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,26 +19,22 @@ import jax
 import pytest
 from jax._src import compilation_cache
 
-_CACHE = tempfile.mkdtemp(prefix="shardlab-tests-xla-cache-")
-atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
-if "SHARDLAB_CACHE" not in os.environ:  # one per pytest process (each xdist worker has its own)
-    os.environ["SHARDLAB_CACHE"] = tempfile.mkdtemp(prefix="shardlab-tests-grading-cache-")
-    atexit.register(shutil.rmtree, os.environ["SHARDLAB_CACHE"], ignore_errors=True)
-os.environ.update(
-    {
-        "JAX_COMPILATION_CACHE_DIR": _CACHE,
-        # Cache every program: the tests' programs are small and each compiles in well under a second.
-        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
-    }
-)
+from grader.checks import compile_policy
 
-# This process too (the in-process exercise tests, collected before this file is read): its entries
-# are what dev-check's and the corpus's reference runs find already compiled.
-jax.config.update("jax_compilation_cache_dir", _CACHE)
+# The run's one compile cache (tests/conftest.py), for this process too, should jax have read its settings
+# before they were set.
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update(
+    "jax_compilation_cache_max_size", int(os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"])
+)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 compilation_cache.reset_cache()  # forget a "no cache" decision taken by an earlier compile
+
+# The suite's own run of the exercise tests on the reference (and every check this process compiles) compiles
+# each program both ways and fails where they differ: what lets a run that times nothing (--timing=skip, the
+# corpus's runs) compile quickly (grader.checks.compile_policy).
+compile_policy.cross_check_compiles()
 
 
 def pytest_configure(config):
