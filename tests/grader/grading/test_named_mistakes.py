@@ -148,38 +148,3 @@ def test_a_known_mistake_is_named_by_what_it_computed(tmp_path, name):
     assert not missing, f"{first.function} does not say {missing}: {first.message}"
     leaked = [words for words in PYTEST_WORDS if words in first.message]
     assert not leaked, f"{first.function}'s message shows pytest's {leaked}: {first.message}"
-
-
-SUBMISSIONS = Path(__file__).parents[1] / "submissions"
-
-# A corpus submission's later visible tests, not only its first: each says the mistake by name.
-LATER = {
-    "ex08 grad then pmean, on the compiled step and the speed test": (
-        "grad_then_pmean",
-        "ex08_data_parallel_training",
-        "test_compiled_step or test_train_step_shard_map_speedup",
-        'the "grad then pmean" trap',
-    ),
-    "ex08 no average, on the compiled step and the speed test": (
-        "no_grad_average",
-        "ex08_data_parallel_training",
-        "test_compiled_step or test_train_step_shard_map_speedup",
-        "the gradients were never averaged over the devices",
-    ),
-}
-
-
-@pytest.mark.parametrize("name", sorted(LATER))
-def test_each_failing_test_of_a_known_mistake_names_it(name):
-    folder, exercise, tests, says = LATER[name]
-    run = run_tests(
-        SUBMISSIONS / folder,
-        tests=[catalog.get(exercise).tests_dir()],
-        timing="skip",
-        visible_only=True,
-        extra_args=("-k", tests),
-    )
-    failed = [r for r in run.results if not r.earns]
-    assert len(failed) >= 2, f"expected the step's tests to fail: {run.output[-2000:]}"
-    unnamed = [f"{r.nodeid}: {r.message[:400]}" for r in failed if says not in r.message]
-    assert not unnamed, "\n".join(unnamed)

@@ -135,6 +135,37 @@ def check_named(folder: str, run, words: dict[str, str]) -> list[str]:
     ]
 
 
+# A wrong folder's later visible failures, not only its first: each failing visible test of these functions
+# says the mistake by name (in the in-process route, a student's check). {folder: (exercise, functions, words)}
+LATER = {
+    "grad_then_pmean": (
+        "ex08_data_parallel_training",
+        ("test_compiled_step", "test_train_step_shard_map_speedup"),
+        'the "grad then pmean" trap',
+    ),
+    "no_grad_average": (
+        "ex08_data_parallel_training",
+        ("test_compiled_step", "test_train_step_shard_map_speedup"),
+        "the gradients were never averaged over the devices",
+    ),
+}
+
+
+def check_later_failures(folder: str, run) -> list[str]:
+    """Every failing visible test of LATER's functions says the words, and at least two fail."""
+    exercise, functions, says = LATER[folder]
+    failed = [
+        r for r in run.results if r.exercise == exercise and r.function in functions and not r.earns
+    ]
+    if len(failed) < 2:
+        return [f"expected at least two of {functions} to fail, {len(failed)} did"]
+    return [
+        f"{r.nodeid}: does not say {says!r}: {r.message[:400]}"
+        for r in failed
+        if says not in r.message
+    ]
+
+
 ROUTES = {"in-process": (), "isolated": ("--isolate",)}
 # Every function on a mesh computing the right values while each device does the whole job: the visible
 # tests' meshes are chosen so that it breaks a bound of its share at least twice over.
@@ -209,6 +240,8 @@ def test_submission_scores_as_expected_both_ways(folder):
     if "in-process" in runs and folder != "alt_correct":
         words = {m.exercise: m.says for m in mistakes() if m.folder == folder}
         problems += [f"named: {p}" for p in check_named(folder, runs["in-process"], words)]
+    if folder in LATER:
+        problems += [f"later: {p}" for p in check_later_failures(folder, runs["in-process"])]
     if folder == REPLICATES:
         problems += [f"share: {p}" for p in check_twice_over(runs["in-process"])]
     if len(runs) == 2:
