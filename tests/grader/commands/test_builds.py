@@ -4,6 +4,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 
 def shardlab(*args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -60,6 +62,7 @@ exercises = ["part 2"]
 """
 
 
+@pytest.mark.slow  # three assignments, each built for every platform
 def test_each_assignment_builds_for_every_platform_with_its_exercises_only(tmp_path):
     """nbgrader once refused part 2 (two of its tests named alike in the visible and the hidden file) and
     had no --assignment; Gradescope's zips of HW2 and HW3 once differed only in assignment.txt."""

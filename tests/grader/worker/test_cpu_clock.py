@@ -157,6 +157,7 @@ def test_the_limit_holds_the_students_own_instructions_and_the_cap_the_kernels_t
     assert judged.system > judged.limit and judged.counted > judged.cap and judged.asleep < 1.0
 
 
+@pytest.mark.slow  # busy loops on every core, which slow whatever runs beside them
 def test_a_call_starved_by_busy_loops_runs_past_the_cap_and_is_not_struck(worker, busy_loops):
     """0.5 s of processor time beside 6 busy loops per core takes about 6 times that on the wall clock:
     past a 2 s cap, which forgives the time the call waited for a processor (up to 8 s of it)."""
@@ -172,6 +173,7 @@ def test_a_call_starved_by_busy_loops_runs_past_the_cap_and_is_not_struck(worker
     assert not wall_cap.past(wall, waited, cap) and waited > wall - cap
 
 
+@pytest.mark.slow  # busy loops on every core, which slow whatever runs beside them
 def test_a_call_asleep_beside_busy_loops_is_still_struck(worker, busy_loops):
     student = module(worker)
     assert student.work(0.01) == "done"  # started

@@ -222,6 +222,7 @@ def test_exceptions_keep_their_kind_and_the_students_line(module):
         module.not_there()
 
 
+@pytest.mark.slow  # its cap is waited out for real
 def test_a_hang_costs_the_call_and_the_next_call_gets_a_fresh_worker(module):
     module.strict(0)  # imported: what hangs next is a call, not the import
     module._worker.deadline = time.monotonic() + 8

@@ -208,7 +208,12 @@ def test_under_bubblewrap_a_student_can_neither_kill_nor_stop_the_zygote(folder,
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGSTOP"])
-@pytest.mark.parametrize("level", levels(), ids=str)
+@pytest.mark.parametrize(
+    "level",
+    # the best sandbox here on the fast path, every other level in the whole suite
+    [pytest.param(level, marks=() if level == BEST else pytest.mark.slow) for level in levels()],
+    ids=str,
+)
 def test_a_zygote_killed_or_stopped_is_replaced_by_a_cold_sandbox(folder, tmp_path, level, how):
     """By the student's code where it can (the same user), else from outside (the OOM killer, say)."""
     worker, module = start(folder, tmp_path, level)
