@@ -147,7 +147,7 @@ def test_a_cache_the_students_code_could_read_is_refused(tmp_path):
     assert not inside.exists()
 
 
-@pytest.mark.slow  # its timeouts, or its slow calls, are waited out for real
+@pytest.mark.slow  # its two timeouts are waited out for real
 def test_an_endless_loop_costs_seconds_per_exercise(calibrated, tmp_path):
     """Every call of make_data_mesh loops: two tests time out at their calibrated limit of processor
     time, the tests that call make_data_mesh after that are not run, and ex01's other functions are
@@ -189,7 +189,7 @@ def test_an_endless_loop_costs_seconds_per_exercise(calibrated, tmp_path):
     assert results.environment.time_limits["calibrated_tests"] > 20
 
 
-@pytest.mark.slow  # its timeouts, or its slow calls, are waited out for real
+@pytest.mark.slow  # its slow calls (2 s each) are waited out for real
 def test_a_slow_honest_submission_is_not_cut_off(calibrated, tmp_path):
     """Each call of make_data_mesh takes 2 s longer than the reference's whole test: still within its limit."""
     folder, _, _ = calibrated
