@@ -398,10 +398,14 @@ WRITES_FROM_A_THREAD = code("""
 
     _threading.Thread(target=_forever, daemon=True).start()
 """)
-# And first, at import: four files of 256 MiB (RLIMIT_FSIZE's most) in its folder, 1 GiB.
+# And first, at import: four files of 256 MiB (RLIMIT_FSIZE's most) in its folder, 1 GiB. It then waits a
+# second: the harness stops a worker whose folder is full as soon as the import answers, and refuses every
+# test of a module whose import failed without importing it again, so the full tmpfs lasts only that second,
+# long enough for a sampler that looks five times a second (it saw none of a 0.1 s fill, in CI).
 FILLS_THE_DISK = WRITES_FROM_A_THREAD + code("""
     for _n in range(4):
         _write(f"import-{_n}.bin", 256)
+    _time.sleep(1)
 """)
 
 
@@ -499,8 +503,8 @@ def test_a_student_who_fills_the_disk_is_stopped_at_the_bound_and_the_classmate_
     graded = report(tmp_path / "out-honest")
     assert graded["score"] == pytest.approx(EX01.points) and categories(graded) == {"passed"}
     # The writer's grading went on to its end, each test that found its folder full told so. Written at
-    # import, every test (each imports it again); from a thread, the tests during which it filled up (the
-    # reference's work of the others is done, and counts).
+    # import, every test (an import that failed is not tried again); from a thread, the tests during which it
+    # filled up (the reference's work of the others is done, and counts).
     assert attacker.returncode == 0, attacker_log[-3000:]
     filled = report(tmp_path / "out-hostile")
     tests = [t for exercise in filled["exercises"].values() for t in exercise["tests"]]
@@ -515,9 +519,9 @@ def test_a_student_who_fills_the_disk_is_stopped_at_the_bound_and_the_classmate_
     assert filled["environment"]["limits"]["worker_disk_bytes"] == DISK_BOUND
     assert filled["environment"]["isolation"]["level"] == level
     # Its writes went to a tmpfs of the bound's size (seen five times a second: it fills in a moment and is
-    # emptied when stopped, so the peak itself is seen as the folder found full, in the message), never to
-    # the host's disk (others share the disk: anything under the bound is their noise; 1 GiB was written
-    # before the bound).
+    # emptied when stopped, so the peak itself is seen as the folder found full, in the message; the sampler
+    # sees it held while the attack waits), never to the host's disk (others share the disk: anything under
+    # the bound is their noise; 1 GiB was written before the bound).
     assert 0 < held <= DISK_BOUND
     assert grown < DISK_BOUND, f"the host's disk grew by {grown} bytes"
     # and nothing of them is left mounted once the gradings ended
