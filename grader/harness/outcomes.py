@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core.bounds import MESSAGE_CHARS, clipped
 from grader.core.results import Category
 from grader.course.implementations import ImplementationImportError
+from grader.harness import jax_errors
 
 
 def _chain(exc: BaseException):
@@ -91,21 +93,41 @@ def student_message(exc: BaseException, source: Path | None = None) -> str:
     ):
         text = assertion_text(exc)
     else:
+        where = _student_line(exc, source)
+        # A known JAX error keeps JAX's first lines and says, once, what it means in the course's words.
+        known = jax_errors.known_error(exc, where.code if where else None)
+        message = jax_errors.jax_text(exc) if known else str(exc)
         # a bare `assert` has no text
-        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        where = _student_frame(exc, source)
+        text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
         if where:
             text += f"\n  raised at {where}"
+        if known:
+            text += "\n" + known.explanation()
     return clipped(text, MESSAGE_CHARS)
 
 
-def _student_frame(exc: BaseException, source: Path | None) -> str | None:
+@dataclass(frozen=True)
+class StudentLine:
+    """The line of the student's module that raised an exception."""
+
+    file: object  # the worker's report is read as it came
+    line: object
+    function: object
+    code: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} in {self.function}: {self.code}"
+
+
+def _student_line(exc: BaseException, source: Path | None) -> StudentLine | None:
     remote = next(
         (e.student_frames for e in _chain(exc) if getattr(e, "student_frames", None)), None
     )
     if remote:  # raised in a worker: where, as the worker reported it
         last = remote[-1]
-        return f"{last.get('file')}:{last.get('line')} in {last.get('function')}: {last.get('code', '')}"
+        return StudentLine(
+            last.get("file"), last.get("line"), last.get("function"), str(last.get("code", ""))
+        )
     if source is None:
         return None
     frames = [
@@ -116,4 +138,4 @@ def _student_frame(exc: BaseException, source: Path | None) -> str | None:
     if not frames:
         return None
     last = frames[-1]
-    return f"{Path(last.filename).name}:{last.lineno} in {last.name}: {(last.line or '').strip()}"
+    return StudentLine(Path(last.filename).name, last.lineno, last.name, (last.line or "").strip())
