@@ -5,7 +5,9 @@ parallelism over "model") on the course's 8 host devices, and the two memory sav
 rematerialization (ex18's stack_loss) and Adam's state sharded over "data" (ex17's ZeRO-1). Each figure is read
 from what XLA compiled: the collectives one training step runs, from the program's one account
 (grader.checks.account: runs, arrays, bytes of operands and bytes sent per device), and the bytes per device
-XLA reports. docs/students.md quotes the reference's figures; this command prints the student's.
+XLA reports. docs/students.md quotes the reference's figures; this command prints the student's. Each part
+first prints what it runs (the block's shapes and mesh, the stack's blocks): docs/students.md and ex18's
+stack_loss docstring state the same configuration beside the reference's figures.
 
 It runs the student's code in this process, as `shardlab check` does in-process: it is the student's machine.
 A part whose functions are not written yet is reported as such and the others still run.
@@ -272,10 +274,22 @@ def _traffic_lines(traffic: tuple[Traffic, ...]) -> list[str]:
     ]
 
 
-def render(figures: Capstone) -> str:
+def block_configuration() -> str:
+    """The block's shapes and mesh, as ex18 names them: "B = 8, T = 64, D = 256, H = 8 heads, F = 1024, mesh
+    data=2 x model=4". docs/students.md and ex18's docstring state the stack's figures in these words."""
     rows, cols = MESH_SHAPE
+    return f"B = {BATCH}, T = {SEQ}, D = {D}, H = {HEADS} heads, F = {F}, mesh data={rows} x model={cols}"
+
+
+def stack_configuration() -> str:
+    """The remat stack: LAYERS blocks of block_configuration()."""
+    return f"L = {LAYERS} blocks, {block_configuration()}"
+
+
+def render(figures: Capstone) -> str:
     lines = [f"Part 2's capstone on {HOST_DEVICES} host devices", ""]
-    lines.append(f"1. A transformer block trained 3-D (ex18), mesh data={rows} x model={cols}:")
+    lines.append("1. A transformer block trained 3-D (ex18):")
+    lines.append(f"    block: {block_configuration()}")
     block = figures.block
     if isinstance(block, str):
         lines.append(f"    {block}")
@@ -286,7 +300,8 @@ def render(figures: Capstone) -> str:
         )
         lines.append("    one training step runs:")
         lines += _traffic_lines(block.traffic)
-    lines += ["", f"2. Rematerialization (ex18's stack_loss), {LAYERS} blocks, gradient program:"]
+    lines += ["", "2. Rematerialization (ex18's stack_loss), the gradient of a stack of blocks:"]
+    lines.append(f"    stack: {stack_configuration()}")
     remat = figures.remat
     if isinstance(remat, str):
         lines.append(f"    {remat}")

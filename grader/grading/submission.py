@@ -2,8 +2,10 @@
 at its top level, under `exercises/`, or inside one wrapping folder (the first of these that holds
 a module is the one graded). Only the catalog's module files are copied into a private folder;
 everything else the submission ships (conftest.py, pytest.ini, sitecustomize.py, .pth files, a
-solutions package) is listed and never loaded. An exercise may also come as the course's notebook
-(`exNN_name.ipynb`, as nbgrader collects them), from which the module is rebuilt."""
+solutions package) is listed and never loaded, except the handout's own files beside the exercises/
+that is graded (its README, tests, grader package: grader.course.handout_layout), which every student
+hands back and none wrote. An exercise may also come as the course's notebook (`exNN_name.ipynb`, as
+nbgrader collects them), from which the module is rebuilt."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from grader.core.errors import ShardlabError
-from grader.course import catalog
+from grader.course import catalog, handout_layout
 from grader.grading.notebook_intake import NotebookError, module_from_notebook
 
 MAX_MODULE_BYTES = 1 << 20  # a module larger than 1 MiB is not source anyone wrote
@@ -87,6 +89,21 @@ def _choose_base(paths: list[tuple[str, ...]]) -> tuple[str, ...] | None:
     return min(ranked)[1] if ranked else None
 
 
+def _handout_root(base: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """Where a handout's own files sit: the folder holding the exercises/ that is graded. None when the
+    modules are graded from elsewhere (the top level, a wrapping folder): that is no handout's layout."""
+    return base[:-1] if base and base[-1] == "exercises" else None
+
+
+def _handouts_own(parts: tuple[str, ...], base: tuple[str, ...] | None) -> bool:
+    """A file the handout holds, where the handout holds it: never the student's addition, so never listed.
+    An exercise module is the student's work wherever it sits, so it is listed when it is not graded."""
+    root = _handout_root(base)
+    if root is None or parts[: len(root)] != root or parts[-1] in MODULE_NAMES:
+        return False
+    return "/".join(parts[len(root) :]) in handout_layout.handout_paths()
+
+
 def _unsafe(name: str) -> bool:
     path = PurePosixPath(name.replace("\\", "/"))
     return path.is_absolute() or ".." in path.parts or name.startswith("/") or ":" in path.parts[0]
@@ -144,8 +161,8 @@ def folder_reads(
     folder: Path, refuse: Callable[[str], None] | None = None
 ) -> tuple[dict, dict, list[str]]:
     """What intake reads of a folder: its modules (relative parts -> path, each read up to MAX_MODULE_BYTES
-    + 1 bytes) and notebooks (within MAX_NOTEBOOK_BYTES, read whole), and the names it leaves out. A symbolic
-    link is never followed (said to `refuse`)."""
+    + 1 bytes) and notebooks (within MAX_NOTEBOOK_BYTES, read whole), and the names it leaves out but the
+    handout's own. A symbolic link is never followed (said to `refuse`)."""
     files = {}
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder).parts
@@ -163,7 +180,7 @@ def folder_reads(
             modules[parts] = path
         elif _notebook_exercise(parts) and path.stat().st_size <= MAX_NOTEBOOK_BYTES:
             notebooks[parts] = path
-        else:
+        elif not _handouts_own(parts, base):
             ignored.append("/".join(parts))
     return modules, notebooks, ignored
 
@@ -202,7 +219,8 @@ def _from_zip(archive: Path, prepared: PreparedSubmission) -> None:
                     notebooks[parts] = zf.read(entries[0])
                     continue
                 if parts[:-1] != base or parts[-1] not in MODULE_NAMES:
-                    prepared.ignored.append("/".join(parts))
+                    if not _handouts_own(parts, base):
+                        prepared.ignored.append("/".join(parts))
                     continue
                 for member in entries:  # a zip may hold one name twice
                     if member.file_size > MAX_MODULE_BYTES:

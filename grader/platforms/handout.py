@@ -3,11 +3,15 @@
     build_handout(Path("out/handout"))      # then give out/handout to the students (e.g. a template repo)
 
 The handout holds the stubs (exercises/), the visible tests and their conftest.py files, the root
-conftest.py, the grader package (checks, pytest plugin, the student commands), a pyproject.toml whose
-dependencies are the course's pins, a README for students and a GitHub Actions workflow that grades
-exercises/ with the visible tests (.github/grade.sh, runnable locally). It never holds solutions/ or a
-hidden test: `verify_handout` scans every file with the check every builder uses (grader.platforms.no_secrets,
-under its HANDOUT policy), and `build_handout` refuses to finish when it finds anything.
+conftest.py, the grader package (checks, pytest plugin, the student commands), the docs students are
+pointed to (docs/students.md, the docs it links to and those the grader's comments name), a pyproject.toml
+whose dependencies are the course's pins, a README for students and a GitHub Actions workflow that grades
+exercises/ with the visible tests (.github/grade.sh, runnable locally). Which files those are is
+grader.course.handout_layout's account, which grading's intake reads too. A doc's link to a course file the
+handout leaves out is written as its text alone, so that every link in it leads somewhere. It never holds
+solutions/ or a hidden test: `verify_handout` scans every file with the check every builder uses
+(grader.platforms.no_secrets, under its HANDOUT policy), and `build_handout` refuses to finish when it finds
+anything.
 
 With a term's course file (grader.course.term), the handout holds that term's exercises only (their stubs,
 visible tests and the files those run beside; never another exercise's), the README is the term's (its
@@ -32,7 +36,7 @@ from string import Template
 from zoneinfo import ZoneInfo
 
 from grader.core.errors import ShardlabError
-from grader.course import catalog, paths, stubs, term
+from grader.course import catalog, handout_layout, paths, stubs, term
 from grader.platforms import no_secrets
 
 DEFAULT_COURSE_NAME = "shardlab"
@@ -45,16 +49,7 @@ CATALOG_TOPICS = (
     "training, padded per-device data, several JAX processes, a bonus on what communication costs; then "
     "pipelines, experts over devices, long sequences, ZeRO-1 and a transformer block trained 3-D"
 )
-# Template file -> where it goes in the handout. No leading dots (package-data globs skip those), and no
-# pyproject.toml (ruff and pytest would take the template for the course's own configuration).
-TEMPLATE_FILES = {
-    "README.md": "README.md",
-    "pyproject.toml.in": "pyproject.toml",
-    "gitignore": ".gitignore",
-    "grade.yml": ".github/workflows/grade.yml",
-    "grade.sh": ".github/grade.sh",
-    "grade_summary.py": ".github/grade_summary.py",
-}
+TEMPLATE_FILES = handout_layout.TEMPLATE_FILES  # template file -> where it goes in the handout
 # the others are shipped verbatim ($ is bash's there)
 SUBSTITUTED = {"README.md", "pyproject.toml.in"}
 # dependencies the students' commands never import
@@ -96,12 +91,11 @@ def build_handout(
     check_destination(out)
     _check_stubs_current(exercises)
     _prepare(out, force)
-    _copy_exercises(out, exercises)
-    _copy_tests(out, exercises)
-    _copy_grader(out)
+    _copy_course_files(out, exercises)
     _write_templates(out, course_name, exercises, course)
     if course is not None:
         (out / term.FILE_NAME).write_text(student_course_file(course))
+    _write_docs(out)  # last: their links are kept where they lead to what was written
     leaks = no_secrets.find_leaks(handout_files(out), no_secrets.HANDOUT, secrets)
     problems = ([no_secrets.listing(leaks)] if leaks else []) + course_file_problems(out)
     if problems:
@@ -156,32 +150,52 @@ def _check_stubs_current(exercises: tuple[catalog.Exercise, ...] = catalog.EXERC
         )
 
 
-def _copy(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, target)
+def _copy_course_files(out: Path, exercises: tuple[catalog.Exercise, ...]) -> None:
+    """The root conftest.py, each exercise's stub, visible tests and the files they run beside, and the
+    grader package, as the course holds them (the docs are written apart: their links are checked)."""
+    docs = handout_layout.doc_files()
+    for destination, source in handout_layout.copied_files(exercises).items():
+        if destination not in docs:
+            target = out / destination
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target)  # with its mode: the grader holds scripts
 
 
-def _copy_exercises(out: Path, exercises: tuple[catalog.Exercise, ...]) -> None:
-    for exercise in exercises:
-        _copy(exercise.stub_path(), exercise.stub_path(out / "exercises"))
+# a Markdown link, [text](target)
+MARKDOWN_LINK = re.compile(r"\[([^\]\n]*)\]\(([^)\s]+)\)")
 
 
-def _copy_tests(out: Path, exercises: tuple[catalog.Exercise, ...]) -> None:
-    """The root conftest.py, and each exercise's visible tests with the files they run beside."""
-    _copy(paths.REPO_ROOT / "conftest.py", out / "conftest.py")
-    for exercise in exercises:
-        target = exercise.tests_dir(out / "tests" / "exercises")
-        _copy(exercise.tests_dir() / "test_visible.py", target / "test_visible.py")
-        for support in exercise.support_files():
-            _copy(support, target / support.name)
+def _write_docs(out: Path) -> None:
+    """The docs as the course holds them, then each one's links that lead out of the handout made text
+    (once every doc is written: a doc's link to one written after it is kept)."""
+    docs = [out / destination for destination in handout_layout.doc_files()]
+    for target, source in zip(docs, handout_layout.doc_files().values()):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+    for doc in docs:
+        doc.write_text(links_within(doc.read_text(), doc.parent, out))
 
 
-def _copy_grader(out: Path) -> None:
-    shutil.copytree(
-        Path(__file__).parent.parent,
-        out / "grader",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"),
-    )
+def links_within(text: str, folder: Path, root: Path) -> str:
+    """A doc's text (the doc in `folder`), each relative link that leads to nothing under `root` written as
+    its text alone: the course's files a handout leaves out (its benchmarks, its own tests, the docs on
+    writing hidden tests) would be links to nowhere."""
+
+    def kept_or_text(link: re.Match[str]) -> str:
+        label, target = link.groups()
+        return link[0] if _not_a_file(target) or _leads_within(folder, target, root) else label
+
+    return MARKDOWN_LINK.sub(kept_or_text, text)
+
+
+def _not_a_file(target: str) -> bool:
+    """An anchor in the same page, or an address on the web."""
+    return target.startswith("#") or "://" in target or target.startswith("mailto:")
+
+
+def _leads_within(folder: Path, target: str, root: Path) -> bool:
+    path = (folder / target.split("#", 1)[0]).resolve()
+    return path.is_relative_to(root.resolve()) and path.exists()
 
 
 def _write_templates(

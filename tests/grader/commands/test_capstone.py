@@ -1,13 +1,22 @@
 """`shardlab capstone`: part 2's figures measured on an implementation's ex17 and ex18; the reference's are what
 docs/students.md quotes, and a part not written yet is said, never a traceback."""
 
+import ast
 import re
 import subprocess
 import sys
 
 import pytest
 
-from grader.course import paths
+from grader.commands import capstone as cs
+from grader.course import catalog, paths
+
+STUDENTS_DOC = paths.REPO_ROOT / "docs" / "students.md"
+# the remat stack as the command, docs/students.md and ex18's docstring state it, and its two figures
+STACK = re.compile(r"(L = \d+ blocks,.*?mesh data=\d+ x model=\d+)")
+SIZES = re.compile(r"\b([LBTDHF]) = (\d+)")
+MESH = re.compile(r"mesh data=(\d+) x model=(\d+)")
+REMAT = re.compile(r"(\d+(?:\.\d+)? [KM]iB) without remat,? (?:and )?(\d+(?:\.\d+)? [KM]iB) with\b")
 
 
 def capstone(impl) -> subprocess.CompletedProcess:
@@ -52,6 +61,8 @@ def test_the_reference_trains_3d_and_remat_and_zero_save_what_the_docs_say():
         r"(\S+ \S+) without remat, (\S+ \S+) with \((\S+) of it\); loss (\S+) and (\S+)", remat
     ).groups()
     assert float(ratio) <= 0.5 and loss_a == loss_b
+    # the stack it ran and what it measured are what docs/students.md states
+    assert stack_stated(remat) == stack_stated(STUDENTS_DOC.read_text())
     assert "(1/8)" in zero
     zero_step, accumulate = zero.split("one accumulate_grads")
     leaves = int(re.search(r"\((\d+) parameter arrays\)", zero_step)[1])
@@ -61,6 +72,47 @@ def test_the_reference_trains_3d_and_remat_and_zero_save_what_the_docs_say():
         1,
         leaves,
     )  # once per call, not per microbatch
+
+
+def stack_stated(text: str) -> tuple[dict[str, int], tuple[int, int], tuple[str, str] | None]:
+    """The remat stack a text states (its sizes and mesh) and the figures it gives for it, if any."""
+    text = " ".join(text.split())  # a docstring's or a table's line breaks
+    stack = STACK.search(text)
+    assert stack is not None, f"no stack stated in {text[:200]}..."
+    mesh = MESH.search(stack[1])
+    figures = REMAT.search(text, stack.end())
+    return (
+        {name: int(value) for name, value in SIZES.findall(stack[1])},
+        (int(mesh[1]), int(mesh[2])),
+        figures.groups() if figures is not None else None,
+    )
+
+
+def stack_loss_docstring(root) -> str:
+    tree = ast.parse(catalog.get(cs.BLOCK).solution_path(root).read_text())
+    (function,) = (n for n in tree.body if getattr(n, "name", None) == "stack_loss")
+    return ast.get_docstring(function)
+
+
+def test_the_docs_and_ex18_state_the_stack_the_command_prints():
+    """One configuration, stated three times: the command prints its stack, and docs/students.md and ex18's
+    stack_loss docstring (the stub's and the reference's) give the same sizes, mesh and figures for it."""
+    printed = cs.render(cs.Capstone(block="not run", remat="not run", zero="not run"))
+    docs = STUDENTS_DOC.read_text()
+    sizes, mesh, figures = stack_stated(docs)
+    assert stack_stated(printed)[:2] == (sizes, mesh)
+    assert sizes == {
+        "L": cs.LAYERS,
+        "B": cs.BATCH,
+        "T": cs.SEQ,
+        "D": cs.D,
+        "H": cs.HEADS,
+        "F": cs.F,
+    }
+    assert figures is not None and all(f.endswith(" MiB") for f in figures)
+    for root in (paths.SOLUTIONS_DIR, paths.EXERCISES_DIR):
+        assert stack_stated(stack_loss_docstring(root)) == (sizes, mesh, figures)
+    assert cs.block_configuration() in " ".join(docs.split())
 
 
 def test_parts_not_written_are_said_and_the_command_fails(tmp_path):
@@ -103,7 +155,6 @@ def test_the_traffic_is_the_accounts_between_devices():
     guess, on every figure of its line."""
     from grader.checks import test_mesh
     from grader.checks.account import account_of, between_devices
-    from grader.commands import capstone as cs
 
     mesh = test_mesh((4, 1), ("data", "one"), "explicit")
     program = looped_psum(mesh, 5)

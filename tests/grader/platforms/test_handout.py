@@ -18,14 +18,16 @@ import pytest
 
 from grader.commands.student import COMPILE_CACHE
 from grader.core.results import TestResult
-from grader.course import catalog, paths, stubs
+from grader.course import catalog, handout_layout, paths, stubs
 from grader.grading.results import GradingResults, score_exercise
 from grader.platforms import no_secrets
 from grader.platforms.handout import (
     INSTRUCTOR_ONLY,
+    MARKDOWN_LINK,
     HandoutError,
     build_handout,
     check_destination,
+    links_within,
     verify_handout,
 )
 
@@ -77,6 +79,7 @@ def test_layout(handout):
         expected |= {
             f"tests/exercises/{exercise.id}/{support.name}" for support in exercise.support_files()
         }
+    expected |= {f"docs/{name}" for name in handout_layout.HANDOUT_DOCS}
     assert files_outside_grader(handout) == expected
     for module in (
         "cli.py",
@@ -109,6 +112,69 @@ def test_nothing_hidden_ships(handout):
 
 
 # -------------------------------------------------------------------------------- verify can fail
+
+
+# ------------------------------------------------------------------------------------------- docs
+
+# a course doc named in a shipped file's text ("docs/students.md")
+DOC_NAMED = re.compile(r"\bdocs/[\w.-]+\.md\b")
+
+
+def text_files(root: Path) -> dict[Path, str]:
+    texts = {}
+    for path in root.rglob("*"):
+        if path.is_file():
+            try:
+                texts[path] = path.read_text()
+            except UnicodeDecodeError:
+                continue
+    return texts
+
+
+def relative_links(text: str) -> list[str]:
+    """Each link's target that is a file's path: no web address, no anchor in the same page."""
+    return [
+        target.split("#", 1)[0]
+        for _, target in MARKDOWN_LINK.findall(text)
+        if not target.startswith("#") and "://" not in target and not target.startswith("mailto:")
+    ]
+
+
+def test_the_students_guide_and_every_doc_pointed_to_ship(handout):
+    """docs/students.md ships, and every doc a shipped file names (the grader's comments, the capstone's
+    docstring, the README) is in the handout."""
+    assert (handout / "docs" / "students.md").is_file()
+    named = {
+        (path.relative_to(handout).as_posix(), doc)
+        for path, text in text_files(handout).items()
+        for doc in DOC_NAMED.findall(text)
+    }
+    assert ("grader/commands/capstone.py", "docs/students.md") in named
+    assert [(where, doc) for where, doc in named if not (handout / doc).is_file()] == []
+
+
+def test_every_link_of_the_readme_and_the_docs_leads_to_a_file_in_the_handout(handout):
+    pages = [handout / "README.md", *sorted((handout / "docs").glob("*.md"))]
+    broken = [
+        f"{page.relative_to(handout)}: {target}"
+        for page in pages
+        for target in relative_links(page.read_text())
+        if not (page.parent / target).resolve().is_relative_to(handout.resolve())
+        or not (page.parent / target).exists()
+    ]
+    assert broken == []
+    # a link within the handout is kept, whichever doc is written first
+    assert "grading.md" in relative_links((handout / "docs" / "students.md").read_text())
+    assert "students.md" in relative_links((handout / "docs" / "platforms.md").read_text())
+
+
+def test_a_link_to_what_the_handout_leaves_out_keeps_its_text(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "here.md").write_text("")
+    text = "See [here.md](here.md#a), [bench/](../bench/), [the web](https://example.org) and [top](#top)."
+    assert links_within(text, tmp_path / "docs", tmp_path) == (
+        "See [here.md](here.md#a), bench/, [the web](https://example.org) and [top](#top)."
+    )
 
 
 def test_verify_flags_a_planted_solution_line(handout_copy):
