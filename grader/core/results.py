@@ -283,9 +283,10 @@ class PipelineSchedule:
 
     def grid(self, steps: int | None = None) -> list[list[int]]:
         """Stage s's row: the microbatch it works on at each step, -1 for a bubble. With `steps`, the grid
-        of a pipeline that took that many steps through the same stages (what a count of sends implies)."""
+        of a pipeline that took that many steps through the same stages (what a count of sends implies):
+        each item still passes each stage once, the steps past the schedule's own idle."""
         steps = self.steps if steps is None else steps
-        items = max(steps - self.stages + 1, 0)
+        items = min(max(steps - self.stages + 1, 0), self.repeats * self.microbatches)
         return [
             [
                 (t - s) % self.microbatches if 0 <= t - s < items and self.microbatches else -1

@@ -28,19 +28,25 @@ def grid_text(rows: list[list[int]], label: str) -> list[str]:
 
 
 def pipeline_text(figures: ef.PipelineFigures) -> list[str]:
-    schedule = figures.schedule
-    lines = [f"pipeline of {ef.schedule_words(schedule)}: {ef.sends_words(figures)}"]
-    lines += grid_text(ef.grid_rows(schedule, schedule.steps), "expected")
-    if cut := ef.cut_words(schedule, schedule.steps):
-        lines.append(f"  ({cut})")
-    steps = figures.actual_steps
-    if steps is None:
+    """The page's schedule figure as text: the same words and verdict, and the grids, which a few
+    characters a cell draw up to GRID_STEPS steps where the page's budget cuts them sooner."""
+    lines = [f"pipeline of {ef.schedule_words(figures.schedule)}: {ef.verdict_words(figures)}"]
+    expected, actual = figures.grids(ef.TEXT_CELLS)
+    if actual is expected:  # the steps expected: one grid, as the page draws it
+        return lines + _grid_lines(expected, "expected and actual")
+    lines += _grid_lines(expected, "expected")
+    if actual is None:
         lines.append("actual: not drawn, its number of steps is unknown")
         return lines
-    lines += grid_text(ef.grid_rows(schedule, steps), "actual")
-    if cut := ef.cut_words(schedule, steps):
-        lines.append(f"  ({cut})")
-    return lines
+    return lines + _grid_lines(actual, "actual")
+
+
+def _grid_lines(grid: ef.Grid, label: str) -> list[str]:
+    cut = grid.cut_words()
+    return [
+        *grid_text(grid.rows(), label),
+        f"  ({grid.count_words()}" + (f"; {cut})" if cut else ")"),
+    ]
 
 
 def exchange_text(rows: list[ef.ExchangeRow]) -> list[str]:

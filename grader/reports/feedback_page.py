@@ -15,8 +15,10 @@ went, as results.json's top-level text does.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.bounds import TEST_FACTS_CHARS
 from grader.core.layout_grid import grid_words
 from grader.core.results import (
     Category,
@@ -57,6 +59,9 @@ FILE_NAME = "feedback.html"
 _ATTENTION = frozenset(COUNTED) - {Category.PASSED, Category.SKIPPED}  # shown open, first
 # of a message whose facts are drawn: the rest (a grid as text) goes under <details>
 _HEAD_LINES = 3
+# one test's pictures on the page, at most: as much as its facts may hold as text (a grid draws each name
+# many times, so the pictures of facts within their bound could still make a page hundreds of KB a test)
+PICTURE_CHARS = TEST_FACTS_CHARS
 
 
 def css_class(category: str) -> str:
@@ -152,7 +157,7 @@ def collectives_table(check: CollectivesCheck) -> Markup:
                 if c.mesh_axes
                 else "none found"
                 if c.mesh_axes is not None
-                else "-",
+                else "not recorded",
             ),
             element(
                 "td",
@@ -220,43 +225,120 @@ def message_block(message: str, drawn: bool) -> Markup | None:
     )
 
 
-def test_card(test: TestResult) -> Markup:
-    """One test: its category, name, points and message, and the pictures of what its checks found."""
-    message = printable(test.message).strip()
-    facts = [layout_figure(check) for check in test.layouts]
-    facts += [program_figure(table) for table in program_facts.program_tables(test)]
-    facts += [collectives_table(check) for check in program_facts.unplaced_checks(test)]
-    facts += [memory_figure(check) for check in test.memory]
+@dataclass(frozen=True)
+class Picture:
+    """One picture of a test's facts, and whether the check it draws held (None: the test judged it)."""
+
+    held: bool | None
+    markup: Markup
+
+
+def pictures_of(test: TestResult) -> list[Picture]:
+    """Every picture of the test's facts, in the order its checks ran."""
+    drawn = [Picture(check.passed, layout_figure(check)) for check in test.layouts]
+    drawn += [
+        Picture(table.passed, program_figure(table)) for table in program_facts.program_tables(test)
+    ]
+    drawn += [
+        Picture(check.passed, collectives_table(check))
+        for check in program_facts.unplaced_checks(test)
+    ]
+    drawn += [Picture(check.passed, memory_figure(check)) for check in test.memory]
     if test.speedup is not None:
-        facts.append(
+        chart = element(
+            "figure",
+            element("figcaption", printable(speedup_figures(test.speedup))),
+            pictures.speed_chart(test.speedup),
+            class_="speed",
+        )
+        drawn.append(Picture(test.speedup.met, chart))
+    return drawn
+
+
+def within_budget(drawn: list[Picture]) -> tuple[list[Picture], int]:
+    """The pictures that fit in PICTURE_CHARS, in order (the first always does), and how many did not."""
+    kept, size = [], 0
+    for picture in drawn:
+        size += len(picture.markup)
+        if kept and size > PICTURE_CHARS:
+            break
+        kept.append(picture)
+    return kept, len(drawn) - len(kept)
+
+
+def facts_block(test: TestResult, failing: bool) -> Markup | None:
+    """The test's pictures. A failing test's open with what failed, first; the checks of it that held are
+    one click away. Past PICTURE_CHARS a note says how many more report.json holds."""
+    drawn = pictures_of(test)
+    if not drawn:
+        return None
+    if failing:  # a stable sort: the failed ones first, each group in the order its checks ran
+        drawn.sort(key=lambda picture: picture.held is not False)
+    kept, left = within_budget(drawn)
+    shown = [p.markup for p in kept if not failing or p.held is False]
+    held = [p.markup for p in kept if failing and p.held is not False]
+    more = (
+        element(
+            "p",
+            f"{left} more picture{'' if left == 1 else 's'} not drawn: a test's pictures are held to "
+            f"{PICTURE_CHARS:,} characters on this page. report.json has every fact.",
+            class_="note",
+        )
+        if left
+        else None
+    )
+    if held:
+        shown.append(
             element(
-                "figure",
-                element("figcaption", printable(speedup_figures(test.speedup))),
-                pictures.speed_chart(test.speedup),
-                class_="speed",
+                "details",
+                element("summary", f"{len(held)} more that held"),
+                element("div", held, class_="facts"),
+                class_="held",
             )
         )
+    return element("div", shown, more, class_="facts")
+
+
+def test_line(test: TestResult) -> list[Markup]:
+    """What a test's one line holds: its category, its name, and its points."""
+    return [
+        badge(test.category),
+        element("span", test.name, class_="name"),
+        element("span", "hidden test", class_="hidden-mark") if test.hidden else None,
+        element("span", f"{points(test.score)}/{points(test.max_score)} points", class_="pts"),
+    ]
+
+
+def test_card(test: TestResult) -> Markup:
+    """One test. One that needs attention is open: its message, then the pictures of what failed first.
+    Any other is one line, its message and pictures on demand."""
+    failing = test.category in _ATTENTION
+    message = printable(test.message).strip()
+    facts = facts_block(test, failing)
     printed = printable(test.output).strip()
-    return element(
-        "article",
-        element(
-            "header",
-            badge(test.category),
-            element("span", test.name, class_="name"),
-            element("span", "hidden test", class_="hidden-mark") if test.hidden else None,
-            element("span", f"{points(test.score)}/{points(test.max_score)} points", class_="pts"),
-        ),
-        message_block(message, bool(facts))
+    body = [
+        message_block(message, facts is not None)
         if message
         else None,  # a passed test has one if its facts were cut
-        element("div", facts, class_="facts") if facts else None,
+        facts,
         element("details", element("summary", "what your code printed"), element("pre", printed))
         if printed
         else None,
+    ]
+    attributes = dict(
         class_="test",
         data_nodeid=test.nodeid,
         data_category=str(test.category),
         data_hidden=str(test.hidden).lower(),
+    )
+    if failing:
+        return element("article", element("header", test_line(test)), body, **attributes)
+    if not any(body):
+        return element("article", element("div", test_line(test), class_="line"), **attributes)
+    return element(
+        "article",
+        element("details", element("summary", test_line(test), class_="line"), body),
+        **attributes,
     )
 
 

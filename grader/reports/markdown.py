@@ -113,7 +113,7 @@ def collectives_table(check: CollectivesCheck) -> str:
                 text(op),
                 str(len(found)),
                 ", ".join(sizes) or "-",
-                " / ".join(axes) or "-",
+                " / ".join(axes) or ("not recorded" if found else "-"),
                 _rule_asks(check, op) if check.passed is not None else "-",
             ]
         )

@@ -7,6 +7,7 @@ its box, and a figure of 0 bytes draws an empty bar, never a division by zero.""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from grader.core.results import MemoryCheck
@@ -84,7 +85,8 @@ def bar_text(bar: Bar, scale: int, cells: int) -> str:
 
 def memory_lines(check: MemoryCheck, width: int = 80) -> list[str]:
     """The check as a heading and a text bar per figure, each bar's line within `width` columns from 72 up
-    (the label column cut to a quarter of them; below 72, a bar keeps MIN_BAR cells)."""
+    (the label column a quarter of them, a longer label on lines of its own above its bar; below 72, a bar
+    keeps MIN_BAR cells)."""
     shown = bars(check)
     scale = top(shown)
     label_width = min(max(len(printable(b.label)) for b in shown), max(width // 4, 11))
@@ -93,7 +95,11 @@ def memory_lines(check: MemoryCheck, width: int = 80) -> list[str]:
     lines = [printable(verdict_words(check)) + (" (held)" if check.passed else " (NOT held)")]
     for bar in shown:
         label = printable(bar.label)
-        label = label if len(label) <= label_width else label[: label_width - 1] + "…"
+        if len(label) > label_width:  # whole, on a line of its own above its bar: never cut
+            lines += textwrap.wrap(
+                label, max(width - 2, 20), initial_indent="  ", subsequent_indent="  "
+            )
+            label = ""
         lines.append(f"  {label:<{label_width}}  {bar_text(bar, scale, cells)}{_tail(bar)}")
     return lines
 

@@ -1,6 +1,8 @@
 """A pipeline's schedule as SVG: stages in rows, steps in columns, each cell the microbatch a stage works on
 (coloured by microbatch) or a bubble (grey, empty), the grid the check expects above the one the program's
-executed sends imply. Each cell carries its stage, step and microbatch as data attributes, for the tests."""
+executed sends imply, and the check's verdict on them. Each cell carries its stage, step and microbatch as
+data attributes, for the tests. What is drawn and said comes from executed_facts, which keeps the figure
+within its budget (FIGURE_CHARS)."""
 
 from __future__ import annotations
 
@@ -75,10 +77,9 @@ def grid_svg(rows: list[list[int]], role: str) -> Markup:
     )
 
 
-def _grid_figure(figures: ef.PipelineFigures, steps: int | None, role: str) -> Markup:
-    schedule = figures.schedule
+def _grid_figure(grid: ef.Grid | None, role: str) -> Markup:
     title = element("div", role, class_="grid-title")
-    if steps is None:
+    if grid is None:
         return element(
             "figure",
             title,
@@ -86,39 +87,46 @@ def _grid_figure(figures: ef.PipelineFigures, steps: int | None, role: str) -> M
             class_="schedule",
             data_role=role,
         )
-    rows = ef.grid_rows(schedule, steps)
-    bubbles = sum(row.count(ef.BUBBLE) for row in rows)
-    cut = ef.cut_words(schedule, steps)
-    caption = f"{steps} steps, {bubbles} bubble cells" + (f" ({cut})" if cut else "")
+    cut = grid.cut_words()
     return element(
         "figure",
         title,
-        element("figcaption", caption),
-        element("div", grid_svg(rows, role), class_="wide"),
+        element("figcaption", grid.count_words() + (f" ({cut})" if cut else "")),
+        element("div", grid_svg(grid.rows(), role), class_="wide"),
         class_="schedule",
         data_role=role,
-        data_steps=steps,
+        data_steps=grid.steps,
+        data_bubbles=grid.bubbles,
+    )
+
+
+def _verdict(figures: ef.PipelineFigures) -> Markup | None:
+    """The rule's verdict, in its colour."""
+    if figures.verdict is None:
+        return None
+    return element(
+        "span", figures.verdict, class_="verdict-pass" if figures.held else "verdict-fail"
     )
 
 
 def schedule_figure(figures: ef.PipelineFigures) -> Markup:
-    """The expected grid above the actual one, with what the sends say in words."""
-    expected, actual = figures.schedule.steps, figures.actual_steps
-    same = actual == expected
+    """The expected grid above the actual one (one grid when they are the same), with what the sends say in
+    words and the rule's verdict, within ef.FIGURE_CHARS of markup."""
+    expected, actual = figures.grids()
+    verdict = _verdict(figures)
     return element(
         "figure",
         element(
             "figcaption",
-            f"pipeline of {ef.schedule_words(figures.schedule)}: {ef.sends_words(figures)} ",
-            element(
-                "span",
-                "the steps expected" if same else "not the steps expected",
-                class_="verdict-pass" if same else "verdict-fail",
-            ),
+            f"pipeline of {ef.schedule_words(figures.schedule)}: {ef.sends_words(figures)}",
+            [", ", verdict, "."] if verdict is not None else ".",
         ),
-        _grid_figure(figures, expected, "expected"),
-        _grid_figure(figures, actual, "actual"),
+        # the steps expected: one grid, what the schedule asks and the program took
+        _grid_figure(expected, "expected and actual")
+        if actual is expected
+        else [_grid_figure(expected, "expected"), _grid_figure(actual, "actual")],
         class_="pipeline-check",
-        data_expected_steps=expected,
-        data_actual_steps="unknown" if actual is None else actual,
+        data_expected_steps=expected.steps,
+        data_actual_steps="unknown" if actual is None else actual.steps,
+        data_held="unknown" if figures.held is None else str(figures.held).lower(),
     )

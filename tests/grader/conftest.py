@@ -100,11 +100,12 @@ class Visit:
 
 
 @contextmanager
-def visit(browser, path: Path, *, javascript: bool = False) -> Iterator[Visit]:
-    """Open `path` in a fresh context. Script is off, as a reader without it would see the page (the pages need
-    none); tests that evaluate JavaScript to measure the page turn it on for the test's own scripts only."""
+def visit(browser, path: Path, *, javascript: bool = False, width: int = 1280) -> Iterator[Visit]:
+    """Open `path` in a fresh context, `width` px wide. Script is off, as a reader without it would see the
+    page (the pages need none); tests that evaluate JavaScript to measure the page turn it on for the test's
+    own scripts only."""
     context = browser.new_context(
-        java_script_enabled=javascript, viewport={"width": 1280, "height": 900}
+        java_script_enabled=javascript, viewport={"width": width, "height": 900}
     )
     page = context.new_page()
     seen = Visit(page)

@@ -121,7 +121,7 @@ def _check_forward(impl, name, mesh, ws, xs):
     ws_spec = P("stage") if ws.ndim == 3 else P(None, "stage")
     args = _placed(mesh, (ws, ws_spec), (xs, P()))
     out = jax.jit(lambda w, x: getattr(impl, name)(w, x, mesh))(*args)
-    assert_sharding(out, mesh, P(), name=f"the outputs of {name}")
+    assert_sharding(out, mesh, P(), name=f"the output of {name}")
     layers = ws.reshape(-1, *ws.shape[-2:])
     # Without the pair (S - 1, 0) the first stage receives zeros, and tanh keeps a pass begun from 0 at 0.
     unwrapped = Variant(
@@ -135,7 +135,7 @@ def _check_forward(impl, name, mesh, ws, xs):
         _reference_forward(layers, xs),
         [unwrapped] if name == "circular_forward" else [],
         **FORWARD_TOL,
-        name=f"the outputs of {name}",
+        name=f"the output of {name}",
     )
 
 
@@ -255,7 +255,8 @@ def _check_sends(impl, mesh, ws, xs):
         at_least=steps - 1,
         at_most=steps,
         what=name,
-        hint=f"{passes} take {steps} steps, and the activations move once between two steps: is the "
+        hint=f"{passes} take {steps} steps, and the activations move once between two steps: "
+        f"{steps - 1} sends, or {steps} with one more after the last step, which nothing reads. Is the "
         "whole batch going through as one microbatch, or a step sending more than once?",
         schedule=PipelineSchedule(stages=S, microbatches=M, repeats=R),
         expected=expected,

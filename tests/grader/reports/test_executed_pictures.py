@@ -75,8 +75,13 @@ def ring_check(found, expected=CYCLE) -> CollectivesCheck:
     )
 
 
+ONE_GRID = 'data-role="expected and actual"'  # a program that takes the steps expected: one grid
+
+
 def cells(markup: str, kind: str, role: str) -> int:
-    grid = markup.split(f'data-role="{role}"', 1)[1].split("</svg>", 1)[0]
+    """A grid's cells of a kind; "expected" and "actual" are the one grid of a figure that has one."""
+    shown = f'data-role="{role}"' if f'data-role="{role}"' in markup else ONE_GRID
+    grid = markup.split(shown, 1)[1].split("</svg>", 1)[0]
     return grid.count(f'class="cell {kind}"')
 
 
@@ -99,34 +104,47 @@ def test_the_expected_grid_of_4_stages_and_6_microbatches():
 
 
 def test_the_actual_grid_is_what_the_executed_sends_make():
-    """11 sends: 12 steps, which the same 4 stages fill with 9 items (microbatches 0-2 a second time): 3 more
-    work cells in each of the 4 rows than the expected grid, still 3 bubbles each."""
+    """11 sends: 12 steps, in which the same 4 stages take the same 6 microbatches (the program computed the
+    reference's values, so it did no microbatch twice): the 3 steps more are 3 more bubbles in each row."""
     figures = ef.pipeline_figures(pipeline_check(11))
     assert figures.actual_steps == 12
-    assert ef.grid_rows(figures.schedule, 12) == figures.schedule.grid(steps=12)
+    rows = ef.grid_rows(figures.schedule, 12)
+    assert rows[0] == [0, 1, 2, 3, 4, 5] + [ef.BUBBLE] * 6
+    assert rows[3] == [ef.BUBBLE] * 3 + [0, 1, 2, 3, 4, 5] + [ef.BUBBLE] * 3
     figure = schedule_figure(figures)
-    assert cells(figure, "work", "actual") == 4 * 9 and cells(figure, "bubble", "actual") == 12
+    assert cells(figure, "work", "actual") == 4 * 6 and cells(figure, "bubble", "actual") == 24
     assert cells(figure, "bubble", "expected") == 12 and "not the steps expected" in figure
-    assert "run 11 times, which makes 12 steps" in figure
+    assert "run 11 times, one between each two steps, which makes 12 steps" in figure
 
 
-def test_a_count_of_a_billion_sends_draws_64_steps_and_says_so():
+def test_a_count_of_a_billion_sends_draws_what_the_budget_holds_and_says_so():
+    """The grid is never built past GRID_STEPS columns; the figure draws what its cells' budget holds (the
+    expected grid's 9 steps whole, the actual one's first steps in the rest), and its counts are the whole
+    schedule's."""
     figures = ef.pipeline_figures(pipeline_check(10**9))
     rows = ef.grid_rows(figures.schedule, figures.actual_steps)
     assert [len(row) for row in rows] == [ef.GRID_STEPS] * 4
+    expected, actual = figures.grids()
+    drawn = (ef.FIGURE_CELLS - 4 * 9) // 4
+    assert (expected.drawn_steps, actual.drawn_steps) == (9, drawn) and drawn < ef.GRID_STEPS
     figure = schedule_figure(figures)
-    assert f"only the first 64 of {10**9 + 1} steps drawn" in figure
-    assert cells(figure, "work", "actual") + cells(figure, "bubble", "actual") == 4 * 64
+    assert f"only the first {drawn} of {10**9 + 1} steps drawn" in figure
+    assert cells(figure, "work", "actual") + cells(figure, "bubble", "actual") == 4 * drawn
+    assert f"{10**9 + 1} steps, {4 * (10**9 + 1 - 6)} bubble cells in all" in figure
     text = "\n".join(check_lines(pipeline_check(10**9)))
-    assert f"(only the first 64 of {10**9 + 1} steps drawn)" in text
+    # the terminal draws a few characters a cell: up to GRID_STEPS of them
+    assert f"; only the first {ef.GRID_STEPS} of {10**9 + 1} steps drawn)" in text
 
 
 def test_a_pipeline_of_20_stages_draws_16_and_says_so():
-    figure = schedule_figure(ef.pipeline_figures(pipeline_check(24, stages=20, microbatches=6)))
-    assert (
-        figure.count('data-stages="16"') == 2 and "only the first 16 of 20 stages drawn" in figure
-    )
-    assert cells(figure, "work", "expected") + cells(figure, "bubble", "expected") == 16 * 25
+    figures = ef.pipeline_figures(pipeline_check(24, stages=20, microbatches=6))
+    figure = schedule_figure(figures)
+    drawn = figures.grids()[0].drawn_steps
+    assert drawn == ef.FIGURE_CELLS // 16  # the steps expected: one grid, with the whole budget
+    assert figure.count('data-stages="16"') == 1
+    assert f"only the first {drawn} of 25 steps and the first 16 of 20 stages drawn" in figure
+    assert cells(figure, "work", "expected") + cells(figure, "bubble", "expected") == 16 * drawn
+    assert "25 steps, 380 bubble cells in all" in figure  # 20 stages idle 19 steps each
 
 
 def test_an_unknown_trip_count_is_said_never_guessed():
@@ -142,6 +160,7 @@ def test_an_unknown_trip_count_is_said_never_guessed():
     lines = check_lines(check)
     assert "collective-permute runs: unknown: in a loop with no static trip count" in lines
     assert "actual: not drawn, its number of steps is unknown" in lines
+    assert any("the program's steps are unknown, not the steps expected." in line for line in lines)
 
 
 def test_the_terminal_grid_marks_bubbles_with_dots():
@@ -309,8 +328,9 @@ def test_the_terminal_prints_the_grids_under_a_failed_test():
     shown = console.export_text()
     assert "      expected  step 0 1 2 3 4 5 6 7 8\n" in shown
     assert "      actual    step  0  1  2  3  4  5  6  7  8  9 10 11\n" in shown
-    # 12 steps of the same 4 stages: 9 items, microbatch m's second pass numbered m again
-    assert "        stage 3       .  .  .  0  1  2  3  4  5  0  1  2\n" in shown
+    # 12 steps of the same 4 stages and 6 microbatches: the 3 steps past the schedule's 9 idle
+    assert "        stage 3       .  .  .  0  1  2  3  4  5  .  .  .\n" in shown
+    assert "which makes 12 steps, not the steps expected." in shown
     assert "expected, MISSING: 3->0" in shown
     passed = dataclasses.replace(failed_test(pipeline_check(8)), category=str(Category.PASSED))
     console = Console(record=True, width=100, file=io.StringIO())
@@ -402,24 +422,36 @@ def test_a_pipelines_sends_are_the_accounts():
 # -- in a browser ---------------------------------------------------------------------------------------
 
 
+# the columns drawn of the widest grid: a billion sends' grid beside the expected 9 steps of 4 stages
+WIDEST = ef.pipeline_figures(pipeline_check(10**9)).grids()[1].drawn_steps
+
+
 @pytest.fixture(scope="module")
 def pictured(tmp_path_factory):
-    """write_all's folder for a grading with a pipeline check (11 sends), a ring check missing its wrap and
-    with an extra pair, and a pipeline of a billion sends (the widest grid drawn)."""
+    """write_all's folder for a grading with a test of a pipeline check (11 sends) and a ring check missing
+    its wrap and with an extra pair, and a test of a pipeline of a billion sends (the widest grid drawn; a
+    test of its own, as the page holds each test's pictures to a budget)."""
     ex = catalog.get("ex10")
-    test = dataclasses.replace(
-        failed_test(pipeline_check(11), ring_check((*CHAIN, (1, 3))), pipeline_check(10**9)),
-        exercise=ex.id,
-        nodeid=f"tests/exercises/{ex.id}/test_visible.py::test_x",
-    )
+    tests = [
+        dataclasses.replace(
+            failed_test(*checks),
+            exercise=ex.id,
+            nodeid=f"tests/exercises/{ex.id}/test_visible.py::{name}",
+        )
+        for name, checks in (
+            ("test_x", (pipeline_check(11), ring_check((*CHAIN, (1, 3))))),
+            ("test_widest", (pipeline_check(10**9),)),
+        )
+    ]
     out = tmp_path_factory.mktemp("pictured")
-    write_all(GradingResults("alice", {ex.id: score_exercise(ex, [test])}), out)
+    write_all(GradingResults("alice", {ex.id: score_exercise(ex, tests)}), out)
     return out
 
 
 def test_report_json_holds_what_the_page_draws(pictured):
     report = GradingResults.from_dict(json.loads((pictured / "report.json").read_text()))
-    (test,) = report.tests()
+    test, widest = report.tests()
+    assert widest.collectives[0].schedule == test.collectives[0].schedule
     assert test.collectives[0].schedule == PipelineSchedule(4, 6)
     assert test.collectives[1].expected_pairs == CYCLE
 
@@ -453,15 +485,15 @@ def test_the_screenshot_shows_the_grids_and_the_ring(browser, page_visit, pictur
             'figure.collectives-check svg, figure.collectives-check table')].filter(s => {
               const r = s.getBoundingClientRect(), a = s.closest('article').getBoundingClientRect();
               return r.width === 0 || r.left < a.left || r.right > a.right; }).length""")
-        widest = page.evaluate("""() => document.querySelector(
-            'figure.pipeline-check svg[data-role="actual"][data-steps="64"]').getBBox().width""")
+        widest = page.evaluate(f"""() => document.querySelector(
+            'figure.pipeline-check svg[data-role="actual"][data-steps="{WIDEST}"]').getBBox().width""")
     assert seen.requests == [] and seen.console == [] and seen.errors == []
-    assert outside == 0 and widest > 64 * 14
-    # the cells: 4 x 9 expected and 4 x 12 actual, 12 bubbles in each, each cell of a visible size
+    assert outside == 0 and widest > WIDEST * 14
+    # the cells: 4 x 9 expected and 4 x 12 actual, 12 and 24 bubbles, each cell of a visible size
     expected = [c for c in cells_seen if c["role"] == "expected"]
     actual = [c for c in cells_seen if c["role"] == "actual"]
     assert (len(expected), sum(c["bubble"] for c in expected)) == (36, 12)
-    assert (len(actual), sum(c["bubble"] for c in actual)) == (48, 12)
+    assert (len(actual), sum(c["bubble"] for c in actual)) == (48, 24)
     assert all(c["w"] >= 12 and c["h"] >= 12 for c in cells_seen)
     # the screenshot: a bubble's centre is the bubble grey, a microbatch's is a colour, not the page's white
     width, height, rows = png_pixels(shot)
@@ -514,10 +546,11 @@ def loop_of_sends(mesh, steps: int, pairs):
     return compiled(fn, x)
 
 
-@pytest.mark.parametrize("sends, steps", [(8, 9), (3, 4)])
+@pytest.mark.parametrize("sends, steps", [(8, 9), (9, 9), (10, 11), (3, 4)])
 def test_a_compiled_pipeline_draws_the_grid_its_sends_make(sends, steps):
-    """8 sends in a loop (the reference's M + S - 2) draw the expected 9 steps; the whole batch as one
-    microbatch (3 sends) draws 4 steps, the cells of 4 items: the picture tells them apart."""
+    """8 sends in a loop (the reference's M + S - 2) draw the expected 9 steps, and so do 9 (one after the
+    last step, which the rule allows); 10 draw 11 steps, not the steps expected; the whole batch as one
+    microbatch (3 sends) draws 4 steps, the cells of one item: the picture tells them apart."""
     line = test_mesh((4,), ("stage",), "explicit")
     prog = loop_of_sends(line, sends, CHAIN)
     check = recorded(
@@ -527,8 +560,8 @@ def test_a_compiled_pipeline_draws_the_grid_its_sends_make(sends, steps):
     )
     figure = schedule_figure(ef.pipeline_figures(check))
     assert f'data-actual-steps="{steps}"' in figure
-    assert cells(figure, "work", "actual") == 4 * (steps - 3)
-    assert ("not the steps expected" in figure) == (steps != 9)
+    assert cells(figure, "work", "actual") == 4 * min(steps - 3, 6)
+    assert ("not the steps expected" in figure) == (steps != 9) == (not check.passed)
 
 
 def test_a_compiled_chain_judged_as_a_cycle_draws_its_missing_wrap():

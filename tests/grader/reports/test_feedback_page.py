@@ -679,3 +679,56 @@ def test_one_error_needs_every_test_to_end_in_it():
     failed = test_result(EX04, "test_y", Category.FAILED, message="ex04.py has a syntax error")
     assert feedback_page.one_error([*same, failed]) is None
     assert feedback_page.one_error(same[:1]) is None
+
+
+# -- one test's card ----------------------------------------------------------------------------------------
+
+
+def test_a_passing_test_is_one_line_with_its_pictures_on_demand():
+    passed = test_result(
+        EX04,
+        "test_layer_auto",
+        Category.PASSED,
+        message="",
+        layouts=[LayoutCheck("output", ROWS_8, ROWS_8, True)],
+    )
+    card = feedback_page.test_card(passed)
+    # the card's first child is a closed <details> whose summary is the test's line
+    assert card.startswith('<article class="test"') and "<details><summary" in card
+    summary = card[card.index("<summary") : card.index("</summary>")]
+    assert "test_layer_auto" in summary and "1/1 points" not in summary  # no score set: 0/0
+    assert 'class="layout-check"' in card[card.index("</summary>") :]
+    assert " open" not in card
+    # with nothing to show, the line alone
+    bare = feedback_page.test_card(test_result(EX04, "test_x", Category.PASSED))
+    assert "<details" not in bare and 'class="line"' in bare
+
+
+def test_a_failing_test_opens_with_what_failed_and_folds_what_held():
+    held = LayoutCheck("params['w']", DEEP, DEEP, True)
+    failed = LayoutCheck("output", GRID_2x4, PARTIAL_2x4, False)
+    card = feedback_page.test_card(
+        test_result(
+            EX04,
+            "test_layer_2d",
+            Category.FAILED,
+            message="output: wrong sharding",
+            layouts=[held, failed],
+        )
+    )
+    assert card.index("<header>") < card.index('data-name="output"')
+    # the failed check is drawn first and open; the held one after it, one click away
+    assert card.index('data-name="output"') < card.index('<details class="held">')
+    assert card.index('<details class="held">') < card.index('data-name="params[&#x27;w&#x27;]"')
+    assert "1 more that held" in card
+
+
+def test_a_tests_pictures_are_held_to_their_budget():
+    many = [LayoutCheck(f"leaf {i}", GRID_2x4, PARTIAL_2x4, False) for i in range(400)]
+    test = test_result(EX04, "test_many", Category.FAILED, message="wrong", layouts=many)
+    card = feedback_page.test_card(test)
+    drawn = len(re.findall(r'<figure class="layout-check"', card))
+    left = int(re.search(r"(\d+) more pictures not drawn", card)[1])
+    # the result kept what its facts' bound holds; the page draws what its budget holds, and counts the rest
+    assert 0 < drawn < len(test.layouts) and drawn + left == len(test.layouts)
+    assert len(card) < feedback_page.PICTURE_CHARS + 10_000

@@ -720,7 +720,8 @@ def test_collectives_and_speed_tables_carry_the_figures():
         [
             ["collective", "found", "group size", "mesh axes", "rule asks"],
             ["all-gather", "2", "4, 2", "data, model / model", "at least 1; allowed"],
-            ["all-reduce", "1", "-", "-", "not allowed"],
+            # found, without its axes: said, not a dash (a dash: none found, nothing to say)
+            ["all-reduce", "1", "-", "not recorded", "not allowed"],
             ["reduce-scatter", "0", "-", "-", "at least 1; allowed"],
         ],
         [

@@ -3,7 +3,9 @@ every kind that ran listed once with its runs, operands and bytes) and its memor
 (arguments, temporaries and outputs against their bounds, beside the test's comparison figures): the facts,
 their round trip through report.json, and their drawing in the HTML page, the Markdown of results.json and the
 terminal. The facts are built by hand, as grader.checks.executed records them, and from real compiled
-programs.
+programs. A pipeline's steps too: the grid its sends make, drawn and said as its rule judged them (ex14 allows
+M + S - 2 sends or M + S - 1, one after the last step), its bubbles counted over the whole schedule, and the
+figure within its budget.
 
 The browser test opens the page in Chromium, takes a screenshot and reads its pixels: the bars' widths are
 in proportion to their bytes, the failing row is marked, and nothing leaves its box."""
@@ -11,6 +13,7 @@ in proportion to their bytes, the failing row is marked, and nothing leaves its 
 from __future__ import annotations
 
 import dataclasses
+import html
 import io
 import json
 import re
@@ -33,6 +36,7 @@ from grader.core.results import (
     ExecutedRule,
     MalformedResult,
     MemoryCheck,
+    PipelineSchedule,
     ProgramAccount,
     RuleFigure,
     TestResult,
@@ -40,13 +44,21 @@ from grader.core.results import (
 )
 from grader.course import catalog
 from grader.grading.results import GradingResults, score_exercise
-from grader.reports import feedback_page, markdown, memory_facts as mf, program_facts as pf
+from grader.reports import (
+    executed_facts as ef,
+    feedback_page,
+    markdown,
+    memory_facts as mf,
+    program_facts as pf,
+)
+from grader.reports.executed_text import pipeline_text
 from grader.reports.memory_picture import BOX_WIDTH, memory_figure
 from grader.reports.program_page import program_figure
 from grader.reports.program_text import test_blocks
+from grader.reports.schedule_picture import schedule_figure
 from grader.reports.writers import write_all
 
-RS, AG, AR = "reduce-scatter", "all-gather", "all-reduce"
+RS, AG, AR, CP = "reduce-scatter", "all-gather", "all-reduce", "collective-permute"
 LEAVES = 3  # parameter leaves of the ZeRO-like step: a reduce-scatter and an all-gather of each
 SCRIPT = "<script>alert(1)</script>"
 
@@ -318,8 +330,14 @@ def test_the_text_bars_fit_the_width_and_keep_the_proportions(width):
     check = remat_check()
     lines = mf.memory_lines(check, width)
     assert all(len(line) <= width for line in lines[1:])
+    drawn = f"[{mf.FILLED}{mf.EMPTY}{mf.MARKER}]+"
+    bar_lines = [line for line in lines[1:] if re.search(drawn, line)]
+    # a label longer than its column is whole, on its own line above its bar: never cut
+    label = "the reference without remat (temporaries)"
+    assert "…" not in "".join(lines) and label in " ".join(" ".join(lines).split())
+    lines = [lines[0], *bar_lines]
     bars = {line.split(mf.FILLED)[0].split()[0]: line for line in lines[1:4]}
-    cells = len(re.search(f"[{mf.FILLED}{mf.EMPTY}{mf.MARKER}]+", lines[1])[0])
+    cells = len(re.search(drawn, lines[1])[0])
     for label, value in (("arguments", 12_288), ("temporaries", 40_000), ("outputs", 4_096)):
         assert bars[label].count(mf.FILLED) in {
             round(value / 90_000 * cells),
@@ -332,10 +350,12 @@ def test_the_text_bars_fit_the_width_and_keep_the_proportions(width):
 
 def test_a_narrow_terminal_keeps_a_bar_of_min_bar_cells():
     lines = mf.memory_lines(remat_check(), 20)
-    assert all(
-        len(re.search(f"[{mf.FILLED}{mf.EMPTY}{mf.MARKER}]+", line)[0]) == mf.MIN_BAR
+    bars = [
+        found[0]
         for line in lines[1:]
-    )
+        if (found := re.search(f"[{mf.FILLED}{mf.EMPTY}{mf.MARKER}]+", line))
+    ]
+    assert len(bars) == 4 and all(len(bar) == mf.MIN_BAR for bar in bars)
 
 
 # -- the Markdown and the terminal ----------------------------------------------------------------------
@@ -475,6 +495,277 @@ def test_bad_comparison_figures_are_refused_naming_the_problem(figures, named):
     with pytest.raises(ValueError, match=re.escape(named)):
         assert_memory(step_program(mesh, 1), shown_against=figures)
     assert facts.take().memory == []  # nothing recorded for a check that did not run
+
+
+# -- a pipeline's steps ---------------------------------------------------------------------------------
+
+# ex14's visible pipeline_forward test: 16 microbatches through 8 stages, 23 steps
+PIPELINE = PipelineSchedule(8, 16)
+
+
+def sends_program(mesh, sends: int):
+    """A loop of `sends` collective-permutes down the chain of "stage", as a pipeline's steps send."""
+    S = mesh.shape["stage"]
+    chain = [(s, s + 1) for s in range(S - 1)]
+
+    def body(x):
+        return jax.lax.fori_loop(0, sends, lambda i, c: jax.lax.ppermute(c, "stage", chain), x)
+
+    spec = PartitionSpec("stage")
+    fn = jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec)
+    x = jax.device_put(jnp.ones((S, 16), jnp.float32), NamedSharding(mesh, spec))
+    return compiled(fn, x)
+
+
+def judged_sends(sends: int, schedule: PipelineSchedule = PIPELINE) -> facts.TestFacts:
+    """The facts ex14's rule records for a compiled program of `sends` sends: R M + S - 2 or R M + S - 1."""
+    mesh = test_mesh((schedule.stages,), ("stage",), "explicit")
+    steps = schedule.steps
+    return recorded(
+        lambda: assert_executed(
+            sends_program(mesh, sends),
+            CP,
+            at_least=steps - 1,
+            at_most=steps,
+            schedule=schedule,
+            what="pipeline_forward",
+        )
+    )
+
+
+def pipeline_test(taken: facts.TestFacts) -> TestResult:
+    return failed_test(taken.collectives, programs=taken.programs, figures=taken.figures)
+
+
+ONE_GRID = 'data-role="expected and actual"'  # a program that takes the steps expected: one grid
+
+
+def drawn_steps(figure: str, role: str) -> set[int]:
+    """The steps a grid draws; "expected" and "actual" are the one grid of a figure that has one."""
+    shown = f'data-role="{role}"' if f'data-role="{role}"' in figure else ONE_GRID
+    grid = figure.split(shown, 1)[1].split("</svg>", 1)[0]
+    return {
+        int(step)
+        for step in re.findall(r'class="cell \w+" data-stage="\d+" data-step="(\d+)"', grid)
+    }
+
+
+def caption(figure: str) -> str:
+    """The figure's own caption, as text."""
+    markup = figure.split("<figcaption>", 1)[1].split("</figcaption>", 1)[0]
+    return html.unescape(re.sub("<[^>]+>", "", markup))
+
+
+def true_bubbles(schedule: PipelineSchedule, steps: int) -> int:
+    """Every idle cell of a pipeline of `steps` steps, counted one by one over the whole grid: item i (of the
+    R M, those that get through every stage in time) is at stage s at step i + s, each once."""
+    items = min(schedule.repeats * schedule.microbatches, steps - schedule.stages + 1)
+    return sum(not 0 <= t - s < items for s in range(schedule.stages) for t in range(steps))
+
+
+@pytest.mark.parametrize("sends", [22, 23])
+def test_sends_the_rule_allows_take_the_steps_expected(sends):
+    """22 sends (one between each two of the 23 steps) and 23 (one more after the last step, which nothing
+    reads) are what ex14's rule allows: both are drawn as the 23 steps expected, no column more, and said
+    to be so in the program's table, the figure and the terminal alike."""
+    taken = judged_sends(sends)
+    (check,) = taken.collectives
+    assert check.passed is True
+    test = pipeline_test(taken)
+    (table,) = pf.program_tables(test)
+    assert [(row.measure, row.expected, row.executed, row.mark) for row in table.rules] == [
+        (f"{CP} runs", "22 or 23", str(sends), "pass")
+    ]
+    (pipeline,) = pf.pictures(table).pipelines
+    assert pipeline.actual_steps == 23 and pipeline.held is True
+    figure = schedule_figure(pipeline)
+    assert 'data-expected-steps="23" data-actual-steps="23" data-held="true"' in figure
+    assert "not the steps expected" not in figure and "verdict-fail" not in figure
+    assert '<span class="verdict-pass">the steps expected</span>' in figure
+    assert drawn_steps(figure, "actual") == drawn_steps(figure, "expected")
+    assert max(drawn_steps(figure, "actual")) < 23
+    words = caption(figure)
+    assert "expected 23 steps (22 or 23 sends). " in words
+    if sends == 23:
+        assert (
+            "run 23 times: one between each two steps, and one after the last step, which the "
+            "schedule allows (nothing reads it). That makes 23 steps, the steps expected." in words
+        )
+    else:
+        assert (
+            "run 22 times, one between each two steps, which makes 23 steps, the steps expected."
+            in words
+        )
+    assert "24 steps" not in figure and "redo" not in words
+    # every sentence after a period starts with a capital
+    assert all(sentence[0].isupper() for sentence in words.split(". ")[1:])
+    # the terminal says what the page says, and the page's program card draws the same figure
+    (block,) = test_blocks(test, 100)
+    said = " ".join(" ".join(block).split())  # its lines wrapped at the terminal's width, joined
+    assert words.startswith("pipeline of 8 stages x 16 microbatches: expected 23 steps")
+    assert words in said
+    assert figure in feedback_page.test_card(test)
+
+
+def test_a_small_pipeline_with_a_send_after_its_last_step_draws_every_step_once():
+    """4 stages and 6 microbatches, 9 sends: the whole grid is drawn, 9 columns as expected, the same cells."""
+    taken = judged_sends(9, PipelineSchedule(4, 6))
+    (pipeline,) = pf.pictures(pf.program_tables(pipeline_test(taken))[0]).pipelines
+    figure = schedule_figure(pipeline)
+    # one grid, what was expected and what the program took alike: every step, drawn once
+    assert figure.count(ONE_GRID) == 2  # its figure and its svg
+    assert 'data-role="expected"' not in figure and 'data-role="actual"' not in figure
+    assert drawn_steps(figure, "expected") == set(range(9))
+
+
+def test_one_send_too_many_is_still_not_the_steps_expected():
+    """24 sends: one more than the rule allows, so 25 steps, drawn and said in the failure's red, as the
+    program's table marks the rule failed."""
+    taken = judged_sends(24)
+    test = pipeline_test(taken)
+    (table,) = pf.program_tables(test)
+    assert [row.mark for row in table.rules] == ["FAIL"]
+    (pipeline,) = pf.pictures(table).pipelines
+    assert pipeline.held is False and pipeline.actual_steps == 25
+    figure = schedule_figure(pipeline)
+    assert 'data-actual-steps="25" data-held="false"' in figure
+    assert '<span class="verdict-fail">not the steps expected</span>' in figure
+    assert (
+        "run 24 times, one between each two steps, which makes 25 steps, not the steps expected."
+        in caption(figure)
+    )
+    text = pipeline_text(pipeline)
+    assert text[0].endswith("which makes 25 steps, not the steps expected.")
+    assert text[-1] == "  (25 steps, 72 bubble cells in all)"
+    # the terminal draws every step: stage 7's row ends with its 16 microbatches and two idle steps
+    assert text[-2].split()[-4:] == ["14", "15", ".", "."]
+
+
+def test_an_unjudged_pipeline_says_no_verdict():
+    """A check that judged its collectives by a rule of its own (passed None) draws its sends' steps and
+    says no verdict, neither one way nor the other."""
+    check = CollectivesCheck("p", (op(CP, 23, 1),), None, schedule=PIPELINE)
+    pipeline = ef.pipeline_figures(check)
+    figure = schedule_figure(pipeline)
+    assert pipeline.actual_steps == 24 and "steps expected" not in figure
+    assert 'data-held="unknown"' in figure and "verdict-" not in figure
+    assert pipeline_text(pipeline)[0].endswith("which makes 24 steps.")
+
+
+@pytest.mark.parametrize(
+    "schedule, steps",
+    [
+        (PipelineSchedule(8, 9, 2), 25),  # ex14's circular pipeline: as expected
+        (PipelineSchedule(8, 9, 2), 26),  # a step more: the 8 stages idle one step more each
+        (PipelineSchedule(8, 9, 2), 20),  # steps too few for its 18 items
+        (PipelineSchedule(4, 6), 200),  # cut at its first steps
+        (PipelineSchedule(20, 6), 25),  # cut at its first 16 stages
+    ],
+)
+def test_the_bubbles_are_the_whole_schedules(schedule, steps):
+    assert ef.bubble_cells(schedule, steps) == true_bubbles(schedule, steps)
+
+
+def test_25_and_26_steps_have_the_bubbles_they_have():
+    """The circular pipeline of 8 stages, 9 microbatches twice round takes 25 steps (56 bubble cells): with
+    25 sends under a rule that allows 24 only, 26 steps, 64 bubble cells, and the figure says both."""
+    schedule = PipelineSchedule(8, 9, 2)
+    assert (true_bubbles(schedule, 25), true_bubbles(schedule, 26)) == (56, 64)
+    check = CollectivesCheck(
+        "circular_forward",
+        (op(CP, 25, 1),),
+        False,
+        rule=f"{CP} runs exactly 24 times",
+        schedule=schedule,
+        executed_rule=ExecutedRule(CP, 24, 24, False, 25),
+    )
+    pipeline = ef.pipeline_figures(check)
+    figure = schedule_figure(pipeline)
+    assert "expected 25 steps (24 sends)" in caption(figure)
+    assert (
+        "25 steps, 56 bubble cells in all" in figure
+        and "26 steps, 64 bubble cells in all" in figure
+    )
+    assert (
+        'data-steps="25" data-bubbles="56"' in figure
+        and 'data-steps="26" data-bubbles="64"' in figure
+    )
+    # the terminal draws both whole: the step more is idle at the end of every stage's row
+    text = pipeline_text(pipeline)
+    assert "  (25 steps, 56 bubble cells in all)" in text
+    assert "  (26 steps, 64 bubble cells in all)" in text
+    actual = text[text.index("  (25 steps, 56 bubble cells in all)") + 1 :]
+    assert actual[-2].split()[-3:] == [
+        "7",
+        "8",
+        ".",
+    ]  # stage 7: microbatch 8's second pass, then idle
+
+
+def test_a_cut_grid_counts_every_bubble_and_says_what_it_cuts():
+    """A billion sends through 4 stages: the drawing shows its first steps, the count is the schedule's."""
+    check = CollectivesCheck("p", (op(CP, 10**9, 1),), False, schedule=PipelineSchedule(4, 6))
+    pipeline = ef.pipeline_figures(check)
+    _, actual = pipeline.grids()
+    drawn = sum(row.count(ef.BUBBLE) for row in actual.rows())
+    assert actual.bubbles == 4 * (10**9 + 1 - 6) != drawn
+    figure = schedule_figure(pipeline)
+    assert (
+        f"{10**9 + 1} steps, {actual.bubbles} bubble cells in all "
+        f"(only the first {actual.drawn_steps} of {10**9 + 1} steps drawn)"
+    ) in figure
+
+
+# The largest pipelines a figure can be asked for: ex14's largest (8 stages, 8 microbatches three times round,
+# 31 steps) with the sends of a loop of a billion; as many stages as a grid draws and more; and the widest
+# grid of 4 stages, which drew 54,739 characters before the figure had its budget.
+LARGEST = [
+    PipelineSchedule(8, 8, 3),
+    PipelineSchedule(8, 20),
+    PipelineSchedule(ef.GRID_STAGES, 10**6),
+    PipelineSchedule(10**6, 10**6, 10**3),
+    PipelineSchedule(4, 6),
+]
+
+
+@pytest.mark.parametrize("schedule", LARGEST, ids=str)
+@pytest.mark.parametrize("sends", [None, 10**9, 10**12])
+def test_a_schedule_figure_stays_within_its_budget(schedule, sends):
+    assert ef.FIGURE_CHARS <= TEST_FACTS_CHARS
+    unknown = sends is None
+    check = CollectivesCheck(
+        "p",
+        (op(CP, sends, 1, unknown),),
+        False,
+        rule=f"{CP} runs {schedule.steps - 1} or {schedule.steps} times",
+        schedule=schedule,
+        executed_rule=ExecutedRule(CP, schedule.steps - 1, schedule.steps, False, sends),
+    )
+    figure = schedule_figure(ef.pipeline_figures(check))
+    assert len(figure) <= ef.FIGURE_CHARS
+    cells = re.findall(r'<g class="cell.*?</g>', figure)
+    assert cells and max(map(len, cells)) <= ef.CELL_CHARS
+    assert len(figure) - sum(map(len, cells)) <= ef.FRAME_CHARS
+    assert len(cells) <= ef.FIGURE_CELLS
+
+
+def test_a_passing_pipeline_the_size_of_ex14s_largest_is_within_budget_and_says_so():
+    """31 steps, 31 sends (one after the last step): the figure within its budget, each grid its first steps,
+    and said so."""
+    schedule = LARGEST[0]
+    check = CollectivesCheck(
+        "p",
+        (op(CP, 31, 1),),
+        True,
+        schedule=schedule,
+        executed_rule=ExecutedRule(CP, 30, 31, False, 31),
+    )
+    figure = schedule_figure(ef.pipeline_figures(check))
+    assert len(figure) <= ef.FIGURE_CHARS
+    # the steps expected: one grid, with the whole budget
+    drawn = ef.FIGURE_CELLS // 8
+    assert drawn_steps(figure, "expected") == set(range(drawn)) and drawn >= 28
+    assert figure.count(f"(only the first {drawn} of 31 steps drawn)") == 1
 
 
 # -- in a browser ---------------------------------------------------------------------------------------
