@@ -73,9 +73,11 @@ def ring_attention(q, k, v, mesh, causal: bool):
     bytes in all); from 4 devices up, the compiled temporary bytes per device below the size of the
     whole K and V (2 * T * D * 4 bytes), with T/n larger than D. Each of these tests also checks the
     values the compiled program computes.
-    The causal trap: a key block that lies entirely after a device's queries is fully masked. If its
-    row maximum is -inf, exp(score - max) is exp(-inf + inf) = NaN, and one NaN spoils the whole row.
-    No output, and no gradient of q, k or v, may be NaN: make sure a fully masked block adds nothing.
+    The causal trap: a key block that lies entirely after a device's queries is fully masked. A ring
+    that starts with the device's own block has a finite running maximum before it meets one, and
+    then such a block adds exp(-inf) = 0. A ring that meets a fully masked block first, with a running
+    maximum still -inf, computes exp(-inf + inf) = NaN, and one NaN spoils the whole row. Whatever
+    order your ring takes, no output, and no gradient of q, k or v, may be NaN.
     Hint: `jax.lax.axis_index("sp")` and the step number say which block you hold, so which positions
     its keys have. A carry that starts the same on every device (zeros, -inf) and becomes
     device-varying needs `jax.lax.pcast(..., "sp", to="varying")` where it starts.

@@ -102,10 +102,15 @@ def assert_work(
     return account
 
 
+def axes_words(axes: tuple[str, ...] | None) -> str:
+    """The mesh axes a collective runs over, in words: "'data' and 'model'"."""
+    if axes is None:
+        return "groups of devices that follow no mesh axis"
+    return " and ".join(repr(axis) for axis in axes) or "each device alone"
+
+
 def _where(row: Traffic) -> str:
-    if row.axes is None:
-        return "devices no mesh axis names"
-    return " and ".join(repr(axis) for axis in row.axes) or "each device alone"
+    return axes_words(row.axes)
 
 
 def traffic_words(rows: Sequence[Traffic]) -> str:

@@ -148,7 +148,7 @@ def assert_trains_like_sgd(
         + (
             story
             or "the update matches none of the usual mistakes (n times or 1/n of the gradient, or one "
-            f"device's block alone); {hint}"
+            f"device's block alone). {hint}"
         )
         + f"\nThe first array that differs: {first}"
     )

@@ -573,6 +573,12 @@ def _graded_later(exercise: catalog.Exercise) -> str:
     """What the hidden tests add, in the words that fit the exercise (ex13 has no mesh)."""
     if exercise.id == "ex12_multi_controller":
         return "When you are graded, hidden tests check more: more processes, other inputs."
+    if exercise.mesh_shapes:
+        shapes = ", ".join(exercise.mesh_shapes[:-1]) + f" and {exercise.mesh_shapes[-1]}"
+        return (
+            f"When you are graded, hidden tests check more: other mesh shapes ({shapes}), other "
+            "inputs and more cases."
+        )
     if exercise.devices == (8,):
         return "When you are graded, hidden tests check more: other inputs and more cases."
     return "When you are graded, hidden tests check more: other mesh sizes, other inputs and more cases."

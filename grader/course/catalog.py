@@ -21,6 +21,8 @@ class Exercise:
     hint: str
     seeds: str  # where the idea comes from, for course authors
     devices: tuple[int, ...] = (2, 4, 8)  # mesh sizes the hidden tests grade
+    # the meshes' shapes, where the hidden tests vary them on one device count ("2x4")
+    mesh_shapes: tuple[str, ...] = ()
     bonus: bool = False  # extra credit: its points add to a score but not to the maximum
     part: int = 1  # the course's half, a Part's number (PARTS)
     # Its functions run on a mesh, and each one graded is held to its share: a work rule (the multiply-adds
@@ -288,7 +290,8 @@ EXERCISES: tuple[Exercise, ...] = (
         "Remat: jax.checkpoint around the scanned block.",
         seeds="scaling book mixed FSDP and tensor parallelism; MinText tutorial 3; Megatron sequence "
         "parallelism",
-        devices=(8,),  # hidden on 1x8, 2x4 and 4x2 meshes
+        devices=(8,),
+        mesh_shapes=("1x8", "2x4", "4x2"),
         part=2,
         shares=True,
         unshared=(("shard_block_params", _PLACES),),

@@ -19,6 +19,7 @@ from grader.grading.engine import ExerciseDone, grade_submission
 from grader.harness.time_limits import (
     FALLBACK_SECONDS,
     FILE_NAME,
+    HERE,
     CalibrationError,
     TimeLimits,
     load,
@@ -72,7 +73,7 @@ def calibrate(
     }
     limits = TimeLimits(
         reference=kept | measured,
-        source=f"calibrated {started} on this machine: the reference took "
+        source=f"calibrated {started} {HERE}: the reference took "
         f"{results.duration:.0f} s, {len(measured)} tests of "
         f"{', '.join(e.split('_', 1)[0] for e in results.exercises)}"
         + (f"; {len(kept)} tests of other exercises from an earlier calibration" if kept else ""),

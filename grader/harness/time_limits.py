@@ -213,18 +213,23 @@ def uncalibrated(folder: Path | None, exercise_ids: tuple[str, ...]) -> tuple[st
     return tuple(e for e in exercise_ids if not any(f"/{e}/" in nodeid for nodeid in timed))
 
 
+# how a calibration names the machine it timed, and how the shipped timings name it
+HERE = "on this machine"
+SHIPPED_FROM = "on the machine the course was shipped from"
+
+
 def load(folder: Path | None, override: float | None = None) -> TimeLimits:
     """The calibration in `folder` if it is for this course and machine; else the shipped timings (see the
     module's docstring), or the fallback; `override` for every test if given."""
     if override is not None:
         return TimeLimits(override=override, source=f"--test-timeout {override:g} s for every test")
     if folder is None:
-        return _uncalibrated("not calibrated on this machine (no cache folder)")
+        return _uncalibrated(f"not calibrated {HERE} (no cache folder)")
     path = Path(folder) / FILE_NAME
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        return _uncalibrated("not calibrated on this machine (`shardlab calibrate` does it)")
+        return _uncalibrated(f"not calibrated {HERE} (`shardlab calibrate` does it)")
     except (OSError, ValueError) as exc:
         return _uncalibrated(f"unreadable calibration {path} ({exc})")
     if not isinstance(data, dict) or data.get("fingerprint") != fingerprint():
@@ -269,10 +274,11 @@ def shipped_timings() -> tuple[str, dict[str, float]]:
 
 def ship(limits: TimeLimits, path: Path = SHIPPED_FILE) -> Path:
     """Write a calibration of this machine as the package's shipped timings (course authors, after
-    changing tests: `shardlab calibrate --ship`)."""
+    changing tests: `shardlab calibrate --ship`). Where they are read, "this machine" is another one."""
     seconds = {shipped_key(nodeid): s for nodeid, s in sorted(limits.reference.items())}
+    measured = limits.source.replace(HERE, SHIPPED_FROM)
     payload = {
-        "measured": f"{limits.source}; {cores()} cores, jax {metadata.version('jax')}",
+        "measured": f"{measured}; {cores()} cores, jax {metadata.version('jax')}",
         "seconds": seconds,
     }
     tmp = path.with_suffix(".tmp")

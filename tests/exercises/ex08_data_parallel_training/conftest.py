@@ -147,7 +147,7 @@ def _check_trained(params, losses, mesh, params0, x, y, *, lr=LR, steps=1, what=
         tol=TOL,
         diagnosis_tol=DIAGNOSIS_TOL,
         stories=_mistakes(n, x.shape[0] // n),
-        hint="check the gradient and the update p - lr * g.",
+        hint="Check the gradient and the update p - lr * g.",
     )
     for i, (leaf, value) in enumerate(zip(leaves, jax.tree.leaves(want))):
         assert_sharded_like(leaf, mesh, P(), value, **TOL, name=f"{what}: {leaf_name(i)}")

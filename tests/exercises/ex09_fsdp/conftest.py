@@ -153,7 +153,7 @@ def _check_trained(params, losses, mesh, params0, x, y, *, lr=LR, steps=1, what=
         tol=TOL,
         diagnosis_tol=DIAGNOSIS_TOL,
         stories=_mistakes(n, x.shape[0] // n),
-        hint="check which rows of each gradient each device keeps and the update p - lr * g.",
+        hint="Check which rows of each gradient each device keeps and the update p - lr * g.",
     )
     _check_fsdp_layout(params, mesh, want, what=what, **TOL)
     if steps == 1:
@@ -349,11 +349,6 @@ def _check_argument_bytes(impl, mesh, params, x, y):
     biases = sum(b.nbytes for _, b in params)
     block = (x.nbytes + y.nbytes) // n_devices
     bound = replicated.argument_bytes / n_devices + biases + block
-    ratio = fsdp.argument_bytes / replicated.argument_bytes
-    print(
-        f"argument bytes per device on {n_devices} devices: fsdp_train_step {fsdp.argument_bytes}, replicated "
-        f"data-parallel step {replicated.argument_bytes} (ratio {ratio:.3f}, bound {bound:.0f})"
-    )
     assert fsdp.argument_bytes <= bound, (
         f"each device's arguments of the compiled fsdp_train_step take {fsdp.argument_bytes} bytes; a replicated "
         f"data-parallel step's take {replicated.argument_bytes}, and FSDP on {n_devices} devices should need at "

@@ -216,7 +216,7 @@ def _check_ring_program(impl, n, T, D, causal, seed):
         "collective-permute",
         at_least=n - 1,
         what=what,
-        hint="the K and V blocks must make n - 1 moves round the ring, and the step count must be "
+        hint="The K and V blocks must make n - 1 moves round the ring, and the step count must be "
         "static (a fori_loop or scan with Python int bounds).",
     )
     assert_work(
@@ -253,7 +253,7 @@ def _check_ring_memory(impl, n, T, D, seed):
             program,
             temp_below=whole_kv,
             what=what,
-            hint=f"the whole K and V take {whole_kv} bytes, one block of each {whole_kv // n}. Do you "
+            hint=f"The whole K and V take {whole_kv} bytes, one block of each {whole_kv // n}. Do you "
             "gather K and V, or keep every block you received (a Python loop over the steps)? Pass the "
             "blocks on in a fori_loop and keep only the running m, l and o.",
         )
@@ -285,8 +285,8 @@ def _check_ulysses_program(impl, n, T, H, D, seed):
         at_least=2,
         at_most=4,
         what=what,
-        hint="q, k and v go to a head split in one all_to_all (stacked) or three, the output comes "
-        "back in one.",
+        hint="The queries, keys and values go to a head split in one all_to_all (stacked) or three, "
+        "and the output comes back in one.",
     )
     assert_work(
         program,

@@ -29,7 +29,7 @@ from grader.checks import (
     test_mesh,
 )
 from grader.checks.account import unknown_count
-from grader.checks.shares import traffic_words
+from grader.checks.shares import axes_words, traffic_words
 
 AXES = ("data", "model")
 IN_PROJ, OUT_PROJ = P("data", "model"), P("model", "data")
@@ -410,12 +410,14 @@ def _check_forward_program(impl, shape, sizes, seed):
     rows = _between(
         program, pr, what, "no all-reduce; all-gathers and reduce-scatters where they belong"
     )
-    reduced = sorted(str(axes) for kind, axes in rows if kind == "all-reduce")
+    reduced = [row for (kind, _), row in rows.items() if kind == "all-reduce"]
     if reduced:
         raise AssertionError(
-            f"the compiled program of {what} on the {_mesh_text(mesh)} mesh runs all-reduce over "
-            f"{reduced}; it has {_seen(rows)}. Expected no all-reduce in the forward: the partial sums "
-            'of the output projections go back sequence-split with a reduce-scatter over "model" '
+            f"the compiled program of {what} on the {_mesh_text(mesh)} mesh runs an all-reduce over "
+            + " and over ".join(axes_words(row.axes) for row in reduced)
+            + f"; it has {_seen(rows)}. Expected no all-reduce in the forward: "
+            "the partial sums of the output projections go back sequence-split with a reduce-scatter "
+            'over "model" '
             "(psum_scatter), not summed whole on every device. Is the residual stream kept whole (psum), "
             "or resharded in Explicit mode?"
         )
@@ -450,7 +452,7 @@ def _check_forward_program(impl, shape, sizes, seed):
         "reduce-scatter",
         at_least=2 if mesh.shape["model"] > 1 else 0,
         what=what,
-        hint="one after attention, one after the MLP.",
+        hint="One after attention, one after the MLP.",
     )
     on = f"on the {_mesh_text(mesh)} mesh"
     assert_work(
@@ -523,7 +525,7 @@ def _check_step_program(impl, shape, sizes, seed):
         raise AssertionError(
             f"the compiled program of {what} on the {_mesh_text(mesh)} mesh all-reduces "
             + ", ".join(
-                f"{row.operand_bytes} bytes per device over {axes} in {row.runs} runs"
+                f"{row.operand_bytes} bytes per device over {axes_words(axes)} in {row.runs} runs"
                 for axes, row in whole.items()
             )
             + f"; the smallest weight's slice is {smallest} bytes per device, and no all-reduce should "
@@ -547,7 +549,7 @@ def _check_step_program(impl, shape, sizes, seed):
         operands=True,
         what=what,
         per="step",
-        hint='each of the six weight gradients is reduce-scattered over "data".',
+        hint='Each of the six weight gradients is reduce-scattered over "data".',
     )
     on = f"on the {_mesh_text(mesh)} mesh"
     assert_work(
@@ -630,7 +632,7 @@ def _check_stack_memory(impl, shape, sizes, seed):
         temp_below=bound,
         what=what,
         shown_against={"the course's stack without remat (temporaries)": bound_of},
-        hint=f"the course's stack needs {bound_of} bytes without remat and about a quarter of it with. "
+        hint=f"The course's stack needs {bound_of} bytes without remat and about a quarter of it with. "
         "Does remat=True wrap each scanned block in jax.checkpoint, so that the backward pass recomputes "
         "a block's intermediates instead of keeping all of them from the forward?",
     )

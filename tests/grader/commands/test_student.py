@@ -367,3 +367,19 @@ def test_a_failed_work_rule_shows_its_programs_table_once(tmp_path):
     assert tables >= 3
     work = next(block for block in failed if "multiply-adds per device" in block)
     assert re.search(r"\d[\d,]* \(\d+\.\d x its\s", work) and "bytes sent" in work
+
+
+def test_after_a_pass_the_line_names_what_the_hidden_tests_vary():
+    """ex18's hidden tests keep 8 devices and change the mesh's shape: the line after a pass says so, with
+    the shapes its hidden tests are parametrized over."""
+    ex18 = catalog.get("ex18")
+    hidden = (ex18.tests_dir() / "test_hidden.py").read_text()
+    shapes = re.search(r'MESHES = pytest\.mark\.parametrize\("shape", .*ids=\[([^\]]*)\]', hidden)
+    assert shapes, "ex18's hidden tests no longer name their meshes as MESHES"
+    assert tuple(re.findall(r'"([^"]+)"', shapes[1])) == ex18.mesh_shapes
+    assert student._graded_later(ex18) == (
+        "When you are graded, hidden tests check more: other mesh shapes (1x8, 2x4 and 4x2), other "
+        "inputs and more cases."
+    )
+    assert "other mesh sizes" in student._graded_later(catalog.get("ex01"))
+    assert "mesh" not in student._graded_later(catalog.get("ex13"))

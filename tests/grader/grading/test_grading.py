@@ -217,6 +217,8 @@ def test_without_a_calibration_the_shipped_timings_set_each_limit(tmp_path):
         "not calibrated on this machine" in limits.source
         and "shipped with the course" in limits.source
     )
+    # the shipped timings' machine is another one: the words never call it this one too
+    assert limits.source.count("on this machine") == 1, limits.source
     nodeid = next(n for n in _nodeids(EX01) if time_limits.shipped_key(n) in shipped)
     seconds = shipped[time_limits.shipped_key(nodeid)]
     assert limits.limit(nodeid) == min(
@@ -227,6 +229,16 @@ def test_without_a_calibration_the_shipped_timings_set_each_limit(tmp_path):
     assert (
         limits.describe()["shipped_tests"] == len(shipped) and limits.exercise_seconds(EX01.id) > 0
     )
+
+
+def test_shipped_timings_name_their_machine_as_another(tmp_path):
+    limits = time_limits.TimeLimits(
+        reference={"tests/exercises/ex01_meshes/test_visible.py::test_a": 1.0},
+        source=f"calibrated 2026-12-03 08:00 {time_limits.HERE}: the reference took 1 s",
+    )
+    time_limits.ship(limits, tmp_path / "shipped.json")
+    measured = json.loads((tmp_path / "shipped.json").read_text())["measured"]
+    assert time_limits.HERE not in measured and time_limits.SHIPPED_FROM in measured
 
 
 def test_a_changed_test_file_loses_its_shipped_timing(tmp_path, monkeypatch):
