@@ -19,7 +19,7 @@ import pytest
 from nbgrader.api import Gradebook
 from traitlets.config.loader import PyFileConfigLoader
 
-from grader.course import catalog, term
+from grader.course import catalog, handout_layout, term
 from grader.grading.collection import collect_tests
 from grader.platforms import gradescope, notebooks
 from grader.platforms.handout import build_handout, student_course_file, verify_handout
@@ -126,6 +126,7 @@ def test_the_handout_holds_the_terms_exercises_only(handout, course):
             f"tests/exercises/{exercise.id}/{support.name}" for support in exercise.support_files()
         }
     assert "tests/exercises/ex12_multi_controller/driver.py" in expected
+    expected |= {f"docs/{name}" for name in handout_layout.HANDOUT_DOCS}  # whatever the term
     assert files_outside_grader(handout) == expected
     for exercise in OTHERS:
         assert not exercise.stub_path(handout / "exercises").exists()
