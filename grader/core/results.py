@@ -281,12 +281,18 @@ class PipelineSchedule:
     def steps(self) -> int:
         return self.repeats * self.microbatches + self.stages - 1
 
+    def work_items(self, steps: int) -> int:
+        """The items (a microbatch on one of its passes) a pipeline of `steps` steps takes through every
+        stage: R M when it has the steps for them, fewer when it has not. Steps past the schedule's carry
+        no work: a program whose values were checked ran each item once, not again."""
+        return min(max(steps - self.stages + 1, 0), self.repeats * self.microbatches)
+
     def grid(self, steps: int | None = None) -> list[list[int]]:
         """Stage s's row: the microbatch it works on at each step, -1 for a bubble. With `steps`, the grid
         of a pipeline that took that many steps through the same stages (what a count of sends implies):
         each item still passes each stage once, the steps past the schedule's own idle."""
         steps = self.steps if steps is None else steps
-        items = min(max(steps - self.stages + 1, 0), self.repeats * self.microbatches)
+        items = self.work_items(steps)
         return [
             [
                 (t - s) % self.microbatches if 0 <= t - s < items and self.microbatches else -1

@@ -40,17 +40,10 @@ Pair = tuple[int, int]
 # -- a pipeline ---------------------------------------------------------------------------------------------
 
 
-def work_items(schedule: PipelineSchedule, steps: int) -> int:
-    """The items (a microbatch on one of its passes) a pipeline of `steps` steps takes through every stage:
-    the schedule's R M when it has the steps for them, fewer when it has not. Steps past the schedule's
-    carry no work: the program computed the reference's values, so it ran each item once, not again."""
-    return min(max(steps - schedule.stages + 1, 0), schedule.repeats * schedule.microbatches)
-
-
 def bubble_cells(schedule: PipelineSchedule, steps: int) -> int:
     """The idle cells of a pipeline of `steps` steps, every stage and step counted: each of the S stages
     works on each item once and idles the rest of its steps."""
-    return schedule.stages * (steps - work_items(schedule, steps))
+    return schedule.stages * (steps - schedule.work_items(steps))
 
 
 def grid_rows(
@@ -59,7 +52,7 @@ def grid_rows(
     """The grid of a pipeline of `steps` steps through the schedule's stages (stage s takes item i at step
     i + s; -1 for a bubble), cut to its first GRID_STAGES rows and `drawn_steps` columns (GRID_STEPS at
     most), without ever building the rest (a count of sends may be in the millions)."""
-    items = work_items(schedule, steps)
+    items = schedule.work_items(steps)
     return [
         [
             (t - s) % schedule.microbatches if 0 <= t - s < items else BUBBLE
@@ -152,8 +145,6 @@ class PipelineFigures:
             return alone, None if actual_steps is None else alone
         half = steps_to_draw(schedule, schedule.steps, cells // 2)
         expected = Grid(schedule, schedule.steps, half)
-        if actual_steps == schedule.steps:
-            return expected, expected
         left = cells - expected.drawn_steps * expected.drawn_stages
         return expected, Grid(schedule, actual_steps, steps_to_draw(schedule, actual_steps, left))
 
