@@ -20,7 +20,6 @@ read the grader's source.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -199,6 +198,7 @@ class Watch:
     pids_groups: set[Path] = field(default_factory=set)
     memory_groups: set[Path] = field(default_factory=set)
     uids: set[int] = field(default_factory=set)  # the users the bomb's processes ran as
+    pids: set[int] = field(default_factory=set)  # each process seen below the bomb's grading
 
     def between(self, begun: float, ended: float) -> tuple[list[int], list[int], int]:
         """Tasks and bytes held while the classmate was graded, and how many processes the kernel killed
@@ -215,6 +215,7 @@ def watch(root: int, into: Watch, stop: threading.Event) -> None:
             below = psutil.Process(root).children(recursive=True)
         except psutil.Error:
             continue
+        into.pids.update(process.pid for process in below)
         for process in below:
             found = cgroups.cgroups_of(process.pid)
             if "pids" in found and found["pids"][1].name.startswith("shardlab-sandbox-"):
@@ -243,6 +244,18 @@ def in_another_sandbox(pid: int, not_these: set[Path]) -> bool:
         and group[1].name.startswith("shardlab-sandbox-")
         and group[1] not in not_these
     )
+
+
+def flock_holder(path: Path) -> int | None:
+    """The pid that took the flock on `path`, from the kernel's table of locks, or None if it is free."""
+    info = os.stat(path)
+    device = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 17976 fe:00:2146317 0 EOF" ("->" marks a waiter, one field more)
+        if fields[1] == "FLOCK" and fields[5] == device:
+            return int(fields[4])
+    return None
 
 
 def _oom_kills(group: Path) -> int:
@@ -362,14 +375,12 @@ def test_a_fork_bomb_and_a_memory_hog_take_nothing_from_a_classmate(tmp_path):
             and p.info["create_time"] < attacker_ended
         ]
         assert not [p.pid for p in of_uid if not in_another_sandbox(p.pid, seen.pids_groups)]
-        lock = os.open(users.lock_folder() / str(uid), os.O_RDWR)
-        try:
-            # free again: released by the grading's end
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            assert of_uid, f"uid {uid} is still locked and no later grading holds it"
-        finally:
-            os.close(lock)
+        # Free again, or held by another grading: the kernel names the process that took the lock, which
+        # must be alive (not a lock inherited by an orphan) and none of the bomb's.
+        holder = flock_holder(users.lock_folder() / str(uid))
+        assert holder is None or (
+            holder not in seen.pids | {attacker.pid} and psutil.pid_exists(holder)
+        ), f"uid {uid} is still locked by pid {holder}, which was the bomb's or has ended"
 
 
 # --- a student who fills the disk ----------------------------------------------------------------
