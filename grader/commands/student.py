@@ -37,7 +37,7 @@ from grader.grading.results import ExerciseResult, GradingResults, score_exercis
 from grader.harness.runner import RunFailed, run_tests
 from grader.reports.feedback_page import write_feedback_html
 from grader.reports.program_text import test_blocks
-from grader.reports.text import visible_share
+from grader.reports.text import explained_once, visible_share
 
 STATUS_FILE = Path(".shardlab") / "status.json"
 # XLA's compiled programs, kept between checks beside the status file: a check compiles again only what changed
@@ -473,7 +473,9 @@ def _indented(message: str, spaces: int) -> str:
     return "\n".join(pad + line for line in message.splitlines())
 
 
-def render_test(test: TestResult, console: Console) -> None:
+def render_test(test: TestResult, console: Console, explained: str = "") -> None:
+    """One test's mark and name; one that did not pass, its message, `explained` (what its JAX error means,
+    or where that is said) and its programs' pictures."""
     category = Category(test.category)
     mark, style = _MARKS[category]
     line = Text.assemble("  ", (mark, style), " ", test.name)
@@ -486,6 +488,8 @@ def render_test(test: TestResult, console: Console) -> None:
     _print_verbatim(console, line)
     if message and category is not Category.PASSED:
         _print_verbatim(console, Text(_indented(message, 6)))
+    if explained and category is not Category.PASSED:
+        _print_verbatim(console, Text(_indented(explained, 6)))
     if category is not Category.PASSED:
         # its programs' tables and pictures, and its memory bars, drawn as text as the layouts are
         for lines in test_blocks(test, console.width - 6):
@@ -518,8 +522,9 @@ def render_exercise(item: ExerciseCheck, console: Console) -> None:
         console.print(Text("  ✗ the module does not parse, so no test ran:", style="red"))
         _print_verbatim(console, Text(_indented(item.syntax_error, 6)))
     else:
+        explained = explained_once(item.tests)
         for test in item.tests:
-            render_test(test, console)
+            render_test(test, console, explained.get(test.nodeid, ""))
     if item.crash:
         console.print(
             Text(

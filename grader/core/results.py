@@ -912,6 +912,9 @@ class TestResult:
     # what each program its checks read executed, once per program, and every rule judged on them
     programs: list[ProgramAccount] = field(default_factory=list)
     figures: list[RuleFigure] = field(default_factory=list)
+    # what a known JAX error in the message means and what to do (grader.harness.jax_errors), kept apart so
+    # that the terminal and the page say it once for the tests that met it
+    explanation: str = ""
 
     __test__ = False  # not a pytest test class
 
@@ -935,6 +938,7 @@ class TestResult:
                 else note
             )
         self.message = clipped(self.message, MESSAGE_CHARS)
+        self.explanation = clipped(self.explanation, MESSAGE_CHARS)
         self.output = clipped(self.output, OUTPUT_CHARS)
 
     def _keep_facts_that_fit(self) -> str:
@@ -1019,7 +1023,8 @@ class TestResult:
         )
         facts += sum(map(_fact_size, [*self.memory, *self.programs, *self.figures]))
         speed = text_size(self.speedup.to_dict()) if self.speedup is not None else 0
-        return text_size(self.message) + text_size(self.output) + facts + speed
+        said = text_size(self.message) + text_size(self.explanation) + text_size(self.output)
+        return said + facts + speed
 
     @property
     def name(self) -> str:
@@ -1059,6 +1064,7 @@ class TestResult:
             "weight": self.weight,
             "category": str(self.category),
             "message": self.message,
+            "explanation": self.explanation,
             "duration": self.duration,
             "speedup": self.speedup.to_dict() if self.speedup is not None else None,
             "output": self.output,

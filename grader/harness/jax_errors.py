@@ -1,6 +1,7 @@
-"""The JAX errors students of the shard_map exercises meet most, each explained once in the course's words:
-what it means, its usual cause in these exercises, what to do. grader.harness.outcomes.student_message adds
-the explanation below JAX's own message, which stays (cut to its first lines when it is long).
+"""The JAX errors students of the shard_map exercises meet most, each explained in the course's words: what
+it means, its usual cause in these exercises, what to do. grader.harness.outcomes.student_explanation gives
+a test's result the explanation beside JAX's own message, which stays (cut to its first lines when it is
+long); the reports say it once for the tests of an exercise that met the same error.
 
 Each error is known by the builtin its exception derives from and a part of JAX's message that names the
 mistake (the numbers and names in it vary): an exception rebuilt from a worker's report keeps both. The

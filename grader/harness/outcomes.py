@@ -83,27 +83,45 @@ def assertion_text(exc: BaseException) -> str:
 
 
 def student_message(exc: BaseException, source: Path | None = None) -> str:
-    """What went wrong, in the student's terms: the assertion text, or the error and the student's line."""
+    """What went wrong, in the student's terms: the assertion text, or the error and the student's line. A
+    known JAX error keeps JAX's first lines; what it means is student_explanation's, kept beside it."""
     category = categorize(exc, source)
     if category is Category.NOT_ATTEMPTED:
         stub = next(e for e in _chain(exc) if isinstance(e, NotImplementedError))
         text = f"not attempted: {stub}" if str(stub) else "not attempted (NotImplementedError)"
-    elif category in (Category.FAILED, Category.TIMEOUT, Category.CRASHED) or isinstance(
-        exc, ImplementationImportError
-    ):
+    elif not _raised_by_the_code(exc, category):
         text = assertion_text(exc)
     else:
         where = _student_line(exc, source)
-        # A known JAX error keeps JAX's first lines and says, once, what it means in the course's words.
         known = jax_errors.known_error(exc, where.code if where else None)
         message = jax_errors.jax_text(exc) if known else str(exc)
         # a bare `assert` has no text
         text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
         if where:
             text += f"\n  raised at {where}"
-        if known:
-            text += "\n" + known.explanation()
     return clipped(text, MESSAGE_CHARS)
+
+
+def student_explanation(exc: BaseException, source: Path | None = None) -> str:
+    """What a known JAX error means, its usual cause and what to do, in the course's words
+    (grader.harness.jax_errors); "" for any other outcome. It is kept apart from the message so that a
+    report says it once for the tests that met the same error."""
+    if not _raised_by_the_code(exc, categorize(exc, source)):
+        return ""
+    where = _student_line(exc, source)
+    known = jax_errors.known_error(exc, where.code if where else None)
+    return known.explanation() if known else ""
+
+
+def _raised_by_the_code(exc: BaseException, category: Category) -> bool:
+    """An error raised while the student's code ran: not a stub, a failed assertion of the test's, a
+    timeout, a crash or an import the harness reports itself."""
+    return category not in (
+        Category.NOT_ATTEMPTED,
+        Category.FAILED,
+        Category.TIMEOUT,
+        Category.CRASHED,
+    ) and not isinstance(exc, ImplementationImportError)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from grader.core import facts
 from grader.core.bounds import OUTPUT_CHARS, clipped
 from grader.core.results import Category, TestResult, TimeoutFigures
 from grader.harness.events import CacheCounts, Collected, EventStream, Finished, Started
-from grader.harness.outcomes import categorize, student_message
+from grader.harness.outcomes import categorize, student_explanation, student_message
 from grader.harness.session import META, SESSION as SESSION_KEY, session_of
 from grader.harness.strikes import Strikes
 
@@ -35,6 +35,7 @@ def pytest_runtest_makereport(item, call):
     report = yield
     exc = call.excinfo.value if call.excinfo else None
     impl = session_of(item.config).impl
+    explanation = ""
     if report.skipped:
         category, message = (
             Category.SKIPPED,
@@ -43,11 +44,19 @@ def pytest_runtest_makereport(item, call):
     elif exc is not None and report.failed:
         category = categorize(exc, impl)
         message = student_message(exc, impl)
+        explanation = student_explanation(exc, impl)
         if category is Category.NOT_ATTEMPTED or call.when == "setup":
-            report.longrepr = message  # the stub's traceback teaches nothing
+            # the stub's traceback teaches nothing
+            report.longrepr = "\n".join(filter(None, (message, explanation)))
+        elif explanation:  # pytest's own output says it too, under the traceback
+            report.sections.append(("What this JAX error means", explanation))
     else:
         category, message = Category.PASSED, ""
-    report.shardlab = {"category": category.value, "message": message} | _strike_of(exc)
+    report.shardlab = {
+        "category": category.value,
+        "message": message,
+        "explanation": explanation,
+    } | _strike_of(exc)
     return report
 
 
@@ -134,6 +143,7 @@ class Recorder:
             entry.output = clipped(report.capstdout + report.capstderr, OUTPUT_CHARS)
         if _RANK.index(Category(outcome["category"])) > _RANK.index(Category(entry.category)):
             entry.category, entry.message = outcome["category"], outcome["message"]
+            entry.explanation = outcome["explanation"]
             if outcome.get("refused"):
                 self._not_run.add(report.nodeid)
             self._functions[report.nodeid] = outcome.get("function")

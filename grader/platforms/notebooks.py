@@ -45,6 +45,7 @@ from grader.core.errors import ShardlabError
 from grader.core.results import TestMeta, TestResult, function_name
 from grader.course import catalog, devices, stubs
 from grader.harness import runner
+from grader.reports.text import explained_once
 
 SCHEMA_VERSION = 3
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -392,10 +393,13 @@ class CellResult:
 
     def report(self) -> str:
         lines = []
+        explained = explained_once(self.tests)
         for test in self.tests:
             lines.append(f"{test.name}: {test.category}")
             if not test.passed and test.message:
                 lines += ["    " + line for line in test.message.splitlines()]
+            if not test.passed and test.nodeid in explained:
+                lines += ["    " + line for line in explained[test.nodeid].splitlines()]
             if fig := test.speedup:
                 lines.append(
                     f"    speedup {fig.speedup:.2f}x (IQR {fig.spread[0]:.2f}-{fig.spread[1]:.2f}), "

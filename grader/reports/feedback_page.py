@@ -42,6 +42,7 @@ from grader.reports.text import (
     category_counts,
     changes_score,
     counts_text,
+    explained_once,
     ignored_line,
     points,
     printable,
@@ -309,9 +310,10 @@ def test_line(test: TestResult) -> list[Markup]:
     ]
 
 
-def test_card(test: TestResult) -> Markup:
-    """One test. One that needs attention is open: its message, then the pictures of what failed first.
-    Any other is one line, its message and pictures on demand."""
+def test_card(test: TestResult, explained: str = "") -> Markup:
+    """One test. One that needs attention is open: its message, what its JAX error means (`explained`: the
+    explanation, or where it is said), then the pictures of what failed first. Any other is one line, its
+    message and pictures on demand."""
     failing = test.category in _ATTENTION
     message = printable(test.message).strip()
     facts = facts_block(test, failing)
@@ -320,6 +322,7 @@ def test_card(test: TestResult) -> Markup:
         message_block(message, facts is not None)
         if message
         else None,  # a passed test has one if its facts were cut
+        element("pre", explained, class_="explanation") if explained else None,
         facts,
         element("details", element("summary", "what your code printed"), element("pre", printed))
         if printed
@@ -342,19 +345,26 @@ def test_card(test: TestResult) -> Markup:
     )
 
 
-def _test_group(tests: list[TestResult], heading: str) -> list[Markup]:
-    """Tests that need attention first, open; the others inside one <details>."""
+def _test_group(
+    tests: list[TestResult], heading: str, explained: dict[str, str] | None = None
+) -> list[Markup]:
+    """Tests that need attention first, open; the others inside one <details>. `explained`: what each
+    test's JAX error is told as (grader.reports.text.explained_once)."""
     if not tests:
         return []
+    explained = explained or {}
     attention = [t for t in tests if t.category in _ATTENTION]
     fine = [t for t in tests if t not in attention]
-    parts = [element("h3", heading), *[test_card(t) for t in attention]]
+    parts = [
+        element("h3", heading),
+        *[test_card(t, explained.get(t.nodeid, "")) for t in attention],
+    ]
     if fine:
         parts.append(
             element(
                 "details",
                 element("summary", f"{len(fine)} passed or skipped: what they checked"),
-                *[test_card(t) for t in fine],
+                *[test_card(t, explained.get(t.nodeid, "")) for t in fine],
                 class_="fine",
                 open=not attention,
             )
@@ -368,18 +378,20 @@ def _test_group(tests: list[TestResult], heading: str) -> list[Markup]:
 def one_error(tests: list[TestResult]) -> str | None:
     """The message, when every one of several tests ended in the same error (a module that cannot be
     imported: a syntax error stops them all): said once, not in a card per test."""
-    messages = {printable(t.message).strip() for t in tests}
+    messages = {(printable(t.message).strip(), t.explanation) for t in tests}
     if len(tests) < 2 or len(messages) != 1 or any(t.category != Category.ERROR for t in tests):
         return None
-    return messages.pop() or None
+    return messages.pop()[0] or None
 
 
 def stopped_block(message: str, tests: list[TestResult]) -> Markup:
-    """The one error and the tests it stopped, a line each."""
+    """The one error, what it means when JAX's error is a known one, and the tests it stopped, a line each."""
+    explanation = printable(tests[0].explanation)
     return element(
         "div",
         element("p", badge(Category.ERROR), " ", element("strong", "Every test stopped on this:")),
         element("pre", message, class_="message"),
+        element("pre", explanation, class_="explanation") if explanation else None,
         element(
             "details",
             element("summary", f"the {len(tests)} tests it stopped"),
@@ -450,16 +462,18 @@ def exercise_section(
     if hint := _hint(exercise):
         parts.append(element("p", element("strong", "Hint: "), hint, class_="hint"))
     shown = visible + hidden if show_hidden else visible
+    explained = explained_once(shown)
     if stopped := one_error(shown):
         parts.append(stopped_block(stopped, shown))
     else:
-        parts += _test_group(visible, f"Visible tests ({len(visible)})")
+        parts += _test_group(visible, f"Visible tests ({len(visible)})", explained)
     if hidden and show_hidden and not stopped:
         # the page is what this grading writes; who sees it, and when, is the course's hidden_visibility
         parts += _test_group(
             hidden,
             f"Hidden tests ({len(hidden)}): names and messages, for students "
             f"{shown_when(hidden_visibility)} (hidden_visibility = {hidden_visibility})",
+            explained,
         )
     elif hidden and not show_hidden:
         parts.append(

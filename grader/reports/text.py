@@ -127,8 +127,11 @@ def verdict(test: TestResult) -> str:
 
 
 def feedback(test: TestResult) -> str:
-    """What a student reads about one test: its verdict and, for a speedup test, the measured figures."""
+    """What a student reads about one test on its own (a Gradescope or JUnit test case): its verdict, what a
+    known JAX error in it means and, for a speedup test, the measured figures."""
     lines = [verdict(test)]
+    if test.explanation:
+        lines.append(printable(test.explanation))
     if test.speedup:
         lines.append(printable(speedup_figures(test.speedup)))
     return "\n".join(lines)
@@ -204,3 +207,22 @@ def standing_reasons(exercise) -> list[str]:
         [f"late: {exercise.late.reason}"] if exercise.penalty and exercise.late is not None else []
     )
     return reasons + [f"adjusted: {adjustment.describe()}" for adjustment in exercise.adjustments]
+
+
+def explained_once(tests: Iterable[TestResult]) -> dict[str, str]:
+    """What each test (by nodeid) that met a known JAX error says of it, `tests` in the order they are
+    shown: the explanation under the first test that met it, and under each later one a line naming that
+    test, so that one mistake made in several functions is explained once."""
+    first: dict[str, str] = {}
+    said: dict[str, str] = {}
+    for test in tests:
+        if not test.explanation:
+            continue
+        if test.explanation in first:
+            said[test.nodeid] = (
+                f"What this JAX error means is said under {first[test.explanation]} above."
+            )
+        else:
+            first[test.explanation] = test.name
+            said[test.nodeid] = printable(test.explanation)
+    return said

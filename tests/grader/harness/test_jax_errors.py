@@ -1,7 +1,8 @@
 """The common JAX errors of the shard_map exercises, raised for real by a student-like module on the forced
-host devices, reach the student with JAX's own message and, once, three lines in the course's words; an
+host devices, reach the student with JAX's own message and, beside it, three lines in the course's words; an
 error the course does not know gets none. Both routes: in-process (`shardlab check`) and rebuilt from a
-worker's report (grading)."""
+worker's report (grading). The terminal, the page and a notebook's report say the explanation once for the
+tests of an exercise that met the same error; a test case on its own (Gradescope, JUnit) carries it whole."""
 
 import re
 import textwrap
@@ -12,7 +13,7 @@ import pytest
 from grader.core.bounds import MESSAGE_CHARS
 from grader.core.results import Category, TestResult
 from grader.harness import jax_errors
-from grader.harness.outcomes import categorize, student_message
+from grader.harness.outcomes import categorize, student_explanation, student_message
 from grader.reports.feedback_page import exercise_section, one_error
 from grader.worker.error_reports import encode_error, remote_exception
 
@@ -195,14 +196,14 @@ def test_each_common_error_is_explained_below_jaxs_message_on_both_routes(studen
     expected = BY_NAME.get(CASES[function])
     for route, seen in (("in-process", exc), ("worker", rebuilt(exc, folder))):
         assert categorize(seen, folder) is Category.ERROR, route
-        message = student_message(seen, folder)
+        message, explanation = student_message(seen, folder), student_explanation(seen, folder)
         assert message.startswith(f"{type(exc).__name__}"), (route, message)
         assert "raised at ex17_demo.py:" in message, (route, message)
+        assert "What it means:" not in message, (route, message)
         if expected is None:
-            assert "What it means:" not in message, (route, message)
+            assert explanation == "", (route, explanation)
             continue
-        assert message.endswith("\n" + expected.explanation()), (route, message)
-        assert message.count("What it means:") == 1
+        assert explanation == expected.explanation(), (route, explanation)
         assert JAX_SAYS[expected.name] in message, (route, message)
 
 
@@ -237,7 +238,8 @@ def test_a_huge_jax_message_is_cut_to_its_first_lines_and_the_explanation_surviv
     assert len(message) <= MESSAGE_CHARS
     assert message.startswith("ValueError: out_specs which require replication")
     assert "more lines of JAX's message cut" in message or "characters cut" in message
-    assert message.endswith(BY_NAME["replication not inferred"].explanation())
+    assert message.endswith("raised at ex17_zero1.py:9 in f: return x")
+    assert student_explanation(exc) == BY_NAME["replication not inferred"].explanation()
 
 
 def test_a_line_jax_repeats_for_every_leaf_is_said_once(student, mesh):
@@ -247,8 +249,8 @@ def test_a_line_jax_repeats_for_every_leaf_is_said_once(student, mesh):
     assert str(exc).count(repeated) == 3
     message = student_message(rebuilt(exc, folder), folder)
     assert message.count(repeated) == 1 and "(said 3 times)" in message, message
-    # JAX's last advice stays, above the explanation
-    assert message.index("check_vma=False argument") < message.index("What it means:")
+    # JAX's last advice stays
+    assert "check_vma=False argument" in message
 
 
 def test_a_students_own_empty_assertion_or_error_is_not_explained():
@@ -262,12 +264,12 @@ def test_a_students_own_empty_assertion_or_error_is_not_explained():
                 "frames": [{"file": "ex17_zero1.py", "line": 9, "function": "f", "code": code}],
             }
         )
-        assert "What it means:" not in student_message(exc), code
+        assert student_explanation(exc) == "", code
     own = ValueError("in_specs must be a PartitionSpec")
     assert jax_errors.known_error(own) is None
 
 
-def result(name: str, message: str) -> TestResult:
+def result(name: str, message: str, explanation: str) -> TestResult:
     return TestResult(
         nodeid=f"tests/exercises/ex17_zero1_accumulation/test_visible.py::{name}",
         exercise="ex17_zero1_accumulation",
@@ -275,23 +277,83 @@ def result(name: str, message: str) -> TestResult:
         weight=1.0,
         category=Category.ERROR,
         message=message,
+        explanation=explanation,
         max_score=1.0,
     )
+
+
+def graded(namespace, folder, mesh, function: str) -> tuple[str, str]:
+    """The message and the explanation grading records for `function`'s error."""
+    exc = rebuilt(raised(namespace[function], mesh), folder)
+    return student_message(exc, folder), student_explanation(exc, folder)
 
 
 def test_one_explained_error_that_stops_every_test_is_said_once_on_the_page(student, mesh):
     from grader.grading.results import ExerciseResult
 
     namespace, folder = student
-    message = student_message(
-        rebuilt(raised(namespace["pmean_into_varying_accumulator"], mesh), folder), folder
-    )
-    tests = [result(f"test_{i}", message) for i in range(3)]
+    message, explanation = graded(namespace, folder, mesh, "pmean_into_varying_accumulator")
+    tests = [result(f"test_{i}", message, explanation) for i in range(3)]
     assert one_error(tests) == message.strip()
     exercise = ExerciseResult(
         id="ex17_zero1_accumulation", title="ZeRO-1", max_score=3.0, tests=tests
     )
     page = str(exercise_section(exercise, "visible"))
-    explanation = BY_NAME["replication not inferred"]
+    known = BY_NAME["replication not inferred"]
     assert page.count("What it means:") == 1 and page.count("Usual cause:") == 1
-    assert explanation.meaning in page
+    assert known.meaning in page
+
+
+def test_one_mistake_met_by_several_tests_is_explained_once_wherever_they_are_listed(student, mesh):
+    """Two functions making the same mistake (their messages differ: their lines do), a third another: the
+    terminal, the page and a notebook's report explain each error under the first test that met it and
+    name that test under the later one; a test case read on its own (Gradescope, JUnit) carries it whole."""
+    from rich.console import Console
+
+    from grader.commands.student import ExerciseCheck, render_exercise
+    from grader.course import catalog
+    from grader.grading.results import ExerciseResult
+    from grader.platforms.notebooks import CellResult
+    from grader.reports.text import feedback
+
+    namespace, folder = student
+    first = graded(namespace, folder, mesh, "pmean_into_varying_accumulator")
+    again = graded(namespace, folder, mesh, "pmean_into_varying_accumulators_of_a_pytree")
+    other = graded(namespace, folder, mesh, "moments_assumed_replicated")
+    assert first[0] != again[0] and first[1] == again[1] != other[1]
+    tests = [
+        result("test_sum", *first),
+        result("test_adam", *other),
+        result("test_tree", *again),
+    ]
+    pointer = "What this JAX error means is said under test_sum above."
+    replication, in_specs = (
+        BY_NAME["replication not inferred"],
+        BY_NAME[CASES["moments_assumed_replicated"]],
+    )
+
+    console = Console(record=True, width=200)
+    render_exercise(ExerciseCheck(catalog.get("ex17_zero1_accumulation"), tests, "hash"), console)
+    page = str(
+        exercise_section(
+            ExerciseResult(
+                id="ex17_zero1_accumulation", title="ZeRO-1", max_score=3.0, tests=tests
+            ),
+            "visible",
+        )
+    )
+    notebook = CellResult(tests, points=3.0).report()
+    for where, text in (
+        ("terminal", console.export_text()),
+        ("page", page),
+        ("notebook", notebook),
+    ):
+        assert text.count(replication.meaning) == 1 and text.count(in_specs.meaning) == 1, where
+        assert text.count("What it means:") == 2 and text.count(pointer) == 1, where
+        # said under the first test that met it, the pointer under the later one
+        assert text.index("test_sum") < text.index(replication.meaning) < text.index("test_adam"), (
+            where
+        )
+        assert text.index("test_tree") < text.index(pointer), where
+    for test in tests:
+        assert test.explanation in feedback(test) and pointer not in feedback(test)

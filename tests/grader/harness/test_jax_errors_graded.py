@@ -1,11 +1,14 @@
 """End to end, as grading runs it: a submission whose ex17 accumulate_grads adds a pmean'd gradient to a
 per-device sum and returns it as replicated fails ex17's visible test in its confined worker, and the
-TestResult the harness sends back carries JAX's message and, once, the course's explanation of it."""
+TestResult the harness sends back carries JAX's message and, beside it, the course's explanation of it; pytest's
+own report of the failure says it too."""
 
+import subprocess
+import sys
 import time
 
 from grader.core.results import Category
-from grader.course import catalog
+from grader.course import catalog, paths
 from grader.grading import process
 from grader.harness import jax_errors
 from grader.sandbox import confinement
@@ -54,5 +57,24 @@ def test_a_graded_submission_mixing_a_pmean_into_a_per_device_sum_is_told_what_i
         "out_specs which require replication which can't be statically inferred" in result.message
     )
     assert f"raised at {EX17.module_file}:" in result.message
-    assert result.message.endswith(known.explanation()), result.message
-    assert result.message.count(known.meaning) == 1
+    assert result.explanation == known.explanation() and known.meaning not in result.message
+    # `python -m pytest ... --impl`, the route with pytest's own output, says it under the traceback
+    plain = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            f"{visible}::test_accumulate_grads",
+        ]
+        + ["--impl", str(modules), "--visible-only"],
+        capture_output=True,
+        text=True,
+        cwd=paths.REPO_ROOT,
+        timeout=300,
+    )
+    assert plain.returncode == 1, plain.stdout[-3000:] + plain.stderr[-3000:]
+    assert "What this JAX error means" in plain.stdout and known.meaning in plain.stdout, (
+        plain.stdout[-3000:]
+    )
