@@ -92,8 +92,7 @@ def student_message(exc: BaseException, source: Path | None = None) -> str:
     elif not _raised_by_the_code(exc, category):
         text = assertion_text(exc)
     else:
-        where = _student_line(exc, source)
-        known = jax_errors.known_error(exc, where.code if where else None)
+        where, known = _known_error(exc, source)
         message = jax_errors.jax_text(exc) if known else str(exc)
         # a bare `assert` has no text
         text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
@@ -108,9 +107,16 @@ def student_explanation(exc: BaseException, source: Path | None = None) -> str:
     report says it once for the tests that met the same error."""
     if not _raised_by_the_code(exc, categorize(exc, source)):
         return ""
-    where = _student_line(exc, source)
-    known = jax_errors.known_error(exc, where.code if where else None)
+    _, known = _known_error(exc, source)
     return known.explanation() if known else ""
+
+
+def _known_error(
+    exc: BaseException, source: Path | None
+) -> tuple[StudentLine | None, jax_errors.KnownError | None]:
+    """The student's line that raised `exc`, and the known JAX error it is (grader.harness.jax_errors)."""
+    where = _student_line(exc, source)
+    return where, jax_errors.known_error(exc, where.code if where else None)
 
 
 def _raised_by_the_code(exc: BaseException, category: Category) -> bool:
