@@ -26,10 +26,11 @@ m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g ** 2, p = p - lr * m_hat / (sqrt(v_
 m_hat = m / (1 - b1 ** t) and v_hat = v / (1 - b2 ** t).
 
 Tolerances (float32 against the tests' single-device float64 references): accumulate_grads at
-rtol=1e-5, atol=1e-6; after three zero1_adam_step steps, params and losses at rtol=1e-4, atol=1e-5
-(an entry whose gradient is within float32's rounding of zero moves by lr * m_hat / sqrt(v_hat), a
-ratio of two tiny numbers: such an entry is allowed what its rounding can move it, up to 2 lr a step),
-m at rtol=1e-4, atol=1e-6, v at rtol=1e-4, atol=1e-9, and t exactly.
+rtol=1e-5, atol=1e-6. zero1_adam_step runs three times, each step checked against one float64 Adam
+step from the params and state your previous step returned: params and loss at rtol=1e-4, atol=1e-5
+(an entry whose gradient is within float32's rounding of zero, or of cancelling m, moves by
+lr * m_hat / sqrt(v_hat), a ratio of tiny numbers: it is allowed what that rounding can move it, up to
+2 lr at the first step), m at rtol=1e-4, atol=1e-6, v at rtol=1e-4, atol=1e-9, and t exactly.
 Graded on meshes of 2, 4 and 8 devices with MB in {1, 2, 4}; the visible tests use 8 devices.
 
 What the tests read in the compiled programs (each rule earned only by a program that also computes

@@ -35,7 +35,8 @@ def test_zero1_init(impl, problem, checks):
 @pytest.mark.points(1)
 @pytest.mark.rules("values", "layouts", "training", functions=("zero1_init", "zero1_adam_step"))
 def test_zero1_adam_three_steps(impl, problem, checks):
-    """Three steps against Adam on one device on the mean gradient: losses, params, m, v and t."""
+    """Three steps, each against one Adam step on one device, on the mean gradient, from the params and
+    state the step before returned: params, loss, m, v and t."""
     checks["steps"](impl, N, problem(SIZES, MB, BATCH, seed=4))
 
 
