@@ -81,6 +81,15 @@ def _placed(mesh, returned):
     return jax.device_put(params, whole), state, jax.device_put(loss, whole)
 
 
+def _case(ex17, seed):
+    """The problem of `seed`, the mesh, and the honest program's own noise."""
+    return (
+        ex17._problem(SIZES, MICROBATCHES, BATCH, seed),
+        ex17._mesh(N),
+        np.random.default_rng(seed),
+    )
+
+
 def _going_in(returned):
     params, state, _ = returned
     return params, state["m"], state["v"]
@@ -105,9 +114,7 @@ def _fragile_first_update(ex17, pr):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_an_honest_step_passes_from_wherever_the_previous_one_left_it(ex17, seed):
-    pr = ex17._problem(SIZES, MICROBATCHES, BATCH, seed)
-    mesh = ex17._mesh(N)
-    rng = np.random.default_rng(seed)
+    pr, mesh, rng = _case(ex17, seed)
     # its own path from the test's start, its gradients' noise at random each step
     going_in = _start(pr)
     for t in range(1, STEPS + 1):
@@ -187,9 +194,7 @@ def _mistakes(ex17, pr, going_in, previous_params, rng):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_wrong_steps_fail_and_say_where(ex17, seed):
-    pr = ex17._problem(SIZES, MICROBATCHES, BATCH, seed)
-    mesh = ex17._mesh(N)
-    rng = np.random.default_rng(seed)
+    pr, mesh, rng = _case(ex17, seed)
     start = _start(pr)
     going_in = _going_in(_honest(ex17, pr, start, 1, rng))
     for mistake, (returned, says) in _mistakes(ex17, pr, going_in, start[0], rng).items():
